@@ -1,0 +1,34 @@
+# coopsim: two commands on a fresh machine.
+#   make demo   create .venv, install, run the main job (64 agents, MG-MAPF, random-32-32-10)
+#   make test   create .venv if missing, install [dev], run the tests
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: demo test venv install bench clean-venv
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first, the CPU build on local disk; a plain torch requirement would pull a CUDA build
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/coopsim run configs/mapf/random-32-32-10.yaml
+	@echo "Next: $(BIN)/coopsim report runs/<the run directory printed above> (writes a GIF of the replay)"
+
+test: install
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q tests
+
+bench: install
+	$(BIN)/python benchmarks/mapf_throughput.py
+
+clean-venv:
+	rm -rf $(VENV)

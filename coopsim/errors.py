@@ -1,0 +1,62 @@
+"""One error hierarchy for coopsim (after Gymnasium's ``error.py``).
+
+Every error a user can cause by input (a config, a map file, a registry id, a missing optional
+dependency) is a :class:`CoopsimError`; the CLI prints its message and exits with code 2, never a
+traceback. Messages name the file, the key or line, the bad value, and what would be valid.
+"""
+from __future__ import annotations
+
+
+class CoopsimError(Exception):
+    """Base class of every error coopsim raises on purpose."""
+
+
+class ConfigError(CoopsimError, ValueError):
+    """A run configuration (YAML file or override) is invalid.
+
+    Args:
+        message: what is wrong and what would be valid.
+        file: the config file, if any.
+        key: dotted key path, e.g. ``scenario.params.num_agents``.
+        value: the offending value.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None, value: object = None):
+        self.file, self.key, self.value = file, key, value
+        where = []
+        if file:
+            where.append(str(file))
+        if key:
+            where.append(f"key '{key}'")
+        prefix = (": ".join(where) + ": ") if where else ""
+        super().__init__(prefix + message)
+
+
+class MapFormatError(CoopsimError, ValueError):
+    """A MovingAI ``.map`` or ``.scen`` file is malformed; the message names the file and line."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None):
+        self.file, self.line = file, line
+        where = str(file) if file else "<input>"
+        if line is not None:
+            where += f", line {line}"
+        super().__init__(f"{where}: {message}")
+
+
+class RegistryError(CoopsimError, KeyError):
+    """An id is not in the registry; the message lists the registered ids."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class DependencyNotInstalled(CoopsimError, ImportError):
+    """An optional dependency is missing; the message says how to install it."""
+
+
+class ScenarioCheckError(CoopsimError, AssertionError):
+    """Raised by :func:`coopsim.testing.check_scenario` when a scenario breaks its contract."""
+
+
+class ChannelError(CoopsimError, RuntimeError):
+    """A channel backend failed (e.g. the ns-3 child process died or timed out)."""

@@ -1,0 +1,77 @@
+"""The agent-plugin contract: one object acts for the whole team on batched arrays.
+
+A plugin sees observations ``[E, N, ...]`` and returns joint actions int64 ``[E, N]``; per-agent
+dicts never appear. Learners are torch modules inside a plugin; planners are plain numpy.
+A plugin may use the scenario's declared capabilities (``action_masks()``, ``state()``, or a
+family's own, such as MG-MAPF's ``instance()``), never its private attributes.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from coopsim.platform.comm import MessageBatch
+    from coopsim.platform.scenario import Obs, ScenarioCore
+
+
+class AgentParams(BaseModel):
+    """Base params schema of an agent plugin."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class Transition:
+    """One batched step as a plugin's ``observe`` receives it (arrays ``[E, N, ...]``)."""
+
+    obs: Any
+    actions: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    next_obs: Any
+    alive: np.ndarray
+    info: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class AgentPlugin(ABC):
+    """A team policy or planner.
+
+    Args:
+        scenario: the batched core it acts in (for spaces, ``num_agents``, ``num_envs`` and capabilities).
+        **params: validated against ``Params``.
+    """
+
+    Params: ClassVar[type[AgentParams]] = AgentParams
+    #: capabilities the plugin needs from the scenario, checked when a run is built
+    requires: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, scenario: "ScenarioCore", **params: Any):
+        self.scenario = scenario
+        self.params = self.Params(**params)
+
+    def reset(self, seed: int | None = None) -> None:
+        """Called after ``scenario.reset``; a planner plans here."""
+
+    @abstractmethod
+    def act(self, obs: "Obs", inbox: "MessageBatch | None" = None) -> tuple[np.ndarray, "MessageBatch | None"]:
+        """Joint actions int64 ``[E, N]`` and the messages to send this step (or None)."""
+
+    def observe(self, transition: Transition) -> None:
+        """Receive the step's outcome (learners store it)."""
+
+    def update(self) -> dict[str, float]:
+        """One learning update; returns named losses/statistics."""
+        return {}
+
+    def save(self, path: str | Path) -> None:
+        """Write the plugin's parameters to ``path`` (planners have none)."""
+
+    def load(self, path: str | Path) -> None:
+        """Read parameters written by :meth:`save`."""

@@ -1,0 +1,131 @@
+"""The channel contract and the message batch every agent message travels in.
+
+One step's messages are one struct-of-arrays :class:`MessageBatch`. A message's size in bytes is
+computed from its payload (``payload_bytes`` of its row) plus a fixed header, never declared.
+A broadcast (``dst == BROADCAST``) counts as one copy per receiver in the accounting.
+Timing: a message sent at step ``t`` leaves at ``t * dt_s`` seconds; :meth:`Channel.deliver` at step
+``t`` returns the copies that have arrived by then (the ideal channel: everything sent at ``t - 1``).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+BROADCAST = -1
+#: IPv4 (20 bytes) + UDP (8 bytes) header: what each message costs on top of its payload
+DEFAULT_HEADER_BYTES = 28
+
+
+@dataclass
+class MessageBatch:
+    """Messages of one step, struct of arrays; ``M`` messages with payload width ``P``.
+
+    Attributes:
+        env: int32 ``[M]`` env index.
+        src: int32 ``[M]`` sender slot.
+        dst: int32 ``[M]`` receiver slot, or ``BROADCAST`` (-1).
+        payload: float32 ``[M, P]``.
+        t_sent_s: float64 ``[M]`` send time (s).
+    """
+
+    env: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    payload: np.ndarray
+    t_sent_s: np.ndarray
+
+    def __post_init__(self) -> None:
+        m = len(self.src)
+        for name in ("env", "dst", "t_sent_s"):
+            if len(getattr(self, name)) != m:
+                raise ValueError(f"MessageBatch.{name} has length {len(getattr(self, name))}, expected {m} (len(src))")
+        if self.payload.ndim != 2 or self.payload.shape[0] != m:
+            raise ValueError(f"MessageBatch.payload must be [M={m}, P]; got shape {self.payload.shape}")
+
+    @classmethod
+    def empty(cls, payload_dim: int = 0) -> "MessageBatch":
+        return cls(
+            env=np.zeros(0, np.int32), src=np.zeros(0, np.int32), dst=np.zeros(0, np.int32),
+            payload=np.zeros((0, payload_dim), np.float32), t_sent_s=np.zeros(0, np.float64),
+        )
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def size_bytes(self, header_bytes: int = DEFAULT_HEADER_BYTES) -> np.ndarray:
+        """int64 ``[M]``: payload bytes of each row plus ``header_bytes``."""
+        row = self.payload.shape[1] * self.payload.dtype.itemsize
+        return np.full(len(self), row + header_bytes, dtype=np.int64)
+
+    def select(self, index: np.ndarray) -> "MessageBatch":
+        return MessageBatch(self.env[index], self.src[index], self.dst[index], self.payload[index], self.t_sent_s[index])
+
+    def expand_broadcast(self, num_agents: int) -> "MessageBatch":
+        """One row per (sender, receiver) copy: broadcasts become ``num_agents - 1`` unicast copies."""
+        bc = self.dst == BROADCAST
+        if not bc.any():
+            return self
+        uni = self.select(~bc)
+        b = self.select(bc)
+        recv = np.arange(num_agents, dtype=np.int32)
+        rep_src = np.repeat(b.src, num_agents)
+        rep_dst = np.tile(recv, len(b))
+        keep = rep_dst != rep_src
+        idx = np.repeat(np.arange(len(b)), num_agents)[keep]
+        copies = MessageBatch(b.env[idx], b.src[idx], rep_dst[keep], b.payload[idx], b.t_sent_s[idx])
+        return concat([uni, copies])
+
+
+def concat(batches: list[MessageBatch]) -> MessageBatch:
+    """Concatenate batches (same payload width)."""
+    batches = [b for b in batches if b is not None]
+    if not batches:
+        return MessageBatch.empty()
+    return MessageBatch(
+        env=np.concatenate([b.env for b in batches]).astype(np.int32),
+        src=np.concatenate([b.src for b in batches]).astype(np.int32),
+        dst=np.concatenate([b.dst for b in batches]).astype(np.int32),
+        payload=np.concatenate([b.payload for b in batches]),
+        t_sent_s=np.concatenate([b.t_sent_s for b in batches]),
+    )
+
+
+class ChannelParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    header_bytes: int = DEFAULT_HEADER_BYTES
+
+
+class Channel(ABC):
+    """Carries messages between agents, step by step.
+
+    Lifecycle: ``reset(...)`` at each episode start, then per step ``send(t, batch)`` and
+    ``deliver(t + 1)``. ``stats()`` returns totals since the last reset (per copy:
+    ``offered_bytes = delivered_bytes + lost_bytes + queued_bytes``).
+    """
+
+    Params: ClassVar[type[ChannelParams]] = ChannelParams
+
+    def __init__(self, **params: Any):
+        self.params = self.Params(**params)
+
+    @abstractmethod
+    def reset(self, seed: int | None, *, num_envs: int, num_agents: int, dt_s: float, scenario: Any = None) -> None:
+        """Start an episode; ``scenario`` gives access to capabilities such as ``positions()``."""
+
+    @abstractmethod
+    def send(self, t: int, batch: MessageBatch | None) -> None:
+        """Offer the messages of step ``t``."""
+
+    @abstractmethod
+    def deliver(self, t: int) -> MessageBatch:
+        """Copies that have arrived by step ``t`` (broadcasts expanded: ``dst`` is always a receiver)."""
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+    def close(self) -> None:
+        pass

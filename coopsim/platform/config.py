@@ -1,0 +1,171 @@
+"""Run configuration: a typed schema (pydantic v2) read from YAML, with ``key=value`` overrides.
+
+A run config names one component of each kind, each as ``{id, params}``::
+
+    name: mapf-random-32-32-10
+    scenario: {id: mapf/MGMAPF-v0, params: {map: random-32-32-10, num_agents: 64}}
+    agents:   {id: mapf/prioritized-v0}
+    channel:  {id: ideal-v0}          # default
+    shield:   {id: passthrough-v0}    # default
+    seeds: [0, 1, 2, 3, 4]
+    episodes: 1                       # per seed
+    max_steps: 512                    # overrides scenario.params.max_steps
+
+Every error names the file, the dotted key, the bad value and what is valid (:class:`ConfigError`).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from coopsim.errors import ConfigError, CoopsimError
+from coopsim.platform import registry
+
+
+class ComponentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _none_is_empty(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+
+class RunConfig(BaseModel):
+    """Schema of a run config (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(description="run name; the run directory is runs/<name>-<UTC time>-<short id>")
+    scenario: ComponentConfig
+    agents: ComponentConfig
+    channel: ComponentConfig = Field(default_factory=lambda: ComponentConfig(id="ideal-v0"))
+    shield: ComponentConfig = Field(default_factory=lambda: ComponentConfig(id="passthrough-v0"))
+    seeds: list[int] = Field(default_factory=lambda: [0], description="one or more integer seeds")
+    episodes: int = Field(1, ge=1, description="episodes per seed, an integer >= 1")
+    max_steps: int | None = Field(None, ge=1, description="episode step limit, an integer >= 1")
+    out_dir: str = Field("runs", description="parent folder of run directories")
+    #: trainer settings, read by ``coopsim train`` (schema owned by the trainer)
+    train: dict[str, Any] | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not v or any(c in v for c in "/\\ \t\n"):
+            raise ValueError("must be a non-empty name without slashes or spaces")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds_ok(cls, v: list[int]) -> list[int]:
+        if not v:
+            raise ValueError("must list at least one seed, e.g. [0, 1, 2]")
+        if len(set(v)) != len(v):
+            raise ValueError("must not repeat a seed")
+        if any(s < 0 for s in v):
+            raise ValueError("seeds must be >= 0")
+        return v
+
+    def scenario_params(self) -> dict[str, Any]:
+        p = dict(self.scenario.params)
+        if self.max_steps is not None:
+            p["max_steps"] = self.max_steps
+        return p
+
+
+def _yaml_error(path: str, exc: yaml.YAMLError) -> ConfigError:
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return ConfigError(f"not valid YAML{where}: {problem}", file=path)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``"scenario.params.num_agents=128"`` -> (``["scenario", "params", "num_agents"]``, ``128``).
+
+    Raises:
+        ConfigError: if the text has no ``=`` or an empty key.
+    """
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key.path=value, e.g. scenario.params.num_agents=128")
+    key, raw = text.split("=", 1)
+    parts = [p for p in key.strip().split(".")]
+    if not key.strip() or any(not p for p in parts):
+        raise ConfigError(f"override {text!r} has an empty key; write key.path=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return parts, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    for text in overrides:
+        parts, value = parse_override(text)
+        node = data
+        for p in parts[:-1]:
+            if node.get(p) is None:
+                node[p] = {}
+            if not isinstance(node[p], dict):
+                raise ConfigError(f"override {text!r}: '{p}' is {node[p]!r}, not a mapping", key=".".join(parts))
+            node = node[p]
+        node[parts[-1]] = value
+    return data
+
+
+def load_raw(path: str | Path) -> dict[str, Any]:
+    path = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError("file not found (give the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml)", file=path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        raise _yaml_error(path, exc) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"top level must be a mapping with keys name, scenario, agents, ...; got {type(data).__name__}", file=path)
+    return data
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None, *, check_components: bool = True) -> RunConfig:
+    """Read, override and validate a run config, including each component's params.
+
+    Raises:
+        ConfigError: anything invalid, with file, key, value and what is valid.
+        RegistryError: an unknown component id (lists the registered ids).
+    """
+    data = apply_overrides(load_raw(path), list(overrides or []))
+    return validate_config(data, file=str(path), check_components=check_components)
+
+
+def validate_config(data: dict[str, Any], *, file: str | None = None, check_components: bool = True) -> RunConfig:
+    try:
+        cfg = RunConfig(**data)
+    except ValidationError as exc:
+        raise registry.pydantic_to_config_error(exc, RunConfig, file=file) from None
+    if check_components:
+        validate_components(cfg, file=file)
+    return cfg
+
+
+def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
+    for kind, comp, params in (
+        ("scenario", cfg.scenario, cfg.scenario_params()),
+        ("agent", cfg.agents, cfg.agents.params),
+        ("channel", cfg.channel, cfg.channel.params),
+        ("shield", cfg.shield, cfg.shield.params),
+    ):
+        field = "agents" if kind == "agent" else kind
+        try:
+            registry.spec(kind, comp.id)
+        except CoopsimError as exc:
+            raise ConfigError(str(exc), file=file, key=f"{field}.id", value=comp.id) from None
+        registry.validate_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json", exclude_none=True), sort_keys=False)

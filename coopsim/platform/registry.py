@@ -1,0 +1,158 @@
+"""One registry, the single source of truth for every component (after Gymnasium's registration).
+
+Components are declared as entry points in ``pyproject.toml`` under four groups:
+``coopsim.scenarios``, ``coopsim.agents``, ``coopsim.channels``, ``coopsim.shields``. Each entry's
+name is a versioned id (``family/Name-vN``, e.g. ``mapf/MGMAPF-v0``) and its value a lazy
+``"module:attr"`` reference to a factory (a class, or a :class:`Variant` that fixes some params of
+one). The CLI, the docs and the tests enumerate the registry and nothing else; third-party packages
+add components by declaring entry points of their own.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError
+
+from coopsim.errors import ConfigError, RegistryError
+
+KINDS = {"scenario": "coopsim.scenarios", "agent": "coopsim.agents", "channel": "coopsim.channels", "shield": "coopsim.shields"}
+ID_RE = re.compile(r"^(?:[\w.-]+/)?[\w.+-]+-v\d+$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A registered id that is one class with some params fixed (e.g. ``smac/3m-v0`` = SMAC with ``map_name='3m'``).
+
+    ``defaults`` are applied first; user params override them unless listed in ``fixed``.
+    """
+
+    cls: type
+    defaults: dict[str, Any] = field(default_factory=dict)
+    fixed: tuple[str, ...] = ()
+
+    @property
+    def Params(self) -> type[BaseModel]:  # noqa: N802 - mirrors the class attribute
+        return self.cls.Params
+
+    def __call__(self, *args: Any, **params: Any) -> Any:
+        return self.cls(*args, **{**self.defaults, **params})
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A registry entry: its kind, id, and lazy ``module:attr`` reference."""
+
+    kind: str
+    id: str
+    entry_point: str
+
+    def load(self) -> Any:
+        try:
+            return _load_ep(self.kind, self.id)
+        except (ImportError, AttributeError) as exc:  # a broken or optional component
+            from coopsim.errors import DependencyNotInstalled
+
+            raise DependencyNotInstalled(f"{self.kind} '{self.id}' ({self.entry_point}) could not be loaded: {exc}") from exc
+
+    @property
+    def Params(self) -> type[BaseModel]:  # noqa: N802
+        return self.load().Params
+
+    def doc(self) -> str:
+        obj = self.load()
+        cls = obj.cls if isinstance(obj, Variant) else obj
+        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+
+def _eps(kind: str):
+    if kind not in KINDS:
+        raise RegistryError(f"unknown component kind '{kind}'; valid kinds: {', '.join(KINDS)}")
+    return entry_points(group=KINDS[kind])
+
+
+def _load_ep(kind: str, id_: str) -> Any:
+    for ep in _eps(kind):
+        if ep.name == id_:
+            return ep.load()
+    raise _unknown(kind, id_)
+
+
+def _unknown(kind: str, id_: str) -> RegistryError:
+    ids = list_ids(kind)
+    close = difflib.get_close_matches(id_, ids, n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return RegistryError(f"unknown {kind} id '{id_}'.{hint} Registered {kind} ids: {', '.join(ids) or '(none)'}")
+
+
+def list_ids(kind: str) -> list[str]:
+    """Sorted ids registered for ``kind`` (``scenario``, ``agent``, ``channel``, ``shield``)."""
+    return sorted({ep.name for ep in _eps(kind)})
+
+
+def specs(kind: str) -> list[Spec]:
+    return [Spec(kind, ep.name, ep.value) for ep in sorted(_eps(kind), key=lambda e: e.name)]
+
+
+def spec(kind: str, id_: str) -> Spec:
+    for s in specs(kind):
+        if s.id == id_:
+            return s
+    raise _unknown(kind, id_)
+
+
+def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | None = None, key_prefix: str = "") -> BaseModel:
+    """Validate ``params`` against the component's ``Params`` schema.
+
+    Raises:
+        RegistryError: unknown id.
+        ConfigError: a param is unknown or has an invalid value (names the key, the value and what is valid).
+    """
+    factory = spec(kind, id_).load()
+    params = dict(params or {})
+    if isinstance(factory, Variant):
+        for k in factory.fixed:
+            if k in params and params[k] != factory.defaults.get(k):
+                raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}",
+                                  file=file, key=f"{key_prefix}{k}", value=params[k])
+        params = {**factory.defaults, **params}
+    try:
+        return factory.Params(**params)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix) from None
+
+
+def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, file: str | None, key_prefix: str = "") -> ConfigError:
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    value = err.get("input")
+    if err["type"] == "extra_forbidden":
+        valid = ", ".join(sorted(model.model_fields))
+        msg = f"unknown parameter {loc!r} (value {value!r}); valid parameters: {valid}"
+    else:
+        finfo = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
+        desc = f" ({finfo.description})" if finfo is not None and finfo.description else ""
+        msg = f"invalid value {value!r}: {err['msg']}{desc}"
+    return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
+
+
+def make_scenario(id_: str, num_envs: int = 1, **params: Any):
+    """Build the batched core of scenario ``id_`` with ``num_envs`` envs (params validated)."""
+    validate_params("scenario", id_, params)
+    return spec("scenario", id_).load()(num_envs=num_envs, **params)
+
+
+def make(id_: str, render_mode: str | None = None, **params: Any):
+    """Build the PettingZoo ``ParallelEnv`` view of scenario ``id_`` (one env)."""
+    from coopsim.platform.scenario import ScenarioEnv
+
+    return ScenarioEnv(make_scenario(id_, num_envs=1, **params), render_mode=render_mode)
+
+
+def make_component(kind: str, id_: str, *args: Any, **params: Any):
+    """Build an agent (``args = (scenario,)``), channel or shield from the registry."""
+    validate_params(kind, id_, params)
+    return spec(kind, id_).load()(*args, **params)

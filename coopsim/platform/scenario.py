@@ -1,0 +1,225 @@
+"""The scenario contract: a batched, vectorized core and its PettingZoo ``ParallelEnv`` view.
+
+Every coopsim scenario is written once, as a :class:`ScenarioCore` that holds the state of
+``num_envs`` independent environments in arrays with a leading ``[num_envs, num_agents, ...]`` shape
+and steps all of them at once (no per-agent Python loop). Training and benchmarks use the core
+directly; :class:`ScenarioEnv` is the ``pettingzoo.ParallelEnv`` view of a core with ``num_envs == 1``
+and follows PettingZoo exactly (agents that terminate or truncate leave ``env.agents``).
+
+Batched-core conventions (checked by :func:`coopsim.testing.check_scenario`):
+
+* Agent slots are fixed for the whole episode. ``alive`` (bool ``[E, N]``) says which slots are
+  still in the episode; the core masks a slot that is not alive to the no-op action
+  (``noop_action``), gives it reward 0, and keeps reporting ``terminated``/``truncated`` True for it.
+* Seeding: ``reset(seed=s)`` gives env ``e`` the generator ``np.random.default_rng([s, e])``, so env 0
+  of a batch reproduces a single env reset with the same seed. ``reset(seed=None, env_ids=...)``
+  resets only the listed envs and continues their generators (used by trainers on finished envs).
+* Observations are a ``np.ndarray`` ``[E, N, *shape]`` for a ``Box`` observation space, or a
+  ``dict[str, np.ndarray]`` of such arrays (keys in the order of a ``Dict`` space).
+* ``dt_s`` is the simulated time one step stands for (s); comm channels, ns-3 and robots use it.
+
+Optional capabilities a layer may ask for (present when the scenario supports them):
+``positions() -> float64 [E, N, 3]`` (m), ``constraints()`` (a safety-layer ``SafetyState``),
+``episode_metrics() -> list[dict[str, float]]`` (one dict per env, valid once an env is done).
+"""
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+import gymnasium
+import numpy as np
+from pettingzoo import ParallelEnv
+from pydantic import BaseModel, ConfigDict
+
+Obs = Union[np.ndarray, dict]
+"""Batched observations: ``[E, N, *shape]`` array, or a dict of such arrays."""
+
+
+class ScenarioParams(BaseModel):
+    """Base params schema of every scenario; subclasses add fields with units in their names."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_steps: int = 256
+
+
+@dataclass
+class StepResult:
+    """What :meth:`ScenarioCore.step` returns for a batch.
+
+    Attributes:
+        obs: next observations, ``[E, N, ...]`` (array or dict of arrays).
+        reward: float32 ``[E, N]``; 0 for slots that were not alive at the start of the step.
+        terminated: bool ``[E, N]``; True from the step an agent's episode ended on.
+        truncated: bool ``[E, N]``; True when the episode hit ``max_steps`` (time limit).
+        info: named arrays, e.g. ``{"reward/goal": float32 [E, N], "cost/collision": float32 [E]}``.
+    """
+
+    obs: Obs
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    info: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class ScenarioCore(ABC):
+    """Batched simulator core of one scenario family (see the module docstring for conventions).
+
+    Subclasses set ``Params`` (a pydantic schema of their keyword arguments), ``dt_s``,
+    ``agent_ids``, ``observation_space`` and ``action_space`` (per agent, identical for all agents),
+    and implement :meth:`reset`, :meth:`step`, :attr:`alive` and :meth:`state`.
+
+    Args:
+        num_envs: number of independent environments stepped together (leading axis ``E``).
+        **params: validated against ``Params``.
+    """
+
+    Params: ClassVar[type[ScenarioParams]] = ScenarioParams
+    metadata: ClassVar[dict[str, Any]] = {"name": "scenario", "render_modes": ["rgb_array"], "is_parallelizable": True}
+    noop_action: ClassVar[int] = 0
+
+    dt_s: float = 1.0
+    num_envs: int
+    agent_ids: tuple[str, ...]
+    observation_space: gymnasium.Space
+    action_space: gymnasium.spaces.Discrete
+    state_space: gymnasium.spaces.Box | None = None
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.agent_ids)
+
+    @abstractmethod
+    def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> Obs:
+        """Reset all envs (``env_ids is None``) or only ``env_ids`` (int array); returns the full batch's observations."""
+
+    @abstractmethod
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Step every env with joint actions ``actions`` int64 ``[E, N]`` (slots not alive are ignored)."""
+
+    @property
+    @abstractmethod
+    def alive(self) -> np.ndarray:
+        """bool ``[E, N]``: slots still in their episode."""
+
+    @property
+    def done(self) -> np.ndarray:
+        """bool ``[E]``: envs whose episode has ended (no slot alive)."""
+        return ~self.alive.any(axis=1)
+
+    @abstractmethod
+    def state(self) -> np.ndarray:
+        """Global state float32 ``[E, S]`` (centralized critics, ``ParallelEnv.state``)."""
+
+    def action_masks(self) -> np.ndarray:
+        """bool ``[E, N, A]``: available actions; by default every action for alive slots and only the no-op otherwise."""
+        masks = np.zeros((self.num_envs, self.num_agents, int(self.action_space.n)), dtype=bool)
+        alive = self.alive
+        masks[alive] = True
+        masks[~alive, self.noop_action] = True
+        return masks
+
+    def episode_metrics(self) -> list[dict[str, float]]:
+        """Per-env metrics of the episode that just ended (empty dicts if the scenario has none)."""
+        return [{} for _ in range(self.num_envs)]
+
+    def render(self, env_index: int = 0) -> np.ndarray | None:
+        """RGB frame uint8 ``[H, W, 3]`` of env ``env_index``, or None if the scenario cannot render."""
+        return None
+
+    def close(self) -> None:
+        pass
+
+    # helpers for subclasses --------------------------------------------------------------
+    @staticmethod
+    def env_rng(seed: int, env_index: int) -> np.random.Generator:
+        """The generator env ``env_index`` gets on ``reset(seed=seed)``."""
+        return np.random.default_rng([int(seed), int(env_index)])
+
+
+def _slice_obs(obs: Obs, e: int, i: int):
+    if isinstance(obs, dict):
+        return {k: np.array(v[e, i], copy=True) for k, v in obs.items()}
+    return np.array(obs[e, i], copy=True)
+
+
+class ScenarioEnv(ParallelEnv):
+    """PettingZoo ``ParallelEnv`` view of one environment of a :class:`ScenarioCore` (``num_envs == 1``).
+
+    Agents that terminate or truncate leave ``agents``; agents not given an action in ``step`` take
+    the core's no-op. Capabilities of the core (``positions``, ``constraints``, ``episode_metrics``,
+    ``dt_s``) are forwarded; ``core`` is the batched core itself.
+
+    Raises:
+        ValueError: if ``core.num_envs != 1``.
+    """
+
+    def __init__(self, core: ScenarioCore, render_mode: str | None = None):
+        if core.num_envs != 1:
+            raise ValueError(f"ScenarioEnv views exactly one env; got a core with num_envs={core.num_envs}")
+        self.core = core
+        self.metadata = dict(core.metadata)
+        self.render_mode = render_mode
+        self.possible_agents = list(core.agent_ids)
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self.agents: list[str] = []
+        self.dt_s = core.dt_s
+        if core.state_space is not None:
+            self.state_space = core.state_space
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent: str) -> gymnasium.Space:
+        return self.core.observation_space
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent: str) -> gymnasium.Space:
+        return self.core.action_space
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
+        obs = self.core.reset(seed=seed)
+        alive = self.core.alive[0]
+        self.agents = [a for a, i in self._index.items() if alive[i]]
+        masks = self.core.action_masks()[0]
+        observations = {a: _slice_obs(obs, 0, self._index[a]) for a in self.agents}
+        infos = {a: {"action_mask": masks[self._index[a]].copy()} for a in self.agents}
+        return observations, infos
+
+    def step(self, actions: dict[str, Any]) -> tuple[
+        dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]
+    ]:
+        joint = np.full((1, self.core.num_agents), self.core.noop_action, dtype=np.int64)
+        for a, act in actions.items():
+            joint[0, self._index[a]] = int(act)
+        acting = list(self.agents)
+        res = self.core.step(joint)
+        masks = self.core.action_masks()[0]
+        observations, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        for a in acting:
+            i = self._index[a]
+            observations[a] = _slice_obs(res.obs, 0, i)
+            rewards[a] = float(res.reward[0, i])
+            terms[a] = bool(res.terminated[0, i])
+            truncs[a] = bool(res.truncated[0, i])
+            infos[a] = {"action_mask": masks[i].copy()}
+        self.agents = [a for a in acting if not (terms[a] or truncs[a])]
+        return observations, rewards, terms, truncs, infos
+
+    def state(self) -> np.ndarray:
+        return np.array(self.core.state()[0], copy=True)
+
+    def render(self):
+        return self.core.render(0)
+
+    def close(self) -> None:
+        self.core.close()
+
+    # capabilities, forwarded for one env
+    def positions(self) -> dict[str, np.ndarray]:
+        """Agent positions in metres, ``{agent: float64 [3]}`` (raises AttributeError if the scenario has none)."""
+        pos = self.core.positions()[0]
+        return {a: pos[i].copy() for a, i in self._index.items()}
+
+    def episode_metrics(self) -> dict[str, float]:
+        return self.core.episode_metrics()[0]

@@ -1,0 +1,55 @@
+"""The shield contract: every joint action passes a shield before it reaches the scenario.
+
+``Shield.filter(safety_state, joint_action) -> (safe_joint_action, certificate)`` returns a new array
+(it never mutates its input). The certificate says, per env, whether the returned joint action is
+certified, and which agents the shield changed. Interventions and violations are counted by the
+recorder as ``shield/interventions`` and ``cost/<constraint>`` terms, never hidden.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+
+@dataclass
+class Certificate:
+    """Outcome of one ``filter`` call on a batch of ``E`` envs with ``N`` agents.
+
+    Attributes:
+        certified: bool ``[E]``, the returned joint action is certified safe.
+        changed: bool ``[E, N]``, agents whose action the shield replaced.
+        reason: free-form per-component explanation (which constraints, which components).
+    """
+
+    certified: np.ndarray
+    changed: np.ndarray
+    reason: dict[str, Any] = field(default_factory=dict)
+
+
+class ShieldParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Shield(ABC):
+    """Filters joint actions. ``needs_state`` says whether the runner must ask the scenario for
+    ``constraints()`` each step (the pass-through shield does not)."""
+
+    Params: ClassVar[type[ShieldParams]] = ShieldParams
+    needs_state: ClassVar[bool] = True
+
+    def __init__(self, **params: Any):
+        self.params = self.Params(**params)
+
+    def reset(self, seed: int | None, scenario: Any) -> None:
+        """Start an episode in ``scenario`` (a batched core)."""
+
+    @abstractmethod
+    def filter(self, safety_state: Any, joint_action: np.ndarray) -> tuple[np.ndarray, Certificate]:
+        """Return a certified joint action int64 ``[E, N]`` (a new array) and its certificate."""
+
+    def stats(self) -> dict[str, float]:
+        return {}
