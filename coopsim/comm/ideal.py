@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopsim.platform.comm import Channel, MessageBatch
+from coopsim.platform.comm import Channel, Feedback, MessageBatch
 
 
 class IdealChannel(Channel):
@@ -16,6 +16,8 @@ class IdealChannel(Channel):
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
         self.num_agents, self.dt_s = num_agents, dt_s
         self._pending: dict[int, list[MessageBatch]] = {}
+        self._num_envs = num_envs
+        self._fb = Feedback.zeros(num_envs, num_agents)
         self._stats = dict(messages_sent=0, copies_offered=0, offered_bytes=0, delivered_bytes=0, copies_delivered=0)
 
     def send(self, t, batch):
@@ -33,6 +35,15 @@ class IdealChannel(Channel):
         out = concat(self._pending.pop(t, []))
         self._stats["copies_delivered"] += len(out)
         self._stats["delivered_bytes"] += int(out.size_bytes(self.params.header_bytes).sum()) if len(out) else 0
+        if len(out):
+            size = out.size_bytes(self.params.header_bytes)
+            np.add.at(self._fb.delivered_copies, (out.env, out.src), 1)
+            np.add.at(self._fb.delivered_bytes, (out.env, out.src), size)
+        return out
+
+    def feedback(self, t):
+        """Per-sender delivered counts of copies delivered up to ``deliver(t)`` (nothing is ever lost)."""
+        out, self._fb = self._fb, Feedback.zeros(self._num_envs, self.num_agents)
         return out
 
     def stats(self):

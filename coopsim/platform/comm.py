@@ -94,6 +94,29 @@ def concat(batches: list[MessageBatch]) -> MessageBatch:
     )
 
 
+@dataclass
+class Feedback:
+    """Per-sender delivery feedback a channel returns one step later (see :meth:`Channel.feedback`).
+
+    Counts are of (sender, receiver) copies whose fate became known at a ``deliver`` call of an
+    earlier step and were not reported before. Arrays are int64 ``[E, N]`` indexed by sender.
+
+    Attributes:
+        delivered_copies, lost_copies: copies delivered / lost.
+        delivered_bytes, lost_bytes: their bytes (payload + header).
+    """
+
+    delivered_copies: np.ndarray
+    lost_copies: np.ndarray
+    delivered_bytes: np.ndarray
+    lost_bytes: np.ndarray
+
+    @classmethod
+    def zeros(cls, num_envs: int, num_agents: int) -> "Feedback":
+        z = lambda: np.zeros((num_envs, num_agents), np.int64)  # noqa: E731
+        return cls(z(), z(), z(), z())
+
+
 class ChannelParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
     header_bytes: int = DEFAULT_HEADER_BYTES
@@ -123,6 +146,11 @@ class Channel(ABC):
     @abstractmethod
     def deliver(self, t: int) -> MessageBatch:
         """Copies that have arrived by step ``t`` (broadcasts expanded: ``dst`` is always a receiver)."""
+
+    def feedback(self, t: int) -> Feedback | None:
+        """Delivery feedback for senders at step ``t``: fates decided at ``deliver(t - 1)`` or earlier
+        and not yet reported (None if the channel gives no feedback)."""
+        return None
 
     def stats(self) -> dict[str, float]:
         return {}

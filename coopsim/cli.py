@@ -1,0 +1,214 @@
+"""The ``coopsim`` command: parses, resolves through the registry, calls the platform.
+
+Every error a user can cause (bad config, bad map, unknown id, missing optional dependency) prints one
+message naming the file, key and value and exits with code 2; Ctrl-C keeps finished work and exits 130.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+
+from coopsim.errors import CoopsimError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="coopsim: run, train and compare teams of agents in one scenario engine.")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(exc: Exception) -> None:
+    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2)
+
+
+@app.command("list")
+def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, channel or shield (default: all)")) -> None:
+    """List every registered component id (the registry is the single source of truth)."""
+    from coopsim.platform import registry
+
+    try:
+        kinds = [kind] if kind else list(registry.KINDS)
+        for k in kinds:
+            console.print(f"[bold]{k}s[/]")
+            for s in registry.specs(k):
+                try:
+                    doc = s.doc()
+                except CoopsimError as exc:
+                    doc = f"[red](unavailable: {exc})[/]"
+                console.print(f"  {s.id:<34} {doc}", highlight=False)
+    except CoopsimError as exc:
+        _fail(exc)
+
+
+@app.command()
+def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
+             overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
+    """Check a run config (schema, registry ids, every component's params) without running it."""
+    from coopsim.platform.config import dump_config, load_config
+
+    try:
+        cfg = load_config(config, overrides or [])
+    except CoopsimError as exc:
+        _fail(exc)
+    console.print(f"[green]ok[/]: {config} is valid")
+    console.print(dump_config(cfg), highlight=False)
+
+
+@app.command()
+def run(config: Path = typer.Argument(..., help="run config (YAML)"),
+        overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value, e.g. scenario.params.num_agents=128"),
+        checkpoint: Optional[Path] = typer.Option(None, help="load agent parameters from this file"),
+        progress: bool = typer.Option(True, help="show a progress bar")) -> None:
+    """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
+    from coopsim.platform.config import load_config
+    from coopsim.platform.report import load_run, summary_table
+    from coopsim.platform.runner import run_config
+
+    try:
+        cfg = load_config(config, overrides or [])
+        run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress)
+    except CoopsimError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: finished episodes and their summary are kept")
+        raise typer.Exit(code=130)
+    console.print(summary_table(load_run(run_dir)))
+    console.print(f"run directory: {run_dir}")
+
+
+@app.command()
+def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
+          grid: List[str] = typer.Option(..., "--grid", help="key=v1,v2,... (repeatable); the product is run"),
+          overrides: Optional[List[str]] = typer.Argument(None, help="fixed key.path=value overrides"),
+          jobs: int = typer.Option(0, help="parallel processes (default: one per core)")) -> None:
+    """Run the product of --grid values, one `coopsim run` process per core, then compare them."""
+    from coopsim.platform.config import load_config, parse_override
+
+    try:
+        axes = []
+        for g in grid:
+            key_parts, _ = parse_override(g)
+            key = ".".join(key_parts)
+            values = g.split("=", 1)[1].split(",")
+            if not all(v.strip() for v in values):
+                raise CoopsimError(f"--grid {g!r}: give comma-separated values, e.g. {key}=32,64,128")
+            axes.append([f"{key}={v.strip()}" for v in values])
+        combos = [list(overrides or []) + list(c) for c in itertools.product(*axes)]
+        for c in combos:  # validate everything before starting anything
+            load_config(config, c)
+    except CoopsimError as exc:
+        _fail(exc)
+    jobs = jobs or os.cpu_count() or 1
+    console.print(f"sweep: {len(combos)} runs, {jobs} at a time")
+    procs: list[tuple[list[str], subprocess.Popen]] = []
+    run_dirs: list[str] = []
+    pending = list(combos)
+    failed = 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    try:
+        while pending or procs:
+            while pending and len(procs) < jobs:
+                c = pending.pop(0)
+                cmd = [sys.executable, "-m", "coopsim.cli", "run", str(config), *c, "--no-progress"]
+                procs.append((c, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)))
+            c, p = procs.pop(0)
+            out, _ = p.communicate()
+            line = [ln for ln in out.splitlines() if ln.startswith("run directory: ")]
+            if p.returncode == 0 and line:
+                run_dirs.append(line[-1].split(": ", 1)[1])
+                console.print(f"[green]done[/] {' '.join(shlex.quote(x) for x in c)} -> {run_dirs[-1]}")
+            else:
+                failed += 1
+                console.print(f"[red]failed[/] {' '.join(c)}:\n{out[-2000:]}")
+    except KeyboardInterrupt:
+        for _, p in procs:
+            p.terminate()
+        raise typer.Exit(code=130)
+    if len(run_dirs) > 1:
+        _report_many([Path(d) for d in run_dirs])
+    if failed:
+        raise typer.Exit(code=1)
+
+
+def _report_many(run_dirs: list[Path]) -> None:
+    from coopsim.platform.report import compare_runs, comparison_table
+
+    res = compare_runs(run_dirs)
+    console.print(comparison_table(res))
+    for p in res["plots"]:
+        console.print(f"plot: {p}")
+
+
+@app.command()
+def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, or several to compare"),
+           gif: bool = typer.Option(True, help="write a GIF of the first replay (single run)")) -> None:
+    """Re-render a run's plots and table (and a replay GIF), or compare several runs."""
+    from coopsim.platform.report import load_run, plot_run, render_replays, summary_table
+
+    try:
+        if len(run_dirs) == 1:
+            run = load_run(run_dirs[0])
+            plot = plot_run(run_dirs[0])
+            console.print(summary_table(run))
+            if plot:
+                console.print(f"plot: {plot}")
+            if gif:
+                for g in render_replays(run_dirs[0]):
+                    console.print(f"replay: {g}")
+        else:
+            _report_many(list(run_dirs))
+    except CoopsimError as exc:
+        _fail(exc)
+
+
+@app.command()
+def train(config: Path = typer.Argument(..., help="training config (YAML with a train: section)"),
+          overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
+          resume: Optional[Path] = typer.Option(None, help="continue the stopped run in this run directory exactly")) -> None:
+    """Train a learner (checkpoints, CSV and TensorBoard logs; --resume continues exactly)."""
+    try:
+        from coopsim.platform.training import train_main
+
+        run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None)
+    except CoopsimError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err_console.print("interrupted: the last checkpoint is kept; continue with --resume RUN_DIR")
+        raise typer.Exit(code=130)
+    console.print(f"run directory: {run_dir}")
+
+
+@app.command("eval")
+def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
+             checkpoint: Path = typer.Option(..., help="checkpoint file written by `coopsim train`"),
+             overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
+    """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
+    try:
+        from coopsim.platform.training import eval_main
+
+        run_dir = eval_main(str(config), list(overrides or []), str(checkpoint))
+    except CoopsimError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(code=130)
+    console.print(f"run directory: {run_dir}")
+
+
+def main() -> None:
+    try:
+        app()
+    except CoopsimError as exc:  # errors raised while typer parses
+        err_console.print(f"error: {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Run directories: atomic writes, metrics.jsonl, summary.json, replays.
+
+Layout of ``runs/<name>-<UTC time>-<short id>/``:
+
+* ``config.yaml``: the resolved config (defaults filled in, overrides applied).
+* ``metrics.jsonl``: one JSON line per finished episode (keys sorted; no wall times, so the same config
+  and seed give a byte-identical file).
+* ``timing.jsonl``: wall time of each episode (s), kept apart from the metrics.
+* ``summary.json``: per metric, mean over seeds of per-seed means with a Student-t 95% interval.
+* ``replays/seed<S>_ep<E>.npz``: the scenario's replay arrays, when it offers ``replay()``.
+* ``*.png``: plots.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import secrets
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (never a half-written file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_savez(path: Path, **arrays: np.ndarray) -> None:
+    import io
+
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def new_run_dir(out_dir: str | Path, name: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    d = Path(out_dir) / f"{name}-{stamp}-{secrets.token_hex(3)}"
+    d.mkdir(parents=True, exist_ok=False)
+    return d
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (np.floating, float)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    return v
+
+
+def json_line(row: dict[str, Any]) -> str:
+    return json.dumps({k: _jsonable(v) for k, v in row.items()}, sort_keys=True, allow_nan=False)
+
+
+class JsonlWriter:
+    """Appends one line per record and fsyncs it, so an interrupted run keeps every finished record."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._f = open(self.path, "a", encoding="utf-8")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._f.write(json_line(row) + "\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file, ignoring a truncated last line (a run killed mid-write)."""
+    rows = []
+    p = Path(path)
+    if not p.exists():
+        return rows
+    for line in p.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return rows

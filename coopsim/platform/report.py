@@ -1,0 +1,237 @@
+"""Reports: plots and tables of one run, comparisons across runs, replay animations.
+
+``coopsim report RUN_DIR`` re-renders a run's plots, prints its summary table and, when the scenario
+can render its replays (a ``render_replay(replay) -> list[uint8 [H, W, 3]]`` function on the scenario
+class), writes ``replay_seed<S>_ep<E>.gif``. On several runs it groups them by the config fields that
+differ, prints one comparison table and plots each metric against the numeric field that varies
+(e.g. ``scenario.params.num_agents``), one line per method, with 95% confidence bands.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from coopsim.errors import CoopsimError
+from coopsim.platform.recorder import atomic_write_bytes, read_jsonl
+from coopsim.platform.stats import ID_KEYS, summarize, t_interval
+
+#: metrics drawn first when present (the field's headline numbers)
+HEADLINE = ("success", "win", "soc", "soc_over_lb", "makespan", "episode_return", "collisions",
+            "goal_fraction", "throughput", "comm/copies_offered", "shield/interventions")
+
+
+def _mpl():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    d = Path(run_dir)
+    if not (d / "config.yaml").is_file():
+        raise CoopsimError(f"{d}: not a run directory (no config.yaml); give a folder that `coopsim run` wrote under runs/")
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    rows = read_jsonl(d / "metrics.jsonl")
+    summ_path = d / "summary.json"
+    summary = json.loads(summ_path.read_text()) if summ_path.exists() else {"metrics": summarize(rows)}
+    return {"dir": d, "config": cfg, "rows": rows, "summary": summary}
+
+
+def _ordered_metrics(names) -> list[str]:
+    names = list(names)
+    head = [m for m in HEADLINE if m in names]
+    return head + sorted(m for m in names if m not in head)
+
+
+def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
+    """Per-episode values of the headline metrics, one colour per seed, mean ± 95% CI; writes ``metrics.png``."""
+    run = load_run(run_dir)
+    rows = run["rows"]
+    if not rows:
+        return None
+    metrics = [m for m in _ordered_metrics(run["summary"]["metrics"]) if m not in ID_KEYS][:max_metrics]
+    plt = _mpl()
+    cols = min(4, len(metrics))
+    nrows = math.ceil(len(metrics) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    seeds = sorted({r["seed"] for r in rows})
+    for ax, m in zip(axes.flat, metrics):
+        for i, s in enumerate(seeds):
+            ys = [r.get(m) for r in rows if r["seed"] == s and r.get(m) is not None]
+            ax.scatter([i] * len(ys), ys, s=14, alpha=0.8)
+        st = run["summary"]["metrics"].get(m, {})
+        if st.get("mean") is not None:
+            ax.axhline(st["mean"], color="k", lw=1)
+            if st.get("ci95_low") is not None:
+                ax.axhspan(st["ci95_low"], st["ci95_high"], color="k", alpha=0.1)
+        ax.set_title(m, fontsize=9)
+        ax.set_xticks(range(len(seeds)), [str(s) for s in seeds], fontsize=7)
+        ax.set_xlabel("seed", fontsize=7)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(metrics):]:
+        ax.axis("off")
+    fig.suptitle(f"{run['config'].get('name')}: per-episode metrics (line: mean over seeds, band: 95% CI)", fontsize=9)
+    fig.tight_layout()
+    out = Path(run_dir) / "metrics.png"
+    _save_fig(fig, out)
+    plt.close(fig)
+    return out
+
+
+def _save_fig(fig, out: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    atomic_write_bytes(out, buf.getvalue())
+
+
+def summary_table(run: dict[str, Any]):
+    from rich.table import Table
+
+    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})")
+    for c in ("metric", "mean", "95% CI", "seeds", "episodes"):
+        t.add_column(c, justify="right" if c != "metric" else "left")
+    for m in _ordered_metrics(run["summary"]["metrics"]):
+        st = run["summary"]["metrics"][m]
+        ci = "—" if st.get("ci95_low") is None else f"[{_fmt(st['ci95_low'])}, {_fmt(st['ci95_high'])}]"
+        t.add_row(m, _fmt(st.get("mean")), ci, str(st.get("n_seeds")), str(st.get("n_episodes")))
+    return t
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "—"
+    if abs(x) >= 1000 or x == int(x):
+        return f"{x:.0f}" if x == int(x) else f"{x:.1f}"
+    return f"{x:.4g}"
+
+
+def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> list[Path]:
+    """Write animated GIFs of the run's first ``max_replays`` replays, if its scenario can render them."""
+    import imageio.v3 as iio
+
+    from coopsim.platform import registry
+
+    run = load_run(run_dir)
+    sid = run["config"]["scenario"]["id"]
+    factory = registry.spec("scenario", sid).load()
+    cls = getattr(factory, "cls", factory)
+    render = getattr(cls, "render_replay", None)
+    if render is None:
+        return []
+    outs = []
+    for path in sorted((Path(run_dir) / "replays").glob("*.npz"))[:max_replays]:
+        with np.load(path) as z:
+            frames = render({k: z[k] for k in z.files})
+        out = Path(run_dir) / f"replay_{path.stem}.gif"
+        import io
+
+        buf = io.BytesIO()
+        iio.imwrite(buf, np.stack(frames), extension=".gif", duration=int(1000 / fps), loop=0)
+        atomic_write_bytes(out, buf.getvalue())
+        outs.append(out)
+    return outs
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> dict[str, Any]:
+    """Group runs by the config fields that differ; tables and metric-vs-x plots with 95% CI bands.
+
+    The x axis is the numeric field that differs (e.g. ``scenario.params.num_agents``); lines are the
+    combinations of the other differing fields (e.g. ``agents.id``). Seeds of runs that share every
+    other field are pooled. Writes ``compare_<metric>.png`` into ``out_dir`` (default: the first run's parent).
+    """
+    runs = [load_run(d) for d in run_dirs]
+    flat = [_flatten({k: v for k, v in r["config"].items() if k not in ("name", "out_dir", "seeds")}) for r in runs]
+    keys = sorted({k for f in flat for k in f})
+    differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+    numeric = [k for k in differing if all(isinstance(f.get(k), (int, float)) and not isinstance(f.get(k), bool) for f in flat)]
+    x_key = next((k for k in numeric if k.endswith("num_agents")), numeric[0] if numeric else None)
+    line_keys = [k for k in differing if k != x_key]
+    groups: dict[tuple, dict[Any, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r, f in zip(runs, flat):
+        line = tuple(str(f.get(k)) for k in line_keys)
+        groups[line][f.get(x_key) if x_key else 0].extend(r["rows"])
+    metrics = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})
+    table: list[dict[str, Any]] = []
+    for line, by_x in sorted(groups.items()):
+        for x, rows in sorted(by_x.items(), key=lambda kv: (kv[0] is None, kv[0])):
+            s = summarize(rows)
+            table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s})
+    out_dir = Path(out_dir) if out_dir else Path(run_dirs[0]).parent
+    plots = []
+    if x_key is not None:
+        plt = _mpl()
+        for m in metrics[:8]:
+            fig, ax = plt.subplots(figsize=(4.6, 3.2))
+            for line, by_x in sorted(groups.items()):
+                xs, ms, lo, hi = [], [], [], []
+                for x, rows in sorted(by_x.items()):
+                    per_seed = summarize(rows).get(m)
+                    if not per_seed:
+                        continue
+                    xs.append(x)
+                    ms.append(per_seed["mean"])
+                    lo.append(per_seed["ci95_low"] if per_seed["ci95_low"] is not None else per_seed["mean"])
+                    hi.append(per_seed["ci95_high"] if per_seed["ci95_high"] is not None else per_seed["mean"])
+                if xs:
+                    label = ", ".join(line) or "run"
+                    ax.plot(xs, ms, marker="o", label=label)
+                    ax.fill_between(xs, lo, hi, alpha=0.2)
+            ax.set_xlabel(x_key.split(".")[-1])
+            ax.set_ylabel(m)
+            ax.legend(fontsize=7)
+            ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
+            fig.tight_layout()
+            out = out_dir / f"compare_{m.replace('/', '_')}.png"
+            _save_fig(fig, out)
+            plt.close(fig)
+            plots.append(out)
+    return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots}
+
+
+def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
+    from rich.table import Table
+
+    metrics = metrics or result["metrics"][:6]
+    t = Table(title="comparison (mean over seeds [95% CI])")
+    for k in result["line_keys"]:
+        t.add_column(k)
+    if result["x_key"]:
+        t.add_column(result["x_key"], justify="right")
+    for m in metrics:
+        t.add_column(m, justify="right")
+    for row in result["table"]:
+        cells = [row["line"][k] for k in result["line_keys"]]
+        if result["x_key"]:
+            cells.append(str(row["x"]))
+        for m in metrics:
+            st = row["summary"].get(m)
+            if not st:
+                cells.append("—")
+            elif st["ci95_low"] is None:
+                cells.append(_fmt(st["mean"]))
+            else:
+                cells.append(f"{_fmt(st['mean'])} [{_fmt(st['ci95_low'])}, {_fmt(st['ci95_high'])}]")
+        t.add_row(*cells)
+    return t

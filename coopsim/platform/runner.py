@@ -1,0 +1,180 @@
+"""The runner loop: one step of a run flows one way through every layer.
+
+::
+
+    scenario.observe ─► team.act(obs, inbox) ─► shield.filter(joint_action) ─► scenario.step(safe_action)
+           ▲                  │ outgoing messages                                   │
+           └── channel.deliver(t+1) ◄── channel.send(t)                      recorder (metrics.jsonl)
+
+Episode ``e`` of seed ``s`` resets every component with the episode seed ``s * episodes + e``, so
+distinct seeds never share an episode and a seed list ``[0, 1, 2]`` with one episode each uses
+scenario seeds 0, 1, 2.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from coopsim.platform import registry
+from coopsim.platform.agent import Transition
+from coopsim.platform.config import RunConfig, dump_config
+from coopsim.platform.recorder import JsonlWriter, atomic_savez, atomic_write_text, new_run_dir, read_jsonl
+from coopsim.platform.stats import summarize
+
+
+class RunParts:
+    """The four components of a run, built from the registry (num_envs == 1)."""
+
+    def __init__(self, cfg: RunConfig, checkpoint: str | None = None):
+        self.scenario = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
+        missing = [c for c in getattr(registry.spec("agent", cfg.agents.id).load(), "requires", ()) if not hasattr(self.scenario, c)]
+        if missing:
+            from coopsim.errors import ConfigError
+
+            raise ConfigError(f"agent '{cfg.agents.id}' needs scenario capabilities {missing}, which '{cfg.scenario.id}' lacks",
+                              key="agents.id", value=cfg.agents.id)
+        self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
+        if checkpoint is not None:
+            self.agent.load(checkpoint)
+        self.channel = registry.make_component("channel", cfg.channel.id, **cfg.channel.params)
+        self.shield = registry.make_component("shield", cfg.shield.id, **cfg.shield.params)
+
+    def close(self) -> None:
+        self.channel.close()
+        self.scenario.close()
+
+
+def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
+    """Run one episode to its end; returns its metrics and the scenario's replay arrays (or None)."""
+    sc, agent, channel, shield = parts.scenario, parts.agent, parts.channel, parts.shield
+    obs = sc.reset(seed=episode_seed)
+    agent.reset(episode_seed)
+    channel.reset(episode_seed, num_envs=sc.num_envs, num_agents=sc.num_agents, dt_s=sc.dt_s, scenario=sc)
+    shield.reset(episode_seed, sc)
+    inbox = None
+    t = 0
+    team_return = 0.0
+    interventions = 0
+    certified_steps = 0
+    costs: dict[str, float] = {}
+    terms: dict[str, float] = {}
+    while True:
+        actions, outgoing = agent.act(obs, inbox)
+        safety_state = sc.constraints() if shield.needs_state else None
+        safe, cert = shield.filter(safety_state, actions)
+        interventions += int(np.count_nonzero(cert.changed))
+        certified_steps += int(np.count_nonzero(cert.certified))
+        channel.send(t, outgoing)
+        alive_before = sc.alive.copy()
+        res = sc.step(safe)
+        inbox = channel.deliver(t + 1)
+        agent.observe(Transition(obs, safe, res.reward, res.terminated, res.truncated, res.obs, alive_before, res.info))
+        team_return += float(res.reward.sum())
+        for k, v in res.info.items():
+            if k.startswith("cost/"):
+                costs[k] = costs.get(k, 0.0) + float(np.sum(v))
+            elif k.startswith("reward/"):
+                terms[k] = terms.get(k, 0.0) + float(np.sum(v))
+        obs = res.obs
+        t += 1
+        if bool(sc.done[0]):
+            break
+    metrics: dict[str, float] = {"episode_return": team_return, "steps": t}
+    metrics.update(sc.episode_metrics()[0])
+    metrics.update(costs)
+    metrics.update(terms)
+    metrics["shield/interventions"] = interventions
+    if shield.needs_state:
+        metrics["shield/certified_steps"] = certified_steps
+    metrics.update(channel.stats())
+    metrics.update(shield.stats())
+    replay = sc.replay(0) if hasattr(sc, "replay") else None
+    return metrics, replay
+
+
+def run_config(
+    cfg: RunConfig,
+    *,
+    checkpoint: str | None = None,
+    run_dir: Path | None = None,
+    progress: bool = True,
+    on_episode: Callable[[dict[str, Any]], None] | None = None,
+) -> Path:
+    """Run every episode of every seed of ``cfg`` and write a run directory.
+
+    Returns the run directory. On ``KeyboardInterrupt`` the finished episodes are kept, the summary
+    is written (``"interrupted": true``) and the interrupt is re-raised.
+
+    Raises:
+        ConfigError, RegistryError: invalid components or params (before anything runs).
+    """
+    parts = RunParts(cfg, checkpoint=checkpoint)
+    run_dir = Path(run_dir) if run_dir else new_run_dir(cfg.out_dir, cfg.name)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
+    metrics_w = JsonlWriter(run_dir / "metrics.jsonl")
+    timing_w = JsonlWriter(run_dir / "timing.jsonl")
+    jobs = [(s, e) for s in cfg.seeds for e in range(cfg.episodes)]
+    interrupted = False
+    started = time.perf_counter()
+    bar = _progress(progress)
+    try:
+        with bar:
+            task = bar.add_task(f"{cfg.name}", total=len(jobs))
+            for seed, ep in jobs:
+                ep_seed = seed * cfg.episodes + ep
+                t0 = time.perf_counter()
+                metrics, replay = run_episode(parts, ep_seed)
+                row = {"seed": seed, "episode": ep, "episode_seed": ep_seed, **metrics}
+                if replay is not None:
+                    atomic_savez(run_dir / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
+                metrics_w.write(row)
+                timing_w.write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6)})
+                if on_episode:
+                    on_episode(row)
+                bar.update(task, advance=1, description=_bar_text(cfg.name, row))
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        metrics_w.close()
+        timing_w.close()
+        parts.close()
+        write_summary(run_dir, interrupted=interrupted, wall_s=time.perf_counter() - started)
+        try:
+            from coopsim.platform.report import plot_run
+
+            plot_run(run_dir)
+        except Exception as exc:  # plotting never loses results
+            (run_dir / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+    if interrupted:
+        raise KeyboardInterrupt
+    return run_dir
+
+
+def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None) -> dict:
+    rows = read_jsonl(run_dir / "metrics.jsonl")
+    summary = {
+        "episodes_finished": len(rows),
+        "interrupted": interrupted,
+        "metrics": summarize(rows),
+    }
+    if wall_s is not None:
+        summary["wall_s"] = round(wall_s, 3)
+    atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True))
+    return summary
+
+
+def _bar_text(name: str, row: dict) -> str:
+    shown = [k for k in ("success", "soc", "soc_over_lb", "win", "episode_return") if k in row][:3]
+    return name + "  " + "  ".join(f"{k}={row[k]:.3g}" for k in shown)
+
+
+def _progress(enabled: bool):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TimeRemainingColumn(), disable=not enabled, transient=False)

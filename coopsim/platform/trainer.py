@@ -1,0 +1,281 @@
+"""The ``Trainer`` protocol every learner implements, and what all of them share: the training loop
+driver (:func:`fit`), atomic checkpoints with exact resume, and the CSV + TensorBoard logger.
+
+A learner (PPO, QMIX, tabular...) implements :class:`Trainer`: one ``train_iteration`` (collect and
+update), ``state_dict``/``load_state_dict`` holding *everything* a resumed run needs to continue
+exactly (parameters, optimizer, RNG states, the scenario core with its generators, counters), and
+``save_policy`` writing the file its agent plugin's ``load`` reads. :func:`fit` runs iterations until
+the step budget is spent, logs every iteration, checkpoints every ``checkpoint_every`` env steps, and
+on ``resume`` restores the newest checkpoint and truncates the logs to it, so a killed-and-resumed run
+writes the same metrics rows as an uninterrupted one.
+
+An agent plugin class that can be trained provides ``TrainConfig`` (a :class:`TrainSchedule` subclass,
+the schema of the run config's ``train:`` section) and a classmethod
+``make_trainer(cfg: RunConfig, train: TrainConfig, seed: int, *, file=None) -> Trainer``.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from coopsim.errors import ConfigError
+
+CHECKPOINT_NAME = "checkpoint.pt"
+POLICY_NAME = "policy.pt"
+METRICS_CSV = "metrics.csv"
+SUMMARY_NAME = "train_summary.json"
+#: columns that depend on the machine, not on the run; excluded when comparing runs
+WALL_COLUMNS = ("time/wall_s", "time/env_steps_per_s")
+
+
+class TrainSchedule(BaseModel):
+    """Keys of the ``train:`` section shared by every learner (subclasses add their algorithm's keys)."""
+
+    model_config = ConfigDict(extra="forbid")
+    total_env_steps: int = Field(..., ge=1, description="step budget: environment steps (one per env per vector step), >= 1")
+    torch_threads: int = Field(1, ge=1, le=256, description="torch.set_num_threads; 1 is fastest on busy shared cores")
+    checkpoint_every: int = Field(0, ge=0, description="env steps between checkpoints; 0 = only at the end")
+    tensorboard: bool = Field(True, description="also write TensorBoard event files under <run>/tb")
+    progress: bool = Field(True, description="show a rich progress bar")
+
+
+@runtime_checkable
+class Trainer(Protocol):
+    """What :func:`fit` drives. ``env_steps`` and ``iteration`` count what has been done so far."""
+
+    env_steps: int
+    iteration: int
+
+    def train_iteration(self) -> dict[str, float]:
+        """Collect experience and update once; advance ``env_steps`` and ``iteration``; return metrics."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly (picklable)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        ...
+
+    def save_policy(self, path: str | Path) -> None:
+        """Write the file the agent plugin's ``load`` reads."""
+        ...
+
+
+# --- checkpoints --------------------------------------------------------------------------------
+
+def atomic_save(obj: Any, path: str | Path) -> None:
+    """``torch.save`` to ``path`` atomically: write ``path.tmp``, fsync, then ``os.replace``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        torch.save(obj, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_text(text: str, path: str | Path) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`atomic_save` (our own files: full unpickling).
+
+    Raises:
+        ConfigError: the file is missing or not a coopsim checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("checkpoint not found (give a run dir with checkpoint.pt, or a .pt file)", file=str(path))
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+        raise ConfigError(f"not a readable checkpoint: {exc}", file=str(path)) from None
+
+
+def capture_torch_rng() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state()}
+
+
+def restore_torch_rng(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+
+
+# --- logging ------------------------------------------------------------------------------------
+
+class MetricsLogger:
+    """One row per iteration to ``metrics.csv`` (and TensorBoard scalars under ``tb/``).
+
+    Columns are fixed by the first row (later unknown keys raise ``KeyError`` is avoided: they are dropped
+    with their names listed once in ``dropped``). On resume, rows after ``resume_iteration`` are removed
+    and TensorBoard purges events after it.
+    """
+
+    def __init__(self, run_dir: Path, *, tensorboard: bool = True, resume_iteration: int | None = None):
+        self.path = run_dir / METRICS_CSV
+        self.columns: list[str] | None = None
+        self.dropped: set[str] = set()
+        if resume_iteration is not None and self.path.is_file():
+            with open(self.path, newline="") as f:
+                rows = list(csv.DictReader(f))
+            keep = [r for r in rows if int(r["iteration"]) <= resume_iteration]
+            if rows:
+                self.columns = list(rows[0].keys())
+                buf = io.StringIO()
+                w = csv.DictWriter(buf, fieldnames=self.columns)
+                w.writeheader()
+                w.writerows(keep)
+                atomic_write_text(buf.getvalue(), self.path)
+        elif self.path.exists():
+            self.path.unlink()
+        self.tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = None if resume_iteration is None else resume_iteration + 1
+            self.tb = SummaryWriter(str(run_dir / "tb"), purge_step=purge)
+
+    def log(self, iteration: int, env_steps: int, metrics: dict[str, float]) -> None:
+        row = {"iteration": iteration, "env_steps": env_steps, **{k: float(v) for k, v in metrics.items()}}
+        new = self.columns is None
+        if new:
+            self.columns = list(row.keys())
+        extra = set(row) - set(self.columns)
+        self.dropped |= extra
+        with open(self.path, "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore", restval="")
+            if new:
+                w.writeheader()
+            w.writerow(row)
+        if self.tb is not None:
+            for k, v in metrics.items():
+                if isinstance(v, (int, float)) and math.isfinite(float(v)):
+                    self.tb.add_scalar(k, float(v), global_step=env_steps)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.flush()
+            self.tb.close()
+
+
+def read_metrics(run_dir: str | Path, *, drop_wall: bool = True) -> list[dict[str, str]]:
+    """Rows of ``metrics.csv`` (wall-clock columns removed unless ``drop_wall`` is False)."""
+    with open(Path(run_dir) / METRICS_CSV, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if drop_wall:
+        for r in rows:
+            for c in WALL_COLUMNS:
+                r.pop(c, None)
+    return rows
+
+
+# --- the driver ---------------------------------------------------------------------------------
+
+def fit(
+    trainer: Trainer,
+    schedule: TrainSchedule,
+    run_dir: str | Path,
+    *,
+    resume: bool = False,
+    description: str = "train",
+    on_iteration: Callable[[Trainer, dict[str, float]], bool] | None = None,
+) -> dict[str, Any]:
+    """Run ``trainer`` until ``schedule.total_env_steps``; log, checkpoint, and write the summary.
+
+    Args:
+        trainer: the learner.
+        schedule: budget, checkpoint interval, threads, logging switches.
+        run_dir: directory of this training (created); holds ``metrics.csv``, ``tb/``,
+            ``checkpoint.pt`` (latest, atomic), ``policy.pt`` (final policy) and ``train_summary.json``.
+        resume: continue from ``run_dir/checkpoint.pt`` (exactly: the trainer restores its state and the
+            logs are truncated to the checkpoint's iteration).
+        on_iteration: called after each logged iteration; returning True stops training early (the
+            summary then says ``stopped_early``).
+
+    Returns:
+        The summary dict written to ``train_summary.json`` (budget, steps done, wall time, last metrics).
+
+    Raises:
+        ConfigError: ``resume`` but no checkpoint in ``run_dir``.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(schedule.torch_threads)
+    ckpt_path = run_dir / CHECKPOINT_NAME
+    wall_before = 0.0
+    resume_iteration = None
+    if resume:
+        ckpt = load_checkpoint(ckpt_path)
+        trainer.load_state_dict(ckpt["trainer"])
+        restore_torch_rng(ckpt["rng"])
+        wall_before = float(ckpt.get("wall_s", 0.0))
+        resume_iteration = trainer.iteration
+    logger = MetricsLogger(run_dir, tensorboard=schedule.tensorboard, resume_iteration=resume_iteration)
+    t0 = time.perf_counter()
+    last_ckpt_steps = trainer.env_steps
+    metrics: dict[str, float] = {}
+    stopped_early = False
+
+    def checkpoint() -> None:
+        atomic_save({"trainer": trainer.state_dict(), "rng": capture_torch_rng(),
+                     "wall_s": wall_before + time.perf_counter() - t0}, ckpt_path)
+
+    progress = None
+    if schedule.progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False)
+        task = progress.add_task(description, total=schedule.total_env_steps, completed=trainer.env_steps, info="")
+        progress.start()
+    try:
+        while trainer.env_steps < schedule.total_env_steps:
+            it_t0 = time.perf_counter()
+            steps0 = trainer.env_steps
+            metrics = dict(trainer.train_iteration())
+            dt = time.perf_counter() - it_t0
+            metrics["time/wall_s"] = wall_before + time.perf_counter() - t0
+            metrics["time/env_steps_per_s"] = (trainer.env_steps - steps0) / max(dt, 1e-9)
+            logger.log(trainer.iteration, trainer.env_steps, metrics)
+            if progress is not None:
+                shown = {k: v for k, v in metrics.items() if k in ("episode/return", "episode/success", "loss/policy")}
+                progress.update(task, completed=min(trainer.env_steps, schedule.total_env_steps),
+                                info=" ".join(f"{k.split('/')[-1]}={v:.3g}" for k, v in shown.items()))
+            if on_iteration is not None and on_iteration(trainer, metrics):
+                stopped_early = True
+                break
+            if schedule.checkpoint_every and trainer.env_steps - last_ckpt_steps >= schedule.checkpoint_every:
+                checkpoint()
+                last_ckpt_steps = trainer.env_steps
+        checkpoint()
+        trainer.save_policy(run_dir / POLICY_NAME)
+    finally:
+        if progress is not None:
+            progress.stop()
+        logger.close()
+    summary = {
+        "total_env_steps_budget": schedule.total_env_steps,
+        "env_steps": trainer.env_steps,
+        "iterations": trainer.iteration,
+        "wall_time_s": wall_before + time.perf_counter() - t0,
+        "torch_threads": schedule.torch_threads,
+        "stopped_early": stopped_early,
+        "resumed": bool(resume),
+        "final_metrics": {k: v for k, v in metrics.items() if k not in WALL_COLUMNS},
+        "policy": str(run_dir / POLICY_NAME),
+    }
+    atomic_write_text(json.dumps(summary, indent=2, sort_keys=True), run_dir / SUMMARY_NAME)
+    return summary

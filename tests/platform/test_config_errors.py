@@ -1,0 +1,66 @@
+"""Bad configs get one clear message naming file, key, value and what is valid; the CLI exits 2 without a traceback."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import load_config
+
+GOOD = """
+name: t
+scenario: {id: line/LineWalk-v0, params: {num_agents: 2}}
+agents: {id: random-v0}
+seeds: [0, 1]
+"""
+
+
+def write(tmp_path, text, name="c.yaml"):
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_good_config_and_override(tmp_path):
+    cfg = load_config(write(tmp_path, GOOD), ["scenario.params.num_agents=7", "max_steps=9"])
+    assert cfg.scenario.params["num_agents"] == 7
+    assert cfg.scenario_params() == {"num_agents": 7, "max_steps": 9}
+    assert cfg.channel.id == "ideal-v0" and cfg.shield.id == "passthrough-v0"
+
+
+@pytest.mark.parametrize("text, overrides, pattern", [
+    (GOOD, ["scenario.params.num_agents=0"],
+     r"c\.yaml: key 'scenario\.params\.num_agents': invalid value 0: Input should be greater than or equal to 1 \(agents, 1\.\.1024\)"),
+    (GOOD, ["scenario.params.speed=3"],
+     r"c\.yaml: key 'scenario\.params\.speed': unknown parameter 'speed' \(value 3\); valid parameters: cell_size_m, length, max_steps, num_agents"),
+    (GOOD, ["agents.id=rnadom-v0"],
+     r"c\.yaml: key 'agents\.id': unknown agent id 'rnadom-v0'\. Did you mean 'random-v0'\?"),
+    (GOOD, ["episodes=0"], r"c\.yaml: key 'episodes': invalid value 0: .*episodes per seed"),
+    (GOOD, ["seeds=[]"], r"c\.yaml: key 'seeds': invalid value \[\]: .*at least one seed"),
+    (GOOD, ["colour=red"], r"c\.yaml: key 'colour': unknown parameter 'colour' \(value 'red'\); valid parameters: agents, channel"),
+    ("name: t\nscenario: {id: line/LineWalk-v0\nagents: x\n", [], r"c\.yaml: not valid YAML at line \d+, column \d+"),
+    ("- a\n- b\n", [], r"c\.yaml: top level must be a mapping"),
+])
+def test_bad_config_messages(tmp_path, text, overrides, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(write(tmp_path, text), overrides)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"nope\.yaml: file not found"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_bad_override_syntax(tmp_path):
+    with pytest.raises(ConfigError, match=r"override 'num_agents' must look like key\.path=value"):
+        load_config(write(tmp_path, GOOD), ["num_agents"])
+
+
+def test_cli_exit_code_2_and_no_traceback(tmp_path):
+    p = write(tmp_path, GOOD)
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", str(p), "scenario.params.length=1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr + r.stdout
+    assert "key 'scenario.params.length': invalid value 1" in r.stderr

@@ -1,0 +1,67 @@
+"""Runner: byte-identical metrics for the same config, correct summary statistics, Ctrl-C keeps finished episodes."""
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from coopsim.platform.config import validate_config
+from coopsim.platform.recorder import read_jsonl
+from coopsim.platform.runner import run_config
+
+CFG = {
+    "name": "line",
+    "scenario": {"id": "line/LineWalk-v0", "params": {"num_agents": 3, "length": 12}},
+    "agents": {"id": "random-v0"},
+    "seeds": [0, 1, 2],
+    "episodes": 2,
+    "max_steps": 30,
+}
+
+
+def run(tmp_path, **kw):
+    cfg = validate_config({**CFG, "out_dir": str(tmp_path)})
+    return run_config(cfg, progress=False, **kw)
+
+
+def test_same_config_same_bytes(tmp_path):
+    a, b = run(tmp_path / "a"), run(tmp_path / "b")
+    assert (a / "metrics.jsonl").read_bytes() == (b / "metrics.jsonl").read_bytes()
+    rows = read_jsonl(a / "metrics.jsonl")
+    assert [(r["seed"], r["episode"], r["episode_seed"]) for r in rows] == [(s, e, s * 2 + e) for s in (0, 1, 2) for e in (0, 1)]
+    assert all("wall_s" not in r for r in rows)
+    assert len(read_jsonl(a / "timing.jsonl")) == 6
+    # team return is minus the sum of costs in LineWalk
+    assert all(r["episode_return"] == -r["soc"] for r in rows)
+
+
+def test_summary_is_mean_of_seed_means_with_t_interval(tmp_path):
+    d = run(tmp_path)
+    rows = read_jsonl(d / "metrics.jsonl")
+    summary = json.loads((d / "summary.json").read_text())["metrics"]["soc"]
+    seed_means = [np.mean([r["soc"] for r in rows if r["seed"] == s]) for s in (0, 1, 2)]
+    m = np.mean(seed_means)
+    half = stats.t.ppf(0.975, 2) * np.std(seed_means, ddof=1) / math.sqrt(3)
+    assert summary["mean"] == pytest.approx(m)
+    assert summary["ci95_low"] == pytest.approx(m - half)
+    assert summary["ci95_high"] == pytest.approx(m + half)
+    assert summary["n_seeds"] == 3 and summary["n_episodes"] == 6
+    assert (d / "metrics.png").stat().st_size > 1000
+
+
+def test_interrupt_keeps_finished_episodes(tmp_path):
+    seen = []
+
+    def stop_after_three(row):
+        seen.append(row)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path, on_episode=stop_after_three)
+    (d,) = list(tmp_path.iterdir())
+    assert len(read_jsonl(d / "metrics.jsonl")) == 3
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["episodes_finished"] == 3
+    assert summary["metrics"]["soc"]["n_episodes"] == 3
