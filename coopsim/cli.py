@@ -81,7 +81,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         err_console.print("interrupted: finished episodes and their summary are kept")
         raise typer.Exit(code=130)
     console.print(summary_table(load_run(run_dir)))
-    console.print(f"run directory: {run_dir}")
+    console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -144,7 +144,7 @@ def _report_many(run_dirs: list[Path]) -> None:
     res = compare_runs(run_dirs)
     console.print(comparison_table(res))
     for p in res["plots"]:
-        console.print(f"plot: {p}")
+        console.print(f"plot: {p}", soft_wrap=True, highlight=False)
 
 
 @app.command()
@@ -159,10 +159,10 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             plot = plot_run(run_dirs[0])
             console.print(summary_table(run))
             if plot:
-                console.print(f"plot: {plot}")
+                console.print(f"plot: {plot}", soft_wrap=True, highlight=False)
             if gif:
                 for g in render_replays(run_dirs[0]):
-                    console.print(f"replay: {g}")
+                    console.print(f"replay: {g}", soft_wrap=True, highlight=False)
         else:
             _report_many(list(run_dirs))
     except CoopsimError as exc:
@@ -183,7 +183,7 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
     except KeyboardInterrupt:
         err_console.print("interrupted: the last checkpoint is kept; continue with --resume RUN_DIR")
         raise typer.Exit(code=130)
-    console.print(f"run directory: {run_dir}")
+    console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 
 @app.command("eval")
@@ -199,7 +199,7 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
         _fail(exc)
     except KeyboardInterrupt:
         raise typer.Exit(code=130)
-    console.print(f"run directory: {run_dir}")
+    console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 
 def main() -> None:
