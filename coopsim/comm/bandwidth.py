@@ -1,0 +1,305 @@
+"""The bandwidth channel: per-sender capacity from a trace, a finite FIFO queue, burst loss, latency bound.
+
+Model (one link per sender, every (sender, receiver) copy is one packet on it):
+
+* A message sent at step ``t`` (time ``t * dt_s``) is expanded into copies (a broadcast is one copy per
+  other agent); each copy is ``payload bytes + header_bytes`` long. Copies join the sender's FIFO queue
+  in order; a copy that finds ``queue_packets`` copies already queued is dropped (cause ``overflow``).
+* During step interval ``[k dt, (k+1) dt)`` the link serves its queue at the trace's capacity ``C_k``
+  (bit/s, rounded down to whole bit/s): ``C_k * dt`` bits of service, head first; a copy that does
+  not finish keeps its remaining bits for the next interval (work-conserving, no credit while idle).
+  Service arithmetic is exact (integers in bit-microseconds, see :mod:`coopsim.comm.token_bucket`).
+* A copy finishing transmission at time ``f`` arrives at ``f + delay_s`` (latency = queueing +
+  transmission + fixed delay); ``deliver(k)`` returns the copies that arrived by ``k * dt_s``.
+* Latency bound ``latency_bound_s``: a queued copy that can no longer arrive within the bound is dropped
+  from the queue at the start of an interval, and a transmitted copy that arrives later than the bound
+  is discarded by its receiver; both count as lost (cause ``late``).
+* Optional Gilbert-Elliott burst loss (Gilbert 1960, Elliott 1963): each sender's link is in a good or bad
+  state, a two-state Markov chain stepped once per interval; each transmitted copy is lost with the
+  state's loss probability (cause ``burst``).
+
+Accounting is per (env, sender, receiver) copy, per step and per run; the invariant
+``offered = delivered + lost (all causes) + queued`` (queued = waiting or in flight) holds in bytes and
+in copies at every call. :meth:`feedback` returns per-sender delivered/lost counts one step later.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from coopsim.comm.token_bucket import SCALE, seconds_to_us
+from coopsim.comm.traces import ConstantTrace, Trace
+from coopsim.platform.comm import BROADCAST, ChannelParams, Channel, Feedback, MessageBatch
+
+CAUSES = ("overflow", "late", "burst")
+_EPS_US = 1e-3  # tolerance on arrival-time comparisons (microseconds)
+
+
+class GilbertElliottParams(BaseModel):
+    """Two-state burst-loss model, one chain per sender link, stepped once per step."""
+
+    model_config = ConfigDict(extra="forbid")
+    p_good_to_bad: float = Field(..., ge=0, le=1, description="per-step probability good -> bad, in [0, 1]")
+    p_bad_to_good: float = Field(..., ge=0, le=1, description="per-step probability bad -> good, in [0, 1]")
+    loss_good: float = Field(0.0, ge=0, le=1, description="loss probability of a copy in the good state, in [0, 1]")
+    loss_bad: float = Field(1.0, ge=0, le=1, description="loss probability of a copy in the bad state, in [0, 1]")
+
+
+class BandwidthParams(ChannelParams):
+    model_config = ConfigDict(extra="forbid")
+    trace: Trace = Field(default_factory=lambda: ConstantTrace(rate=1e6),
+                         description="per-sender capacity trace (bit/s): constant, step, sinusoid, markov or csv")
+    queue_packets: int = Field(64, ge=1, description="FIFO queue size per sender (copies), >= 1")
+    delay_s: float = Field(0.0, ge=0, description="fixed propagation/processing delay added to every copy (s), >= 0")
+    latency_bound_s: Optional[float] = Field(None, gt=0, description="latency past which a copy is lost (s), > 0; None = no bound")
+    gilbert_elliott: Optional[GilbertElliottParams] = Field(None, description="burst loss model, None = no burst loss")
+    horizon_steps: int = Field(4096, ge=1, description="steps of trace drawn at reset; the trace repeats after it")
+
+
+_FIELDS = ("env", "src", "dst", "t_sent_us", "size", "rem", "seq", "arrive_us", "inflight")
+
+
+class BandwidthChannel(Channel):
+    """Trace-driven bandwidth-limited channel with a finite FIFO queue per sender (see module docstring).
+
+    ``stats()`` keys (run totals since ``reset``): ``comm/{offered,delivered,lost,queued}_{bytes,copies}``,
+    ``comm/lost_{bytes,copies}/{overflow,late,burst}``, ``comm/messages_sent``,
+    ``comm/latency_{mean,p50,p95,max}_s``. :meth:`per_copy` gives the same counters as int64
+    ``[E, N, N]`` arrays (env, sender, receiver); :attr:`last_step` those of the latest step.
+    """
+
+    Params = BandwidthParams
+
+    # ------------------------------------------------------------------ lifecycle
+    def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
+        p = self.params
+        self.E, self.N, self.dt_s = int(num_envs), int(num_agents), float(dt_s)
+        self.dt_us = seconds_to_us(dt_s)
+        rng = np.random.default_rng([0 if seed is None else int(seed), 0x6177])
+        self._rng = np.random.default_rng([0 if seed is None else int(seed), 0x6c6f])
+        self.capacity = np.floor(p.trace.sample(p.horizon_steps, self.E, self.N, self.dt_s, rng)).astype(np.int64)
+        self.bound_us = None if p.latency_bound_s is None else seconds_to_us(p.latency_bound_s)
+        self.delay_us = seconds_to_us(p.delay_s)
+        self._q = {k: np.zeros(0, np.int64) for k in _FIELDS}
+        self._payload = None
+        self._seq = 0
+        self._served_to = 0  # intervals [0, _served_to) have been served
+        self._ge_bad = np.zeros((self.E, self.N), bool)
+        shape = (self.E, self.N, self.N)
+        keys = ["offered", "delivered"] + [f"lost/{c}" for c in CAUSES]
+        self.totals = {f"{k}_{u}": np.zeros(shape, np.int64) for k in keys for u in ("bytes", "copies")}
+        self.last_step = {k: v.copy() for k, v in self.totals.items()}
+        self._messages = 0
+        self._latencies: list[np.ndarray] = []
+        self._fb: dict[int, Feedback] = {}
+
+    def capacity_bps(self, t: int) -> np.ndarray:
+        """int64 ``[E, N]``: each sender's capacity during step ``t`` (bit/s), for metrics and oracles."""
+        return self.capacity[t % self.capacity.shape[0]]
+
+    # ------------------------------------------------------------------ bookkeeping helpers
+    def _count(self, key, env, src, dst, size, step):
+        for tgt in (self.totals, step):
+            np.add.at(tgt[f"{key}_bytes"], (env, src, dst), size)
+            np.add.at(tgt[f"{key}_copies"], (env, src, dst), 1)
+
+    def _fate(self, decided, env, src, size, delivered: bool):
+        fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
+        if delivered:
+            np.add.at(fb.delivered_copies, (env, src), 1)
+            np.add.at(fb.delivered_bytes, (env, src), size)
+        else:
+            np.add.at(fb.lost_copies, (env, src), 1)
+            np.add.at(fb.lost_bytes, (env, src), size)
+
+    def _lose(self, mask, cause, decided):
+        q = self._q
+        self._count(f"lost/{cause}", q["env"][mask], q["src"][mask], q["dst"][mask], q["size"][mask], self.last_step)
+        self._fate(decided, q["env"][mask], q["src"][mask], q["size"][mask], False)
+        self._keep(~mask)
+
+    def _keep(self, keep):
+        self._q = {k: v[keep] for k, v in self._q.items()}
+        if self._payload is not None:
+            self._payload = self._payload[keep]
+
+    # ------------------------------------------------------------------ the link
+    def _serve(self, k: int) -> None:
+        """Serve every sender's queue during interval ``[k dt, (k+1) dt)``."""
+        q = self._q
+        start_us = k * self.dt_us
+        if self.bound_us is not None:
+            self._drop_stale(start_us, k)
+            q = self._q
+        queued = ~q["inflight"].astype(bool)
+        ge = self.params.gilbert_elliott
+        if ge is not None:
+            u = self._rng.random((self.E, self.N))
+            self._ge_bad = np.where(self._ge_bad, u >= ge.p_bad_to_good, u < ge.p_good_to_bad)
+        if not queued.any():
+            if self.bound_us is not None:
+                self._drop_stale((k + 1) * self.dt_us, k + 1)
+            return
+        cap = self.capacity_bps(k)
+        idx = np.flatnonzero(queued)
+        sender = q["env"][idx] * self.N + q["src"][idx]
+        order = np.lexsort((q["seq"][idx], sender))
+        idx, sender = idx[order], sender[order]
+        rem = q["rem"][idx]
+        cum = np.cumsum(rem)
+        first = np.r_[True, sender[1:] != sender[:-1]]
+        seg_start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
+        before = np.r_[0, cum[:-1]]
+        cum_in = cum - before[seg_start]  # segmented cumsum: bits up to and including this copy
+        prev_in = cum_in - rem
+        rate = cap.reshape(-1)[sender]
+        credit = rate * self.dt_us
+        done = (cum_in <= credit) & (rate > 0)
+        partial = ~done & (prev_in < credit)
+        q["rem"][idx[partial]] -= credit[partial] - prev_in[partial]
+        if not done.any():
+            if self.bound_us is not None:
+                self._drop_stale((k + 1) * self.dt_us, k + 1)
+            return
+        di = idx[done]
+        finish_us = start_us + cum_in[done] / np.maximum(rate[done], 1)
+        q["rem"][di] = 0
+        q["inflight"][di] = 1
+        q["arrive_us"][di] = np.ceil(finish_us - _EPS_US).astype(np.int64) + self.delay_us
+        if ge is not None:
+            pl = np.where(self._ge_bad[q["env"][di], q["src"][di]], ge.loss_bad, ge.loss_good)
+            burst = self._rng.random(len(di)) < pl
+            lost_b = np.zeros(len(q["env"]), bool)
+            lost_b[di[burst]] = True
+            if lost_b.any():
+                self._lose(lost_b, "burst", k + 1)
+                q = self._q
+        if self.bound_us is not None:
+            late = q["inflight"].astype(bool) & (q["arrive_us"] - q["t_sent_us"] > self.bound_us)
+            if late.any():
+                self._lose(late, "late", k + 1)
+            self._drop_stale((k + 1) * self.dt_us, k + 1)
+
+    def _drop_stale(self, now_us: int, decided: int) -> None:
+        """Drop queued copies that can no longer arrive within the latency bound (cause ``late``)."""
+        q = self._q
+        queued = ~q["inflight"].astype(bool)
+        # a queued copy has bits left, so it finishes after `now`: it is late if now + delay - t_sent >= bound
+        stale = queued & (now_us + self.delay_us - q["t_sent_us"] >= self.bound_us)
+        if stale.any():
+            self._lose(stale, "late", decided)
+
+    def _advance_to(self, k: int) -> None:
+        while self._served_to < k:
+            self._serve(self._served_to)
+            self._served_to += 1
+
+    # ------------------------------------------------------------------ Channel API
+    def send(self, t: int, batch: MessageBatch | None) -> None:
+        """Offer the messages of step ``t`` (serves every earlier interval first)."""
+        self._advance_to(t)
+        self.last_step = {k: np.zeros_like(v) for k, v in self.totals.items()}
+        if batch is None or len(batch) == 0:
+            return
+        if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)
+                | (batch.dst < BROADCAST) | (batch.dst >= self.N)).any():
+            raise ValueError(f"message batch has env/src/dst outside [0, {self.E}) x [0, {self.N}) (dst may be -1)")
+        self._messages += len(batch)
+        c = batch.expand_broadcast(self.N)
+        m = len(c)
+        size = c.size_bytes(self.params.header_bytes)
+        self._count("offered", c.env, c.src, c.dst, size, self.last_step)
+        # drop-tail: rank of each new copy within its sender, after the copies already queued
+        q = self._q
+        sender = c.env.astype(np.int64) * self.N + c.src
+        queued_now = np.bincount((q["env"] * self.N + q["src"])[~q["inflight"].astype(bool)],
+                                 minlength=self.E * self.N)
+        order = np.argsort(sender, kind="stable")
+        s_sorted = sender[order]
+        first = np.r_[True, s_sorted[1:] != s_sorted[:-1]]
+        start = np.maximum.accumulate(np.where(first, np.arange(m), 0))
+        rank = np.empty(m, np.int64)
+        rank[order] = np.arange(m) - start
+        fits = queued_now[sender] + rank < self.params.queue_packets
+        if (~fits).any():
+            drop = ~fits
+            self._count("lost/overflow", c.env[drop], c.src[drop], c.dst[drop], size[drop], self.last_step)
+            self._fate(t, c.env[drop], c.src[drop], size[drop], False)
+        keep = np.flatnonzero(fits)  # ascending: keeps each sender's order (FIFO)
+        n = len(keep)
+        new = dict(env=c.env[keep].astype(np.int64), src=c.src[keep].astype(np.int64), dst=c.dst[keep].astype(np.int64),
+                   t_sent_us=np.full(n, t * self.dt_us, np.int64), size=size[keep],
+                   rem=size[keep] * 8 * SCALE, seq=self._seq + np.arange(n, dtype=np.int64),
+                   arrive_us=np.zeros(n, np.int64), inflight=np.zeros(n, np.int64))
+        self._seq += n
+        self._q = {k: np.concatenate([q[k], new[k]]) for k in _FIELDS}
+        pay = c.payload[keep]
+        self._payload = pay if self._payload is None or len(self._payload) == 0 else np.concatenate([self._payload, pay])
+
+    def deliver(self, t: int) -> MessageBatch:
+        """Copies that arrived by ``t * dt_s`` (serves every interval before step ``t`` first)."""
+        self._advance_to(t)
+        q = self._q
+        arrived = q["inflight"].astype(bool) & (q["arrive_us"] <= t * self.dt_us)
+        if not arrived.any():
+            width = 0 if self._payload is None else self._payload.shape[1]
+            return MessageBatch.empty(width)
+        a = np.flatnonzero(arrived)
+        out = MessageBatch(q["env"][a].astype(np.int32), q["src"][a].astype(np.int32), q["dst"][a].astype(np.int32),
+                           self._payload[a], q["t_sent_us"][a] / 1e6)
+        self._count("delivered", q["env"][a], q["src"][a], q["dst"][a], q["size"][a], self.last_step)
+        self._fate(t, q["env"][a], q["src"][a], q["size"][a], True)
+        self._latencies.append((q["arrive_us"][a] - q["t_sent_us"][a]) / 1e6)
+        self._keep(~arrived)
+        return out
+
+    def feedback(self, t: int) -> Feedback:
+        """Per-sender delivered/lost counts decided up to ``deliver(t)`` and not reported before.
+
+        Call after ``deliver(t)``: the fate of a copy sent at step ``s`` with latency within one step is
+        reported at ``feedback(s + 1)``.
+        """
+        self._advance_to(t)
+        out = Feedback.zeros(self.E, self.N)
+        for k in [k for k in self._fb if k <= t]:
+            fb = self._fb.pop(k)
+            for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
+                getattr(out, name)[...] += getattr(fb, name)
+        return out
+
+    # ------------------------------------------------------------------ accounting
+    def queued(self) -> dict[str, np.ndarray]:
+        """int64 ``[E, N, N]`` copies and bytes waiting in queues or in flight."""
+        q = self._q
+        out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
+        out["queued_copies"] = np.zeros_like(out["queued_bytes"])
+        np.add.at(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
+        np.add.at(out["queued_copies"], (q["env"], q["src"], q["dst"]), 1)
+        return out
+
+    def per_copy(self) -> dict[str, np.ndarray]:
+        """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
+        out = {k: v.copy() for k, v in self.totals.items()}
+        for u in ("bytes", "copies"):
+            out[f"lost_{u}"] = sum(out[f"lost/{c}_{u}"] for c in CAUSES)
+        out.update(self.queued())
+        return out
+
+    def latencies_s(self) -> np.ndarray:
+        """float64 latencies (s) of every delivered copy since reset."""
+        return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
+
+    def stats(self) -> dict[str, float]:
+        pc = self.per_copy()
+        s = {f"comm/{k}": float(v.sum()) for k, v in pc.items() if "/" not in k}
+        for c in CAUSES:
+            for u in ("bytes", "copies"):
+                s[f"comm/lost_{u}/{c}"] = float(pc[f"lost/{c}_{u}"].sum())
+        s["comm/messages_sent"] = float(self._messages)
+        lat = self.latencies_s()
+        if len(lat):
+            s.update({"comm/latency_mean_s": float(lat.mean()), "comm/latency_p50_s": float(np.percentile(lat, 50)),
+                      "comm/latency_p95_s": float(np.percentile(lat, 95)), "comm/latency_max_s": float(lat.max())})
+        return s

@@ -1,0 +1,150 @@
+"""Find ns-3 and build ``coopsim-ns3-bridge``, the child process of the ``ns3-v0`` channel.
+
+The bridge is one C++ file (``native/bridge.cc``) built with CMake against an installed ns-3
+(``find_package(ns3)``; Debian 12's ``libns3-dev`` 3.37 is the tested one). It is built on first use,
+or ahead of time by ``.ci/install-ns3.sh`` / ``python -m coopsim.comm.ns3.build``, into a build directory
+outside the source tree:
+
+* ``$COOPSIM_NS3_BUILD_DIR`` if set;
+* else ``<checkout>/build/ns3`` when coopsim runs from a source checkout (gitignored);
+* else ``~/.cache/coopsim/ns3``.
+
+A build is keyed by a hash of the sources, so an edited ``bridge.cc`` is rebuilt; a file lock keeps
+concurrent processes from building at the same time.
+
+Errors: :class:`coopsim.errors.DependencyNotInstalled` (ns-3, CMake or a compiler missing, or the
+build failed), with the command that installs what is missing.
+"""
+from __future__ import annotations
+
+import fcntl
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from coopsim.errors import DependencyNotInstalled
+
+NATIVE_DIR = Path(__file__).resolve().parent / "native"
+SOURCES = ("CMakeLists.txt", "bridge.cc")
+BINARY_NAME = "coopsim-ns3-bridge"
+
+INSTALL_HINT = (
+    "ns-3 is not installed. On Debian/Ubuntu (as root): `bash .ci/install-ns3.sh` from a coopsim checkout, "
+    "or `apt-get update && apt-get install -y libns3-dev ns3 libgsl-dev libxml2-dev libsqlite3-dev cmake "
+    "pkg-config g++` and then `python -m coopsim.comm.ns3.build` (see docs/ns3.md)"
+)
+
+_CMAKE_CONFIG_GLOBS = (
+    "/usr/lib/*/cmake/ns3/ns3Config.cmake",
+    "/usr/lib/cmake/ns3/ns3Config.cmake",
+    "/usr/local/lib*/cmake/ns3/ns3Config.cmake",
+    "/usr/local/lib/*/cmake/ns3/ns3Config.cmake",
+)
+
+
+def find_ns3_config() -> Path | None:
+    """The ``ns3Config.cmake`` of an installed ns-3 (``$ns3_DIR`` first, then standard prefixes), or None."""
+    env_dir = os.environ.get("ns3_DIR")
+    if env_dir and (Path(env_dir) / "ns3Config.cmake").is_file():
+        return Path(env_dir) / "ns3Config.cmake"
+    for pattern in _CMAKE_CONFIG_GLOBS:
+        hits = sorted(glob.glob(pattern))
+        if hits:
+            return Path(hits[0])
+    return None
+
+
+def missing_requirements() -> list[str]:
+    """What is missing to build the bridge (empty when ns-3, CMake and a C++ compiler are present)."""
+    missing = []
+    if find_ns3_config() is None:
+        missing.append("ns-3 development files (ns3Config.cmake; Debian: libns3-dev)")
+    if shutil.which("cmake") is None:
+        missing.append("cmake")
+    if shutil.which("c++") is None and shutil.which("g++") is None:
+        missing.append("a C++ compiler (g++)")
+    return missing
+
+
+def source_hash() -> str:
+    h = hashlib.sha256()
+    for name in SOURCES:
+        h.update(name.encode())
+        h.update((NATIVE_DIR / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_dir() -> Path:
+    """Where builds go (see the module docstring)."""
+    env = os.environ.get("COOPSIM_NS3_BUILD_DIR")
+    if env:
+        return Path(env)
+    checkout = Path(__file__).resolve().parents[3]
+    if (checkout / "pyproject.toml").is_file() and os.access(checkout, os.W_OK):
+        return checkout / "build" / "ns3"
+    return Path.home() / ".cache" / "coopsim" / "ns3"
+
+
+def bridge_path() -> Path:
+    """Path of the bridge binary for the current sources (it may not be built yet)."""
+    return build_dir() / source_hash() / BINARY_NAME
+
+
+def ensure_bridge(*, quiet: bool = True) -> Path:
+    """Return the bridge binary, building it first if needed (about 15 s of CPU).
+
+    Raises:
+        DependencyNotInstalled: ns-3, CMake or a compiler is missing, or the build failed (the message
+            holds the end of the build log and how to install ns-3).
+    """
+    binary = bridge_path()
+    if binary.is_file() and os.access(binary, os.X_OK):
+        return binary
+    missing = missing_requirements()
+    if missing:
+        raise DependencyNotInstalled(f"the ns3-v0 channel needs {', '.join(missing)}. {INSTALL_HINT}")
+    work = binary.parent
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.is_file():  # another process built it while we waited
+            return binary
+        log_path = work / "build.log"
+        cmds = [
+            ["cmake", "-S", str(NATIVE_DIR), "-B", str(work / "cmake"), "-DCMAKE_BUILD_TYPE=Release"],
+            ["cmake", "--build", str(work / "cmake"), "--parallel", "2"],
+        ]
+        with open(log_path, "w") as log:
+            for cmd in cmds:
+                if not quiet:
+                    print("+", " ".join(cmd), file=sys.stderr)
+                res = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                if res.returncode != 0:
+                    tail = log_path.read_text(errors="replace")[-3000:]
+                    raise DependencyNotInstalled(
+                        f"building the ns-3 bridge failed (`{' '.join(cmd)}` exited {res.returncode}); "
+                        f"log {log_path}:\n{tail}\n{INSTALL_HINT}")
+        built = work / "cmake" / BINARY_NAME
+        tmp = work / (BINARY_NAME + ".tmp")
+        shutil.copy2(built, tmp)
+        os.replace(tmp, binary)
+    return binary
+
+
+def main() -> int:
+    """``python -m coopsim.comm.ns3.build``: build the bridge now and print its path."""
+    try:
+        path = ensure_bridge(quiet=False)
+    except DependencyNotInstalled as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
