@@ -469,6 +469,7 @@ Step()
             }
         }
     }
+    std::unordered_map<uint64_t, double> senderDelay; // one jitter per sender and step: its messages leave in order
     for (const WireMsg& w : msgs)
     {
         if (w.env >= g_numEnvs || w.src >= g_numAgents || (w.dst >= 0 && static_cast<uint32_t>(w.dst) >= g_numAgents))
@@ -477,7 +478,13 @@ Step()
         }
         Env& env = g_envs[w.env];
         Ipv4Address dst = w.dst < 0 ? Ipv4Address("255.255.255.255") : env.agentAddr[w.dst];
-        double delay = g_jitterS > 0.0 ? g_jitter->GetValue(0.0, g_jitterS) : 0.0;
+        uint64_t sender = static_cast<uint64_t>(w.env) * g_numAgents + w.src;
+        auto it = senderDelay.find(sender);
+        if (it == senderDelay.end())
+        {
+            it = senderDelay.emplace(sender, g_jitterS > 0.0 ? g_jitter->GetValue(0.0, g_jitterS) : 0.0).first;
+        }
+        double delay = it->second;
         Simulator::Schedule(Seconds(delay), &SendMsg, env.agentSockets[w.src], dst, w.size, w.id);
     }
     RunUntil(tEnd);
