@@ -1,0 +1,261 @@
+"""Coupled instantaneous hard constraints: predicates over the states and actions of a subset of agents.
+
+A constraint is a hyperedge of the coupling graph: it names the agents it involves and a predicate
+that must hold for the joint transition at every step. Three built-ins cover the issue's needs:
+
+* :class:`Separation` -- pairwise: agents' next positions at least ``min_dist`` apart (Euclidean, in
+  cells/metres), plus, on grids, no edge swap (i moves onto j's cell while j moves onto i's).
+  With ``min_dist = 1`` on a unit grid this is "never the same cell, never swap".
+* :class:`ResourceCap` -- group: the sum of the group members' loads after the step is at most ``cap``.
+* :class:`KeepConnected` -- global, enforced through a local sufficient condition: at each step a
+  spanning tree of the current communication graph (range ``range_m``) is chosen deterministically
+  (Kruskal on edges ordered by ``(distance, i, j)``) and each tree edge must stay within range after
+  the step. If every tree edge stays within range the graph stays connected; at the next step the new
+  tree again has every edge within range (a connected graph's minimum spanning tree uses only edges
+  of the graph).
+
+Every predicate is vectorized: it evaluates arrays of candidate outcomes with arbitrary leading
+axes, so the same code serves the shield's certificate, the scenario's violation counting and the
+exact solver. ``margin`` tightens each constraint (separation by ``+margin``, range by ``-margin``,
+cap by ``-margin``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import minimum_spanning_tree
+from scipy.spatial import cKDTree
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Base class of a constraint.
+
+    Attributes:
+        name: the cost term the violations are reported under (``cost/<name>``).
+        margin: safety margin (same unit as the constraint's threshold, >= 0).
+        agents: int64 indices of the agents the constraint applies to; ``None`` = every agent.
+    """
+
+    name: str
+    margin: float = 0.0
+    agents: tuple[int, ...] | None = None
+    kind: ClassVar[str] = "constraint"
+
+    def members(self, num_agents: int) -> np.ndarray:
+        """int64 ``[n]`` indices of the agents this constraint involves."""
+        if self.agents is None:
+            return np.arange(num_agents, dtype=np.int64)
+        return np.asarray(self.agents, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class PairConstraint(Constraint):
+    """A constraint made of pairwise predicates (separation, keep-connected tree edges)."""
+
+    kind: ClassVar[str] = "pair"
+
+    def interaction_radius(self) -> float:
+        """Two agents whose next positions are farther apart than this cannot violate a separation
+        constraint (used to find the active pairs); ``inf`` when every pair may matter."""
+        return np.inf
+
+    def violates(self, p_i: np.ndarray, o_i: np.ndarray, p_j: np.ndarray, o_j: np.ndarray) -> np.ndarray:
+        """bool ``[...]``: the transition ``p_i -> o_i``, ``p_j -> o_j`` (float ``[..., d]``) violates."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Separation(PairConstraint):
+    """Pairwise separation: ``|o_i - o_j| >= min_dist + margin`` and (if ``no_swap``) no edge swap.
+
+    Attributes:
+        min_dist: minimum distance between agents after the step (cells or m, > 0).
+        no_swap: also forbid exchanging positions in one step (grid worlds).
+    """
+
+    name: str = "separation"
+    min_dist: float = 1.0
+    no_swap: bool = True
+
+    def interaction_radius(self) -> float:
+        return float(self.min_dist + self.margin)
+
+    def violates(self, p_i, o_i, p_j, o_j):
+        d = np.sqrt(((o_i - o_j) ** 2).sum(-1))
+        bad = d < self.min_dist + self.margin - _EPS
+        if self.no_swap:
+            swap = (np.abs(o_i - p_j).sum(-1) < _EPS) & (np.abs(o_j - p_i).sum(-1) < _EPS) & \
+                   (np.abs(p_i - p_j).sum(-1) > _EPS)
+            bad = bad | swap
+        return bad
+
+
+@dataclass(frozen=True)
+class KeepConnected(PairConstraint):
+    """Keep the communication graph (disc of radius ``range_m``) of the member agents connected.
+
+    Enforced through the edges of a spanning tree chosen at each step (:meth:`tree_edges`): each
+    tree edge must satisfy ``|o_i - o_j| <= range_m - margin`` after the step.
+
+    Attributes:
+        range_m: communication range (cells or m, > 0).
+    """
+
+    name: str = "connectivity"
+    range_m: float = 2.0
+
+    def violates(self, p_i, o_i, p_j, o_j):
+        d = np.sqrt(((o_i - o_j) ** 2).sum(-1))
+        return d > self.range_m - self.margin + _EPS
+
+    def tree_edges(self, positions: np.ndarray) -> np.ndarray:
+        """int64 ``[M, 2]`` (i < j, agent indices) edges of the spanning tree/forest chosen at ``positions``.
+
+        Kruskal over the member pairs within ``range_m``, edges ordered by ``(distance, i, j)``
+        (deterministic, no ties); a forest when the current graph is already disconnected.
+
+        Args:
+            positions: float ``[N, d]`` current positions of all agents.
+        """
+        idx = self.members(positions.shape[0])
+        if idx.size < 2:
+            return np.zeros((0, 2), np.int64)
+        pts = positions[idx]
+        pairs = _pairs_within(pts, self.range_m + _EPS)
+        if pairs.size == 0:
+            return np.zeros((0, 2), np.int64)
+        dist = np.sqrt(((pts[pairs[:, 0]] - pts[pairs[:, 1]]) ** 2).sum(-1))
+        order = np.lexsort((pairs[:, 1], pairs[:, 0], np.round(dist, 9)))
+        if len(idx) <= 64:
+            t = _kruskal(len(idx), pairs[order])
+            e = np.sort(idx[t], axis=1) if len(t) else np.zeros((0, 2), np.int64)
+        else:
+            rank = np.empty(len(order), np.float64)
+            rank[order] = np.arange(1, len(order) + 1)  # distinct weights: the MST is Kruskal's in this order
+            g = coo_matrix((rank, (pairs[:, 0], pairs[:, 1])), shape=(len(idx), len(idx))).tocsr()
+            tr = minimum_spanning_tree(g).tocoo()
+            e = np.sort(np.stack([idx[tr.row], idx[tr.col]], axis=1), axis=1)
+        return e[np.lexsort((e[:, 1], e[:, 0]))].astype(np.int64)
+
+    @staticmethod
+    def connected(positions: np.ndarray, members: np.ndarray, range_m: float) -> bool:
+        """Whether the disc graph of ``positions[members]`` with radius ``range_m`` is connected."""
+        pts = positions[members]
+        if len(pts) < 2:
+            return True
+        pairs = _pairs_within(pts, range_m + _EPS)
+        if len(pts) <= 64:
+            return len(_kruskal(len(pts), pairs)) == len(pts) - 1
+        from scipy.sparse.csgraph import connected_components
+
+        g = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])) if len(pairs) else ([], ([], [])),
+                       shape=(len(pts), len(pts)))
+        return connected_components(g, directed=False)[0] == 1
+
+
+def _pairs_within(pts: np.ndarray, r: float) -> np.ndarray:
+    """int64 ``[M, 2]`` index pairs ``i < j`` with ``|pts_i - pts_j| <= r`` (brute force for small sets)."""
+    n = len(pts)
+    if n <= 64:
+        i, j = np.triu_indices(n, 1)
+        d = np.sqrt(((pts[i] - pts[j]) ** 2).sum(-1))
+        sel = d <= r
+        return np.stack([i[sel], j[sel]], 1).astype(np.int64)
+    p = cKDTree(pts).query_pairs(r, output_type="ndarray")
+    return np.sort(p, 1).astype(np.int64) if p.size else np.zeros((0, 2), np.int64)
+
+
+def _kruskal(n: int, ordered_pairs: np.ndarray) -> np.ndarray:
+    """Edges accepted by Kruskal (union-find) scanning ``ordered_pairs`` in order; int64 ``[<=n-1, 2]``."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    out = []
+    for a, b in ordered_pairs.tolist():
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+            out.append((a, b))
+            if len(out) == n - 1:
+                break
+    return np.array(out, np.int64).reshape(-1, 2)
+
+
+@dataclass(frozen=True)
+class ResourceCap(Constraint):
+    """Shared resource caps: for each group g, ``sum_{i in g} load_i <= caps[g] - margin`` after the step.
+
+    Attributes:
+        groups: group id per agent (tuple of length N, -1 = in no group).
+        caps: cap per group (load units, >= 0).
+    """
+
+    name: str = "resource"
+    groups: tuple[int, ...] = ()
+    caps: tuple[float, ...] = ()
+    kind: ClassVar[str] = "group"
+
+    def group_array(self, num_agents: int) -> np.ndarray:
+        g = np.asarray(self.groups, dtype=np.int64)
+        if g.shape != (num_agents,):
+            raise ValueError(f"ResourceCap '{self.name}': groups has {g.size} entries, expected one per agent ({num_agents})")
+        return g
+
+    def cap_array(self) -> np.ndarray:
+        return np.asarray(self.caps, dtype=np.float64) - self.margin
+
+    def violations(self, loads: np.ndarray) -> np.ndarray:
+        """int ``[..., G]``: 1 where group g's summed load exceeds its cap; ``loads`` float ``[..., N]``."""
+        g = self.group_array(loads.shape[-1])
+        caps = self.cap_array()
+        onehot = (g[:, None] == np.arange(len(caps))[None, :]).astype(np.float64)  # [N, G]
+        return (loads @ onehot > caps + _EPS).astype(np.int64)
+
+
+def count_violations(constraints, positions, next_positions, next_loads) -> dict[str, np.ndarray]:
+    """Violations of each constraint by a realized batch of transitions.
+
+    Separation counts violating pairs; resource caps count groups over their cap; keep-connected
+    counts 1 when the member agents' communication graph is disconnected after the step (the
+    constraint itself, not its sufficient condition).
+
+    Args:
+        constraints: sequence of :class:`Constraint`.
+        positions: float ``[E, N, d]`` before the step.
+        next_positions: float ``[E, N, d]`` after the step.
+        next_loads: float ``[E, N]`` after the step.
+
+    Returns:
+        ``{name: float32 [E]}`` (names summed when several constraints share one).
+    """
+    E, N, _ = positions.shape
+    out: dict[str, np.ndarray] = {}
+    for c in constraints:
+        v = np.zeros(E, np.float64)
+        if isinstance(c, Separation):
+            idx = c.members(N)
+            ii, jj = np.triu_indices(len(idx), 1)
+            a, b = idx[ii], idx[jj]
+            bad = c.violates(positions[:, a], next_positions[:, a], positions[:, b], next_positions[:, b])
+            v = bad.sum(-1).astype(np.float64)
+        elif isinstance(c, ResourceCap):
+            v = c.violations(next_loads).sum(-1).astype(np.float64)
+        elif isinstance(c, KeepConnected):
+            idx = c.members(N)
+            v = np.array([0.0 if KeepConnected.connected(next_positions[e], idx, c.range_m - c.margin) else 1.0
+                          for e in range(E)])
+        else:  # pragma: no cover - user constraint types report through their own scenario
+            continue
+        out[c.name] = out.get(c.name, np.zeros(E)) + v
+    return {k: v.astype(np.float32) for k, v in out.items()}
