@@ -1,0 +1,699 @@
+"""MG-MAPF: multi-goal multi-agent path finding on MovingAI grid maps (``mapf/MGMAPF-v0``).
+
+Description:
+    ``N`` agents move on a 4-connected grid map (a MovingAI benchmark map, Stern et al., SoCS 2019, or a
+    generated random map). Each agent has ``K`` goals; it is *finished* once it has visited all of them
+    (``goal_order="free"``: each at least once, in any order, the MG-MAPF setting; ``"fixed"``: in the
+    given sequence, a goal counting only when it is the next one). A goal counts as visited when the
+    agent stands on it after a step; a goal that is the agent's own start cell (possible only for a scen
+    file's first goal) counts as visited at reset (step 0). Finished agents are *not* removed: they stay on
+    the map and may keep moving (to make room); every agent terminates together when all are finished,
+    and all truncate at ``max_steps``.
+
+    Instances: with a shipped map, reset with seed ``s`` gives env ``e`` the scen file
+    ``<map>-random-<i>.scen`` with ``i = (s + e) % 25 + 1`` (unless ``scen`` is given) and the generator
+    ``np.random.default_rng([s, e])``; agent ``j`` takes the start and the first goal of row ``j`` and
+    ``K - 1`` more goals sampled from its start's 4-connected region, distinct from every start and every
+    other goal (:mod:`coopsim.scenarios.mapf.sampling`). A reset without a seed continues each env's
+    generator and draws the scen index from it. With ``map="random"`` every reset generates a connected
+    map (side in ``random_size``, obstacle fraction ``random_density``) and random starts and goals; a map
+    given by path without ``scen`` gets random starts too.
+
+Movement rules (applied simultaneously to all agents of an env; ``conflicts="block"``):
+    1. Actions: 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1); x is the column, y the row.
+    2. A move off the map or into an obstacle is a wait (counted in ``invalid_moves``).
+    3. Two or more agents entering one cell all wait (vertex conflict).
+    4. Two agents exchanging cells both wait (swap conflict).
+    5. An agent moving into a cell whose occupant does not leave waits; this cascades (an agent whose
+       target is vacated only by an agent that now waits, waits too) until stable.
+    6. Following into a cell vacated in the same step is allowed; so is a rotation of three or more agents
+       along a cycle (every cell of the cycle is vacated).
+    Rules 3–5 turn a move into a wait and count one ``blocked_moves`` each. With ``conflicts="allow"`` no move
+    is blocked (rule 2 still applies): agents may share cells and swap, and every pair of agents on one cell
+    after a step (vertex) and every pair that swapped (edge) counts one ``collisions`` (``cost/collision``).
+
+Observation (``Dict``, per agent, keys in this order):
+
+    =========== ====================== ==========================================================================
+    key         shape, dtype           meaning (unit)
+    =========== ====================== ==========================================================================
+    goal_status float32 [K, 2]         [:, 0] 1 if goal k is still to visit; [:, 1] 1 if visiting it now would
+                                       count (fixed order: only the next goal; free order: every remaining goal)
+    goal_vec    float32 [K, 2]         (dx, dy) = goal k − own cell, in cells (x right, y down); zero once visited
+    window      float32 [3, 2R+1, 2R+1] local view centred on the agent, ``window[c, i, j]`` is the cell
+                                       (x + j − R, y + i − R): c=0 obstacle or off-map (1/0), c=1 another agent
+                                       there (1/0), c=2 one of the agent's own remaining goals there (1/0)
+    =========== ====================== ==========================================================================
+
+Action (``Discrete(5)``): 0 wait, 1 up, 2 down, 3 left, 4 right (no-op: 0).
+
+Reward: −1 per step for each agent that still has goals left at the start of the step, else 0; the team
+    return is −SoC, SoC being the sum over agents of the step at which each finished (``max_steps`` if never).
+    Logged as ``reward/time``.
+
+Episode end: all agents terminate together at the step the last one finishes; all truncate at ``max_steps``.
+
+State (``state()``, float32 ``[E, 3N + 3NK + 1]``): agent cells (x/W, y/H) ``[N, 2]``, goal cells (x/W, y/H)
+``[N, K, 2]``, visited flags ``[N, K]``, and ``t / max_steps``; plus ``[N]`` finished flags.
+
+Arguments: see :class:`MGMAPFParams` (``map``, ``scen``, ``random_size``, ``random_density``, ``num_agents``,
+``num_goals``, ``goal_order``, ``conflicts``, ``obs_radius``, ``cell_size_m``, ``dt_s``, ``max_steps``).
+
+Metrics (``episode_metrics()``, per env): ``soc``, ``makespan``, ``success``, ``goal_fraction``, ``throughput``
+(goals per step), ``blocked_moves``, ``invalid_moves``, ``collisions``, ``lb``, ``soc_over_lb``,
+``episode_return``, ``steps``.
+
+Version history:
+    v0 — initial version (issue 2).
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+import gymnasium
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from coopsim.errors import ConfigError
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_map
+from coopsim.scenarios.mapf.grid import components
+from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
+from coopsim.scenarios.mapf.metrics import tour_lower_bound
+from coopsim.scenarios.mapf.render import draw_frame
+from coopsim.scenarios.mapf.sampling import instance_from_scen, random_instance
+
+#: action id -> (dx, dy): 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1)
+ACTION_DELTAS = np.array([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int64)
+ACTION_NAMES = ("wait", "up", "down", "left", "right")
+
+
+class MGMAPFParams(ScenarioParams):
+    """Parameters of ``mapf/MGMAPF-v0``."""
+
+    map: str = Field("random-32-32-10", description="shipped MovingAI map name (e.g. 'random-32-32-10'), a path to a "
+                                                    ".map file, or 'random' for a generated connected map per reset")
+    scen: Optional[Union[int, str]] = Field(None, description="scen file: index 1..25 of the shipped '<map>-random-<i>.scen' "
+                                                              "or a path; None: chosen by the seed ((seed + env) % 25 + 1)")
+    random_size: tuple[int, int] = Field((17, 32), description="map='random': side length range [lo, hi] in cells, 4..512")
+    random_density: float = Field(0.2, ge=MIN_DENSITY, le=MAX_DENSITY,
+                                  description="map='random': obstacle fraction, 0.1..0.3")
+    num_agents: int = Field(64, ge=1, le=8192, description="agents N, 1..8192")
+    num_goals: int = Field(3, ge=1, le=32, description="goals per agent K, 1..32 (exact free-order LB for K <= 10)")
+    goal_order: Literal["fixed", "free"] = Field("free", description="'fixed': visit goals in the given order; "
+                                                                     "'free': each at least once, any order")
+    conflicts: Literal["block", "allow"] = Field("block", description="'block': conflicting moves become waits; "
+                                                                      "'allow': moves happen and conflicts count as collisions")
+    obs_radius: int = Field(5, ge=1, le=32, description="observation window radius R in cells, 1..32")
+    cell_size_m: float = Field(1.0, gt=0, description="cell width in metres (positions()), > 0")
+    dt_s: float = Field(1.0, gt=0, description="simulated seconds per step, > 0")
+    max_steps: int = Field(256, ge=1, le=1_000_000, description="episode step limit, 1..1e6")
+
+    @field_validator("map")
+    @classmethod
+    def _check_map(cls, v: str) -> str:
+        if v != "random":
+            resolve_map(v)  # raises ConfigError (a ValueError) listing the shipped maps
+        return v
+
+    @field_validator("random_size")
+    @classmethod
+    def _check_size(cls, v: tuple[int, int]) -> tuple[int, int]:
+        lo, hi = int(v[0]), int(v[1])
+        if not (4 <= lo <= hi <= 512):
+            raise ValueError(f"random_size must be [lo, hi] cells with 4 <= lo <= hi <= 512; got {list(v)}")
+        return (lo, hi)
+
+    @model_validator(mode="after")
+    def _check_scen(self):
+        if self.scen is not None and self.map == "random":
+            raise ValueError("scen cannot be given with map='random' (generated maps have no scen file)")
+        return self
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_map(path: str) -> MapData:
+    return load_map(path)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_scen(path: str, map_path: str):
+    return load_scen(path, _cached_map(map_path))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_labels(path: str) -> np.ndarray:
+    return components(_cached_map(path).blocked)
+
+
+class MGMAPFCore(ScenarioCore):
+    """Batched MG-MAPF simulator on MovingAI grid maps (see the module docstring for the full specification).
+
+    Args:
+        num_envs: environments stepped together (``E``).
+        **params: :class:`MGMAPFParams`.
+
+    Raises:
+        pydantic.ValidationError: invalid params (the registry turns it into a ``ConfigError``).
+        ConfigError: a map, scen file or instance request that cannot be served (e.g. more agents than rows).
+        MapFormatError: a malformed map or scen file.
+    """
+
+    Params = MGMAPFParams
+    metadata = {"name": "mgmapf_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
+    noop_action = 0
+
+    def __init__(self, num_envs: int = 1, **params: Any):
+        self.params = self.Params(**params)
+        p = self.params
+        self._fixed: Optional[tuple[MapData, np.ndarray, np.ndarray]] = None
+        self._init(int(num_envs))
+
+    # construction ------------------------------------------------------------------------------------
+    @classmethod
+    def from_instance(cls, instance: Any, num_envs: int = 1, **params: Any) -> "MGMAPFCore":
+        """A core whose every env, on every reset, plays the given instance (tests, planners, replays).
+
+        Args:
+            instance: a :class:`coopsim.scenarios.mapf.instance.MAPFInstance` (or any object with
+                ``blocked`` bool ``[H, W]``, ``starts`` int ``[N, 2]`` (x, y) and ``goals`` int ``[N, K, 2]``).
+                Its ``goal_order`` (if any) is used unless ``goal_order`` is passed.
+            num_envs: environments, all with this instance.
+            **params: other :class:`MGMAPFParams` (``conflicts``, ``obs_radius``, ``max_steps``, ...);
+                ``map``, ``scen``, ``num_agents`` and ``num_goals`` come from the instance.
+
+        Raises:
+            ConfigError: starts or goals outside the grid or on obstacles, or two agents sharing a start.
+        """
+        blocked, starts, goals, order, name = _instance_arrays(instance)
+        params = dict(params)
+        for k in ("map", "scen", "num_agents", "num_goals"):
+            if k in params:
+                raise ConfigError(f"'{k}' comes from the instance in from_instance(); do not pass it", key=k, value=params[k])
+        if order is not None:
+            params.setdefault("goal_order", order)
+        self = cls.__new__(cls)
+        self.params = cls.Params(num_agents=len(starts), num_goals=goals.shape[1], **params)
+        self._fixed = (MapData(name=name, blocked=blocked), starts, goals)
+        self._init(int(num_envs))
+        return self
+
+    def _init(self, num_envs: int) -> None:
+        p = self.params
+        self.num_envs = e = num_envs
+        self.dt_s = float(p.dt_s)
+        n, k, r = p.num_agents, p.num_goals, p.obs_radius
+        self.agent_ids = tuple(f"agent_{i}" for i in range(n))
+        # map source and canvas size
+        if self._fixed is not None:
+            h, w = self._fixed[0].blocked.shape
+            self._map_path = None
+        elif p.map == "random":
+            h = w = p.random_size[1]
+            self._map_path = None
+        else:
+            self._map_path = str(resolve_map(p.map))
+            md = _cached_map(self._map_path)
+            h, w = md.blocked.shape
+            if p.scen is not None:
+                self._scen_paths = [str(resolve_scen(md, p.scen))]
+            elif Path(self._map_path).resolve().parent == DATA_DIR:
+                self._scen_paths = [str(q) for q in shipped_scens(md.name)]
+            else:
+                self._scen_paths = []
+        self._hmax, self._wmax = h, w
+        self._R = r
+        self._S = 2 * r + 1
+        self._Hc, self._Wc = h + 2 * r, w + 2 * r
+        self._C = self._Hc * self._Wc
+        wc = self._Wc
+        self._delta = np.array([0, -wc, wc, -1, 1], dtype=np.int64)
+        oy, ox = np.meshgrid(np.arange(-r, r + 1), np.arange(-r, r + 1), indexing="ij")
+        self._off = (oy * wc + ox).ravel().astype(np.int64)             # [S*S] window offsets
+        self._center = r * self._S + r
+        self._eoff = (np.arange(e, dtype=np.int64) * self._C)[:, None]  # [E, 1]
+        # spaces
+        lim = float(max(h, w))
+        self.action_space = gymnasium.spaces.Discrete(5)
+        self.observation_space = gymnasium.spaces.Dict({
+            "goal_status": gymnasium.spaces.Box(0.0, 1.0, shape=(k, 2), dtype=np.float32),
+            "goal_vec": gymnasium.spaces.Box(-lim, lim, shape=(k, 2), dtype=np.float32),
+            "window": gymnasium.spaces.Box(0.0, 1.0, shape=(3, self._S, self._S), dtype=np.float32),
+        })
+        self.state_space = gymnasium.spaces.Box(0.0, 1.0, shape=(3 * n + 3 * n * k + 1,), dtype=np.float32)
+        # state arrays
+        # canvas = each env's map padded by R blocked cells (off-map), flat index (y + R) * Wc + (x + R)
+        self._blk = np.ones(e * self._C, dtype=bool)                # obstacle / off-map
+        self._cnt = np.zeros(e * self._C, dtype=np.int32)           # agents on the cell
+        self._occ = np.full(e * self._C, -1, dtype=np.int32)        # agent index on the cell (block mode)
+        # float observation planes [E, 3, Hc, Wc]: obstacles, occupied, zeros (goal plane filled per agent);
+        # windows are gathered from a sliding-window view in one fancy-indexing copy
+        self._planes = np.zeros((e, 3, self._Hc, self._Wc), dtype=np.float32)
+        self._planes[:, 0] = 1.0
+        self._pflat = self._planes.reshape(-1)                      # view; env e, plane 1, cell c at e*3C + C + c
+        self._poff1 = (np.arange(e, dtype=np.int64) * 3 * self._C + self._C)[:, None]
+        self._views = np.lib.stride_tricks.sliding_window_view(self._planes, (self._S, self._S), axis=(2, 3))
+        self._e_idx = np.arange(e)[:, None]
+        self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
+        self._maps: list[Optional[MapData]] = [None] * e
+        self._size = np.zeros((e, 2), dtype=np.int64)         # (W, H) of each env's map
+        self._gpos = np.zeros((e, n), dtype=np.int64)          # canvas flat index
+        self._xy = np.zeros((e, n, 2), dtype=np.int64)
+        self._starts = np.zeros((e, n, 2), dtype=np.int32)
+        self._goals_xy = np.zeros((e, n, k, 2), dtype=np.int64)
+        self._goals = np.zeros((e, n, k), dtype=np.int64)       # canvas flat index
+        self._visited = np.zeros((e, n, k), dtype=bool)
+        self._reached_at = np.full((e, n, k), -1, dtype=np.int32)
+        self._finish = np.full((e, n), -1, dtype=np.int32)
+        self._t = np.zeros(e, dtype=np.int64)
+        self._done = np.ones(e, dtype=bool)
+        self._term = np.zeros(e, dtype=bool)
+        self._trunc = np.zeros(e, dtype=bool)
+        self._blocked_moves = np.zeros(e, dtype=np.int64)
+        self._invalid_moves = np.zeros(e, dtype=np.int64)
+        self._collisions = np.zeros(e, dtype=np.int64)
+        self._return = np.zeros(e, dtype=np.float64)
+        self._traj = np.zeros((p.max_steps + 1, e, n), dtype=np.int32)
+        self._lb: list[Optional[float]] = [None] * e
+        self._scen_used: list[Optional[str]] = [None] * e
+        self._rngs = [self.env_rng(0, i) for i in range(e)]
+        self._ar_k = np.arange(k)
+
+    # ScenarioCore API -------------------------------------------------------------------------------
+    @property
+    def alive(self) -> np.ndarray:
+        return np.broadcast_to(~self._done[:, None], (self.num_envs, self.num_agents)).copy()
+
+    def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None):
+        """Reset all envs or ``env_ids``; returns the whole batch's observations (see the module docstring)."""
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        for e in ids:
+            e = int(e)
+            if seed is not None:
+                self._rngs[e] = self.env_rng(seed, e)
+            self._load_env(e, self._new_instance(e, seed))
+        return self._observe()
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Advance every env that is not done by one step with ``actions`` int ``[E, N]`` in 0..4.
+
+        Raises:
+            ValueError: wrong shape or an action outside 0..4.
+        """
+        E, N = self.num_envs, self.num_agents
+        a = np.asarray(actions)
+        if a.shape != (E, N):
+            raise ValueError(f"actions must have shape ({E}, {N}); got {a.shape}")
+        if a.size and (a.min() < 0 or a.max() > 4):
+            raise ValueError(f"actions must be in 0..4 (wait, up, down, left, right); got values in [{a.min()}, {a.max()}]")
+        active = ~self._done
+        all_active = bool(active.all())
+        if not all_active:
+            if not active.any():
+                return self._result(np.zeros((E, N), np.float32), np.zeros(E, np.float32))
+            a = np.where(active[:, None], a, 0)
+        pos = self._gpos
+        gpos = pos + self._eoff
+        step = self._delta[a]
+        gtgt = gpos + step
+        blk = self._blk[gtgt]                      # off-map or obstacle: wait
+        moving = (step != 0) & ~blk
+        invalid = (step != 0) & blk
+        gtgt = np.where(blk, gpos, gtgt)
+        collisions = np.zeros(E, np.int64)
+        if not moving.any():
+            new = pos
+        elif self.params.conflicts == "block":
+            moving0 = moving.copy()
+            # rule 3, vertex: two or more agents entering one cell all wait
+            cnt = np.bincount(gtgt[moving], minlength=E * self._C)
+            moving &= cnt[gtgt] < 2
+            # rule 4, swap: j occupies my target and targets my cell (occupants at the start of the step)
+            occ = self._occ[gtgt]
+            has = moving0 & (occ >= 0)
+            jg = np.where(has, occ, 0) + self._aoff      # flat [E*N] index of the occupant
+            swap = has & moving0.ravel()[jg] & (gtgt.ravel()[jg] == gpos)
+            moving &= ~swap
+            # rule 5, cascade: the occupant of my target does not leave -> I wait; until stable
+            while True:
+                stuck = moving & has & ~moving.ravel()[jg]
+                if not stuck.any():
+                    break
+                moving &= ~stuck
+            self._blocked_moves += (moving0 & ~moving).sum(1)
+            go, gn = gpos[moving], gtgt[moving]
+            ids = self._occ[go]                # old cells are unique and new cells are unique: clear, then set
+            self._occ[go] = -1
+            self._occ[gn] = ids
+            self._cnt[go] -= 1
+            self._cnt[gn] += 1
+            po = (pos + self._poff1)[moving]
+            pn = po + (gn - go)
+            self._pflat[po] = 0.0
+            self._pflat[pn] = 1.0
+            new = np.where(moving, gtgt - self._eoff, pos)
+        else:
+            go, gn = gpos[moving], gtgt[moving]
+            np.subtract.at(self._cnt, go, 1)
+            np.add.at(self._cnt, gn, 1)
+            po = (pos + self._poff1)[moving]
+            pn = po + (gn - go)
+            self._pflat[po] = (self._cnt[go] > 0)
+            self._pflat[pn] = 1.0
+            # swap pairs: edges (from, to) with their reverse among movers (global cells, so per env)
+            C = E * self._C
+            key, rev = go * C + gn, gn * C + go
+            sk = np.sort(key)
+            nrev = np.searchsorted(sk, rev, side="right") - np.searchsorted(sk, rev, side="left")
+            collisions += np.bincount(np.nonzero(moving)[0], weights=nrev, minlength=E).astype(np.int64) // 2
+            new = gtgt - self._eoff
+        if self.params.conflicts == "allow":
+            # vertex pairs: sum over agents of (agents on its cell - 1) = 2 * pairs
+            collisions += (self._cnt[new + self._eoff] - 1).sum(1) // 2
+            if not all_active:
+                collisions[~active] = 0
+            self._collisions += collisions
+        self._invalid_moves += invalid.sum(1)
+        self._gpos = new
+        np.subtract(new % self._Wc, self._R, out=self._xy[..., 0])
+        np.subtract(new // self._Wc, self._R, out=self._xy[..., 1])
+        if all_active:
+            self._t += 1
+        else:
+            self._t[active] += 1
+        t = self._t
+        # goals and rewards
+        unfinished = self._finish < 0
+        if not all_active:
+            unfinished &= active[:, None]
+        reward = np.where(unfinished, np.float32(-1.0), np.float32(0.0))
+        newly = self._visit(new)
+        if not all_active:
+            newly &= active[:, None, None]
+        if newly.any():
+            self._visited |= newly
+            self._reached_at[newly] = np.broadcast_to(t[:, None, None], newly.shape)[newly]
+            fin_now = unfinished & self._visited.all(-1)
+            if fin_now.any():
+                self._finish[fin_now] = np.broadcast_to(t[:, None], fin_now.shape)[fin_now]
+        self._return += reward.sum(1)
+        all_fin = (self._finish >= 0).all(1)
+        trunc = ~all_fin & (t >= self.params.max_steps)
+        if not all_active:
+            all_fin &= active
+            trunc &= active
+        self._term |= all_fin
+        self._trunc |= trunc
+        self._done |= all_fin | trunc
+        if all_active:
+            self._traj[t, self._e_idx[:, 0]] = new
+        else:
+            ea = np.flatnonzero(active)
+            self._traj[t[ea], ea] = new[ea]
+        return self._result(reward, collisions.astype(np.float32))
+
+    def _result(self, reward: np.ndarray, collisions: np.ndarray) -> StepResult:
+        E, N = self.num_envs, self.num_agents
+        term = np.empty((E, N), dtype=bool)
+        term[:] = self._term[:, None]
+        trunc = np.empty((E, N), dtype=bool)
+        trunc[:] = self._trunc[:, None]
+        return StepResult(obs=self._observe(), reward=reward, terminated=term, truncated=trunc,
+                          info={"reward/time": reward, "cost/collision": collisions})
+
+    def state(self) -> np.ndarray:
+        """Global state float32 ``[E, 3N + 3NK + 1]``: agent cells, goal cells (normalized by W, H), visited
+        flags, finished flags, ``t / max_steps`` (see the module docstring)."""
+        E, N, K = self.num_envs, self.num_agents, self.params.num_goals
+        size = np.maximum(self._size - 1, 1).astype(np.float32)  # (W-1, H-1)
+        xy = (self._xy / size[:, None, :]).reshape(E, -1)
+        g = (self._goals_xy / size[:, None, None, :]).reshape(E, -1)
+        return np.concatenate([
+            xy, g, self._visited.reshape(E, -1), (self._finish >= 0),
+            (np.minimum(self._t, self.params.max_steps) / self.params.max_steps)[:, None],
+        ], axis=1).astype(np.float32)
+
+    # observations ---------------------------------------------------------------------------------
+    def _visit(self, gpos: np.ndarray) -> np.ndarray:
+        """bool ``[E, N, K]``: goals newly visited by agents standing on ``gpos`` (canvas flat index)."""
+        on = self._goals == gpos[:, :, None]
+        if self.params.goal_order == "free":
+            return on & ~self._visited
+        nxt = self._visited.sum(-1)
+        return on & (self._ar_k == nxt[:, :, None])
+
+    def _active_goals(self) -> np.ndarray:
+        rem = ~self._visited
+        if self.params.goal_order == "free":
+            return rem
+        return self._ar_k == self._visited.sum(-1)[:, :, None]
+
+    def _observe(self) -> dict[str, np.ndarray]:
+        E, N, K = self.num_envs, self.num_agents, self.params.num_goals
+        R, S = self._R, self._S
+        xy = self._xy
+        # one copy of every agent's [3, S, S] block out of the sliding-window view of the planes
+        window = self._views[self._e_idx, :, xy[..., 1], xy[..., 0]]        # float32 [E, N, 3, S, S]
+        if self.params.conflicts == "block":
+            window[:, :, 1, R, R] = 0.0                                    # not oneself
+        else:
+            window[:, :, 1, R, R] = self._cnt[self._gpos + self._eoff] > 1  # others on my cell
+        rem = ~self._visited
+        d = self._goals_xy - xy[:, :, None, :]                              # [E, N, K, 2]
+        inwin = rem & (np.abs(d).max(-1) <= R)
+        if inwin.any():
+            ee, nn, kk = np.nonzero(inwin)
+            dd = d[ee, nn, kk]
+            window[ee, nn, 2, dd[:, 1] + R, dd[:, 0] + R] = 1.0
+        goal_vec = d.astype(np.float32)
+        goal_vec[self._visited] = 0.0
+        status = np.empty((E, N, K, 2), dtype=np.float32)
+        status[..., 0] = rem
+        status[..., 1] = self._active_goals()
+        return {"goal_status": status, "goal_vec": goal_vec, "window": window}
+
+    # instances ------------------------------------------------------------------------------------
+    def _new_instance(self, e: int, seed: int | None) -> tuple[MapData, np.ndarray, np.ndarray, Optional[str]]:
+        p = self.params
+        rng = self._rngs[e]
+        if self._fixed is not None:
+            md, s, g = self._fixed
+            return md, s, g, None
+        if p.map == "random":
+            lo, hi = p.random_size
+            side = (int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1)))
+            md = random_map(rng, side, p.random_density)
+            s, g = random_instance(md, p.num_agents, p.num_goals, rng)
+            return md, s, g, None
+        md = _cached_map(self._map_path)
+        labels = _cached_labels(self._map_path)
+        if not self._scen_paths:
+            s, g = random_instance(md, p.num_agents, p.num_goals, rng, labels)
+            return md, s, g, None
+        if len(self._scen_paths) == 1:
+            i = 0
+        elif seed is not None:
+            i = (int(seed) + e) % len(self._scen_paths)
+        else:
+            i = int(rng.integers(len(self._scen_paths)))
+        path = self._scen_paths[i]
+        sc = _cached_scen(path, self._map_path)
+        s, g = instance_from_scen(md, sc, p.num_agents, p.num_goals, rng, labels)
+        return md, s, g, path
+
+    def _load_env(self, e: int, inst: tuple) -> None:
+        md, starts, goals, scen_path = inst
+        R, Wc = self._R, self._Wc
+        h, w = md.blocked.shape
+        base = np.ones((self._Hc, Wc), dtype=bool)
+        base[R:R + h, R:R + w] = md.blocked
+        self._maps[e] = md
+        self._size[e] = (w, h)
+        starts = np.asarray(starts, dtype=np.int64)
+        goals = np.asarray(goals, dtype=np.int64)
+        gp = (starts[:, 1] + R) * Wc + starts[:, 0] + R
+        sl = slice(e * self._C, (e + 1) * self._C)
+        self._blk[sl] = base.ravel()
+        cnt = np.zeros(self._C, dtype=np.int32)
+        np.add.at(cnt, gp, 1)
+        self._cnt[sl] = cnt
+        occ = np.full(self._C, -1, dtype=np.int32)
+        occ[gp] = np.arange(len(gp), dtype=np.int32)
+        self._occ[sl] = occ
+        self._planes[e, 0] = base
+        self._planes[e, 1] = (cnt > 0).reshape(self._Hc, Wc)
+        self._gpos[e] = gp
+        self._xy[e] = starts
+        self._starts[e] = starts
+        self._goals_xy[e] = goals
+        self._goals[e] = (goals[..., 1] + R) * Wc + goals[..., 0] + R
+        self._visited[e] = False
+        self._reached_at[e] = -1
+        self._finish[e] = -1
+        # goals on the start cell count as visited at reset (step 0)
+        on = self._goals[e] == gp[:, None]
+        if self.params.goal_order == "free":
+            first = on
+        else:
+            first = on & (self._ar_k == 0)
+        self._visited[e] = first
+        self._reached_at[e][first] = 0
+        self._finish[e][self._visited[e].all(-1)] = 0
+        self._t[e] = 0
+        self._done[e] = bool((self._finish[e] >= 0).all())
+        self._term[e] = self._done[e]
+        self._trunc[e] = False
+        self._blocked_moves[e] = 0
+        self._invalid_moves[e] = 0
+        self._collisions[e] = 0
+        self._return[e] = 0.0
+        self._traj[0, e] = gp
+        self._lb[e] = None
+        self._scen_used[e] = scen_path
+
+    # capabilities ---------------------------------------------------------------------------------
+    def positions(self) -> np.ndarray:
+        """float64 ``[E, N, 3]``: agent cell centres in metres, ((x + 0.5) * cell, (y + 0.5) * cell, 0),
+        x along columns and y along rows."""
+        c = self.params.cell_size_m
+        out = np.zeros((self.num_envs, self.num_agents, 3))
+        out[..., :2] = (self._xy + 0.5) * c
+        return out
+
+    def agent_xy(self) -> np.ndarray:
+        """int32 ``[E, N, 2]``: agent cells (x = column, y = row)."""
+        return self._xy.astype(np.int32)
+
+    def goals_visited(self) -> np.ndarray:
+        """bool ``[E, N, K]``: goals visited so far (a copy)."""
+        return self._visited.copy()
+
+    def goals_xy(self) -> np.ndarray:
+        """int32 ``[E, N, K]`` x 2 -> ``[E, N, K, 2]``: every agent's goal cells (x, y) in the given order."""
+        return self._goals_xy.astype(np.int32)
+
+    def instance(self, env_index: int = 0):
+        """The current instance of env ``env_index`` as a :class:`coopsim.scenarios.mapf.instance.MAPFInstance`."""
+        md = self._maps[env_index]
+        if md is None:
+            raise RuntimeError("instance() needs reset() first")
+        return _make_instance(md, self._starts[env_index].copy(), self._goals_xy[env_index].astype(np.int32),
+                              self.params.goal_order)
+
+    def map_data(self, env_index: int = 0) -> MapData:
+        """The :class:`MapData` of env ``env_index`` (blocked ``[H, W]``)."""
+        md = self._maps[env_index]
+        if md is None:
+            raise RuntimeError("map_data() needs reset() first")
+        return md
+
+    def scen_file(self, env_index: int = 0) -> Optional[str]:
+        """Path of the scen file env ``env_index`` took its starts and first goals from (None if sampled)."""
+        return self._scen_used[env_index]
+
+    def replay(self, env_index: int = 0) -> dict[str, np.ndarray]:
+        """Replay arrays of env ``env_index``'s episode so far (saved by the runner as ``replays/*.npz``).
+
+        Returns:
+            ``positions`` int32 ``[T+1, N, 2]`` (x, y) per step, ``goals`` int32 ``[N, K, 2]``,
+            ``goal_reached_at`` int32 ``[N, K]`` (first-visit step, -1 never), ``blocked`` bool ``[H, W]``.
+        """
+        T = int(min(self._t[env_index], self.params.max_steps))
+        fl = self._traj[:T + 1, env_index].astype(np.int64)
+        pos = np.stack([fl % self._Wc - self._R, fl // self._Wc - self._R], axis=-1).astype(np.int32)
+        return {
+            "positions": pos,
+            "goals": self._goals_xy[env_index].astype(np.int32),
+            "goal_reached_at": self._reached_at[env_index].copy(),
+            "blocked": np.array(self.map_data(env_index).blocked, dtype=bool),
+        }
+
+    def lower_bound(self, env_index: int = 0) -> float:
+        """LB of env ``env_index``'s instance: sum over agents of the shortest tour through its goals
+        (see :func:`coopsim.scenarios.mapf.metrics.tour_lower_bound`); cached per episode."""
+        if self._lb[env_index] is None:
+            md = self.map_data(env_index)
+            self._lb[env_index] = float(tour_lower_bound(md.blocked, self._starts[env_index], self._goals_xy[env_index],
+                                                         self.params.goal_order).sum())
+        return self._lb[env_index]
+
+    def episode_metrics(self) -> list[dict[str, float]]:
+        """Per-env metrics of the current episode (final once the env is done).
+
+        ``soc`` sum over agents of the finishing step (``max_steps`` for an agent that has not finished),
+        ``makespan`` the largest of those, ``success`` 1.0 if every agent finished, ``goal_fraction`` visited
+        goals / (N K), ``throughput`` goals visited per step, ``blocked_moves`` moves turned into waits by
+        conflicts, ``invalid_moves`` moves off the map or into obstacles, ``collisions`` conflict pairs
+        (``conflicts='allow'``), ``lb`` and ``soc_over_lb``, ``episode_return`` (= −soc once done), ``steps``.
+        """
+        ms = self.params.max_steps
+        out = []
+        for e in range(self.num_envs):
+            fin = self._finish[e]
+            cost = np.where(fin >= 0, fin, ms).astype(np.int64)
+            steps = int(self._t[e])
+            visited = int(self._visited[e].sum())
+            lb = self.lower_bound(e) if self._maps[e] is not None else float("nan")
+            soc = float(cost.sum())
+            out.append({
+                "soc": soc,
+                "makespan": float(cost.max()) if len(cost) else 0.0,
+                "success": float((fin >= 0).all()),
+                "goal_fraction": visited / max(self._visited[e].size, 1),
+                "throughput": visited / steps if steps else 0.0,
+                "blocked_moves": float(self._blocked_moves[e]),
+                "invalid_moves": float(self._invalid_moves[e]),
+                "collisions": float(self._collisions[e]),
+                "lb": lb,
+                "soc_over_lb": soc / lb if lb > 0 else float("nan"),
+                "episode_return": float(self._return[e]),
+                "steps": float(steps),
+            })
+        return out
+
+    def render(self, env_index: int = 0, cell_px: int = 8) -> np.ndarray | None:
+        """RGB uint8 ``[H * cell_px, W * cell_px, 3]`` of env ``env_index`` (agents coloured, remaining goals)."""
+        if self._maps[env_index] is None:
+            return None
+        return draw_frame(self._maps[env_index].blocked, self._xy[env_index], self._goals_xy[env_index],
+                          self._visited[env_index], cell_px)
+
+    @staticmethod
+    def render_replay(replay: dict[str, np.ndarray], cell_px: int = 8) -> list[np.ndarray]:
+        """Frames (RGB uint8) of a replay dict as returned by :meth:`replay` (used by ``coopsim report``)."""
+        pos, goals, reached = replay["positions"], replay["goals"], replay["goal_reached_at"]
+        return [draw_frame(replay["blocked"], pos[t], goals, (reached >= 0) & (reached <= t), cell_px)
+                for t in range(len(pos))]
+
+
+def _instance_arrays(inst: Any):
+    blocked = np.asarray(getattr(inst, "blocked"), dtype=bool)
+    starts = np.asarray(getattr(inst, "starts"), dtype=np.int64).reshape(-1, 2)
+    goals = np.asarray(getattr(inst, "goals"), dtype=np.int64)
+    if goals.ndim == 2:
+        goals = goals[:, None, :]
+    order = getattr(inst, "goal_order", None)
+    name = str(getattr(inst, "map_name", None) or getattr(inst, "name", None) or "instance")
+    h, w = blocked.shape
+    n = len(starts)
+    if goals.shape[0] != n or goals.shape[-1] != 2:
+        raise ConfigError(f"instance goals must be [N, K, 2] with N={n}; got {goals.shape}", key="goals")
+    for what, c in (("start", starts), ("goal", goals.reshape(-1, 2))):
+        out = (c[:, 0] < 0) | (c[:, 0] >= w) | (c[:, 1] < 0) | (c[:, 1] >= h)
+        if out.any():
+            raise ConfigError(f"{what} {c[out][0].tolist()} is outside the {w}x{h} map", key=what + "s")
+        on = blocked[c[:, 1], c[:, 0]]
+        if on.any():
+            raise ConfigError(f"{what} {c[on][0].tolist()} lies on an obstacle", key=what + "s")
+    if len(np.unique(starts[:, 1] * w + starts[:, 0])) != n:
+        raise ConfigError("two agents share a start cell", key="starts")
+    blocked.setflags(write=False)
+    return blocked, starts, goals, order, name
+
+
+def _make_instance(md: MapData, starts: np.ndarray, goals: np.ndarray, goal_order: str):
+    from coopsim.scenarios.mapf.instance import MAPFInstance
+
+    return MAPFInstance(blocked=md.blocked, starts=starts, goals=goals, goal_order=goal_order, map_name=md.name)
