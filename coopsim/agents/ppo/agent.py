@@ -1,0 +1,192 @@
+"""The PPO team plugin (``ppo/mappo-v0``, ``ppo/ippo-v0``): a shared-parameter actor-critic that acts in
+the runner loop and is trained by :class:`coopsim.agents.ppo.trainer.PPOTrainer`."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from coopsim.errors import ConfigError
+from coopsim.platform.agent import AgentPlugin
+from coopsim.platform.comm import MessageBatch
+from coopsim.platform.hooks import CommModule, HookContext, load_hook
+from coopsim.platform.registry import Variant
+
+from .config import PPOAgentParams, PPOTrainConfig
+from .networks import ActorCritic, ValueNorm, flatten_obs, obs_dim
+
+CHECKPOINT_FORMAT = "coopsim.ppo/1"
+
+
+class PPOAgent(AgentPlugin):
+    """IPPO / MAPPO team policy: one actor shared by all agent slots (agent-id one-hot input), a GRU
+    option, action masks from ``scenario.action_masks()``, and a local (IPPO) or centralised (MAPPO,
+    on ``scenario.state()``) critic.
+
+    Acting (:meth:`act`): observations ``[E, N, ...]`` (array or dict, flattened in Dict-space order)
+    -> int64 actions ``[E, N]``; argmax when ``deterministic`` (default), else sampled from its own
+    seeded generator. Slots that are not alive get the scenario's no-op. With a comm module, the
+    policy also reads the aggregated inbox and returns outgoing messages.
+
+    Papers: Schulman et al. 2017 (PPO); de Witt et al. 2020 (IPPO); Yu et al. 2022 (MAPPO).
+
+    Raises:
+        ConfigError: ``critic: central`` on a scenario without ``state_space``; a checkpoint that does
+            not match the architecture (in :meth:`load`).
+    """
+
+    Params: ClassVar = PPOAgentParams
+    TrainConfig: ClassVar = PPOTrainConfig
+    requires: ClassVar[tuple[str, ...]] = ("action_masks",)
+
+    def __init__(self, scenario, **params: Any):
+        super().__init__(scenario, **params)
+        p: PPOAgentParams = self.params
+        self.obs_space = scenario.observation_space
+        self.obs_dim = obs_dim(self.obs_space)
+        self.num_agents = scenario.num_agents
+        self.num_actions = int(scenario.action_space.n)
+        self.state_dim = int(np.prod(scenario.state_space.shape)) if scenario.state_space is not None else 0
+        if p.critic == "central" and self.state_dim == 0:
+            raise ConfigError("critic 'central' (MAPPO) needs a scenario with a global state (state_space); use ppo/ippo-v0",
+                              key="agents.params.critic", value=p.critic)
+        self.comm: CommModule | None = load_hook(p.comm, key="agents.params.comm")
+        self.id_dim = self.num_agents if p.agent_id else 0
+        comm_dim = 0
+        if self.comm is not None:
+            self.comm.setup(self._context(feature_dim=p.hidden[-1]))
+            comm_dim = int(self.comm.input_dim)
+        self.comm_dim = comm_dim
+        in_dim = self.obs_dim + self.id_dim + comm_dim
+        critic_dim = (self.state_dim if p.critic == "central" else self.obs_dim) + self.id_dim
+        self.net = ActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation, p.recurrent)
+        self.value_norm = ValueNorm()
+        self._eye = torch.eye(self.num_agents)
+        self.reset(p.seed)
+
+    def _context(self, feature_dim: int, seed: int | None = None) -> HookContext:
+        return HookContext(obs_dim=self.obs_dim, feature_dim=feature_dim, num_agents=self.num_agents,
+                           num_actions=self.num_actions, state_dim=self.state_dim, num_envs=self.scenario.num_envs,
+                           dt_s=float(self.scenario.dt_s), seed=self.params.seed if seed is None else seed)
+
+    # --- inputs -------------------------------------------------------------------------------
+    def actor_input(self, obs_flat: np.ndarray, inbox_in: np.ndarray | None) -> torch.Tensor:
+        """float32 ``[E, N, D + N? + C?]``: observation, agent-id one-hot, aggregated inbox."""
+        e = obs_flat.shape[0]
+        parts = [torch.as_tensor(obs_flat, dtype=torch.float32)]
+        if self.id_dim:
+            parts.append(self._eye.expand(e, -1, -1))
+        if self.comm_dim:
+            parts.append(torch.as_tensor(inbox_in, dtype=torch.float32))
+        return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def critic_input(self, obs_flat: np.ndarray, state: np.ndarray | None) -> torch.Tensor:
+        """float32 ``[E, N, S + N?]`` (central) or ``[E, N, D + N?]`` (local)."""
+        e, n = obs_flat.shape[:2]
+        if self.params.critic == "central":
+            base = torch.as_tensor(np.asarray(state, dtype=np.float32).reshape(e, -1)).unsqueeze(1).expand(-1, n, -1)
+        else:
+            base = torch.as_tensor(obs_flat, dtype=torch.float32)
+        if self.id_dim:
+            return torch.cat([base, self._eye.expand(e, -1, -1)], dim=-1)
+        return base
+
+    def receive(self, inbox: MessageBatch | None, num_envs: int) -> np.ndarray | None:
+        if self.comm is None:
+            return None
+        if inbox is None:
+            return np.zeros((num_envs, self.num_agents, self.comm_dim), np.float32)
+        return np.asarray(self.comm.receive(inbox, num_envs, self.num_agents), dtype=np.float32)
+
+    # --- AgentPlugin ------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        e = self.scenario.num_envs
+        self._h = torch.zeros(e * self.num_agents, self.net.feature_dim)
+        self._t = 0
+        self._gen = torch.Generator().manual_seed(self.params.seed if seed is None else int(seed))
+
+    def act(self, obs, inbox: MessageBatch | None = None) -> tuple[np.ndarray, MessageBatch | None]:
+        flat = flatten_obs(obs, self.obs_space)
+        e, n = flat.shape[:2]
+        x = self.actor_input(flat, self.receive(inbox, e))
+        masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
+        with torch.no_grad():
+            feat, h = self.net.features(x.reshape(e * n, -1), self._h if self.net.recurrent else None)
+            logits = self.net.logits(feat, masks)
+            if self.params.deterministic:
+                a = logits.argmax(-1)
+            else:
+                a = sample_categorical(logits, self._gen)
+        if h is not None:
+            self._h = h
+        actions = a.reshape(e, n).numpy().astype(np.int64)
+        alive = np.asarray(self.scenario.alive)
+        actions[~alive] = self.scenario.noop_action
+        out = None
+        if self.comm is not None:
+            out = self.comm.messages(feat.reshape(e, n, -1), alive, self._t, float(self.scenario.dt_s))
+        self._t += 1
+        return actions, out
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"format": CHECKPOINT_FORMAT, "params": self.params.model_dump(), "obs_dim": self.obs_dim,
+                "num_agents": self.num_agents, "num_actions": self.num_actions, "state_dim": self.state_dim,
+                "net": self.net.state_dict(), "value_norm": self.value_norm.state_dict(),
+                "comm": self.comm.state_dict() if self.comm is not None and hasattr(self.comm, "state_dict") else None}
+
+    def save(self, path: str | Path) -> None:
+        from coopsim.platform.trainer import atomic_save
+
+        atomic_save(self.checkpoint(), path)
+
+    def load(self, path: str | Path) -> None:
+        """Read a ``policy.pt`` (or a training ``checkpoint.pt``, or a run dir holding ``policy.pt``).
+
+        Raises:
+            ConfigError: the file is not a PPO policy, or its architecture/sizes differ from this agent's.
+        """
+        from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, load_checkpoint
+
+        path = Path(path)
+        if path.is_dir():
+            path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
+        ck = load_checkpoint(path)
+        if "trainer" in ck:  # a training checkpoint: its policy part
+            ck = ck["trainer"]["policy"]
+        if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
+            raise ConfigError(f"not a PPO policy file (format {CHECKPOINT_FORMAT})", file=str(path))
+        mine = self.checkpoint()
+        for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
+            if ck[k] != mine[k]:
+                raise ConfigError(f"checkpoint has {k}={ck[k]} but this scenario gives {k}={mine[k]}", file=str(path), key=k)
+        arch = ("critic", "hidden", "activation", "recurrent", "agent_id", "comm")
+        for k in arch:
+            if ck["params"].get(k) != mine["params"].get(k):
+                raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
+                                  f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
+        self.net.load_state_dict(ck["net"])
+        self.value_norm.load_state_dict(ck["value_norm"])
+        if ck.get("comm") is not None and self.comm is not None:
+            self.comm.load_state_dict(ck["comm"])
+
+    # --- training ---------------------------------------------------------------------------------
+    @classmethod
+    def make_trainer(cls, agent: "PPOAgent", train: PPOTrainConfig, seed: int, *, channel=None, file: str | None = None):
+        """The :class:`~coopsim.platform.trainer.Trainer` for this plugin (hooks built from ``train``)."""
+        from .trainer import PPOTrainer
+
+        return PPOTrainer(agent, train, seed, channel=channel, file=file)
+
+
+def sample_categorical(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Sample ``[B]`` from masked logits ``[B, A]`` with the Gumbel-max trick and generator ``gen``."""
+    u = torch.rand(logits.shape, generator=gen).clamp_(1e-20, 1.0)
+    return (logits - torch.log(-torch.log(u))).argmax(-1)
+
+
+MAPPO = Variant(PPOAgent, defaults={"critic": "central"}, fixed=("critic",))
+"""``ppo/mappo-v0``: centralised critic on the global state."""
+IPPO = Variant(PPOAgent, defaults={"critic": "local"}, fixed=("critic",))
+"""``ppo/ippo-v0``: local critic on each agent's observation."""

@@ -1,0 +1,57 @@
+"""Schemas of the PPO plugin: agent params (the policy's architecture) and the ``train:`` section."""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from coopsim.platform.agent import AgentParams
+from coopsim.platform.trainer import TrainSchedule
+
+
+class PPOAgentParams(AgentParams):
+    """Architecture of the IPPO/MAPPO actor-critic (what a checkpoint must match) and acting options."""
+
+    critic: Literal["central", "local"] = Field(
+        "central", description="'central': MAPPO critic on the global state core.state(); 'local': IPPO critic on the agent's observation")
+    hidden: list[int] = Field(default_factory=lambda: [64, 64], description="encoder MLP widths, each in [1, 4096]")
+    activation: Literal["tanh", "relu"] = Field("tanh", description="hidden activation")
+    recurrent: bool = Field(False, description="a GRU after the encoder (actor memory); the critic stays feed-forward")
+    agent_id: bool = Field(True, description="append a one-hot of the agent slot to actor and critic inputs (shared parameters)")
+    comm: dict[str, Any] | None = Field(
+        None, description="communication module {module: 'pkg.mod:Class', params: {...}} (coopsim.platform.hooks.CommModule)")
+    deterministic: bool = Field(True, description="act by argmax (True, evaluation) or by sampling (False)")
+    seed: int = Field(0, ge=0, description="seed of the sampling generator when deterministic is False")
+
+    @field_validator("hidden")
+    @classmethod
+    def _hidden_ok(cls, v: list[int]) -> list[int]:
+        if not v or any(int(h) < 1 or int(h) > 4096 for h in v):
+            raise ValueError("must be a non-empty list of widths in [1, 4096], e.g. [64, 64]")
+        return v
+
+
+class PPOTrainConfig(TrainSchedule):
+    """The ``train:`` section for ``ppo/*`` agents (after CleanRL ppo.py and MAPPO, Yu et al. 2022)."""
+
+    num_envs: int = Field(16, ge=1, le=65536, description="environments stepped together E")
+    rollout_steps: int = Field(64, ge=1, le=100000, description="vector steps T per rollout; an iteration uses E*T env steps")
+    lr: float = Field(5e-4, gt=0, le=1.0, description="Adam learning rate")
+    anneal_lr: bool = Field(False, description="linearly decay lr to 0 over the step budget")
+    adam_eps: float = Field(1e-5, gt=0, description="Adam epsilon")
+    gamma: float = Field(0.99, ge=0, le=1, description="discount per step, in [0, 1]")
+    gae_lambda: float = Field(0.95, ge=0, le=1, description="GAE lambda, in [0, 1]")
+    clip: float = Field(0.2, gt=0, le=1, description="PPO ratio clip epsilon, in (0, 1]")
+    epochs: int = Field(4, ge=1, le=100, description="update epochs per rollout")
+    minibatches: int = Field(4, ge=1, le=4096, description="minibatches per epoch (over agent-steps, or over sequences if recurrent)")
+    ent_coef: float = Field(0.01, ge=0, description="entropy bonus coefficient")
+    vf_coef: float = Field(0.5, ge=0, description="value loss coefficient")
+    max_grad_norm: float = Field(0.5, gt=0, description="global gradient-norm clip")
+    norm_adv: bool = Field(True, description="normalise advantages per minibatch (alive samples)")
+    value_norm: bool = Field(True, description="running mean/std normalisation of value targets (MAPPO ValueNorm)")
+    bootstrap_truncated: bool = Field(True, description="add gamma*V(final obs) to the reward of time-limit-truncated agents")
+    team_reward: bool = Field(False, description="replace each agent's reward by the team's mean reward (fully cooperative credit)")
+    intrinsic: dict[str, Any] | None = Field(
+        None, description="intrinsic-reward hook {module, params} (coopsim.platform.hooks.IntrinsicReward)")
+    aux_losses: list[dict[str, Any]] = Field(
+        default_factory=list, description="auxiliary-loss hooks [{module, params}] (coopsim.platform.hooks.AuxiliaryLoss)")

@@ -1,0 +1,139 @@
+"""Actor-critic networks of the PPO plugin, observation flattening and value normalisation."""
+from __future__ import annotations
+
+import math
+
+import gymnasium
+import numpy as np
+import torch
+from torch import nn
+
+NEG_INF = -1e9
+
+
+def obs_dim(space: gymnasium.Space) -> int:
+    """Width of one agent's flattened observation (``Box`` or ``Dict`` of ``Box``)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        return sum(obs_dim(s) for s in space.spaces.values())
+    if space.shape is None:
+        raise TypeError(f"PPO needs Box or Dict-of-Box observations; got {space}")
+    return int(np.prod(space.shape)) if len(space.shape) else 1
+
+
+def flatten_obs(obs, space: gymnasium.Space) -> np.ndarray:
+    """float32 ``[E, N, D]`` from ``[E, N, *shape]`` or a dict of such arrays (Dict space key order)."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        parts = [np.asarray(obs[k]).reshape(obs[k].shape[0], obs[k].shape[1], -1) for k in space.spaces]
+        return np.concatenate(parts, axis=-1).astype(np.float32, copy=False)
+    obs = np.asarray(obs)
+    return obs.reshape(obs.shape[0], obs.shape[1], -1).astype(np.float32, copy=False)
+
+
+def _layer(i: int, o: int, std: float = math.sqrt(2)) -> nn.Linear:
+    lin = nn.Linear(i, o)
+    nn.init.orthogonal_(lin.weight, std)
+    nn.init.zeros_(lin.bias)
+    return lin
+
+
+def _mlp(i: int, widths: list[int], act: type[nn.Module]) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for w in widths:
+        layers += [_layer(i, w), act()]
+        i = w
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Shared-parameter actor and a (local or centralised) feed-forward critic.
+
+    Actor: ``x [.., in_dim] -> MLP(hidden) -> [GRU] -> features [.., F] -> logits [.., A]``.
+    Critic: ``c [.., critic_dim] -> MLP(hidden) -> value [..]`` (normalised units if value norm is on).
+    Orthogonal init, policy head std 0.01, value head std 1 (CleanRL ppo.py).
+    """
+
+    def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, recurrent: bool):
+        super().__init__()
+        act = nn.Tanh if activation == "tanh" else nn.ReLU
+        self.encoder = _mlp(in_dim, hidden, act)
+        self.feature_dim = hidden[-1]
+        self.gru = nn.GRU(self.feature_dim, self.feature_dim) if recurrent else None
+        if self.gru is not None:
+            for name, p in self.gru.named_parameters():
+                if "weight" in name:
+                    nn.init.orthogonal_(p)
+                else:
+                    nn.init.zeros_(p)
+        self.pi = _layer(self.feature_dim, num_actions, 0.01)
+        self.critic = nn.Sequential(_mlp(critic_dim, hidden, act), _layer(hidden[-1], 1, 1.0))
+
+    @property
+    def recurrent(self) -> bool:
+        return self.gru is not None
+
+    def features(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One step: ``x [B, in]``, ``h [B, F]`` (zeros at episode start) -> features ``[B, F]``, next ``h``."""
+        z = self.encoder(x)
+        if self.gru is None:
+            return z, None
+        out, h1 = self.gru(z.unsqueeze(0), h.unsqueeze(0))
+        return out[0], h1[0]
+
+    def features_seq(self, x: torch.Tensor, h0: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+        """Sequences: ``x [L, B, in]``, ``h0 [B, F]``, ``starts`` bool ``[L, B]`` (zero h before the step) -> ``[L, B, F]``."""
+        z = self.encoder(x)
+        if self.gru is None:
+            return z
+        h = h0
+        outs = []
+        for t in range(z.shape[0]):
+            h = h * (~starts[t]).unsqueeze(-1).float()
+            out, h1 = self.gru(z[t].unsqueeze(0), h.unsqueeze(0))
+            h = h1[0]
+            outs.append(out[0])
+        return torch.stack(outs)
+
+    def logits(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Masked logits ``[.., A]``: unavailable actions get -1e9."""
+        return self.pi(features).masked_fill(~mask, NEG_INF)
+
+    def value(self, c: torch.Tensor) -> torch.Tensor:
+        return self.critic(c).squeeze(-1)
+
+
+class ValueNorm(nn.Module):
+    """Running mean/variance of value targets (parallel Welford, Chan et al. 1979), as buffers.
+
+    The critic predicts normalised values; ``denormalize`` maps them back for GAE. Used by MAPPO
+    (Yu et al. 2022, "The Surprising Effectiveness of PPO in Cooperative Multi-Agent Games").
+    """
+
+    def __init__(self, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros((), dtype=torch.float64))
+        self.register_buffer("var", torch.ones((), dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    def update(self, x: torch.Tensor) -> None:
+        x = x.detach().double().reshape(-1)
+        if x.numel() == 0:
+            return
+        bm, bv, bc = x.mean(), x.var(unbiased=False), float(x.numel())
+        if self.count == 0:
+            self.mean.copy_(bm)
+            self.var.copy_(bv)
+            self.count.fill_(bc)
+            return
+        delta = bm - self.mean
+        tot = self.count + bc
+        m2 = self.var * self.count + bv * bc + delta**2 * self.count * bc / tot
+        self.mean.add_(delta * bc / tot)
+        self.var.copy_(m2 / tot)
+        self.count.copy_(tot)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        return ((x.double() - self.mean) / torch.sqrt(self.var + self.eps)).float()
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        return (x.double() * torch.sqrt(self.var + self.eps) + self.mean).float()

@@ -1,0 +1,344 @@
+"""PPO for teams (IPPO / MAPPO) on the batched scenario core: one loop, read top to bottom.
+
+``PPOTrainer.train_iteration`` is the whole algorithm, in CleanRL ``ppo.py`` order:
+
+1. rollout ``T`` vector steps in ``E`` envs (actions sampled from masked logits; messages through the
+   channel [HOOK comm]; finished envs reset with ``core.reset(env_ids=...)``);
+2. intrinsic reward added to the extrinsic reward [HOOK intrinsic], then GAE (Schulman et al. 2016) with
+   de-normalised values, done flags per agent slot;
+3. ``epochs`` x ``minibatches`` of the clipped objective + value loss + entropy bonus + auxiliary
+   losses [HOOK aux] (minibatches over agent-steps, or over whole (env, agent) sequences with a GRU);
+4. statistics.
+
+Dead or finished slots (``core.alive`` False) are masked out of every loss, bonus and statistic.
+"""
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from coopsim.platform.comm import MessageBatch
+from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, load_hook
+
+from .agent import PPOAgent, sample_categorical
+from .config import PPOTrainConfig
+from .networks import flatten_obs
+
+
+def gae(rewards: torch.Tensor, values: torch.Tensor, last_values: torch.Tensor, dones: torch.Tensor,
+        gamma: float, lam: float) -> torch.Tensor:
+    """Generalised advantage estimation (Schulman et al. 2016, eq. 16) per agent slot.
+
+    Args:
+        rewards: float32 ``[T, ...]`` reward of step t.
+        values: float32 ``[T, ...]`` V(s_t) (environment units, not normalised).
+        last_values: float32 ``[...]`` V(s_T) after the rollout.
+        dones: bool ``[T, ...]`` the slot's episode ended with step t (no bootstrap across it).
+        gamma, lam: discount and GAE lambda.
+
+    Returns:
+        float32 ``[T, ...]`` advantages; returns are ``advantages + values``.
+    """
+    T = rewards.shape[0]
+    adv = torch.zeros_like(rewards)
+    last = torch.zeros_like(last_values)
+    for t in reversed(range(T)):
+        next_v = last_values if t == T - 1 else values[t + 1]
+        notdone = (~dones[t]).float()
+        delta = rewards[t] + gamma * next_v * notdone - values[t]
+        last = delta + gamma * lam * notdone * last
+        adv[t] = last
+    return adv
+
+
+class PPOTrainer:
+    """Trains a :class:`PPOAgent` on its scenario core (``agent.scenario``, ``E = num_envs``).
+
+    Implements :class:`coopsim.platform.trainer.Trainer`. ``env_steps`` counts one step per env per
+    vector step (an iteration adds ``E * T``).
+
+    Args:
+        agent: the plugin to train (its ``scenario`` is the batched core to train on).
+        train: the ``train:`` section.
+        seed: run seed (scenario reset seed, minibatch shuffles ``default_rng([seed, 1])``, action sampling).
+        channel: a :class:`~coopsim.platform.comm.Channel` (needed iff the agent has a comm module).
+        intrinsic: an :class:`IntrinsicReward` (overrides ``train.intrinsic``).
+        aux_losses: :class:`AuxiliaryLoss` objects (added to ``train.aux_losses``).
+    """
+
+    def __init__(self, agent: PPOAgent, train: PPOTrainConfig, seed: int, *, channel=None,
+                 intrinsic: IntrinsicReward | None = None, aux_losses: list[AuxiliaryLoss] | tuple = (),
+                 file: str | None = None):
+        self.agent, self.cfg, self.seed = agent, train, int(seed)
+        self.core = agent.scenario
+        self.net, self.vnorm = agent.net, agent.value_norm
+        ctx = agent._context(self.net.feature_dim, seed=self.seed)
+        self.intrinsic = intrinsic if intrinsic is not None else load_hook(train.intrinsic, key="train.intrinsic", file=file)
+        self.aux = [load_hook(s, key=f"train.aux_losses.{i}", file=file) for i, s in enumerate(train.aux_losses)]
+        self.aux += list(aux_losses)
+        if agent.comm is not None and isinstance(agent.comm, AuxiliaryLoss) and agent.comm not in self.aux:
+            self.aux.append(agent.comm)
+        for h in ([self.intrinsic] if self.intrinsic is not None else []) + self.aux:
+            h.setup(ctx)
+        params = list(self.net.parameters())
+        for m in self.aux + ([agent.comm] if agent.comm is not None else []):
+            if isinstance(m, torch.nn.Module):
+                params += [p for p in m.parameters() if all(p is not q for q in params)]
+        self.optimizer = torch.optim.Adam(params, lr=train.lr, eps=train.adam_eps)
+        self.channel = channel
+        if agent.comm is not None and channel is None:
+            raise ValueError("the agent has a comm module; give the trainer a channel (e.g. IdealChannel())")
+        self.rng = np.random.default_rng([self.seed, 1])
+        self.gen = torch.Generator().manual_seed(self.seed)
+        self.env_steps = 0
+        self.iteration = 0
+        # rollout carry-over between iterations
+        E, N = self.core.num_envs, self.core.num_agents
+        self.obs = flatten_obs(self.core.reset(seed=self.seed), agent.obs_space)
+        self.h = torch.zeros(E, N, self.net.feature_dim)
+        self.starts = np.ones(E, dtype=bool)
+        self.t = 0
+        self.episode_t0 = np.zeros(E, dtype=np.int64)
+        self.inbox_in = agent.receive(None, E)
+        self.ep_return = np.zeros(E, dtype=np.float64)
+        self.ep_len = np.zeros(E, dtype=np.int64)
+        if self.channel is not None:
+            self.channel.reset(self.seed, num_envs=E, num_agents=N, dt_s=float(self.core.dt_s), scenario=self.core)
+
+    # ------------------------------------------------------------------------------------------
+    def train_iteration(self) -> dict[str, float]:
+        cfg, core, net, agent = self.cfg, self.core, self.net, self.agent
+        T, E, N, A = cfg.rollout_steps, core.num_envs, core.num_agents, agent.num_actions
+        if cfg.anneal_lr:
+            frac = 1.0 - self.env_steps / cfg.total_env_steps
+            for g in self.optimizer.param_groups:
+                g["lr"] = cfg.lr * max(frac, 0.0)
+        x_b, c_b = [], []
+        obs_b = np.zeros((T, E, N, agent.obs_dim), np.float32)
+        next_obs_b = np.zeros_like(obs_b)
+        mask_b = np.zeros((T, E, N, A), bool)
+        act_b = torch.zeros(T, E, N, dtype=torch.long)
+        logp_b = torch.zeros(T, E, N)
+        val_b = torch.zeros(T, E, N)
+        rew_b = np.zeros((T, E, N), np.float32)
+        alive_b = np.zeros((T, E, N), bool)
+        done_b = np.zeros((T, E, N), bool)
+        starts_b = np.zeros((T, E), bool)
+        h0 = self.h.clone()
+        episodes: list[dict[str, float]] = []
+
+        # 1. rollout ------------------------------------------------------------------------------
+        for t in range(T):
+            alive = np.asarray(core.alive).copy()
+            masks = np.asarray(core.action_masks())
+            x = agent.actor_input(self.obs, self.inbox_in)
+            c = agent.critic_input(self.obs, core.state() if agent.state_dim else None)
+            with torch.no_grad():
+                h_in = (self.h * torch.as_tensor(~self.starts).float()[:, None, None]).reshape(E * N, -1)
+                feat, h = net.features(x.reshape(E * N, -1), h_in if net.recurrent else None)
+                logits = net.logits(feat, torch.as_tensor(masks).reshape(E * N, A))
+                a = sample_categorical(logits, self.gen)
+                logp = F.log_softmax(logits, -1).gather(-1, a[:, None])[:, 0]
+                v = net.value(c.reshape(E * N, -1))
+            if h is not None:
+                self.h = h.reshape(E, N, -1)
+            actions = a.reshape(E, N).numpy().astype(np.int64)
+            actions[~alive] = core.noop_action
+            x_b.append(x), c_b.append(c)
+            obs_b[t], mask_b[t], alive_b[t], starts_b[t] = self.obs, masks, alive, self.starts
+            act_b[t], logp_b[t], val_b[t] = torch.as_tensor(actions), logp.reshape(E, N), v.reshape(E, N)
+            if agent.comm is not None:  # [HOOK comm] messages of step t leave now, arrive at t + 1
+                self.channel.send(self.t, agent.comm.messages(feat.reshape(E, N, -1), alive, self.t, float(core.dt_s)))
+
+            res = core.step(actions)
+            next_obs = flatten_obs(res.obs, agent.obs_space)
+            reward = np.where(alive, res.reward, 0.0).astype(np.float32)
+            done = np.asarray(res.terminated) | np.asarray(res.truncated)
+            self.ep_return += reward.sum(axis=1)
+            self.ep_len += 1
+            if cfg.bootstrap_truncated:  # time limit is not a terminal state: bootstrap from V(final obs)
+                cut = alive & np.asarray(res.truncated) & ~np.asarray(res.terminated)
+                if cut.any():
+                    with torch.no_grad():
+                        cf = agent.critic_input(next_obs, core.state() if agent.state_dim else None)
+                        vf = self._denorm(net.value(cf.reshape(E * N, -1))).reshape(E, N).numpy()
+                    reward = reward + np.where(cut, cfg.gamma * vf, 0.0).astype(np.float32)
+            next_obs_b[t], rew_b[t], done_b[t] = next_obs, reward, done | ~alive
+            env_done = np.asarray(core.done)
+            self.starts = env_done.copy()
+            self.t += 1
+            if env_done.any():
+                ids = np.flatnonzero(env_done)
+                em = core.episode_metrics()
+                for e in ids:
+                    episodes.append({"episode/return": float(self.ep_return[e]), "episode/length": float(self.ep_len[e]),
+                                     **{f"episode/{k}": float(v) for k, v in em[e].items()}})
+                self.ep_return[ids], self.ep_len[ids] = 0.0, 0
+                self.episode_t0[ids] = self.t
+                next_obs = flatten_obs(core.reset(env_ids=ids), agent.obs_space)
+            self.obs = next_obs
+            if agent.comm is not None:
+                self.inbox_in = agent.receive(self._fresh(self.channel.deliver(self.t)), E)
+        self.env_steps += T * E
+        self.iteration += 1
+
+        # 2. advantages ---------------------------------------------------------------------------
+        alive_t = torch.as_tensor(alive_b)
+        rewards = torch.as_tensor(rew_b)
+        extrinsic_mean = float(rewards[alive_t].mean()) if alive_t.any() else 0.0
+        batch = RolloutBatch(obs=torch.as_tensor(obs_b), next_obs=torch.as_tensor(next_obs_b), actions=act_b,
+                             rewards=rewards, alive=alive_t, dones=torch.as_tensor(done_b))
+        stats: dict[str, float] = {}
+        if self.intrinsic is not None:  # [HOOK intrinsic] bonus joins the reward before GAE
+            bonus = torch.as_tensor(self.intrinsic.reward(batch), dtype=torch.float32) * alive_t
+            rewards = rewards + bonus
+            stats["reward/intrinsic"] = float(bonus[alive_t].mean()) if alive_t.any() else 0.0
+            stats.update({f"intrinsic/{k}": v for k, v in self.intrinsic.update(batch).items()})
+        if cfg.team_reward:
+            team = (rewards * alive_t).sum(-1, keepdim=True) / alive_t.sum(-1, keepdim=True).clamp(min=1)
+            rewards = team.expand_as(rewards) * alive_t
+        with torch.no_grad():
+            c_last = agent.critic_input(self.obs, core.state() if agent.state_dim else None)
+            last_v = self._denorm(net.value(c_last.reshape(E * N, -1))).reshape(E, N)
+        values = self._denorm(val_b)
+        adv = gae(rewards, values, last_v, torch.as_tensor(done_b), cfg.gamma, cfg.gae_lambda)
+        returns = adv + values
+        if cfg.value_norm:
+            self.vnorm.update(returns[alive_t])
+            targets = self.vnorm.normalize(returns)
+        else:
+            targets = returns
+
+        # 3. update -------------------------------------------------------------------------------
+        X, C = torch.stack(x_b), torch.stack(c_b)  # [T, E, N, in], [T, E, N, cin]
+        flat = dict(x=X, c=C, obs=batch.obs, next_obs=batch.next_obs, mask=torch.as_tensor(mask_b), act=act_b,
+                    logp=logp_b, adv=adv, ret=targets, alive=alive_t,
+                    agent=torch.arange(N).expand(T, E, N))
+        starts_seq = torch.as_tensor(starts_b)[:, :, None].expand(T, E, N).reshape(T, E * N)
+        acc: dict[str, list[float]] = {}
+        for _ in range(cfg.epochs):
+            if net.recurrent:  # minibatches of whole (env, agent) sequences, GRU re-run from h0
+                order = self.rng.permutation(E * N)
+                chunks = np.array_split(order, cfg.minibatches)
+            else:  # minibatches of alive agent-steps
+                order = self.rng.permutation(np.flatnonzero(alive_b.reshape(-1)))
+                chunks = np.array_split(order, cfg.minibatches)
+            for idx in chunks:
+                if len(idx) == 0:
+                    continue
+                idx_t = torch.as_tensor(idx)
+                if net.recurrent:
+                    mb = {k: v.reshape(T, E * N, *v.shape[3:])[:, idx_t].reshape(T * len(idx), *v.shape[3:])
+                          for k, v in flat.items()}
+                    feat = net.features_seq(flat["x"].reshape(T, E * N, -1)[:, idx_t], h0.reshape(E * N, -1)[idx_t],
+                                            starts_seq[:, idx_t]).reshape(T * len(idx), -1)
+                else:
+                    mb = {k: v.reshape(T * E * N, *v.shape[3:])[idx_t] for k, v in flat.items()}
+                    feat = net.features(mb["x"], None)[0]
+                self._update_minibatch(mb, feat, acc)
+
+        # 4. statistics ---------------------------------------------------------------------------
+        stats.update({k: float(np.mean(v)) for k, v in acc.items()})
+        stats["reward/extrinsic"] = extrinsic_mean
+        stats["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        stats["episodes"] = float(len(episodes))
+        keys = sorted({k for ep in episodes for k in ep})
+        for k in keys:
+            vals = [ep[k] for ep in episodes if k in ep]
+            stats[k] = float(np.mean(vals))
+        return stats
+
+    def _update_minibatch(self, mb: dict[str, torch.Tensor], feat: torch.Tensor, acc: dict[str, list[float]]) -> None:
+        cfg, net = self.cfg, self.net
+        w = mb["alive"].float()
+        n = w.sum().clamp(min=1.0)
+        logits = net.logits(feat, mb["mask"])
+        logp_all = F.log_softmax(logits, -1)
+        newlogp = logp_all.gather(-1, mb["act"][:, None])[:, 0]
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        logratio = newlogp - mb["logp"]
+        ratio = logratio.exp()
+        adv = mb["adv"]
+        if cfg.norm_adv:
+            m = (adv * w).sum() / n
+            s = torch.sqrt((((adv - m) ** 2) * w).sum() / n)
+            adv = (adv - m) / (s + 1e-8)
+        pg = (torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)) * w).sum() / n
+        v = net.value(mb["c"])
+        v_loss = 0.5 * (((v - mb["ret"]) ** 2) * w).sum() / n
+        ent = (entropy * w).sum() / n
+        loss = pg - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        if self.aux:  # [HOOK aux] extra losses on the policy's features
+            amb = Minibatch(obs=mb["obs"], next_obs=mb["next_obs"], actions=mb["act"], agent=mb["agent"],
+                            alive=mb["alive"], advantages=mb["adv"], returns=mb["ret"])
+            for i, h in enumerate(self.aux):
+                aloss, astats = h.loss(amb, feat)
+                loss = loss + h.coef * aloss
+                name = type(h).__name__
+                acc.setdefault(f"aux/{name}", []).append(float(aloss))
+                for k, val in astats.items():
+                    acc.setdefault(f"aux/{name}/{k}", []).append(float(val))
+        self.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], cfg.max_grad_norm)
+        self.optimizer.step()
+        with torch.no_grad():
+            kl = (((ratio - 1) - logratio) * w).sum() / n
+            clipfrac = ((((ratio - 1).abs() > cfg.clip).float()) * w).sum() / n
+        for k, val in (("loss/policy", pg), ("loss/value", v_loss), ("loss/entropy", ent),
+                       ("loss/approx_kl", kl), ("loss/clipfrac", clipfrac)):
+            acc.setdefault(k, []).append(float(val.detach()))
+
+    def _denorm(self, v: torch.Tensor) -> torch.Tensor:
+        return self.vnorm.denormalize(v) if self.cfg.value_norm else v
+
+    def _fresh(self, inbox: MessageBatch) -> MessageBatch:
+        """Drop copies sent in an env's previous episode (that env was reset since)."""
+        if len(inbox) == 0:
+            return inbox
+        sent_step = np.rint(inbox.t_sent_s / float(self.core.dt_s)).astype(np.int64)
+        return inbox.select(sent_step >= self.episode_t0[inbox.env])
+
+    # --- Trainer: state for exact resume and the policy file --------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        def hook_state(h):
+            return h.state_dict() if h is not None and hasattr(h, "state_dict") else None
+
+        return {
+            "policy": self.agent.checkpoint(),
+            "optimizer": self.optimizer.state_dict(),
+            "intrinsic": hook_state(self.intrinsic),
+            "aux": [hook_state(h) for h in self.aux],
+            "world": pickle.dumps((self.core, self.channel)),  # arrays + numpy generators of every env
+            "rng": self.rng.bit_generator.state, "gen": self.gen.get_state(),
+            "carry": dict(obs=self.obs, h=self.h, starts=self.starts, t=self.t, episode_t0=self.episode_t0,
+                          inbox_in=self.inbox_in, ep_return=self.ep_return, ep_len=self.ep_len),
+            "env_steps": self.env_steps, "iteration": self.iteration,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pol = state["policy"]
+        self.net.load_state_dict(pol["net"])
+        self.vnorm.load_state_dict(pol["value_norm"])
+        if pol.get("comm") is not None:
+            self.agent.comm.load_state_dict(pol["comm"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if state["intrinsic"] is not None:
+            self.intrinsic.load_state_dict(state["intrinsic"])
+        for h, s in zip(self.aux, state["aux"]):
+            if s is not None:
+                h.load_state_dict(s)
+        self.core, self.channel = pickle.loads(state["world"])
+        self.agent.scenario = self.core
+        self.rng.bit_generator.state = state["rng"]
+        self.gen.set_state(state["gen"])
+        for k, v in state["carry"].items():
+            setattr(self, k, v)
+        self.env_steps, self.iteration = int(state["env_steps"]), int(state["iteration"])
+
+    def save_policy(self, path) -> None:
+        self.agent.save(path)
