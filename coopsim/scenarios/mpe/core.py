@@ -1,0 +1,233 @@
+"""Vectorized Multi-Agent Particle Environment (MPE) physics shared by the MPE tasks.
+
+Re-implements the world of MPE (Lowe et al., "Multi-Agent Actor-Critic for Mixed Cooperative-Competitive
+Environments", NeurIPS 2017; Farama's ``mpe2`` package) on arrays ``[E, M, 2]`` (envs x entities x
+xy): discrete actions set a force of ``accel`` (5) along one axis; soft contact forces
+``contact_force * delta / dist * k * log(1 + exp(-(dist - dist_min) / k))`` between colliding entities;
+semi-implicit integration ``pos += vel dt; vel *= 1 - damping; vel += force / mass * dt`` with
+``dt = 0.1`` s and damping 0.25. One MPE unit is one metre.
+
+Communication: a speaking agent's utterance of step ``t`` (one-hot, ``dim_c`` wide) reaches the other
+agents' observations returned by that step, as in MPE. With a channel attached
+(:meth:`MPECore.attach_channel` or the ``comm_channel`` param) the utterances travel as a
+:class:`~coopsim.platform.comm.MessageBatch` (payload = the one-hot row, ``float32 [dim_c]``):
+``send(t)`` then ``deliver(t + 1)``; a receiver sees zeros for an utterance that did not arrive.
+``ideal-v0`` reproduces MPE exactly.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import gymnasium
+import numpy as np
+from pydantic import Field
+
+from coopsim.platform.comm import BROADCAST, Channel, MessageBatch
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+
+#: force direction of each discrete movement action: no-op, -x, +x, -y, +y
+MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
+
+
+class MPEParams(ScenarioParams):
+    max_steps: int = Field(25, ge=1, description="episode length (steps of dt_s = 0.1 s), >= 1")
+    comm_channel: Optional[dict[str, Any]] = Field(
+        None, description="channel for the task's own utterances: {'id': 'bandwidth-v0', 'params': {...}}; None = direct (as MPE)")
+
+
+class MPECore(ScenarioCore):
+    """Batched MPE world; subclasses define entities, action decoding, observations and rewards.
+
+    Subclass hooks: ``_build()`` sets ``n_agents``, ``n_landmarks``, ``sizes`` (float64 ``[M]``, m),
+    ``collide`` (bool ``[M]``), ``movable`` (bool ``[M]``), ``silent`` (bool ``[N]``), ``dim_c``;
+    ``_reset_env(e, rng)`` draws env ``e``'s initial state; ``_decode(a)`` returns movement index
+    (int ``[E, N]``) and utterance index (int ``[E, N]``, -1 = silent); ``_obs()`` and ``_reward()``.
+    """
+
+    Params = MPEParams
+    dt_s = 0.1
+    damping = 0.25
+    contact_force = 100.0
+    contact_margin = 1e-3
+    accel = 5.0
+
+    def __init__(self, num_envs: int = 1, **params: Any):
+        self.params = self.Params(**params)
+        self.num_envs = int(num_envs)
+        self._build()
+        E, N, M = self.num_envs, self.n_agents, self.n_agents + self.n_landmarks
+        self.mass = np.ones(M)
+        self.pos = np.zeros((E, M, 2))
+        self.vel = np.zeros((E, M, 2))
+        self.c = np.zeros((E, N, max(self.dim_c, 1)))  # utterance state (one-hot), zeros when silent
+        self.heard = np.zeros((E, N, N, max(self.dim_c, 1)))  # [receiver, sender] last utterance received
+        self._t = np.zeros(E, np.int64)
+        self._alive = np.zeros((E, N), bool)
+        self._rngs = [self.env_rng(0, e) for e in range(E)]
+        self._return = np.zeros(E)
+        self._global_t = 0
+        self._episode_start_t = np.zeros(E, np.int64)
+        self.channel: Channel | None = None
+        if self.params.comm_channel is not None:
+            from coopsim.platform.registry import make_component
+
+            cc = self.params.comm_channel
+            self.attach_channel(make_component("channel", cc["id"], **cc.get("params", {})))
+        obs = self._obs()
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=obs.shape[2:], dtype=np.float32)
+        self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=(N * obs.shape[2],), dtype=np.float32)
+
+    # ------------------------------------------------------------------ hooks
+    def _build(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _reset_env(self, e: int, rng: np.random.Generator) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _decode(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _obs(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _reward(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ comm
+    def attach_channel(self, channel: Channel | None) -> None:
+        """Route the task's utterances through ``channel`` (None: directly, as MPE)."""
+        self.channel = channel
+        if channel is not None:
+            channel.reset(0, num_envs=self.num_envs, num_agents=self.n_agents, dt_s=self.dt_s, scenario=self)
+            self._global_t = 0
+
+    def _route_comm(self, speaking_env: np.ndarray) -> None:
+        N = self.n_agents
+        speak = ~self.silent[None, :] & speaking_env[:, None]  # [E, N]
+        if self.channel is None:
+            h = np.broadcast_to(self.c[:, None, :, :], self.heard.shape).copy()  # [E, recv, send, C]
+            eye = np.eye(N, dtype=bool)[None, :, :, None]
+            self.heard = np.where(eye, 0.0, h)
+            return
+        t = self._global_t
+        env, src = np.nonzero(speak)
+        self.channel.send(t, MessageBatch(env.astype(np.int32), src.astype(np.int32),
+                                          np.full(len(env), BROADCAST, np.int32),
+                                          self.c[env, src].astype(np.float32), np.full(len(env), t * self.dt_s)))
+        got = self.channel.deliver(t + 1)
+        self.heard[speaking_env] = 0.0
+        if len(got):
+            fresh = np.round(got.t_sent_s / self.dt_s).astype(np.int64) >= self._episode_start_t[got.env]
+            g = got.select(fresh)
+            self.heard[g.env, g.dst, g.src] = g.payload
+
+    # ------------------------------------------------------------------ ScenarioCore
+    def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        for e in ids:
+            if seed is not None:
+                self._rngs[e] = self.env_rng(seed, int(e))
+            self.vel[e] = 0.0
+            self._reset_env(int(e), self._rngs[e])
+        self.c[ids] = 0.0
+        self.heard[ids] = 0.0
+        self._t[ids] = 0
+        self._return[ids] = 0.0
+        self._alive[ids] = True
+        if env_ids is None and self.channel is not None:
+            self.channel.reset(seed, num_envs=self.num_envs, num_agents=self.n_agents, dt_s=self.dt_s, scenario=self)
+            self._global_t = 0
+        self._episode_start_t[ids] = self._global_t
+        return self._obs()
+
+    def _physics(self, move: np.ndarray, active: np.ndarray) -> None:
+        N = self.n_agents
+        force = np.zeros_like(self.pos)
+        force[:, :N] = MOVES[np.maximum(move, 0)] * self.accel * (move >= 0)[..., None]
+        col = np.flatnonzero(self.collide)
+        if len(col) > 1:
+            p = self.pos[:, col]
+            delta = p[:, :, None, :] - p[:, None, :, :]  # [E, K, K, 2]
+            dist = np.sqrt(np.sum(np.square(delta), axis=-1))
+            dmin = self.sizes[col][:, None] + self.sizes[col][None, :]
+            k = self.contact_margin
+            pen = np.logaddexp(0, -(dist - dmin) / k) * k
+            off = ~np.eye(len(col), dtype=bool)[None]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                f = self.contact_force * delta / dist[..., None] * pen[..., None]
+            f = np.where(off[..., None], f, 0.0)
+            force[:, col] += f.sum(axis=2)
+        mov = self.movable[None, :, None] & active[:, None, None]
+        new_pos = self.pos + self.vel * self.dt_s
+        new_vel = self.vel * (1 - self.damping) + force / self.mass[None, :, None] * self.dt_s
+        self.pos = np.where(mov, new_pos, self.pos)
+        self.vel = np.where(mov, new_vel, self.vel)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        a = np.where(self._alive, np.asarray(actions, np.int64), self.noop_action)
+        active = self._alive.any(axis=1)
+        move, say = self._decode(a)
+        move = np.where(self.movable[None, : self.n_agents], move, -1)
+        self._physics(move, active)
+        if self.dim_c > 0:
+            c = np.zeros_like(self.c)
+            e_idx, a_idx = np.nonzero((say >= 0) & ~self.silent[None, :])
+            c[e_idx, a_idx, say[e_idx, a_idx]] = 1.0
+            self.c = np.where(active[:, None, None], c, self.c)
+            self._route_comm(active)
+        self._global_t += 1
+        reward, info = self._reward()
+        reward = np.where(self._alive, reward, 0.0).astype(np.float32)
+        info = {k: np.where(self._alive, v, 0.0).astype(np.float32) for k, v in info.items()}
+        self._return += reward.sum(axis=1)
+        self._t += active
+        ended = active & (self._t >= self.params.max_steps)
+        self._alive &= ~ended[:, None]
+        truncated = np.broadcast_to((self._t >= self.params.max_steps)[:, None], self._alive.shape).copy()
+        terminated = np.zeros_like(truncated)
+        return StepResult(self._obs(), reward, terminated, truncated, info)
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive
+
+    def state(self) -> np.ndarray:
+        obs = self._obs()
+        return obs.reshape(self.num_envs, -1).astype(np.float32)
+
+    def positions(self) -> np.ndarray:
+        """float64 ``[E, N, 3]`` agent positions (m, z = 0)."""
+        out = np.zeros((self.num_envs, self.n_agents, 3))
+        out[..., :2] = self.pos[:, : self.n_agents]
+        return out
+
+    def landmark_positions(self) -> np.ndarray:
+        """float64 ``[E, L, 2]`` landmark positions (m)."""
+        return self.pos[:, self.n_agents:].copy()
+
+    def episode_metrics(self) -> list[dict[str, float]]:
+        return [{"mpe/return": float(self._return[e])} for e in range(self.num_envs)]
+
+    def set_env_state(self, e: int, agent_pos: np.ndarray, landmark_pos: np.ndarray,
+                      agent_vel: np.ndarray | None = None, **extra: Any) -> None:
+        """Overwrite env ``e``'s state (m, m/s), e.g. to copy another simulator's initial state.
+
+        Args:
+            agent_pos: float64 ``[N, 2]``; landmark_pos: ``[L, 2]``; agent_vel: ``[N, 2]`` (zeros if None);
+            extra: task-specific state (e.g. ``goal`` indices), see the subclass.
+        """
+        N = self.n_agents
+        self.pos[e, :N] = agent_pos
+        self.pos[e, N:] = landmark_pos
+        self.vel[e] = 0.0
+        if agent_vel is not None:
+            self.vel[e, :N] = agent_vel
+        if extra:
+            self._set_extra(e, **extra)
+
+    def _set_extra(self, e: int, **extra: Any) -> None:
+        raise TypeError(f"{type(self).__name__} has no extra state {sorted(extra)}")
+
+    def observe(self) -> np.ndarray:
+        """Current observations ``[E, N, obs_dim]`` (float32)."""
+        return self._obs()
