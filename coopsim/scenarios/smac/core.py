@@ -1,0 +1,718 @@
+"""SMAC-like unit micromanagement: a batched numpy core with SMAC's interface and SMAX's world.
+
+See :class:`SMACCore` for the full description.
+"""
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import gymnasium
+import numpy as np
+from pydantic import Field, field_validator
+
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.scenarios.smac import units as U
+from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
+
+# action layout (SMAC)
+NOOP, STOP, NORTH, SOUTH, EAST, WEST = range(6)
+N_MOVE_ACTIONS = 6
+#: unit direction of actions 0..5 (no-op and stop do not move)
+_DIRS = np.array([[0, 0], [0, 0], [0, 1], [0, -1], [1, 0], [-1, 0]], np.float32)
+#: SMAX's heuristic ranks directions N, E, S, W (first maximum wins); their SMAC action codes
+_HEUR_DIRS = np.array([[0, 1], [1, 0], [0, -1], [-1, 0]], np.float32)
+_HEUR_CODES = np.array([NORTH, EAST, SOUTH, WEST], np.int64)
+
+_REWARD_DEATH = 10.0
+_REWARD_WIN = 200.0
+_REWARD_SCALE = 20.0
+
+_C1 = np.uint64(0x9E3779B97F4A7C15)
+_C2 = np.uint64(0xBF58476D1CE4E5B9)
+_C3 = np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix(z: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = z + _C1
+        z = (z ^ (z >> np.uint64(30))) * _C2
+        z = (z ^ (z >> np.uint64(27))) * _C3
+        return z ^ (z >> np.uint64(31))
+
+
+class SMACParams(ScenarioParams):
+    """Parameters of :class:`SMACCore`."""
+
+    map_name: str = Field("3m", description="SMAC map name (e.g. '3m', '2s3z', 'corridor') or a procedural "
+                                            "'<protoss|terran|zerg>_<n>_vs_<m>' (n, m in 1..32)")
+    max_steps: int | None = Field(None, ge=1, le=100_000, description="episode limit in agent steps (0.5 s each); "
+                                                                       "None = the map's SMAC limit")
+    reward_sparse: bool = Field(False, description="True: +1 win, -1 loss, 0 otherwise (SMAC's sparse option)")
+    obs_last_action: bool = Field(False, description="append each ally's last action (one-hot) to the ally block")
+    state_last_action: bool = Field(True, description="append every ally's last action (one-hot) to state()")
+    start_positions: Literal["line", "surrounded", "reflect", "surrounded_and_reflect"] | None = Field(
+        None, description="start layout; None = the map's ('line' for SMAC maps, 'surrounded_and_reflect' "
+                          "for procedural ones)")
+
+    @field_validator("map_name")
+    @classmethod
+    def _known_map(cls, v: str) -> str:
+        get_map(v)  # raises ValueError listing the valid maps
+        return v
+
+
+class SMACCore(ScenarioCore):
+    """SMAC-like StarCraft unit micromanagement, batched over envs and vectorized over units.
+
+    Description:
+        A continuous 2-D battle on a 32x32 map between the agents' team (allies, one agent per unit)
+        and a built-in heuristic enemy, with SMAC's maps and SMAC's observation/action/reward layout.
+        Unit stats and world timing follow JaxMARL's SMAX where SMAX defines the unit
+        (``coopsim.scenarios.smac.units`` freezes every number): each agent step is 8 ticks of 1/16 s;
+        in each tick units move, attacks in range with a ready weapon resolve simultaneously (draws are
+        possible), cooldowns restart at the base cooldown plus a uniform jitter in [-1/16, 2/16] s,
+        overlapping units are pushed apart by their radii. Shields absorb damage before health and
+        regenerate after 7.1 s without damage; medivacs heal a biological ally in range at 12.6 health/s
+        using energy; a baneling's attack damages every enemy within 2.2 of its target and kills the
+        baneling; a colossus's beam hits every enemy touching a 2.8-long line through its target;
+        walls (corridor) block movement. An attack order whose target is out of range does nothing (SMAX).
+
+    Observation (float32, per agent, SMAC's blocks; all zeros for a dead agent):
+        ========================  =====================================================  ===========
+        block                     features (each)                                        range
+        ========================  =====================================================  ===========
+        move (4)                  can move north, south, east, west (probe 2 units)      {0, 1}
+        enemies (n_enemies x Fe)  attackable, distance, rel x, rel y (/ own sight),      [-1, 1]
+                                  health / max, [shield / max if the enemy side has
+                                  shields], [unit type one-hot if > 1 type on the map]
+        allies (n_allies-1 x Fa)  visible, distance, rel x, rel y (/ own sight), health,  [-1, 1]
+                                  [shield], [type one-hot], [last action one-hot]
+        own (Fo)                  health, [shield], [type one-hot]                       [0, 1]
+        ========================  =====================================================  ===========
+        Units out of the observer's sight range (or dead) are all zeros. ``3m``: 30 dims, ``8m``: 80.
+        ``state()``: per ally [health, cooldown / base cooldown (medivac: energy / 200), x, y relative to
+        the map centre / map size, [shield], [type]], per enemy [health, x, y, [shield], [type]], then
+        (``state_last_action``) every ally's last action one-hot.
+
+    Action (``Discrete(6 + n_enemies)``, masks from :meth:`action_masks`):
+        0 no-op (only for dead agents), 1 stop, 2 north (+y), 3 south, 4 east (+x), 5 west (moves
+        at the unit's speed for the whole step), ``6 + i`` attack enemy ``i`` (available when it is alive
+        and within the unit's attack range); a medivac's ``6 + i`` heals ally ``i`` instead (alive,
+        biological, another unit, within 4). A living agent never has no-op; a dead one has only no-op.
+        An unavailable action of a living agent is replaced by stop and counted in
+        ``info["invalid_actions"]``; an index outside ``[0, 6 + n_enemies)`` raises ``ValueError``.
+
+    Reward (team reward, given to every agent slot alive at the start of the step):
+        Shaped (SMAC's default, only positive): damage dealt to enemy health and shields + 10 per enemy
+        killed + 200 on a win, divided by the maximum (sum of enemy health and shields + 10 per enemy
+        + 200) and multiplied by 20, so a full win returns exactly 20. Damage is counted as the drop of
+        each enemy's lowest-ever health + shield, so shield regeneration and healing never earn reward
+        (SMAC pays again for re-damaging healed health; this keeps the maximum exact). Sparse option:
+        +1 win, -1 loss, 0 otherwise. Terms in ``info``: ``reward/damage``, ``reward/kill``, ``reward/win``
+        (float32 ``[E]``, unscaled), ``team_reward`` (float32 ``[E]``, what each slot gets).
+
+    Episode end:
+        An agent terminates when its unit dies. The episode terminates for every agent when one side has
+        no unit left other than medivacs (win, loss, or a draw when both sides die in the same tick), and
+        is truncated at the map's limit (SMAC's: 3m 60 steps, ...): a timeout is a truncation and a loss
+        (``episode_metrics()["win"] == 0``).
+
+    Arguments:
+        ``num_envs`` and :class:`SMACParams` (``map_name``, ``max_steps``, ``reward_sparse``,
+        ``obs_last_action``, ``state_last_action``, ``start_positions``).
+
+    Version history:
+        v0: first version (SMAX 0.2 stats and timing; StarCraft II values for medivac, colossus,
+        baneling, spine crawler).
+    """
+
+    Params: ClassVar[type[SMACParams]] = SMACParams
+    metadata: ClassVar[dict] = {"name": "smac", "render_modes": ["rgb_array"], "is_parallelizable": True}
+    noop_action: ClassVar[int] = NOOP
+    dt_s: float = U.STEP_S
+
+    def __init__(self, num_envs: int = 1, **params):
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs must be >= 1; got {num_envs}")
+        self.params = p = SMACParams(**params)
+        self.num_envs = E = int(num_envs)
+        self.map: MapSpec = get_map(p.map_name)
+        self.n_allies = A = len(self.map.allies)
+        self.n_enemies = M = len(self.map.enemies)
+        self.n_units = A + M
+        self.limit = int(p.max_steps) if p.max_steps is not None else self.map.limit
+        self.start = p.start_positions or self.map.start
+        self.agent_ids = tuple(f"ally_{i}" for i in range(A))
+        self.n_actions = N_MOVE_ACTIONS + M
+        self.action_space = gymnasium.spaces.Discrete(self.n_actions)
+        self._walls = np.array(self.map.walls, np.float32).reshape(-1, 4)
+
+        # feature layout
+        types = map_types(self.map)
+        self.unit_type_bits = len(types) if len(types) > 1 else 0
+        self._type_bit = np.full(len(U.UNIT_TYPES), -1, np.int64)
+        for b, t in enumerate(types):
+            self._type_bit[t] = b
+        ally_types = types if self.map.procedural_race else set(self.map.allies)
+        enemy_types = types if self.map.procedural_race else set(self.map.enemies)
+        self.ally_shield = int(any(U.SHIELD[t] > 0 for t in ally_types))
+        self.enemy_shield = int(any(U.SHIELD[t] > 0 for t in enemy_types))
+        nb = self.unit_type_bits
+        self.enemy_feats = 5 + self.enemy_shield + nb
+        self.ally_feats = 5 + self.ally_shield + nb + (self.n_actions if p.obs_last_action else 0)
+        self.own_feats = 1 + self.ally_shield + nb
+        self.obs_dim = 4 + M * self.enemy_feats + (A - 1) * self.ally_feats + self.own_feats
+        self.state_ally_feats = 4 + self.ally_shield + nb
+        self.state_enemy_feats = 3 + self.enemy_shield + nb
+        self.state_dim = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
+        self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (self.obs_dim,), np.float32)
+        self.state_space = gymnasium.spaces.Box(-1.0, 1.0, (self.state_dim,), np.float32)
+        # other allies of ally i, in order
+        self._others = np.array([[j for j in range(A) if j != i] for i in range(A)], np.int64).reshape(A, A - 1)
+
+        # state arrays
+        Un = self.n_units
+        self._type = np.zeros((E, Un), np.int64)
+        self._type[:] = np.array(self.map.allies + self.map.enemies, np.int64)
+        self._pos = np.zeros((E, Un, 2), np.float32)
+        self._health = np.zeros((E, Un), np.float32)
+        self._shield = np.zeros((E, Un), np.float32)
+        self._cooldown = np.zeros((E, Un), np.float32)
+        self._energy = np.zeros((E, Un), np.float32)
+        self._since_dmg = np.zeros((E, Un), np.float32)
+        self._unit_alive = np.zeros((E, Un), bool)
+        self._min_hp = np.zeros((E, M), np.float32)
+        self._max_reward = np.ones(E, np.float32)
+        self._t = np.zeros(E, np.int64)
+        self._over = np.ones(E, bool)
+        self._result = np.zeros(E, np.int64)  # 1 win, -1 loss, 0 draw / timeout / running
+        self._term = np.ones((E, A), bool)
+        self._trunc = np.zeros((E, A), bool)
+        self._last_action = np.zeros((E, A), np.int64)
+        self._enemy_last = np.full((E, M), -1, np.int64)
+        self._enemy_goal = np.zeros((E, M, 2), np.float32)
+        self._fired_at = np.full((E, Un), -1, np.int64)
+        self._dmg_dealt = np.zeros(E, np.float32)
+        self._dmg_taken = np.zeros(E, np.float32)
+        self._key = np.zeros(E, np.uint64)
+        self._ctr = np.zeros(E, np.uint64)
+        self._rngs: list[np.random.Generator] = [np.random.default_rng([0, e]) for e in range(E)]
+        self._flat = (np.arange(E) * Un)[:, None]
+        self._eye_eps = np.eye(Un, dtype=np.float32)[None] + np.float32(1e-6)
+        r = U.RADIUS[self._type]
+        self._rsum = r[:, :, None] + r[:, None, :]
+        self._any_immobile = False
+        self._masks: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ randomness
+    def _uniform(self, *tail: int) -> np.ndarray:
+        """Counter-based uniform floats in [0, 1), float32 ``[E, *tail]``, one stream per env."""
+        k = int(np.prod(tail)) if tail else 1
+        idx = self._ctr[:, None] + np.arange(k, dtype=np.uint64)[None]
+        with np.errstate(over="ignore"):
+            z = _splitmix(self._key[:, None] ^ (idx * _C3))
+        self._ctr += np.uint64(k)
+        return ((z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)).reshape((self.num_envs, *tail))
+
+    # ------------------------------------------------------------------ reset
+    def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
+        E, A = self.num_envs, self.n_allies
+        ids = np.arange(E) if env_ids is None else np.asarray(env_ids, np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= E):
+            raise ValueError(f"env_ids must be in [0, {E}); got {ids.tolist()}")
+        if seed is not None:
+            for e in ids:
+                self._rngs[e] = self.env_rng(seed, e)
+        W, H = U.MAP_WIDTH, U.MAP_HEIGHT
+        for e in ids:
+            rng = self._rngs[e]
+            types = np.array(self.map.allies + self.map.enemies, np.int64)
+            if self.map.procedural_race is not None:
+                tids = np.array([t for t, _ in self.map.type_probs])
+                probs = np.array([q for _, q in self.map.type_probs])
+                types = tids[rng.choice(len(tids), size=self.n_units, p=probs)]
+            self._type[e] = types
+            self._pos[e] = self._start_positions(rng, types)
+            self._key[e] = np.uint64(rng.integers(0, 2 ** 63))
+            self._ctr[e] = 0
+        t = self._type[ids]
+        self._health[ids] = U.HEALTH[t]
+        self._shield[ids] = U.SHIELD[t]
+        self._cooldown[ids] = 0.0
+        self._energy[ids] = np.where(U.IS_HEALER[t], U.MEDIVAC_ENERGY_START, 0.0)
+        self._since_dmg[ids] = 0.0
+        self._unit_alive[ids] = True
+        self._min_hp[ids] = self._health[ids, A:] + self._shield[ids, A:]
+        self._max_reward[ids] = self._min_hp[ids].sum(1) + _REWARD_DEATH * self.n_enemies + _REWARD_WIN
+        self._t[ids] = 0
+        self._over[ids] = False
+        self._result[ids] = 0
+        self._term[ids] = False
+        self._trunc[ids] = False
+        self._last_action[ids] = 0
+        self._enemy_last[ids] = -1
+        self._fired_at[ids] = -1
+        self._dmg_dealt[ids] = 0.0
+        self._dmg_taken[ids] = 0.0
+        # SMAX's default enemy goal: own start reflected through the map centre
+        centre = np.array([W / 2, H / 2], np.float32)
+        self._enemy_goal[ids] = 2 * centre - self._pos[ids, A:]
+        r = U.RADIUS[self._type]
+        self._rsum = r[:, :, None] + r[:, None, :]
+        self._any_immobile = bool((U.SPEED[self._type] == 0).any())
+        self._push_apart(np.isin(np.arange(E), ids))
+        return self._observe()
+
+    def _start_positions(self, rng: np.random.Generator, types: np.ndarray) -> np.ndarray:
+        A, M = self.n_allies, self.n_enemies
+        W, H = U.MAP_WIDTH, U.MAP_HEIGHT
+        layout = self.start
+        if layout == "surrounded_and_reflect":
+            layout = "surrounded" if rng.random() < 0.5 else "reflect"
+        if layout == "line":
+            ally_c = np.tile([W / 4, H / 2], (A, 1))
+            enemy_c = np.tile([3 * W / 4, H / 2], (M, 1))
+        elif layout == "reflect":
+            c = np.array([rng.uniform(4.0, W / 2 - 4.0), rng.uniform(4.0, H - 4.0)])
+            ally_c = np.tile(c, (A, 1))
+            enemy_c = np.tile([W - c[0], c[1]], (M, 1))
+        else:  # surrounded: allies in the centre, enemies in 2-4 groups around them at distance 9
+            ally_c = np.tile([W / 2, H / 2], (A, 1))
+            k = int(rng.integers(2, 5))
+            phase = rng.uniform(0, 2 * np.pi)
+            ang = phase + 2 * np.pi * np.arange(k) / k
+            centres = np.stack([W / 2 + 9 * np.cos(ang), H / 2 + 9 * np.sin(ang)], 1)
+            enemy_c = centres[np.arange(M) % k]
+        pos = np.concatenate([ally_c + rng.uniform(-2, 2, (A, 2)), enemy_c + rng.uniform(-2, 2, (M, 2))])
+        immobile = U.SPEED[types] == 0
+        pos[immobile] = np.concatenate([ally_c, enemy_c])[immobile]
+        return np.clip(pos, 0.5, W - 0.5).astype(np.float32)
+
+    # ------------------------------------------------------------------ capabilities
+    @property
+    def alive(self) -> np.ndarray:
+        """bool ``[E, n_allies]``: agents whose unit lives in a running episode."""
+        return self._unit_alive[:, : self.n_allies] & ~self._over[:, None]
+
+    def positions(self) -> np.ndarray:
+        """Agent positions float64 ``[E, n_allies, 3]`` (map units; z = 0)."""
+        out = np.zeros((self.num_envs, self.n_allies, 3))
+        out[..., :2] = self._pos[:, : self.n_allies]
+        return out
+
+    def _move_feasible(self) -> np.ndarray:
+        """bool ``[E, n_allies, 4]``: a probe 2 units north/south/east/west is on the map and outside walls."""
+        probe = self._pos[:, : self.n_allies, None, :] + U.MOVE_AMOUNT * _DIRS[None, None, 2:6]
+        ok = (probe[..., 0] > 0) & (probe[..., 0] < U.MAP_WIDTH) & (probe[..., 1] > 0) & (probe[..., 1] < U.MAP_HEIGHT)
+        for x0, y0, x1, y1 in self._walls:
+            ok &= ~((probe[..., 0] > x0) & (probe[..., 0] < x1) & (probe[..., 1] > y0) & (probe[..., 1] < y1))
+        return ok
+
+    def _dist(self, a: slice, b: slice) -> np.ndarray:
+        d = self._pos[:, a, None, :] - self._pos[:, None, b, :]
+        return np.sqrt((d * d).sum(-1))
+
+    def action_masks(self) -> np.ndarray:
+        """bool ``[E, n_allies, 6 + n_enemies]`` of available actions (SMAC's rules, see the class doc)."""
+        if self._masks is None:
+            self._masks = self._compute_masks()
+        return self._masks.copy()
+
+    def _compute_masks(self) -> np.ndarray:
+        E, A, M = self.num_envs, self.n_allies, self.n_enemies
+        alive = self.alive
+        masks = np.zeros((E, A, self.n_actions), bool)
+        masks[..., NOOP] = ~alive
+        masks[..., STOP] = alive
+        masks[..., NORTH:WEST + 1] = self._move_feasible() & (alive & (U.SPEED[self._type[:, :A]] > 0))[..., None]
+        ta = self._type[:, :A]
+        healer = U.IS_HEALER[ta]
+        rng_ = U.ATTACK_RANGE[ta][..., None]
+        d_ae = self._dist(slice(0, A), slice(A, None))
+        atk = (d_ae < rng_) & self._unit_alive[:, None, A:] & (alive & ~healer)[..., None]
+        masks[..., N_MOVE_ACTIONS:] = atk
+        if healer.any():
+            k = min(A, M)
+            d_aa = self._dist(slice(0, A), slice(0, k))
+            heal = (d_aa < rng_) & (self._unit_alive[:, None, :k] & U.IS_BIOLOGICAL[self._type[:, None, :k]])
+            heal &= ~np.eye(A, k, dtype=bool)[None] & (alive & healer)[..., None]
+            masks[..., N_MOVE_ACTIONS:N_MOVE_ACTIONS + k] |= heal
+        return masks
+
+    # ------------------------------------------------------------------ observations
+    def _observe(self) -> np.ndarray:
+        E, A, M = self.num_envs, self.n_allies, self.n_enemies
+        nb = self.unit_type_bits
+        alive = self.alive
+        ta = self._type[:, :A]
+        sight = U.SIGHT_RANGE[ta][..., None]  # [E, A, 1]
+        hfrac = np.where(self._unit_alive, self._health / U.HEALTH[self._type], 0.0).astype(np.float32)
+        smax = U.SHIELD[self._type]
+        sfrac = np.where(self._unit_alive & (smax > 0), self._shield / np.maximum(smax, 1.0), 0.0).astype(np.float32)
+        onehot = np.zeros((E, self.n_units, nb), np.float32)
+        if nb:
+            np.put_along_axis(onehot, self._type_bit[self._type][..., None], 1.0, axis=2)
+        pa = self._pos[:, :A]
+        parts = [self._move_feasible().astype(np.float32)]
+        # enemies
+        rel = self._pos[:, None, A:, :] - pa[:, :, None, :]  # [E, A, M, 2]
+        dist = np.sqrt((rel * rel).sum(-1))
+        vis = (dist < sight) & self._unit_alive[:, None, A:]
+        self._masks = masks = self._compute_masks()
+        attackable = masks[..., N_MOVE_ACTIONS:] & ~U.IS_HEALER[ta][..., None]
+        ef = [attackable, dist / sight, rel[..., 0] / sight, rel[..., 1] / sight,
+              np.broadcast_to(hfrac[:, None, A:], dist.shape)]
+        if self.enemy_shield:
+            ef.append(np.broadcast_to(sfrac[:, None, A:], dist.shape))
+        eblock = np.concatenate([np.stack(ef, -1).astype(np.float32),
+                                 np.broadcast_to(onehot[:, None, A:], (E, A, M, nb))], -1) * vis[..., None]
+        parts.append(eblock.reshape(E, A, -1))
+        # allies (others)
+        if A > 1:
+            oth = self._others
+            po = pa[:, oth]  # [E, A, A-1, 2]
+            rel = po - pa[:, :, None, :]
+            dist = np.sqrt((rel * rel).sum(-1))
+            vis = (dist < sight) & self._unit_alive[:, :A][:, oth]
+            af = [vis.astype(np.float32), dist / sight, rel[..., 0] / sight, rel[..., 1] / sight, hfrac[:, :A][:, oth]]
+            if self.ally_shield:
+                af.append(sfrac[:, :A][:, oth])
+            ablock = [np.stack(af, -1).astype(np.float32), onehot[:, :A][:, oth]]
+            if self.params.obs_last_action:
+                la = np.zeros((E, A, self.n_actions), np.float32)
+                np.put_along_axis(la, self._last_action[..., None], 1.0, axis=2)
+                ablock.append(la[:, oth])
+            parts.append((np.concatenate(ablock, -1) * vis[..., None]).reshape(E, A, -1))
+        own = [hfrac[:, :A, None]]
+        if self.ally_shield:
+            own.append(sfrac[:, :A, None])
+        own.append(onehot[:, :A])
+        parts.append(np.concatenate(own, -1))
+        obs = np.concatenate(parts, -1).astype(np.float32)
+        obs *= alive[..., None]
+        return obs
+
+    def state(self) -> np.ndarray:
+        """Global state float32 ``[E, state_dim]`` (SMAC's layout, see the class doc; dead units are zeros)."""
+        E, A, M = self.num_envs, self.n_allies, self.n_enemies
+        nb = self.unit_type_bits
+        t = self._type
+        alive = self._unit_alive & ~self._over[:, None]
+        hfrac = self._health / U.HEALTH[t]
+        smax = U.SHIELD[t]
+        sfrac = np.where(smax > 0, self._shield / np.maximum(smax, 1.0), 0.0)
+        rel = (self._pos - np.array([U.MAP_WIDTH / 2, U.MAP_HEIGHT / 2], np.float32)) / np.array([U.MAP_WIDTH, U.MAP_HEIGHT], np.float32)
+        onehot = np.zeros((E, self.n_units, nb), np.float32)
+        if nb:
+            np.put_along_axis(onehot, self._type_bit[t][..., None], 1.0, axis=2)
+        cd = np.where(U.IS_HEALER[t], self._energy / U.MEDIVAC_ENERGY_MAX,
+                      np.clip(self._cooldown / U.COOLDOWN_NORM_S[t], 0.0, 1.0))
+        af = [hfrac[:, :A, None], cd[:, :A, None], rel[:, :A]]
+        if self.ally_shield:
+            af.append(sfrac[:, :A, None])
+        af.append(onehot[:, :A])
+        ally = np.concatenate(af, -1) * alive[:, :A, None]
+        ef = [hfrac[:, A:, None], rel[:, A:]]
+        if self.enemy_shield:
+            ef.append(sfrac[:, A:, None])
+        ef.append(onehot[:, A:])
+        enemy = np.concatenate(ef, -1) * alive[:, A:, None]
+        parts = [ally.reshape(E, -1), enemy.reshape(E, -1)]
+        if self.params.state_last_action:
+            la = np.zeros((E, A, self.n_actions), np.float32)
+            np.put_along_axis(la, self._last_action[..., None], 1.0, axis=2)
+            parts.append(la.reshape(E, -1))
+        return np.concatenate(parts, -1).astype(np.float32)
+
+    # ------------------------------------------------------------------ built-in enemy
+    def _enemy_actions(self) -> np.ndarray:
+        """SMAX's heuristic for every enemy, int64 ``[E, n_enemies]`` in the enemy's own action layout.
+
+        Keep attacking the last target while it is in range, else attack the closest ally in range;
+        if none is in range, move (best of N/E/S/W) toward a random visible ally, else toward the own start
+        position reflected through the map centre. Medivacs heal the most damaged biological teammate
+        in range, else move toward their team's centroid.
+        """
+        E, A, M = self.num_envs, self.n_allies, self.n_enemies
+        te = self._type[:, A:]
+        alive_e = self._unit_alive[:, A:] & ~self._over[:, None]
+        alive_a = self._unit_alive[:, :A]
+        pe, pa = self._pos[:, A:], self._pos[:, :A]
+        rel = pa[:, None, :, :] - pe[:, :, None, :]  # [E, M, A, 2]
+        d = np.sqrt((rel * rel).sum(-1))
+        vis = alive_a[:, None, :] & (d < U.SIGHT_RANGE[te][..., None])
+        healer = U.IS_HEALER[te]
+        shoot = vis & (d < U.ATTACK_RANGE[te][..., None]) & ~healer[..., None]
+        last = self._enemy_last
+        last_ok = (last >= 0) & np.take_along_axis(shoot, np.maximum(last, 0)[..., None], 2)[..., 0]
+        closest = np.argmin(np.where(shoot, d, np.inf), axis=2)
+        tgt = np.where(last_ok, last, closest)
+        can_shoot = shoot.any(2)
+        self._enemy_last = np.where(can_shoot, tgt, -1)
+        u = self._uniform(M, A)
+        pick = np.argmax(np.where(vis, u, -1.0), axis=2)
+        can_see = vis.any(2)
+        goal = np.where(can_see[..., None], np.take_along_axis(pa, pick[..., None].repeat(2, -1), 1), self._enemy_goal)
+        act = np.where(can_shoot, N_MOVE_ACTIONS + tgt, _HEUR_CODES[np.argmax((goal - pe) @ _HEUR_DIRS.T, axis=-1)])
+        if healer.any():
+            k = min(M, A)
+            dm = self._dist(slice(A, None), slice(A, A + k))
+            mates = self._unit_alive[:, None, A:A + k] & U.IS_BIOLOGICAL[te[:, None, :k]] & ~np.eye(M, k, dtype=bool)[None]
+            hf = self._health[:, A:A + k] / U.HEALTH[te[:, :k]]
+            cand = mates & (dm < U.ATTACK_RANGE[te][..., None]) & (hf < 1.0)[:, None, :]
+            best = np.argmin(np.where(cand, hf[:, None, :], np.inf), axis=2)
+            fighters = (self._unit_alive[:, A:] & ~healer).astype(np.float32)
+            cnt = fighters.sum(1, keepdims=True)
+            centroid = (pe * fighters[..., None]).sum(1) / np.maximum(cnt, 1.0)
+            mv = _HEUR_CODES[np.argmax((centroid[:, None, :] - pe) @ _HEUR_DIRS.T, axis=-1)]
+            mv = np.where(cnt > 0, mv, STOP)
+            act = np.where(healer, np.where(cand.any(2), N_MOVE_ACTIONS + best, mv), act)
+        return np.where(alive_e, act, NOOP)
+
+    # ------------------------------------------------------------------ step
+    def _decode(self, actions: np.ndarray, team: int) -> tuple[np.ndarray, np.ndarray]:
+        """Moves (float32 ``[E, n, 2]`` unit vectors) and target unit indices (int64 ``[E, n]``, -1 none)."""
+        A = self.n_allies
+        mv = _DIRS[np.minimum(actions, N_MOVE_ACTIONS - 1)] * (actions < N_MOVE_ACTIONS)[..., None]
+        sl = slice(0, A) if team == 0 else slice(A, None)
+        healer = U.IS_HEALER[self._type[:, sl]]
+        idx = actions - N_MOVE_ACTIONS
+        own_base, other_base = (0, A) if team == 0 else (A, 0)
+        tgt = np.where(healer, own_base + idx, other_base + idx)
+        return mv, np.where(actions >= N_MOVE_ACTIONS, tgt, -1)
+
+    def _push_apart(self, envs: np.ndarray | None = None) -> None:
+        """SMAX's push-apart of overlapping living units (immobile units stay)."""
+        alive = self._unit_alive if envs is None else self._unit_alive & envs[:, None]
+        delta = self._pos[:, :, None, :] - self._pos[:, None, :, :]
+        dist = np.sqrt(np.einsum("euvi,euvi->euv", delta, delta)) + self._eye_eps
+        overlap = self._rsum / dist - 1.0
+        np.maximum(overlap, 0.0, out=overlap)
+        overlap *= alive[:, :, None] & alive[:, None, :]
+        if self._any_immobile:
+            overlap *= (U.SPEED[self._type] > 0)[..., None]
+        self._pos += np.einsum("euvi,euv->eui", delta, overlap) * np.float32(0.5)
+        self._constrain()
+
+    def _constrain(self) -> None:
+        np.clip(self._pos, 0.0, U.MAP_WIDTH, out=self._pos)
+        if len(self._walls):
+            r = U.RADIUS[self._type]
+            x, y = self._pos[..., 0], self._pos[..., 1]
+            for x0, y0, x1, y1 in self._walls:
+                pen = np.stack([x - (x0 - r), (x1 + r) - x, y - (y0 - r), (y1 + r) - y], -1)
+                inside = (pen > 0).all(-1)
+                if not inside.any():
+                    continue
+                side = np.argmin(pen, -1)
+                x[:] = np.where(inside & (side == 0), x0 - r, np.where(inside & (side == 1), x1 + r, x))
+                y[:] = np.where(inside & (side == 2), y0 - r, np.where(inside & (side == 3), y1 + r, y))
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Advance every running env by one agent step (8 ticks); envs already over are left unchanged.
+
+        Args:
+            actions: int ``[E, n_allies]`` in ``[0, 6 + n_enemies)``.
+
+        Raises:
+            ValueError: wrong shape or an action index out of range.
+        """
+        E, A, M, Un = self.num_envs, self.n_allies, self.n_enemies, self.n_units
+        act = np.asarray(actions)
+        if act.shape != (E, A):
+            raise ValueError(f"actions must have shape (num_envs, n_allies) = {(E, A)}; got {act.shape}")
+        if not np.issubdtype(act.dtype, np.integer):
+            if not np.all(np.mod(act, 1) == 0):
+                raise ValueError(f"actions must be integers; got dtype {act.dtype}")
+        act = act.astype(np.int64)
+        bad = (act < 0) | (act >= self.n_actions)
+        if bad.any():
+            e, i = np.argwhere(bad)[0]
+            raise ValueError(f"action {act[e, i]} of env {e} agent {i} out of range; valid: 0..{self.n_actions - 1}")
+        active = ~self._over
+        slot_alive0 = self.alive
+        masks = self._masks if self._masks is not None else self._compute_masks()
+        self._masks = None
+        ok = np.take_along_axis(masks, act[..., None], 2)[..., 0]
+        invalid = slot_alive0 & ~ok
+        act = np.where(invalid, STOP, act)
+        act = np.where(slot_alive0, act, NOOP)
+        self._last_action = np.where(active[:, None], act, self._last_action)
+
+        mv_a, tg_a = self._decode(act, 0)
+        mv_e, tg_e = self._decode(self._enemy_actions(), 1)
+        move = np.concatenate([mv_a, mv_e], 1)
+        tgt = np.concatenate([tg_a, tg_e], 1)
+        t = self._type
+        activef = active[:, None].astype(np.float32)
+        vel = move * (U.SPEED[t] * np.float32(U.TICK_S))[..., None]
+        rng_ = U.ATTACK_RANGE[t]
+        healer = U.IS_HEALER[t]
+        has_t = tgt >= 0
+        tidx = np.maximum(tgt, 0)
+        fidx = (self._flat + tidx).ravel()
+        ttype = t.ravel()[fidx].reshape(E, Un)
+        hit = U.hit_damage(t, ttype)
+        splashy = U.IS_LINE_SPLASH[t] | U.IS_SUICIDE_SPLASH[t]
+        any_splash = bool(splashy.any())
+        any_heal = bool(healer.any())
+        smax = U.SHIELD[t]
+        has_shield = smax > 0
+        any_shield = bool(has_shield.any())
+        base_cd = U.COOLDOWN_S[t]
+        side = np.zeros(Un, bool)
+        side[A:] = True  # True = enemy side
+        hp_before = self._health + self._shield
+        enemy_alive0 = self._unit_alive[:, A:].copy()
+        self._fired_at[:] = -1
+        n_flat = E * Un
+        lo, hi = U.COOLDOWN_JITTER_S
+        jitter_all = np.float32(lo) + np.float32(hi - lo) * self._uniform(U.TICKS_PER_STEP, Un)
+        tick = np.float32(U.TICK_S)
+        posf = self._pos.reshape(-1, 2)
+        for k in range(U.TICKS_PER_STEP):
+            live = self._unit_alive & active[:, None]
+            self._pos += vel * live[..., None]
+            self._constrain()
+            tpos = posf[fidx].reshape(E, Un, 2)
+            dvec = tpos - self._pos
+            d = np.sqrt(np.einsum("eui,eui->eu", dvec, dvec))
+            engaged = has_t & live & self._unit_alive.ravel()[fidx].reshape(E, Un) & (d < rng_)
+            fire = engaged & (self._cooldown <= 0)
+            if any_heal:
+                heal = engaged & healer
+                fire &= ~healer
+            if fire.any():
+                dmg = np.bincount(fidx, weights=(hit * fire).ravel(), minlength=n_flat)
+                if any_splash and (fire & splashy).any():
+                    dmg = dmg + self._splash(fire & splashy, tidx, tpos, dvec, d, live, side)
+                    self._health[fire & U.IS_SUICIDE_SPLASH[t]] = 0.0
+                dmg = dmg.reshape(E, Un).astype(np.float32)
+                absorbed = np.minimum(self._shield, dmg)
+                self._shield -= absorbed
+                self._health -= dmg - absorbed
+                np.maximum(self._health, 0.0, out=self._health)
+                if any_shield:
+                    self._since_dmg[dmg > 0] = 0.0
+                self._fired_at[fire] = tgt[fire]
+            # healing
+            if any_heal and heal.any():
+                amount = np.minimum(np.float32(U.MEDIVAC_HEAL_PER_S * U.TICK_S), self._energy * np.float32(U.MEDIVAC_HP_PER_ENERGY)) * heal
+                got = np.bincount(fidx, weights=amount.ravel(), minlength=n_flat).reshape(E, Un)
+                room = U.HEALTH[t] - self._health
+                applied = np.minimum(got, room) * self._unit_alive
+                # energy is spent in proportion to what each medivac's heal actually restored
+                frac = np.where(got > 0, applied / np.maximum(got, 1e-9), 0.0)
+                spent = amount * frac.ravel()[fidx].reshape(E, Un)
+                self._health += applied.astype(np.float32)
+                self._energy -= (spent / U.MEDIVAC_HP_PER_ENERGY).astype(np.float32)
+                self._fired_at[heal] = tgt[heal]
+            if any_heal:
+                self._energy += np.float32(U.MEDIVAC_ENERGY_REGEN_PER_S * U.TICK_S) * (healer & live)
+                np.minimum(self._energy, np.float32(U.MEDIVAC_ENERGY_MAX), out=self._energy)
+            # cooldowns (SMAX: restart at base + jitter after firing, else count down)
+            self._cooldown -= tick * activef
+            if fire.any():
+                self._cooldown[fire] = (base_cd + jitter_all[:, k])[fire]
+            # shields regenerate after a delay without damage
+            if any_shield:
+                self._since_dmg += tick * activef
+                regen = live & has_shield & (self._since_dmg >= U.SHIELD_REGEN_DELAY_S)
+                if regen.any():
+                    self._shield = np.where(regen, np.minimum(self._shield + np.float32(U.SHIELD_REGEN_PER_S * U.TICK_S), smax), self._shield).astype(np.float32)
+            self._unit_alive &= self._health > 0
+            self._push_apart(active)
+
+        # bookkeeping after the 8 ticks
+        hp_after = self._health + self._shield
+        loss_hp = np.maximum(hp_before - hp_after, 0.0) * active[:, None]
+        self._dmg_dealt += loss_hp[:, A:].sum(1)
+        self._dmg_taken += loss_hp[:, :A].sum(1)
+        ehp = np.where(self._unit_alive[:, A:], hp_after[:, A:], 0.0)
+        new_min = np.minimum(self._min_hp, ehp)
+        r_damage = (self._min_hp - new_min).sum(1) * active
+        self._min_hp = new_min
+        kills = (enemy_alive0 & ~self._unit_alive[:, A:]).sum(1) * active
+        fighters = self._unit_alive & ~healer
+        allies_gone = ~fighters[:, :A].any(1)
+        enemies_gone = ~fighters[:, A:].any(1)
+        ended = active & (allies_gone | enemies_gone)
+        win = ended & enemies_gone & ~allies_gone
+        lost = ended & allies_gone & ~enemies_gone
+        self._t += active
+        timeout = active & ~ended & (self._t >= self.limit)
+        self._result = np.where(win, 1, np.where(lost, -1, self._result))
+        if self.params.reward_sparse:
+            team = win.astype(np.float32) - lost.astype(np.float32)
+        else:
+            team = (r_damage + _REWARD_DEATH * kills + _REWARD_WIN * win) / self._max_reward * _REWARD_SCALE
+        team = team.astype(np.float32) * active
+        reward = team[:, None] * slot_alive0
+        # per-agent ends
+        dead_now = ~self._unit_alive[:, :A] & active[:, None]
+        self._term |= dead_now | ended[:, None]
+        self._trunc |= timeout[:, None] & ~self._term
+        self._over |= ended | timeout
+        obs = self._observe()
+        info = {
+            "reward/damage": r_damage.astype(np.float32),
+            "reward/kill": (kills * _REWARD_DEATH).astype(np.float32),
+            "reward/win": (win * _REWARD_WIN).astype(np.float32),
+            "team_reward": team,
+            "battle_won": win,
+            "invalid_actions": invalid.sum(1).astype(np.int64),
+        }
+        return StepResult(obs, reward.astype(np.float32), self._term.copy(), self._trunc.copy(), info)
+
+    def _splash(self, src: np.ndarray, tidx, tpos, dvec, d, live, side) -> np.ndarray:
+        """Extra damage (flat ``[E * n_units]``) from baneling bursts and colossus beams fired this tick."""
+        E, Un = self.num_envs, self.n_units
+        e_idx, u_idx = np.nonzero(src)
+        c = tpos[e_idx, u_idx]  # [K, 2] target centres
+        vic = self._pos[e_idx]  # [K, Un, 2]
+        own_side = side[u_idx]
+        foe = (side[None, :] != own_side[:, None]) & live[e_idx]
+        foe[np.arange(len(u_idx)), tidx[e_idx, u_idx]] = False  # the target already took the direct hit
+        att_t = self._type[e_idx, u_idx]
+        rel = vic - c[:, None, :]
+        if True:
+            is_bane = U.IS_SUICIDE_SPLASH[att_t]
+            in_burst = (np.sqrt((rel * rel).sum(-1)) <= U.BANELING_SPLASH_RADIUS)
+            # colossus: distance to the segment through the target perpendicular to the beam
+            direc = dvec[e_idx, u_idx] / np.maximum(d[e_idx, u_idx], 1e-6)[:, None]
+            perp = np.stack([-direc[:, 1], direc[:, 0]], -1)
+            along = np.clip((rel * perp[:, None, :]).sum(-1), -U.COLOSSUS_LINE_HALF_LENGTH, U.COLOSSUS_LINE_HALF_LENGTH)
+            closest = c[:, None, :] + along[..., None] * perp[:, None, :]
+            gap = np.sqrt(((vic - closest) ** 2).sum(-1))
+            on_line = gap <= U.RADIUS[self._type[e_idx]]
+            hit_mask = foe & np.where(is_bane[:, None], in_burst, on_line)
+        dmg = U.hit_damage(np.broadcast_to(att_t[:, None], hit_mask.shape), self._type[e_idx]) * hit_mask
+        flat = (e_idx[:, None] * Un + np.arange(Un)[None]).ravel()
+        return np.bincount(flat, weights=dmg.ravel(), minlength=E * Un)
+
+    # ------------------------------------------------------------------ metrics / render
+    def episode_metrics(self) -> list[dict[str, float]]:
+        """Per env: ``win`` (1/0), ``draw``, ``timeout``, ``allies_left``, ``enemies_left``, ``damage_dealt``,
+        ``damage_taken`` (health + shield points), ``episode_steps``; valid once the env is done."""
+        A = self.n_allies
+        out = []
+        for e in range(self.num_envs):
+            ua = self._unit_alive[e]
+            out.append({
+                "win": float(self._result[e] == 1),
+                "draw": float(self._over[e] and self._result[e] == 0 and not ua[:A].any() and not ua[A:].any()),
+                "timeout": float(bool(self._trunc[e].any())),
+                "allies_left": float(ua[:A].sum()),
+                "enemies_left": float(ua[A:].sum()),
+                "damage_dealt": float(self._dmg_dealt[e]),
+                "damage_taken": float(self._dmg_taken[e]),
+                "episode_steps": float(self._t[e]),
+            })
+        return out
+
+    def render(self, env_index: int = 0) -> np.ndarray:
+        """RGB frame uint8 ``[512, 512, 3]``: walls, units (allies blue, enemies red, size = radius),
+        health (green) and shield (cyan) bars, lines for attacks (yellow) and heals (green) of the last step."""
+        from coopsim.scenarios.smac.render import draw_frame
+
+        return draw_frame(self, env_index)
