@@ -1,0 +1,156 @@
+"""Run any PettingZoo ``ParallelEnv`` as a coopsim scenario (a batched core over a list of envs).
+
+Description:
+    Wraps ``num_envs`` instances of a PettingZoo parallel env, built from ``env`` (``"module:callable"``,
+    e.g. ``"mpe2.simple_spread_v3:parallel_env"``) with ``env_kwargs``, or given directly as a list
+    (:meth:`PettingZooCore.from_envs`). Agent slots are ``possible_agents`` of the first env. Not
+    vectorized inside: each env steps in Python (this adapter is for reaching external envs, not speed).
+
+Observation: the env's ``Box`` observation, flattened to float32 and zero-padded to the widest agent's.
+
+Action: ``Discrete(max n)`` over agents; actions an agent's own space lacks are masked
+(:meth:`action_masks`); a masked or non-alive slot takes action 0 / is not passed to the env.
+
+Reward: the env's reward per agent (0 for slots not alive).
+
+Episode end: an agent that terminates or truncates leaves (``alive`` False); the env ends when no
+agent is left or at ``max_steps``.
+
+Seeding: ``reset(seed=s)`` resets env ``e`` with ``seed = default_rng([s, e]).integers(2**31)``.
+
+Arguments: ``env``, ``env_kwargs``, ``max_steps``, ``dt_s``.
+
+Version history: v0 -- initial version.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable, Optional
+
+import gymnasium
+import numpy as np
+from pydantic import Field
+
+from coopsim.errors import ConfigError, DependencyNotInstalled
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+
+
+class PettingZooParams(ScenarioParams):
+    env: Optional[str] = Field(None, description="'module:callable' returning a PettingZoo ParallelEnv")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the callable")
+    max_steps: int = Field(10_000, ge=1, description="step limit on top of the env's own, >= 1")
+    dt_s: float = Field(0.1, gt=0, description="simulated seconds per step (s), > 0")
+
+
+def _load(path: str) -> Callable[..., Any]:
+    if ":" not in path:
+        raise ConfigError(f"env must be 'module:callable', got {path!r}", key="env", value=path)
+    mod, attr = path.split(":", 1)
+    try:
+        return getattr(importlib.import_module(mod), attr)
+    except ImportError as exc:
+        raise DependencyNotInstalled(f"cannot import {mod!r} for env {path!r}: {exc} (install the package providing it)") from exc
+    except AttributeError:
+        raise ConfigError(f"module {mod!r} has no attribute {attr!r}", key="env", value=path) from None
+
+
+class PettingZooCore(ScenarioCore):
+    """Batched core over PettingZoo parallel envs (see the module docstring)."""
+
+    Params = PettingZooParams
+    metadata = {"name": "pettingzoo_adapter_v0", "render_modes": [], "is_parallelizable": True}
+
+    def __init__(self, num_envs: int = 1, envs: list | None = None, **params: Any):
+        self.params = self.Params(**params)
+        if envs is None:
+            if self.params.env is None:
+                raise ConfigError("give 'env' ('module:callable') or a list of envs", key="env")
+            fn = _load(self.params.env)
+            envs = [fn(**self.params.env_kwargs) for _ in range(int(num_envs))]
+        self.envs = list(envs)
+        self.num_envs = len(self.envs)
+        self.dt_s = float(self.params.dt_s)
+        e0 = self.envs[0]
+        self.agent_ids = tuple(e0.possible_agents)
+        acts, dims = [], []
+        for a in self.agent_ids:
+            sp = e0.action_space(a)
+            if not isinstance(sp, gymnasium.spaces.Discrete):
+                raise ConfigError(f"agent {a!r} has action space {sp}; the adapter supports Discrete only", key="env")
+            acts.append(int(sp.n))
+            dims.append(int(np.prod(e0.observation_space(a).shape)))
+        self._n_act = np.array(acts)
+        self._obs_dim = np.array(dims)
+        self.action_space = gymnasium.spaces.Discrete(int(self._n_act.max()))
+        self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=(int(self._obs_dim.max()),), dtype=np.float32)
+        N = len(self.agent_ids)
+        self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=(N * int(self._obs_dim.max()),), dtype=np.float32)
+        self._obs = np.zeros((self.num_envs, N, int(self._obs_dim.max())), np.float32)
+        self._alive = np.zeros((self.num_envs, N), bool)
+        self._t = np.zeros(self.num_envs, np.int64)
+        self._term = np.zeros((self.num_envs, N), bool)
+        self._trunc = np.zeros((self.num_envs, N), bool)
+        self._seed_rngs = [self.env_rng(0, e) for e in range(self.num_envs)]
+
+    @classmethod
+    def from_envs(cls, envs: list, **params: Any) -> "PettingZooCore":
+        """Wrap already-built parallel envs (e.g. ``[mpe2.simple_spread_v3.parallel_env()] * 1``)."""
+        return cls(envs=envs, **params)
+
+    def _put(self, e: int, obs: dict) -> None:
+        self._obs[e] = 0.0
+        for i, a in enumerate(self.agent_ids):
+            if a in obs:
+                o = np.asarray(obs[a], np.float32).reshape(-1)
+                self._obs[e, i, : len(o)] = o
+
+    def reset(self, seed=None, env_ids=None):
+        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, np.int64)
+        for e in ids:
+            if seed is not None:
+                self._seed_rngs[e] = self.env_rng(seed, int(e))
+            s = int(self._seed_rngs[e].integers(2**31))
+            obs, _ = self.envs[e].reset(seed=s)
+            self._put(int(e), obs)
+            self._alive[e] = [a in obs for a in self.agent_ids]
+            self._term[e] = ~self._alive[e]
+            self._trunc[e] = False
+            self._t[e] = 0
+        return self._obs.copy()
+
+    def step(self, actions):
+        E, N = self._alive.shape
+        reward = np.zeros((E, N), np.float32)
+        acts = np.asarray(actions, np.int64)
+        for e in np.flatnonzero(self._alive.any(axis=1)):
+            live = [i for i in range(N) if self._alive[e, i]]
+            act = {self.agent_ids[i]: int(acts[e, i]) if 0 <= acts[e, i] < self._n_act[i] else 0 for i in live}
+            obs, rew, te, tr, _ = self.envs[e].step(act)
+            self._put(int(e), obs)
+            self._t[e] += 1
+            for i in live:
+                a = self.agent_ids[i]
+                reward[e, i] = rew.get(a, 0.0)
+                self._term[e, i] = bool(te.get(a, False))
+                self._trunc[e, i] = not self._term[e, i] and (bool(tr.get(a, False)) or self._t[e] >= self.params.max_steps)
+                if self._term[e, i] or self._trunc[e, i]:
+                    self._alive[e, i] = False
+        return StepResult(self._obs.copy(), reward, self._term.copy(), self._trunc.copy(), {})
+
+    @property
+    def alive(self):
+        return self._alive
+
+    def action_masks(self):
+        m = np.arange(self.action_space.n)[None, None, :] < self._n_act[None, :, None]
+        m = np.broadcast_to(m, (self.num_envs, len(self.agent_ids), self.action_space.n)).copy()
+        m[~self._alive] = False
+        m[~self._alive, self.noop_action] = True
+        return m
+
+    def state(self):
+        return self._obs.reshape(self.num_envs, -1).copy()
+
+    def close(self):
+        for env in self.envs:
+            env.close()
