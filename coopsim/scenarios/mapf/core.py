@@ -436,6 +436,10 @@ class MGMAPFCore(ScenarioCore):
         ], axis=1).astype(np.float32)
 
     # observations ---------------------------------------------------------------------------------
+    def observations(self) -> dict[str, np.ndarray]:
+        """The current observations of the whole batch (as ``reset``/``step`` return them; fresh arrays)."""
+        return self._observe()
+
     def _visit(self, gpos: np.ndarray) -> np.ndarray:
         """bool ``[E, N, K]``: goals newly visited by agents standing on ``gpos`` (canvas flat index)."""
         on = self._goals == gpos[:, :, None]

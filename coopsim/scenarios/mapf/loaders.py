@@ -137,8 +137,8 @@ def parse_map_lines(lines: list[str], path: Path | str = "<input>", name: str | 
         got = lines[3] if len(lines) > 3 else "end of file"
         raise MapFormatError(f"expected header line 'map', got {got!r}", file=str(path), line=4)
     rows = lines[4:]
-    # trailing blank lines are fine; anything else beyond the declared height is an error
-    while len(rows) > h and rows[-1].strip() == "":
+    # trailing blank lines (and the final newline) are fine
+    while rows and rows[-1].strip() == "":
         rows.pop()
     if len(rows) < h:
         raise MapFormatError(f"expected {h} map rows (height {h}), found {len(rows)}", file=str(path), line=4 + len(rows) + 1)
