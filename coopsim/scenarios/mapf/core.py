@@ -223,6 +223,12 @@ class MGMAPFCore(ScenarioCore):
                 self._scen_paths = [str(q) for q in shipped_scens(md.name)]
             else:
                 self._scen_paths = []
+            if self._scen_paths:
+                rows = {q: len(_cached_scen(q, self._map_path)) for q in self._scen_paths}
+                q_min = min(rows, key=rows.get)
+                if p.num_agents > rows[q_min]:
+                    raise ConfigError(f"num_agents={p.num_agents} exceeds the {rows[q_min]} rows of scen file "
+                                      f"{Path(q_min).name!r}", key="num_agents", value=p.num_agents)
         self._hmax, self._wmax = h, w
         self._R = r
         self._S = 2 * r + 1
