@@ -53,11 +53,31 @@ Reward: −1 per step for each agent that still has goals left at the start of t
 
 Episode end: all agents terminate together at the step the last one finishes; all truncate at ``max_steps``.
 
-State (``state()``, float32 ``[E, 3N + 3NK + 1]``): agent cells (x/W, y/H) ``[N, 2]``, goal cells (x/W, y/H)
-``[N, K, 2]``, visited flags ``[N, K]``, and ``t / max_steps``; plus ``[N]`` finished flags.
+State (``state()``, float32 ``[E, 3N + 3NK + 1]``, in this order): agent cells (x/(W-1), y/(H-1)) ``[N, 2]``, goal
+cells (same scale) ``[N, K, 2]``, visited flags ``[N, K]``, finished flags ``[N]``, and ``t / max_steps`` ``[1]``.
 
-Arguments: see :class:`MGMAPFParams` (``map``, ``scen``, ``random_size``, ``random_density``, ``num_agents``,
-``num_goals``, ``goal_order``, ``conflicts``, ``obs_radius``, ``cell_size_m``, ``dt_s``, ``max_steps``).
+Arguments (:class:`MGMAPFParams`):
+
+    ================ ===================== ================================================================
+    name             default               meaning (unit, valid range)
+    ================ ===================== ================================================================
+    map              ``random-32-32-10``   shipped map name, a ``.map`` path, or ``random``
+    scen             None                  scen index 1..25 or path; None: ``(seed + env) % 25 + 1``
+    random_size      (17, 32)              ``map=random``: side length range (cells, 4..512)
+    random_density   0.2                   ``map=random``: obstacle fraction (0.1..0.3)
+    num_agents       64                    N (1..8192; at most the scen file's rows)
+    num_goals        3                     K goals per agent (1..32)
+    goal_order       ``free``              ``free`` (any order, MG-MAPF) or ``fixed`` (given sequence)
+    conflicts        ``block``             ``block`` (rules 3-5) or ``allow`` (count collisions)
+    obs_radius       5                     R, window side 2R+1 (cells, 1..32)
+    cell_size_m      1.0                   cell width for ``positions()`` (m, > 0)
+    dt_s             1.0                   simulated time per step (s, > 0)
+    max_steps        256                   truncation step (1..1e6)
+    ================ ===================== ================================================================
+
+Capabilities (public methods for planners, runner and safety layer): ``from_instance``, ``instance(e)``,
+``agent_xy()``, ``goals_xy()``, ``goals_visited()``, ``map_data(e)``, ``scen_file(e)``, ``observations()``,
+``positions()``, ``replay(e)``, ``lower_bound(e)``, ``episode_metrics()``, ``render(e)``, ``render_replay(replay)``.
 
 Metrics (``episode_metrics()``, per env): ``soc``, ``makespan``, ``success``, ``goal_fraction``, ``throughput``
 (goals per step), ``blocked_moves``, ``invalid_moves``, ``collisions``, ``lb``, ``soc_over_lb``,
@@ -254,13 +274,13 @@ class MGMAPFCore(ScenarioCore):
         self._blk = np.ones(e * self._C, dtype=bool)                # obstacle / off-map
         self._cnt = np.zeros(e * self._C, dtype=np.int32)           # agents on the cell
         self._occ = np.full(e * self._C, -1, dtype=np.int32)        # agent index on the cell (block mode)
-        # float observation planes [E, 3, Hc, Wc]: obstacles, occupied, zeros (goal plane filled per agent);
+        # float observation planes [E, Hc, Wc, 3]: obstacles, occupied, zeros (goal plane filled per agent);
         # windows are gathered from a sliding-window view in one fancy-indexing copy
-        self._planes = np.zeros((e, 3, self._Hc, self._Wc), dtype=np.float32)
-        self._planes[:, 0] = 1.0
-        self._pflat = self._planes.reshape(-1)                      # view; env e, plane 1, cell c at e*3C + C + c
-        self._poff1 = (np.arange(e, dtype=np.int64) * 3 * self._C + self._C)[:, None]
-        self._views = np.lib.stride_tricks.sliding_window_view(self._planes, (self._S, self._S), axis=(2, 3))
+        # (channels last: the fancy-indexing copy of [3, S, S] blocks is fastest in this layout)
+        self._planes = np.zeros((e, self._Hc, self._Wc, 3), dtype=np.float32)
+        self._planes[..., 0] = 1.0
+        self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
+        self._views = np.lib.stride_tricks.sliding_window_view(self._planes, (self._S, self._S), axis=(1, 2))
         self._e_idx = np.arange(e)[:, None]
         self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
         self._maps: list[Optional[MapData]] = [None] * e
@@ -290,7 +310,13 @@ class MGMAPFCore(ScenarioCore):
     # ScenarioCore API -------------------------------------------------------------------------------
     @property
     def alive(self) -> np.ndarray:
-        return np.broadcast_to(~self._done[:, None], (self.num_envs, self.num_agents)).copy()
+        """bool ``[E, N]``: every slot of an env is alive until the env's episode ends (agents end together)."""
+        return np.repeat(~self._done[:, None], len(self.agent_ids), axis=1)
+
+    @property
+    def done(self) -> np.ndarray:
+        """bool ``[E]``: envs whose episode has ended."""
+        return self._done.copy()
 
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None):
         """Reset all envs or ``env_ids``; returns the whole batch's observations (see the module docstring)."""
@@ -312,6 +338,10 @@ class MGMAPFCore(ScenarioCore):
         a = np.asarray(actions)
         if a.shape != (E, N):
             raise ValueError(f"actions must have shape ({E}, {N}); got {a.shape}")
+        if a.dtype.kind not in "iu":
+            if a.dtype.kind == "f" and a.size and np.any(a != np.round(a)):
+                raise ValueError(f"actions must be integers 0..4 (wait, up, down, left, right); got {a.dtype} values")
+            a = a.astype(np.int64)
         if a.size and (a.min() < 0 or a.max() > 4):
             raise ValueError(f"actions must be in 0..4 (wait, up, down, left, right); got values in [{a.min()}, {a.max()}]")
         active = ~self._done
@@ -355,19 +385,15 @@ class MGMAPFCore(ScenarioCore):
             self._occ[gn] = ids
             self._cnt[go] -= 1
             self._cnt[gn] += 1
-            po = (pos + self._poff1)[moving]
-            pn = po + (gn - go)
-            self._pflat[po] = 0.0
-            self._pflat[pn] = 1.0
+            self._pflat[go * 3 + 1] = 0.0
+            self._pflat[gn * 3 + 1] = 1.0
             new = np.where(moving, gtgt - self._eoff, pos)
         else:
             go, gn = gpos[moving], gtgt[moving]
             np.subtract.at(self._cnt, go, 1)
             np.add.at(self._cnt, gn, 1)
-            po = (pos + self._poff1)[moving]
-            pn = po + (gn - go)
-            self._pflat[po] = (self._cnt[go] > 0)
-            self._pflat[pn] = 1.0
+            self._pflat[go * 3 + 1] = self._cnt[go] > 0
+            self._pflat[gn * 3 + 1] = 1.0
             # swap pairs: edges (from, to) with their reverse among movers (global cells, so per env)
             C = E * self._C
             key, rev = go * C + gn, gn * C + go
@@ -465,7 +491,7 @@ class MGMAPFCore(ScenarioCore):
         R, S = self._R, self._S
         xy = self._xy
         # one copy of every agent's [3, S, S] block out of the sliding-window view of the planes
-        window = self._views[self._e_idx, :, xy[..., 1], xy[..., 0]]        # float32 [E, N, 3, S, S]
+        window = self._views[self._e_idx, xy[..., 1], xy[..., 0]]           # float32 [E, N, 3, S, S]
         if self.params.conflicts == "block":
             window[:, :, 1, R, R] = 0.0                                    # not oneself
         else:
@@ -532,8 +558,8 @@ class MGMAPFCore(ScenarioCore):
         occ = np.full(self._C, -1, dtype=np.int32)
         occ[gp] = np.arange(len(gp), dtype=np.int32)
         self._occ[sl] = occ
-        self._planes[e, 0] = base
-        self._planes[e, 1] = (cnt > 0).reshape(self._Hc, Wc)
+        self._planes[e, :, :, 0] = base
+        self._planes[e, :, :, 1] = (cnt > 0).reshape(self._Hc, Wc)
         self._gpos[e] = gp
         self._xy[e] = starts
         self._starts[e] = starts
@@ -581,7 +607,7 @@ class MGMAPFCore(ScenarioCore):
         return self._visited.copy()
 
     def goals_xy(self) -> np.ndarray:
-        """int32 ``[E, N, K]`` x 2 -> ``[E, N, K, 2]``: every agent's goal cells (x, y) in the given order."""
+        """int32 ``[E, N, K, 2]``: every agent's goal cells (x, y) in the given order."""
         return self._goals_xy.astype(np.int32)
 
     def instance(self, env_index: int = 0):
@@ -704,6 +730,11 @@ def _instance_arrays(inst: Any):
 
 
 def _make_instance(md: MapData, starts: np.ndarray, goals: np.ndarray, goal_order: str):
+    import inspect
+
     from coopsim.scenarios.mapf.instance import MAPFInstance
 
-    return MAPFInstance(blocked=md.blocked, starts=starts, goals=goals, goal_order=goal_order, map_name=md.name)
+    values = {"blocked": md.blocked, "starts": starts, "goals": goals, "goal_order": goal_order,
+              "map_name": md.name, "name": md.name}
+    sig = inspect.signature(MAPFInstance)
+    return MAPFInstance(**{k: v for k, v in values.items() if k in sig.parameters})
