@@ -17,6 +17,20 @@ import numpy as np
 EXACT_MAX_GOALS = 10
 
 
+def _grid_graph(blocked: np.ndarray):
+    from scipy import sparse
+
+    h, w = blocked.shape
+    free = ~blocked
+    idx = np.arange(h * w).reshape(h, w)
+    r = free[:, :-1] & free[:, 1:]
+    d = free[:-1, :] & free[1:, :]
+    a = np.concatenate([idx[:, :-1][r], idx[:-1, :][d]])
+    b = np.concatenate([idx[:, 1:][r], idx[1:, :][d]])
+    return sparse.coo_matrix((np.ones(2 * len(a)), (np.concatenate([a, b]), np.concatenate([b, a]))),
+                             shape=(h * w, h * w)).tocsr()
+
+
 def bfs_distances(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
     """4-connected move distances from each source to every cell (breadth-first search in C via scipy).
 
@@ -27,24 +41,50 @@ def bfs_distances(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
     Returns:
         float64 ``[M, H, W]`` distances in moves; ``inf`` where unreachable (and on obstacles).
     """
-    from scipy import sparse
     from scipy.sparse.csgraph import shortest_path
 
     blocked = np.asarray(blocked, dtype=bool)
     h, w = blocked.shape
-    free = ~blocked
-    idx = np.arange(h * w).reshape(h, w)
-    r = free[:, :-1] & free[:, 1:]
-    d = free[:-1, :] & free[1:, :]
-    a = np.concatenate([idx[:, :-1][r], idx[:-1, :][d]])
-    b = np.concatenate([idx[:, 1:][r], idx[1:, :][d]])
-    g = sparse.coo_matrix((np.ones(2 * len(a)), (np.concatenate([a, b]), np.concatenate([b, a]))), shape=(h * w, h * w)).tocsr()
     src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
     uniq, inv = np.unique(src[:, 1] * w + src[:, 0], return_inverse=True)
-    dist = shortest_path(g, method="D", directed=True, unweighted=True, indices=uniq)
+    dist = shortest_path(_grid_graph(blocked), method="D", directed=True, unweighted=True, indices=uniq)
     dist = dist.reshape(len(uniq), h, w)[inv.ravel()]
     dist[:, blocked] = np.inf
     return dist
+
+
+def bfs_pair_distances(blocked: np.ndarray, sources_xy: np.ndarray, targets_xy: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """4-connected move distances from source ``i`` to each of its targets ``targets_xy[i]``.
+
+    Breadth-first searches run from the distinct sources, ``chunk`` per scipy call, so memory stays at
+    ``chunk * H * W`` floats whatever the number of sources.
+
+    Args:
+        blocked: bool ``[H, W]``.
+        sources_xy: int ``[M, 2]`` (x, y).
+        targets_xy: int ``[M, T, 2]`` (x, y).
+
+    Returns:
+        float64 ``[M, T]``; ``inf`` where unreachable or a cell is blocked.
+    """
+    from scipy.sparse.csgraph import shortest_path
+
+    blocked = np.asarray(blocked, dtype=bool)
+    h, w = blocked.shape
+    src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
+    tgt = np.asarray(targets_xy, dtype=np.int64).reshape(len(src), -1, 2)
+    tflat = tgt[..., 1] * w + tgt[..., 0]
+    uniq, inv = np.unique(src[:, 1] * w + src[:, 0], return_inverse=True)
+    inv = inv.ravel()
+    graph = _grid_graph(blocked)
+    out = np.empty(tflat.shape)
+    for c0 in range(0, len(uniq), chunk):
+        d = shortest_path(graph, method="D", directed=True, unweighted=True, indices=uniq[c0:c0 + chunk])
+        sel = np.flatnonzero((inv >= c0) & (inv < c0 + chunk))
+        out[sel] = d[(inv[sel] - c0)[:, None], tflat[sel]]
+    out[blocked.ravel()[tflat]] = np.inf
+    out[blocked.ravel()[src[:, 1] * w + src[:, 0]]] = np.inf
+    return out
 
 
 def _held_karp(d0: np.ndarray, dg: np.ndarray) -> np.ndarray:
@@ -107,10 +147,11 @@ def tour_lower_bound(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
     n, k = goals.shape[:2]
     if n == 0:
         return np.zeros(0)
-    dist = bfs_distances(blocked, goals.reshape(-1, 2)).reshape(n, k, *np.shape(blocked))
-    ar = np.arange(n)
-    d0 = dist[ar[:, None], np.arange(k)[None, :], starts[:, 1, None], starts[:, 0, None]]          # [N, K] start -> goal
-    dg = dist[ar[:, None, None], np.arange(k)[None, :, None], goals[:, None, :, 1], goals[:, None, :, 0]]  # [N, K, K]
+    # from every goal (n, k) to the agent's start and to each of its goals
+    targets = np.concatenate([starts[:, None, :], goals], axis=1)                    # [N, K+1, 2]
+    d = bfs_pair_distances(blocked, goals.reshape(-1, 2), np.repeat(targets, k, axis=0)).reshape(n, k, k + 1)
+    d0 = d[:, :, 0]                                                                 # [N, K] start -> goal
+    dg = d[:, :, 1:]                                                                # [N, K, K] goal -> goal
     if goal_order == "fixed" or k == 1:
         legs = dg[:, np.arange(k - 1), np.arange(1, k)] if k > 1 else np.zeros((n, 0))
         return d0[:, 0] + legs.sum(axis=1)
