@@ -279,7 +279,7 @@ class PPOTrainer:
                 aloss, astats = h.loss(amb, feat)
                 loss = loss + h.coef * aloss
                 name = type(h).__name__
-                acc.setdefault(f"aux/{name}", []).append(float(aloss))
+                acc.setdefault(f"aux/{name}", []).append(float(aloss.detach()))
                 for k, val in astats.items():
                     acc.setdefault(f"aux/{name}/{k}", []).append(float(val))
         self.optimizer.zero_grad()
