@@ -232,3 +232,37 @@ def test_observation_layout(tiny):
     assert obs["goal_vec"][0, 0].tolist() == [[3.0, 1.0], [0.0, 0.0]]
     assert obs["goal_status"][0, 0].tolist() == [[1.0, 1.0], [0.0, 0.0]]
     assert obs["window"][0, 0, 2].sum() == 0.0  # the remaining goal (4, 2) is 3 columns away: outside R = 2
+
+
+def test_from_instance_rejects_bad_instances(tiny):
+    from coopsim.errors import ConfigError
+    from coopsim.scenarios.mapf.core import MGMAPFCore
+
+    blocked = tiny.grid("""
+        .@.
+        ...
+    """)
+    with pytest.raises(ConfigError, match=r"start \[1, 0\] lies on an obstacle"):
+        MGMAPFCore.from_instance(tiny.instance(blocked, [[1, 0]], [[[0, 0]]]))
+    with pytest.raises(ConfigError, match=r"goal \[3, 1\] is outside the 3x2 map"):
+        MGMAPFCore.from_instance(tiny.instance(blocked, [[0, 0]], [[[3, 1]]]))
+    with pytest.raises(ConfigError, match="two agents share a start cell"):
+        MGMAPFCore.from_instance(tiny.instance(blocked, [[0, 0], [0, 0]], [[[2, 0]], [[2, 1]]]))
+    with pytest.raises(ConfigError, match="'num_agents' comes from the instance"):
+        MGMAPFCore.from_instance(tiny.instance(blocked, [[0, 0]], [[[2, 0]]]), num_agents=3)
+
+
+def test_instance_round_trip(tiny):
+    pytest.importorskip("coopsim.scenarios.mapf.instance")
+    from coopsim.scenarios.mapf.core import MGMAPFCore
+
+    c = MGMAPFCore(num_envs=2, map="room-32-32-4", num_agents=12, num_goals=3, goal_order="fixed")
+    c.reset(seed=5)
+    inst = c.instance(1)
+    assert np.array_equal(np.asarray(inst.starts), c.agent_xy()[1])
+    assert np.array_equal(np.asarray(inst.goals), c.goals_xy()[1])
+    assert np.array_equal(np.asarray(inst.blocked), c.map_data(1).blocked)
+    # a core built from it replays the same instance
+    d = MGMAPFCore.from_instance(inst)
+    d.reset(seed=0)
+    assert np.array_equal(d.goals_xy()[0], c.goals_xy()[1]) and d.params.goal_order == "fixed"
