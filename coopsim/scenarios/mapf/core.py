@@ -705,7 +705,7 @@ class MGMAPFCore(ScenarioCore):
 
 
 def _instance_arrays(inst: Any):
-    blocked = np.asarray(getattr(inst, "blocked"), dtype=bool)
+    blocked = np.array(getattr(inst, "blocked"), dtype=bool)  # a copy: the caller's array stays writable
     starts = np.asarray(getattr(inst, "starts"), dtype=np.int64).reshape(-1, 2)
     goals = np.asarray(getattr(inst, "goals"), dtype=np.int64)
     if goals.ndim == 2:
