@@ -140,3 +140,16 @@ def test_render_draws_agents_and_goals(tiny):
     assert (goal.astype(int) < agent.astype(int)).all()    # goals drawn darker in the agent's colour
     frames = MGMAPFCore.render_replay(c.replay(0))
     assert len(frames) == 1 and np.array_equal(frames[0], img)
+
+
+def test_long_episode_replay_keeps_every_step(tiny):
+    c = tiny.core("""
+        ..
+    """, [[0, 0]], [[[1, 0]]], max_steps=1500)
+    for t in range(1300):
+        tiny.act(c, tiny.WAIT)
+    tiny.act(c, tiny.RIGHT)
+    rep = c.replay(0)
+    assert rep["positions"].shape == (1302, 1, 2)
+    assert rep["positions"][:1301, 0].tolist() == [[0, 0]] * 1301 and rep["positions"][1301, 0].tolist() == [1, 0]
+    assert rep["goal_reached_at"].tolist() == [[1301]] and c.episode_metrics()[0]["soc"] == 1301

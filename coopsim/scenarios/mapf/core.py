@@ -301,7 +301,8 @@ class MGMAPFCore(ScenarioCore):
         self._invalid_moves = np.zeros(e, dtype=np.int64)
         self._collisions = np.zeros(e, dtype=np.int64)
         self._return = np.zeros(e, dtype=np.float64)
-        self._traj = np.zeros((p.max_steps + 1, e, n), dtype=np.int32)
+        # trajectory of canvas cells per step (for replay()); grows by doubling up to max_steps + 1 rows
+        self._traj = np.zeros((min(p.max_steps, 512) + 1, e, n), dtype=np.int32)
         self._lb: list[Optional[float]] = [None] * e
         self._scen_used: list[Optional[str]] = [None] * e
         self._rngs = [self.env_rng(0, i) for i in range(e)]
@@ -439,6 +440,10 @@ class MGMAPFCore(ScenarioCore):
         self._term |= all_fin
         self._trunc |= trunc
         self._done |= all_fin | trunc
+        if self._traj.shape[0] <= int(t.max()):
+            rows = min(2 * self._traj.shape[0], self.params.max_steps + 1)
+            self._traj = np.concatenate([self._traj, np.zeros((rows - self._traj.shape[0],) + self._traj.shape[1:],
+                                                              dtype=np.int32)])
         if all_active:
             self._traj[t, self._e_idx[:, 0]] = new
         else:
