@@ -246,3 +246,17 @@ def test_pettingzoo_view_keeps_finished_agents_until_all_finish():
 def test_check_scenario_conformance(params):
     testing = pytest.importorskip("coopsim.testing")
     testing.check_scenario("mapf/MGMAPF-v0", params=params, num_steps=40, api_cycles=20)
+
+
+def test_check_scenario_on_a_from_instance_core(tiny):
+    testing = pytest.importorskip("coopsim.testing")
+    blocked = tiny.grid("""
+        .....
+        .@...
+        .....
+        ...@.
+        .....
+    """)
+    inst = tiny.instance(blocked, [[0, 2], [4, 2], [2, 0]], [[[4, 2], [2, 4]], [[0, 2], [0, 0]], [[2, 4], [4, 4]]])
+    testing.check_scenario(lambda n: MGMAPFCore.from_instance(inst, num_envs=n, obs_radius=2, max_steps=20),
+                           num_steps=40, api_cycles=20)

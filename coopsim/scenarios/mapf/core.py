@@ -206,6 +206,11 @@ class MGMAPFCore(ScenarioCore):
 
         Raises:
             ConfigError: starts or goals outside the grid or on obstacles, or two agents sharing a start.
+
+        Example (conformance check of such a core: pass a factory, since ``params`` alone do not hold the
+        instance)::
+
+            check_scenario(lambda n: MGMAPFCore.from_instance(inst, num_envs=n, max_steps=64))
         """
         blocked, starts, goals, order, name = _instance_arrays(instance)
         params = dict(params)
