@@ -160,12 +160,17 @@ def _cached_map(path: str) -> MapData:
 
 @functools.lru_cache(maxsize=256)
 def _cached_scen(path: str, map_path: str):
-    return load_scen(path, _cached_map(map_path))
+    sc = load_scen(path, _cached_map(map_path))
+    for arr in (sc.bucket, sc.start_xy, sc.goal_xy, sc.optimal_length):
+        arr.setflags(write=False)  # shared by every core through the cache
+    return sc
 
 
 @functools.lru_cache(maxsize=64)
 def _cached_labels(path: str) -> np.ndarray:
-    return components(_cached_map(path).blocked)
+    labels = components(_cached_map(path).blocked)
+    labels.setflags(write=False)
+    return labels
 
 
 class MGMAPFCore(ScenarioCore):
@@ -187,7 +192,6 @@ class MGMAPFCore(ScenarioCore):
 
     def __init__(self, num_envs: int = 1, **params: Any):
         self.params = self.Params(**params)
-        p = self.params
         self._fixed: Optional[tuple[MapData, np.ndarray, np.ndarray]] = None
         self._init(int(num_envs))
 
