@@ -265,9 +265,6 @@ class MGMAPFCore(ScenarioCore):
         self._C = self._Hc * self._Wc
         wc = self._Wc
         self._delta = np.array([0, -wc, wc, -1, 1], dtype=np.int64)
-        oy, ox = np.meshgrid(np.arange(-r, r + 1), np.arange(-r, r + 1), indexing="ij")
-        self._off = (oy * wc + ox).ravel().astype(np.int64)             # [S*S] window offsets
-        self._center = r * self._S + r
         self._eoff = (np.arange(e, dtype=np.int64) * self._C)[:, None]  # [E, 1]
         # spaces
         lim = float(max(h, w))
