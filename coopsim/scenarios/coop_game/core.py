@@ -38,15 +38,16 @@ Episode end: truncation at ``max_steps`` (the horizon ``H``); no termination.
 
 Arguments: see :class:`CoopGameParams` (world, size, ``num_agents``, ``slip``, ``slippery_frac``,
 ``constraints``, ``min_dist``, ``cap``, ``group_size``, ``load_frac``, ``comm_range``, ``margin``,
-``world_seed``, ``max_steps``).
+``start_spacing``, ``world_seed``, ``max_steps``).
 
-Capabilities: ``constraints()`` (a :class:`~coopsim.safety.state.SafetyState`), ``true_support()``
+Capabilities: ``constraints()``, ``known_world()``, ``constraint_set`` (a :class:`~coopsim.safety.state.SafetyState`), ``true_support()``
 (for the oracle shield and evaluation only), ``cells()``, ``world()``, ``targets()``, ``positions()``.
 
 Version history: v0 -- initial version.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import gymnasium
@@ -78,8 +79,9 @@ class CoopGameParams(ScenarioParams):
     cap: float = Field(1.0, ge=0, description="resource cap per group (load units; a loaded cell carries 1), >= 0")
     group_size: int = Field(0, ge=0, description="agents per resource group (consecutive ids); 0 = one group of all agents")
     load_frac: float = Field(0.25, ge=0, le=1, description="fraction of cells that carry load 1, [0, 1]")
-    comm_range: float = Field(2.0, gt=0, description="connectivity range (cells), > 0")
+    comm_range: float = Field(3.0, gt=0, description="connectivity range (cells), > 0")
     margin: float = Field(0.0, ge=0, description="safety margin added to every constraint (cells or load units), >= 0")
+    start_spacing: float = Field(1.0, gt=0, description="minimum distance between start cells (cells), > 0")
     world_seed: int = Field(0, ge=0, description="seed of the world, slippery cells, loads, starts and targets, >= 0")
     max_steps: int = Field(16, ge=1, le=100_000, description="episode horizon H (steps), >= 1")
 
@@ -149,7 +151,7 @@ class CoopGameCore(ScenarioCore):
     def _place(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Starts satisfying every constraint (unloaded cells, separated, connected) and random targets."""
         p, w, N = self.params, self._world, self.params.num_agents
-        sep = p.min_dist + p.margin if "separation" in p.constraints else 0.0
+        sep = max(p.min_dist + p.margin if "separation" in p.constraints else 0.0, p.start_spacing)
         rng_c = p.comm_range - p.margin
         free = np.flatnonzero(w.load == 0) if "resource" in p.constraints else np.arange(w.num_cells)
         if p.cap - p.margin < 0 and "resource" in p.constraints:
@@ -269,7 +271,16 @@ class CoopGameCore(ScenarioCore):
         return self._cells.copy()
 
     def world(self) -> World:
+        """The world including its true dynamics (solvers, oracle, evaluation; learners use :meth:`known_world`)."""
         return self._world
+
+    def known_world(self) -> World:
+        """What agents know of the world: map, intended cells, prior plausible sets, loads.
+
+        ``true_prob`` is NaN and ``slippery`` all False (the true dynamics are hidden).
+        """
+        return replace(self._world, true_prob=np.full(self._world.true_prob.shape, np.nan),
+                       slippery=np.zeros_like(self._world.slippery))
 
     def targets(self) -> np.ndarray:
         """int64 ``[N]`` target cell of each agent."""

@@ -1,0 +1,148 @@
+"""Training loop of graph-safe RL (and the tabular baselines), conforming to :mod:`coopsim.platform.trainer`.
+
+:func:`run_episode` is the loop read top to bottom: the agent acts, the shield filters (it also counts
+interventions), the scenario steps, the agent observes the executed joint action. :class:`EpisodeTrainer`
+wraps it as a :class:`~coopsim.platform.trainer.Trainer` (one iteration = one episode of every env), so
+``coopsim train`` drives it with checkpoints and exact resume; :func:`train_seed` is the plain-function
+form used by the experiment script.
+"""
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from coopsim.platform.agent import Transition
+from coopsim.platform.trainer import TrainSchedule
+
+
+class GraphSafeTrainConfig(TrainSchedule):
+    """``train:`` section for the tabular safe learners (``total_env_steps`` counts env steps)."""
+
+    num_envs: int = Field(1, ge=1, le=1024, description="envs stepped together, 1..1024")
+    shield: str = Field("certificate-v0", description="shield applied to the learner's actions during training (registry id)")
+    shield_params: dict[str, Any] = Field(default_factory=dict, description="params of the training shield")
+
+
+def run_episode(sc, agent, shield, seed: int | None, *, v_star: float | None = None) -> dict[str, float]:
+    """Run one episode in every env of ``sc``; returns summed metrics (over envs and steps).
+
+    Keys: ``episode/return`` (team return, mean over envs), ``cost/<name>`` (violations, summed over
+    envs), ``violations`` (their total), ``shield/interventions`` (agents changed), ``shield/uncertified``
+    (env-steps whose returned action was not certified), ``steps``; with ``v_star`` also ``regret``
+    (``v_star - return``, mean over envs).
+    """
+    obs = sc.reset(seed=seed)
+    agent.reset(seed)
+    shield.reset(seed, sc)
+    ret = np.zeros(sc.num_envs)
+    costs: dict[str, float] = {}
+    interventions = uncertified = steps = 0
+    while not sc.done.all():
+        actions, _ = agent.act(obs, None)
+        state = sc.constraints() if shield.needs_state else None
+        safe, cert = shield.filter(state, actions)
+        interventions += int(cert.changed.sum())
+        uncertified += int((~cert.certified).sum()) if shield.needs_state else 0
+        alive = sc.alive.copy()
+        res = sc.step(safe)
+        agent.observe(Transition(obs, safe, res.reward, res.terminated, res.truncated, res.obs, alive, res.info))
+        ret += res.reward[:, 0]
+        for k, v in res.info.items():
+            if k.startswith("cost/"):
+                costs[k] = costs.get(k, 0.0) + float(np.sum(v))
+        obs = res.obs
+        steps += 1
+    out = {"episode/return": float(ret.mean()), "violations": float(sum(costs.values())),
+           "shield/interventions": float(interventions), "shield/uncertified": float(uncertified), "steps": float(steps)}
+    out.update(costs)
+    if v_star is not None:
+        out["regret"] = float(v_star - ret.mean())
+    return out
+
+
+class EpisodeTrainer:
+    """:class:`~coopsim.platform.trainer.Trainer` for the tabular safe learners: one iteration = one episode.
+
+    The training shield (default ``certificate-v0`` with the agent's ``delta``/``p_min``/``num_runs``)
+    filters the learner's actions; for graph-safe RL it never has to intervene (its actions are
+    certified already), for the baselines it is what keeps them safe (use ``passthrough-v0`` to train
+    them unshielded).
+    """
+
+    def __init__(self, agent, train: GraphSafeTrainConfig, seed: int):
+        from coopsim.platform import registry
+
+        self.agent, self.sc, self.seed = agent, agent.scenario, int(seed)
+        params = dict(train.shield_params)
+        if train.shield == "certificate-v0":
+            for k in ("delta", "p_min", "num_runs"):
+                if hasattr(agent.params, k):
+                    params.setdefault(k, getattr(agent.params, k))
+        self.shield = registry.make_component("shield", train.shield, **params)
+        self.env_steps = 0
+        self.iteration = 0
+
+    def train_iteration(self) -> dict[str, float]:
+        seed = self.seed * 1_000_003 + self.iteration
+        m = run_episode(self.sc, self.agent, self.shield, seed)
+        self.env_steps += int(m["steps"]) * self.sc.num_envs
+        self.iteration += 1
+        return m
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"blob": pickle.dumps((self.agent.__dict__.get("model"), _agent_state(self.agent), self.shield,
+                                      self.env_steps, self.iteration))}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        model, agent_state, shield, self.env_steps, self.iteration = pickle.loads(state["blob"])
+        if model is not None:
+            self.agent.model = model
+        for k, v in agent_state.items():
+            setattr(self.agent, k, v)
+        self.shield = shield
+
+    def save_policy(self, path: str | Path) -> None:
+        self.agent.save(path)
+
+
+def _agent_state(agent) -> dict[str, Any]:
+    keep = ("episodes", "_next_plan", "_plan", "q", "qc", "lam", "eps", "rng")
+    return {k: copy.deepcopy(getattr(agent, k)) for k in keep if hasattr(agent, k)}
+
+
+def make_trainer(cls, agent, train: GraphSafeTrainConfig, seed: int, *, channel=None, file=None) -> EpisodeTrainer:
+    """``make_trainer`` classmethod body shared by the tabular safe learners."""
+    return EpisodeTrainer(agent, train, seed)
+
+
+def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_params: dict, shield_id: str,
+               shield_params: dict, seed: int, episodes: int, eval_episodes: int = 0, *, v_star: float | None = None,
+               true_support_every: int = 0) -> list[dict[str, float]]:
+    """Train ``episodes`` and then evaluate ``eval_episodes`` (greedy) in one seed; one record per episode.
+
+    Records have ``phase`` 0 (train) / 1 (eval), ``episode``, and the keys of :func:`run_episode`; with
+    ``true_support_every > 0`` graph-safe records also get ``conservativeness`` every that many episodes.
+    """
+    from coopsim.platform import registry
+
+    sc = registry.make_scenario(scenario_id, num_envs=1, **scenario_params)
+    agent = registry.make_component("agent", agent_id, sc, **agent_params)
+    shield = registry.make_component("shield", shield_id, **shield_params)
+    recs = []
+    for ep in range(episodes + eval_episodes):
+        phase = int(ep >= episodes)
+        if phase and hasattr(agent.params, "greedy"):
+            agent.params.greedy = True
+            if hasattr(agent, "plan") and ep == episodes:
+                agent.plan()
+        m = run_episode(sc, agent, shield, seed * 1_000_003 + ep, v_star=v_star)
+        m.update(phase=float(phase), episode=float(ep))
+        if true_support_every and hasattr(agent, "conservativeness") and (ep % true_support_every == 0 or ep == episodes - 1):
+            m["conservativeness"] = agent.conservativeness(sc.world().true_prob > 0)
+        recs.append(m)
+    return recs
