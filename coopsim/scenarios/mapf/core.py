@@ -397,8 +397,8 @@ class MGMAPFCore(ScenarioCore):
             new = np.where(moving, gtgt - self._eoff, pos)
         else:
             go, gn = gpos[moving], gtgt[moving]
-            np.subtract.at(self._cnt, go, 1)
-            np.add.at(self._cnt, gn, 1)
+            EC = E * self._C
+            self._cnt += (np.bincount(gn, minlength=EC) - np.bincount(go, minlength=EC)).astype(np.int32)
             self._pflat[go * 3 + 1] = self._cnt[go] > 0
             self._pflat[gn * 3 + 1] = 1.0
             # swap pairs: edges (from, to) with their reverse among movers (global cells, so per env)
