@@ -45,6 +45,10 @@ Observation (``Dict``, per agent, keys in this order):
                                        there (1/0), c=2 one of the agent's own remaining goals there (1/0)
     =========== ====================== ==========================================================================
 
+    The batched ``window`` array ``[E, N, 3, S, S]`` is built by one fancy-indexing copy out of channels-last
+    planes, so it is a strided view (memory order ``[E, N, S, S, 3]``); index it freely, or call
+    ``np.ascontiguousarray`` before ``.view``-style reinterpretation.
+
 Action (``Discrete(5)``): 0 wait, 1 up, 2 down, 3 left, 4 right (no-op: 0).
 
 Reward: −1 per step for each agent that still has goals left at the start of the step, else 0; the team
@@ -288,6 +292,9 @@ class MGMAPFCore(ScenarioCore):
         self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
         self._views = np.lib.stride_tricks.sliding_window_view(self._planes, (self._S, self._S), axis=(1, 2))
         self._e_idx = np.arange(e)[:, None]
+        # flat index of the window centre's goal channel of agent (e, n) in memory order [E, N, S, S, 3]: [E, N, 1]
+        self._goal_plane = ((np.arange(e * n, dtype=np.int64).reshape(e, n) * self._S * self._S
+                             + r * self._S + r) * 3 + 2)[:, :, None]
         self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
         self._maps: list[Optional[MapData]] = [None] * e
         self._size = np.zeros((e, 2), dtype=np.int64)         # (W, H) of each env's map
@@ -509,11 +516,16 @@ class MGMAPFCore(ScenarioCore):
             window[:, :, 1, R, R] = self._cnt[self._gpos + self._eoff] > 1  # others on my cell
         rem = ~self._visited
         d = self._goals_xy - xy[:, :, None, :]                              # [E, N, K, 2]
-        inwin = rem & (np.abs(d).max(-1) <= R)
-        if inwin.any():
+        dx, dy = d[..., 0], d[..., 1]
+        inwin = (np.abs(dx) <= R) & (np.abs(dy) <= R) & rem
+        # scatter into the goal plane through flat indices of the window's memory, laid out [E, N, S, S, 3]
+        # (the fancy-indexing copy keeps the planes' channels-last order; ``window`` is a transposed view of it)
+        mem = window.transpose(0, 1, 3, 4, 2)
+        if mem.flags.c_contiguous:
+            mem.reshape(-1)[(self._goal_plane + (dy * S + dx) * 3)[inwin]] = 1.0
+        else:  # another numpy memory layout: plain 5-D scatter
             ee, nn, kk = np.nonzero(inwin)
-            dd = d[ee, nn, kk]
-            window[ee, nn, 2, dd[:, 1] + R, dd[:, 0] + R] = 1.0
+            window[ee, nn, 2, dy[ee, nn, kk] + R, dx[ee, nn, kk] + R] = 1.0
         goal_vec = d.astype(np.float32)
         goal_vec[self._visited] = 0.0
         status = np.empty((E, N, K, 2), dtype=np.float32)
