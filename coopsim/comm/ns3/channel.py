@@ -1,0 +1,481 @@
+"""``ns3-v0``: every message crosses a real ns-3 (802.11 ad-hoc) packet-level simulation, in lockstep.
+
+Model (ns-3, Debian's 3.37, run by the child process ``coopsim-ns3-bridge``):
+
+* Each coopsim env is its own isolated ad-hoc Wi-Fi network (one ``YansWifiChannel``): one ns-3 node
+  per agent slot, plus ``2 * background_pairs`` background nodes. The 802.11 standard is set
+  explicitly (``802.11a`` by default, IEEE 802.11-2016 clause 17 OFDM PHY, DCF MAC,
+  ``AdhocWifiMac``); the rate manager is ``ConstantRateWifiManager`` (``data_mode`` for unicast and
+  broadcast, reproducible) or Minstrel.
+* Propagation: ``LogDistancePropagationLossModel`` (exponent, reference distance and loss), followed by
+  ``NakagamiPropagationLossModel`` fading (Nakagami 1960; m per distance band) so that loss grows
+  gradually with distance; ``ConstantSpeedPropagationDelayModel``.
+* Node positions come from the scenario's ``positions()`` (float64 ``[E, N, 3]``, metres) at every
+  :meth:`send`; a scenario without positions gets agents on a line ``fallback_spacing_m`` apart.
+* Each message is one UDP datagram whose IP packet is ``size_bytes`` long (payload +
+  ``header_bytes``; UDP payload = size - 28), sent to ``255.255.255.255`` (broadcast) or to the
+  receiver's address (unicast, MAC-acknowledged with retries). Static ARP entries, so no ARP traffic.
+* Time: a message sent at step ``t`` leaves at ``t * dt_s`` plus a per-sender jitter drawn uniformly in
+  ``[0, send_jitter_s]`` (all of one sender's messages of a step leave together, in batch order);
+  :meth:`send` advances ns-3 from ``t * dt_s`` to ``(t + 1) * dt_s`` (``Simulator::Stop`` + ``Run``).
+  A copy received in that window is returned by ``deliver(t + 1)`` (and any later ``deliver`` until
+  taken); its ``t_sent_s`` is ``t * dt_s`` and its latency (``comm/latency_*_s``) is the ns-3 one.
+* Background traffic: each background pair sends unicast UDP packets of ``background_packet_bytes``
+  (IP) at ``background_rate_bps`` (or the piecewise-constant ``background_schedule``), Poisson or
+  periodic, so the bandwidth left to the agents varies.
+
+Loss accounting (application level, as ns-3's FlowMonitor does not see broadcast flows): every
+(env, sender, receiver) copy carries a per-receiver sequence number; when a receiver gets copy
+``k`` from a sender, the earlier copies of that pair still missing are lost (cause ``seq_gap``: a
+sender's packets leave its single DCF queue in order), and a copy not received ``loss_timeout_s``
+after sending is lost (cause ``timeout``; ns-3 drops MAC-queued packets after 0.5 s). Invariant, in
+copies and bytes, at every call: ``offered = delivered + lost + queued`` (queued = in flight in ns-3,
+or received but not yet returned by ``deliver``).
+
+Determinism: ns-3's ``RngSeed``/``RngRun`` come from the episode seed (``RngSeed = 1 + seed // 2**32``,
+``RngRun = seed % 2**32``) and every random stream is numbered explicitly, so the same seed gives the
+same deliveries, in a new process or after any number of resets of the same one.
+
+Robustness: the child is started on the first :meth:`reset` and kept across episodes (a reset rebuilds
+the ns-3 networks in it, ``Simulator::Destroy``); every reply has a deadline (``step_timeout_s``,
+5 s by default): a stuck or crashed ns-3 raises :class:`coopsim.errors.ChannelError`. The child talks
+over pipes only and binds no socket; :meth:`close` (or garbage collection) ends it.
+
+Version history: v0 (this one).
+"""
+from __future__ import annotations
+
+import re
+import struct
+import warnings
+from typing import Any, Literal, Optional
+
+import numpy as np
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from coopsim.comm.ns3.build import ensure_bridge
+from coopsim.comm.ns3.process import BridgeProcess
+from coopsim.errors import ChannelError
+from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
+
+CAUSES = ("seq_gap", "timeout")
+UDP_IP_HEADER_BYTES = 28
+
+_MODES = {
+    "802.11a": re.compile(r"^OfdmRate(6|9|12|18|24|36|48|54)Mbps$"),
+    "802.11b": re.compile(r"^DsssRate(1|2|5_5|11)Mbps$"),
+    "802.11g": re.compile(r"^(ErpOfdmRate(6|9|12|18|24|36|48|54)Mbps|DsssRate(1|2|5_5|11)Mbps)$"),
+    "802.11n": re.compile(r"^(HtMcs[0-7]|OfdmRate(6|9|12|18|24|36|48|54)Mbps)$"),
+}
+_BASIC_MODE = {"802.11a": "OfdmRate6Mbps", "802.11b": "DsssRate1Mbps", "802.11g": "ErpOfdmRate6Mbps",
+               "802.11n": "OfdmRate6Mbps"}
+_DEFAULT_MODE = {"802.11a": "OfdmRate6Mbps", "802.11b": "DsssRate1Mbps", "802.11g": "ErpOfdmRate6Mbps",
+                 "802.11n": "HtMcs0"}
+_WIRE = np.dtype([("env", "<u4"), ("src", "<u4"), ("dst", "<i4"), ("size", "<u4"), ("id", "<u4")])
+_RX = np.dtype([("id", "<u4"), ("rx", "<u4"), ("t", "<f8")])
+
+
+class Ns3Params(ChannelParams):
+    """Parameters of ``ns3-v0`` (defaults: ns-3's own defaults for 802.11a at 5.15 GHz, 16 dBm)."""
+
+    model_config = ConfigDict(extra="forbid")
+    header_bytes: int = Field(UDP_IP_HEADER_BYTES, ge=UDP_IP_HEADER_BYTES,
+                              description="bytes added to each payload (B), >= 28 (IPv4 + UDP headers)")
+    standard: Literal["802.11a", "802.11b", "802.11g", "802.11n"] = Field(
+        "802.11a", description="802.11 PHY/MAC standard (802.11n on 5 GHz, 20 MHz)")
+    rate_manager: Literal["constant", "minstrel"] = Field(
+        "constant", description="constant: data_mode for every data frame; minstrel: Minstrel (HT for 802.11n)")
+    data_mode: Optional[str] = Field(
+        None, description="ns-3 WifiMode of data frames for the constant manager, e.g. OfdmRate6Mbps "
+                          "(802.11a), DsssRate11Mbps (b), ErpOfdmRate54Mbps (g), HtMcs7 (n); None = the "
+                          "standard's lowest rate")
+    tx_power_dbm: float = Field(16.0206, ge=-30, le=40, description="transmit power (dBm), in [-30, 40]")
+    log_distance_exponent: float = Field(3.0, ge=1.5, le=6, description="path-loss exponent, in [1.5, 6]")
+    reference_distance_m: float = Field(1.0, gt=0, description="log-distance reference distance (m), > 0")
+    reference_loss_db: float = Field(46.6777, ge=0, description="path loss at the reference distance (dB), >= 0")
+    nakagami: bool = Field(True, description="add Nakagami-m fading after the log-distance loss")
+    nakagami_m0: float = Field(1.5, gt=0, description="Nakagami m below nakagami_distance1_m, > 0")
+    nakagami_m1: float = Field(0.75, gt=0, description="Nakagami m between distance1 and distance2, > 0")
+    nakagami_m2: float = Field(0.75, gt=0, description="Nakagami m beyond nakagami_distance2_m, > 0")
+    nakagami_distance1_m: float = Field(80.0, gt=0, description="first Nakagami band edge (m), > 0")
+    nakagami_distance2_m: float = Field(200.0, gt=0, description="second Nakagami band edge (m), > distance1")
+    send_jitter_s: float = Field(0.01, ge=0, description="per-sender uniform send jitter (s), >= 0, < dt_s")
+    background_pairs: int = Field(0, ge=0, le=64, description="background node pairs per env, in [0, 64]")
+    background_rate_bps: float = Field(0.0, ge=0, description="offered load of each background pair (bit/s of IP packets), >= 0")
+    background_schedule: Optional[list[tuple[float, float]]] = Field(
+        None, description="piecewise-constant [[t_s, rate_bps], ...] (t_s ascending, first 0) overriding "
+                          "background_rate_bps; repeats every background_period_s if set")
+    background_period_s: Optional[float] = Field(None, gt=0, description="period of background_schedule (s), > 0")
+    background_packet_bytes: int = Field(1000, ge=UDP_IP_HEADER_BYTES, le=2000,
+                                         description="background IP packet size (B), in [28, 2000]")
+    background_poisson: bool = Field(True, description="Poisson background arrivals (else periodic)")
+    background_position_m: tuple[float, float, float] = Field(
+        (0.0, 0.0, 0.0), description="where the background pairs stand (m); pair k at (x + {0,1}, y + k, z)")
+    fallback_spacing_m: float = Field(5.0, gt=0, description="agent spacing on a line when the scenario has no positions() (m)")
+    loss_timeout_s: float = Field(1.0, ge=0.5, description="a copy not received this long after sending is lost (s), >= 0.5")
+    step_timeout_s: float = Field(5.0, gt=0, description="deadline for ns-3 to finish one step (s), > 0")
+    reset_timeout_s: float = Field(60.0, gt=0, description="deadline for ns-3 to build the networks at reset (s), > 0")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Ns3Params":
+        if self.data_mode is not None and not _MODES[self.standard].match(self.data_mode):
+            raise ValueError(f"data_mode {self.data_mode!r} is not a mode of {self.standard}; valid: "
+                             f"{_MODES[self.standard].pattern}")
+        if self.nakagami_distance2_m <= self.nakagami_distance1_m:
+            raise ValueError(f"nakagami_distance2_m ({self.nakagami_distance2_m}) must be > "
+                             f"nakagami_distance1_m ({self.nakagami_distance1_m})")
+        return self
+
+    @field_validator("background_schedule")
+    @classmethod
+    def _schedule(cls, v):
+        if v is None:
+            return v
+        ts = [t for t, _ in v]
+        if not v or ts[0] != 0 or any(b <= a for a, b in zip(ts, ts[1:])) or any(r < 0 for _, r in v):
+            raise ValueError(f"background_schedule must be [[0, rate_bps], [t1, rate_bps], ...] with t ascending "
+                             f"and rates >= 0 (bit/s); got {v}")
+        return v
+
+
+class Ns3Channel(Channel):
+    """Network-in-the-loop channel over a real ns-3 802.11 ad-hoc network (see the module docstring).
+
+    ``stats()`` keys (run totals since ``reset``): ``comm/{offered,delivered,lost,queued}_{bytes,copies}``,
+    ``comm/lost_{bytes,copies}/{seq_gap,timeout}``, ``comm/messages_sent``,
+    ``comm/latency_{mean,p50,p95,max}_s``, ``comm/ns3/background_{tx,rx}_bytes``,
+    ``comm/ns3/sim_time_s``. :meth:`per_copy` gives int64 ``[E, N, N]`` (env, sender, receiver) counters.
+
+    Raises:
+        DependencyNotInstalled: at the first ``reset`` when ns-3 is missing (says how to install it).
+        ChannelError: ns-3 did not answer within ``step_timeout_s`` or crashed.
+    """
+
+    Params = Ns3Params
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self._proc: BridgeProcess | None = None
+        self._ready = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def _config_text(self, seed: int) -> bytes:
+        p = self.params
+        cfg = dict(
+            rng_seed=1 + (seed // 2**32) % (2**32 - 1), rng_run=seed % 2**32,
+            num_envs=self.E, num_agents=self.N, standard=p.standard, rate_manager=p.rate_manager,
+            data_mode=p.data_mode or _DEFAULT_MODE[p.standard], control_mode=_BASIC_MODE[p.standard],
+            tx_power_dbm=repr(p.tx_power_dbm), log_distance_exponent=repr(p.log_distance_exponent),
+            reference_distance_m=repr(p.reference_distance_m), reference_loss_db=repr(p.reference_loss_db),
+            nakagami=int(p.nakagami), nakagami_m0=repr(p.nakagami_m0), nakagami_m1=repr(p.nakagami_m1),
+            nakagami_m2=repr(p.nakagami_m2), nakagami_distance1_m=repr(p.nakagami_distance1_m),
+            nakagami_distance2_m=repr(p.nakagami_distance2_m), send_jitter_s=repr(p.send_jitter_s),
+            background_pairs=p.background_pairs, background_packet_bytes=p.background_packet_bytes,
+            background_poisson=int(p.background_poisson), background_x_m=repr(p.background_position_m[0]),
+            background_y_m=repr(p.background_position_m[1]), background_z_m=repr(p.background_position_m[2]),
+        )
+        return "".join(f"{k}={v}\n" for k, v in cfg.items()).encode()
+
+    def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
+        """Start an episode: (re)build the ns-3 networks in the child process (started on first use).
+
+        Args:
+            seed: episode seed (int >= 0; None draws one from the OS).
+            num_envs, num_agents: ``E`` and ``N``; ``E <= 256``.
+            dt_s: simulated seconds per step (> 0).
+            scenario: anything with ``positions() -> float64 [E, N, 3]`` (m), or None.
+
+        Raises:
+            ValueError: bad sizes or seed. DependencyNotInstalled: no ns-3. ChannelError: ns-3 failed.
+        """
+        p = self.params
+        if seed is None:
+            seed = int(np.random.SeedSequence().entropy % 2**63)
+        seed = int(seed)
+        if seed < 0:
+            raise ValueError(f"ns3-v0 seed must be >= 0, got {seed}")
+        if not (1 <= num_envs <= 256) or num_agents < 1 or num_agents + 2 * p.background_pairs > 60000:
+            raise ValueError(f"ns3-v0 supports 1 <= num_envs <= 256 and num_agents >= 1; got num_envs={num_envs}, "
+                             f"num_agents={num_agents}")
+        if not dt_s > 0:
+            raise ValueError(f"ns3-v0 needs dt_s > 0 (s), got {dt_s}")
+        if p.send_jitter_s >= dt_s:
+            raise ValueError(f"ns3-v0 send_jitter_s ({p.send_jitter_s} s) must be < dt_s ({dt_s} s)")
+        self.E, self.N, self.dt_s = int(num_envs), int(num_agents), float(dt_s)
+        self.scenario = scenario
+        self._positions_fn = getattr(scenario, "positions", None) if scenario is not None else None
+        if self._positions_fn is None:
+            warnings.warn("ns3-v0: the scenario has no positions(); agents stand on a line "
+                          f"{p.fallback_spacing_m} m apart", stacklevel=2)
+        line = np.zeros((self.E, self.N, 3))
+        line[:, :, 0] = np.arange(self.N) * p.fallback_spacing_m
+        self._fallback = line
+        if self._proc is None or not self._proc.alive:
+            self._proc = BridgeProcess(ensure_bridge())
+        self._ready = False
+        self._proc.request(b"R" + struct.pack("<I", len(cfg := self._config_text(seed))) + cfg, p.reset_timeout_s)
+        self._ready = True
+        # accounting state
+        self._next_id = 0
+        self._seq = np.zeros((self.E, self.N, self.N), np.int64)
+        self._q = {k: np.zeros(0, np.int64) for k in ("key", "env", "src", "dst", "size", "seq", "t_sent_step")}
+        self._q_payload = np.zeros((0, 0), np.float32)
+        self._arrived: list[tuple] = []  # (arrival step, copies, sizes, latencies) received, not yet delivered
+        self._served_to = 0  # windows [0, _served_to) have been simulated
+        shape = (self.E, self.N, self.N)
+        keys = ["offered", "delivered"] + [f"lost/{c}" for c in CAUSES]
+        self.totals = {f"{k}_{u}": np.zeros(shape, np.int64) for k in keys for u in ("bytes", "copies")}
+        self._messages = 0
+        self._latencies: list[np.ndarray] = []
+        self._fb: dict[int, Feedback] = {}
+        self._bg = np.zeros(2, np.int64)
+        self._late_arrivals = 0
+        self._sim_time_s = 0.0
+        self._payload_dim = 0
+
+    def close(self) -> None:
+        """End the child process (idempotent); a later ``reset`` starts a new one."""
+        if self._proc is not None:
+            self._proc.close()
+            self._proc = None
+        self._ready = False
+
+    def __del__(self):  # the BridgeProcess finalizer does the work; this only makes it prompt
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ helpers
+    def _require_ready(self) -> None:
+        if not self._ready:
+            raise ChannelError("ns3-v0: call reset() first (or again, after an ns-3 failure or close())")
+
+    def _positions(self) -> np.ndarray:
+        if self._positions_fn is None:
+            return self._fallback
+        pos = np.asarray(self._positions_fn(), dtype=np.float64)
+        if pos.shape != (self.E, self.N, 3):
+            raise ValueError(f"ns3-v0: scenario.positions() must be float64 [E={self.E}, N={self.N}, 3] (m); "
+                             f"got shape {pos.shape}")
+        if not np.isfinite(pos).all():
+            raise ValueError("ns3-v0: scenario.positions() contains NaN or inf")
+        return pos
+
+    def _bg_rate(self, k: int) -> float:
+        p = self.params
+        if p.background_pairs == 0:
+            return 0.0
+        if p.background_schedule is None:
+            return float(p.background_rate_bps)
+        t = k * self.dt_s
+        if p.background_period_s is not None:
+            t = t % p.background_period_s
+        ts = [s for s, _ in p.background_schedule]
+        i = int(np.searchsorted(ts, t + 1e-12, side="right")) - 1
+        return float(p.background_schedule[max(i, 0)][1])
+
+    def background_rate_bps(self, t: int) -> float:
+        """Offered load of each background pair during step ``t`` (bit/s)."""
+        return self._bg_rate(t)
+
+    def _count(self, key, env, src, dst, size):
+        np.add.at(self.totals[f"{key}_bytes"], (env, src, dst), size)
+        np.add.at(self.totals[f"{key}_copies"], (env, src, dst), 1)
+
+    def _fate(self, decided: int, env, src, size, delivered: bool) -> None:
+        fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
+        if delivered:
+            np.add.at(fb.delivered_copies, (env, src), 1)
+            np.add.at(fb.delivered_bytes, (env, src), size)
+        else:
+            np.add.at(fb.lost_copies, (env, src), 1)
+            np.add.at(fb.lost_bytes, (env, src), size)
+
+    def _take(self, mask: np.ndarray) -> dict[str, np.ndarray]:
+        """Remove the in-flight copies under ``mask``; returns their fields (and ``payload``)."""
+        q = self._q
+        out = {k: v[mask] for k, v in q.items()}
+        out["payload"] = self._q_payload[mask]
+        self._q = {k: v[~mask] for k, v in q.items()}
+        self._q_payload = self._q_payload[~mask]
+        return out
+
+    def _lose(self, mask: np.ndarray, cause: str, decided: int) -> None:
+        if mask.any():
+            c = self._take(mask)
+            self._count(f"lost/{cause}", c["env"], c["src"], c["dst"], c["size"])
+            self._fate(decided, c["env"], c["src"], c["size"], False)
+
+    # ------------------------------------------------------------------ one ns-3 window
+    def _window(self, k: int, wire: np.ndarray) -> None:
+        """Simulate ``[k dt, (k+1) dt)`` with the messages ``wire`` leaving at ``k dt``."""
+        head = struct.pack("<cIddd", b"S", len(wire), k * self.dt_s, (k + 1) * self.dt_s, self._bg_rate(k))
+        pos = np.ascontiguousarray(self._positions(), dtype="<f8")
+        try:
+            reply = self._proc.request(head + pos.tobytes() + wire.tobytes(), self.params.step_timeout_s)
+        except ChannelError:
+            self._ready = False  # the child is gone: the next call must be reset()
+            raise
+        n, now_s, bg_tx, bg_rx = struct.unpack_from("<IdQQ", reply)
+        rx = np.frombuffer(reply, dtype=_RX, count=n, offset=28)
+        self._sim_time_s, self._bg[:] = now_s, (bg_tx, bg_rx)
+        arrival = k + 1
+        if n:
+            rkey = rx["id"].astype(np.int64) * self.N + rx["rx"].astype(np.int64)
+            qkey = self._q["key"]
+            idx = np.searchsorted(qkey, rkey)
+            found = idx < len(qkey)
+            found[found] = qkey[idx[found]] == rkey[found]
+            self._late_arrivals += int((~found).sum())
+            hit = np.zeros(len(qkey), bool)
+            hit[idx[found]] = True
+            t_rx = np.zeros(len(qkey))
+            t_rx[idx[found]] = rx["t"][found]
+            got_t = t_rx[hit]
+            c = self._take(hit)
+            if len(c["key"]):
+                batch = MessageBatch(c["env"].astype(np.int32), c["src"].astype(np.int32), c["dst"].astype(np.int32),
+                                     c["payload"], c["t_sent_step"] * self.dt_s)
+                self._arrived.append((arrival, batch, c["size"], got_t - c["t_sent_step"] * self.dt_s))
+                # per-receiver sequence numbers: earlier copies of the same pair that are still missing are lost
+                last = np.full((self.E, self.N, self.N), -1, np.int64)
+                np.maximum.at(last, (c["env"], c["src"], c["dst"]), c["seq"])
+                q = self._q
+                self._lose(q["seq"] < last[q["env"], q["src"], q["dst"]], "seq_gap", arrival)
+        q = self._q
+        timeout_steps = self.params.loss_timeout_s / self.dt_s
+        self._lose((arrival - q["t_sent_step"]) >= timeout_steps - 1e-9, "timeout", arrival)
+
+    def _advance_to(self, k: int) -> None:
+        empty = np.zeros(0, _WIRE)
+        while self._served_to < k:
+            self._window(self._served_to, empty)
+            self._served_to += 1
+
+    # ------------------------------------------------------------------ Channel API
+    def send(self, t: int, batch: MessageBatch | None) -> None:
+        """Offer the messages of step ``t`` and run ns-3 over ``[t dt, (t+1) dt)``.
+
+        Raises:
+            ValueError: env/src/dst out of range, or step ``t`` already simulated.
+            ChannelError: ns-3 did not finish within ``step_timeout_s`` or crashed.
+        """
+        self._require_ready()
+        self._advance_to(t)
+        if self._served_to > t:
+            raise ValueError(f"ns3-v0: send({t}) after the channel simulated step {self._served_to - 1}; "
+                             "call send(t) before deliver(t + 1)")
+        wire = np.zeros(0, _WIRE)
+        if batch is not None and len(batch):
+            if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)
+                    | (batch.dst < BROADCAST) | (batch.dst >= self.N) | (batch.dst == batch.src)).any():
+                raise ValueError(f"message batch has env/src/dst outside [0, {self.E}) x [0, {self.N}) "
+                                 "(dst may be -1 for broadcast, never the sender itself)")
+            m = len(batch)
+            self._messages += m
+            self._payload_dim = batch.payload.shape[1]
+            ids = self._next_id + np.arange(m, dtype=np.int64)
+            self._next_id += m
+            size = batch.size_bytes(self.params.header_bytes)
+            wire = np.empty(m, _WIRE)
+            wire["env"], wire["src"], wire["dst"], wire["size"], wire["id"] = (
+                batch.env, batch.src, batch.dst, size, ids % 2**32)
+            # copies, in (message id, receiver) key order
+            recv = np.arange(self.N, dtype=np.int64)
+            bc = batch.dst == BROADCAST
+            dst_mat = np.where(bc[:, None], recv[None, :], batch.dst.astype(np.int64)[:, None])
+            valid = np.where(bc[:, None], recv[None, :] != batch.src[:, None], recv[None, :] == 0)
+            mi, ri = np.nonzero(valid)
+            cdst = dst_mat[mi, ri]
+            env, src = batch.env[mi].astype(np.int64), batch.src[mi].astype(np.int64)
+            csize = size[mi]
+            # per-(env, sender, receiver) sequence numbers, in batch order
+            pair = (env * self.N + src) * self.N + cdst
+            order = np.argsort(pair, kind="stable")
+            ps = pair[order]
+            first = np.r_[True, ps[1:] != ps[:-1]]
+            start = np.maximum.accumulate(np.where(first, np.arange(len(ps)), 0))
+            rank = np.empty(len(ps), np.int64)
+            rank[order] = np.arange(len(ps)) - start
+            flat = self._seq.reshape(-1)
+            seq = flat[pair] + rank
+            np.add.at(flat, pair, 1)
+            new = dict(key=ids[mi] * self.N + cdst, env=env, src=src, dst=cdst, size=csize, seq=seq,
+                       t_sent_step=np.full(len(mi), t, np.int64))
+            self._count("offered", env, src, cdst, csize)
+            self._q = {k: np.concatenate([self._q[k], new[k]]) for k in self._q}
+            pay = batch.payload[mi]
+            self._q_payload = pay if len(self._q_payload) == 0 else np.concatenate([self._q_payload, pay])
+        self._window(t, wire)
+        self._served_to = t + 1
+
+    def deliver(self, t: int) -> MessageBatch:
+        """Copies received by ``t * dt_s`` and not returned before (broadcasts expanded, ``dst`` = receiver)."""
+        self._require_ready()
+        self._advance_to(t)
+        ready = [a for a in self._arrived if a[0] <= t]
+        self._arrived = [a for a in self._arrived if a[0] > t]
+        if not ready:
+            return MessageBatch.empty(self._payload_dim)
+        for _, b, size, latency in ready:
+            self._count("delivered", b.env, b.src, b.dst, size)
+            self._fate(t, b.env, b.src, size, True)
+            self._latencies.append(latency)
+        return concat([b for _, b, _, _ in ready])
+
+    def feedback(self, t: int) -> Feedback:
+        """Per-sender delivered/lost counts decided up to ``deliver(t)`` and not reported before.
+
+        A copy is decided when ns-3 delivered it (step after it arrived), when a later copy of the same
+        (sender, receiver) pair arrived without it, or ``loss_timeout_s`` after it was sent.
+        """
+        self._require_ready()
+        out = Feedback.zeros(self.E, self.N)
+        for k in [k for k in self._fb if k <= t]:
+            fb = self._fb.pop(k)
+            for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
+                getattr(out, name)[...] += getattr(fb, name)
+        return out
+
+    # ------------------------------------------------------------------ accounting
+    def queued(self) -> dict[str, np.ndarray]:
+        """int64 ``[E, N, N]``: copies and bytes in flight in ns-3 or received and not yet delivered."""
+        out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
+        out["queued_copies"] = np.zeros_like(out["queued_bytes"])
+        q = self._q
+        np.add.at(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
+        np.add.at(out["queued_copies"], (q["env"], q["src"], q["dst"]), 1)
+        for _, b, size, _ in self._arrived:
+            np.add.at(out["queued_bytes"], (b.env, b.src, b.dst), size)
+            np.add.at(out["queued_copies"], (b.env, b.src, b.dst), 1)
+        return out
+
+    def per_copy(self) -> dict[str, np.ndarray]:
+        """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
+        out = {k: v.copy() for k, v in self.totals.items()}
+        for u in ("bytes", "copies"):
+            out[f"lost_{u}"] = sum(out[f"lost/{c}_{u}"] for c in CAUSES)
+        out.update(self.queued())
+        return out
+
+    def latencies_s(self) -> np.ndarray:
+        """float64 ns-3 latencies (s) of every copy delivered since reset (send time to ns-3 reception)."""
+        return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
+
+    def stats(self) -> dict[str, float]:
+        pc = self.per_copy()
+        s = {f"comm/{k}": float(v.sum()) for k, v in pc.items() if "/" not in k}
+        for c in CAUSES:
+            for u in ("bytes", "copies"):
+                s[f"comm/lost_{u}/{c}"] = float(pc[f"lost/{c}_{u}"].sum())
+        s["comm/messages_sent"] = float(self._messages)
+        lat = self.latencies_s()
+        if len(lat):
+            s.update({"comm/latency_mean_s": float(lat.mean()), "comm/latency_p50_s": float(np.percentile(lat, 50)),
+                      "comm/latency_p95_s": float(np.percentile(lat, 95)), "comm/latency_max_s": float(lat.max())})
+        s["comm/ns3/background_tx_bytes"] = float(self._bg[0])
+        s["comm/ns3/background_rx_bytes"] = float(self._bg[1])
+        s["comm/ns3/late_arrivals"] = float(self._late_arrivals)
+        s["comm/ns3/sim_time_s"] = float(self._sim_time_s)
+        return s

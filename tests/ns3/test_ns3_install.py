@@ -1,0 +1,37 @@
+"""Without ns-3 the channel says how to install it; params are validated with the valid values."""
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from coopsim.comm.ns3 import build as ns3_build
+from coopsim.comm.ns3.channel import Ns3Channel
+from coopsim.errors import DependencyNotInstalled
+from coopsim.platform import registry
+from ns3_helpers import Positions
+
+
+def test_absent_ns3_gives_install_instructions(monkeypatch, tmp_path):
+    monkeypatch.setenv("COOPSIM_NS3_BUILD_DIR", str(tmp_path / "empty-build"))
+    monkeypatch.setattr(ns3_build, "find_ns3_config", lambda: None)
+    ch = Ns3Channel()
+    with pytest.raises(DependencyNotInstalled) as info:
+        ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1, scenario=Positions([[[0, 0, 0], [1, 0, 0]]]))
+    msg = str(info.value)
+    assert "ns-3 development files" in msg
+    assert "apt-get install -y libns3-dev" in msg
+    assert ".ci/install-ns3.sh" in msg and "docs/ns3.md" in msg
+    assert not (tmp_path / "empty-build").exists()  # nothing built, nothing started
+
+
+def test_registered_and_params_validated():
+    ch = registry.make_component("channel", "ns3-v0", standard="802.11g", data_mode="ErpOfdmRate54Mbps")
+    assert isinstance(ch, Ns3Channel) and ch.params.standard == "802.11g"
+    with pytest.raises(ValidationError, match="'HtMcs7' is not a mode of 802.11a"):
+        Ns3Channel(data_mode="HtMcs7")
+    with pytest.raises(ValidationError, match="greater than or equal to 28"):
+        Ns3Channel(header_bytes=8)
+    with pytest.raises(ValidationError, match="t ascending"):
+        Ns3Channel(background_schedule=[[1.0, 1e6]])
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        Ns3Channel(bogus=1)
