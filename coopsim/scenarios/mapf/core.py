@@ -634,7 +634,15 @@ class MGMAPFCore(ScenarioCore):
         return self._goals_xy.astype(np.int32)
 
     def instance(self, env_index: int = 0):
-        """The current instance of env ``env_index`` as a :class:`coopsim.scenarios.mapf.instance.MAPFInstance`."""
+        """The current instance of env ``env_index`` as a :class:`coopsim.scenarios.mapf.instance.MAPFInstance`.
+
+        Attributes used: ``blocked`` bool ``[H, W]``, ``starts`` int32 ``[N, 2]`` (x, y), ``goals`` int32
+        ``[N, K, 2]``, ``goal_order``, ``map_name`` (an object with these attributes if the dataclass is absent).
+        ``MGMAPFCore.from_instance(core.instance(e))`` replays it.
+
+        Raises:
+            RuntimeError: before the first ``reset``.
+        """
         md = self._maps[env_index]
         if md is None:
             raise RuntimeError("instance() needs reset() first")
@@ -755,9 +763,13 @@ def _instance_arrays(inst: Any):
 def _make_instance(md: MapData, starts: np.ndarray, goals: np.ndarray, goal_order: str):
     import inspect
 
-    from coopsim.scenarios.mapf.instance import MAPFInstance
-
     values = {"blocked": md.blocked, "starts": starts, "goals": goals, "goal_order": goal_order,
               "map_name": md.name, "name": md.name}
+    try:
+        from coopsim.scenarios.mapf.instance import MAPFInstance
+    except ImportError:  # the shared dataclass is not installed: the same attributes in a namespace
+        from types import SimpleNamespace
+
+        return SimpleNamespace(**{k: v for k, v in values.items() if k != "name"})
     sig = inspect.signature(MAPFInstance)
     return MAPFInstance(**{k: v for k, v in values.items() if k in sig.parameters})
