@@ -7,11 +7,16 @@ estimate*: the highest rate at which it recently offered traffic and saw a loss 
 * loss above the threshold while probing above the estimate: the probe failed; the probing rate
   falls back to the estimate, which stays;
 * loss above the threshold at or below the estimate: capacity fell; the estimate (and the probing
-  rate) step down by ``down_factor``;
+  rate) step down by ``down_factor``, and, when ``dt_s`` is given, to at most the rate actually
+  delivered in that report (a delivery-rate bound in the manner of BBR, so one report suffices
+  after a deep drop);
 * after a loss the sender holds for ``hold_steps`` reports (no step up: the hysteresis that keeps it
-  from oscillating at the edge);
+  from oscillating at the edge); each further failed probe doubles the hold, up to
+  ``max_hold_steps``; a confirmed probe resets it;
 * loss within the threshold, not holding: after ``up_after`` consecutive such reports the probing rate
-  is confirmed (``estimate = max(estimate, rate)``) and the next probe is ``estimate * up_factor``.
+  is confirmed (``estimate = max(estimate, rate)``) and the next probe is ``estimate * step``, where
+  ``step`` starts at ``up_factor`` and is multiplied by ``up_factor`` after every confirmed probe up to
+  ``max_up_factor`` (fast recovery after capacity returns); any loss resets it to ``up_factor``.
 
 Reports without traffic change nothing. Rates stay in ``[min_rate_bps, max_rate_bps]``.
 The estimate is what a sender should use; the probing rate is what it may offer to learn more.
@@ -21,6 +26,8 @@ TCP-friendly rate control (RFC 5348) reduced to what per-copy delivered/lost cou
 from __future__ import annotations
 
 import numpy as np
+from typing import Optional
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.platform.comm import Feedback
@@ -32,10 +39,15 @@ class SafeRateProbeParams(BaseModel):
     min_rate_bps: float = Field(..., gt=0, description="lowest rate (bit/s), > 0")
     max_rate_bps: float = Field(..., gt=0, description="highest rate (bit/s), e.g. the full-broadcast demand")
     up_factor: float = Field(1.05, gt=1, description="probing step up (ratio), > 1")
+    max_up_factor: float = Field(1.05, gt=1, description="step up after consecutive confirmed probes grows "
+                                 "geometrically (x up_factor each time) up to this ratio (>= up_factor)")
     down_factor: float = Field(0.85, gt=0, lt=1, description="step down after loss (ratio), in (0, 1)")
     loss_threshold: float = Field(0.003, ge=0, lt=1, description="largest loss fraction counted safe, in [0, 1)")
     up_after: int = Field(3, ge=1, description="consecutive safe reports before stepping up, >= 1")
     hold_steps: int = Field(5, ge=0, description="reports without stepping up after a loss, >= 0")
+    max_hold_steps: int = Field(5, ge=0, description="hold after repeated failed probes doubles up to this (>= hold_steps)")
+    dt_s: Optional[float] = Field(None, gt=0, description="step length (s); if set, a capacity fall sets the estimate "
+                                  "to at most the delivered rate of the lossy report (bytes * 8 / dt_s)")
 
 
 class SafeRateProbe:
@@ -63,6 +75,8 @@ class SafeRateProbe:
         self.estimate_bps = np.full(self.shape, p.initial_rate_bps)
         self._good = np.zeros(self.shape, np.int64)
         self._hold = np.zeros(self.shape, np.int64)
+        self._hold_len = np.full(self.shape, p.hold_steps, np.int64)
+        self._step = np.full(self.shape, p.up_factor)
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -82,17 +96,26 @@ class SafeRateProbe:
         # loss while probing above the estimate: the probe failed, fall back to the estimate
         # loss at or below the estimate: capacity fell, step the estimate down
         fell = bad & ~probing
-        self.estimate_bps = np.where(fell, np.maximum(self.estimate_bps * p.down_factor, p.min_rate_bps),
-                                     self.estimate_bps)
+        failed = bad & probing
+        new_est = self.estimate_bps * p.down_factor
+        if p.dt_s is not None:
+            new_est = np.minimum(new_est, fb.delivered_bytes * 8 / p.dt_s)
+        self.estimate_bps = np.where(fell, np.maximum(new_est, p.min_rate_bps), self.estimate_bps)
         self.rate_bps = np.where(bad, self.estimate_bps, self.rate_bps)
-        self._hold = np.where(bad, p.hold_steps, np.maximum(self._hold - has, 0))
+        hold_max = max(p.max_hold_steps, p.hold_steps)
+        self._hold = np.where(bad, self._hold_len, np.maximum(self._hold - has, 0))
+        self._hold_len = np.where(failed, np.minimum(self._hold_len * 2, hold_max), self._hold_len)
         self._good = np.where(bad, 0, self._good)
         # safe: count, confirm, step up
         limited = np.ones(self.shape, bool) if active is None else np.asarray(active, bool)
         self._good = np.where(good, self._good + 1, self._good)
         up = good & (self._good >= p.up_after) & (self._hold == 0)
+        self._hold_len = np.where(up & probing, p.hold_steps, self._hold_len)
+        self._step = np.where(bad, p.up_factor, self._step)
+        self._step = np.where(up & probing, np.minimum(self._step * p.up_factor, max(p.max_up_factor, p.up_factor)),
+                              self._step)
         self.estimate_bps = np.where(up, np.maximum(self.estimate_bps, self.rate_bps), self.estimate_bps)
-        self.rate_bps = np.where(up & limited, np.minimum(self.estimate_bps * p.up_factor, p.max_rate_bps),
+        self.rate_bps = np.where(up & limited, np.minimum(self.estimate_bps * self._step, p.max_rate_bps),
                                  self.rate_bps)
         self._good = np.where(up, 0, self._good)
         return self.estimate_bps

@@ -46,7 +46,8 @@ def test_probe_converges_to_constant_capacity(capacity):
 
 
 def test_probe_falls_back_on_failed_probe_steps_down_on_capacity_drop_and_holds():
-    p = SafeRateProbe((1,), initial_rate_bps=10_000, min_rate_bps=1000, max_rate_bps=1e6, up_after=1, hold_steps=2)
+    p = SafeRateProbe((1,), initial_rate_bps=10_000, min_rate_bps=1000, max_rate_bps=1e6, up_after=1, hold_steps=2,
+                      max_hold_steps=4)
     fb = lambda d, l: Feedback(np.zeros((1,), np.int64), np.zeros((1,), np.int64), np.array([d]), np.array([l]))  # noqa: E731
     p.update(fb(100, 0))  # safe at 10000: probe 10500
     assert p.estimate_bps[0] == 10_000 and p.rate_bps[0] == pytest.approx(10_500)
@@ -56,12 +57,14 @@ def test_probe_falls_back_on_failed_probe_steps_down_on_capacity_drop_and_holds(
     assert p.rate_bps[0] == 10_000
     p.update(fb(100, 0))  # hold over: confirm and probe again
     assert p.rate_bps[0] == pytest.approx(10_500)
-    p.update(fb(99, 1))  # 1% loss while probing: back
+    p.update(fb(99, 1))  # 1% loss while probing: back, and the hold doubles (2 -> 4)
+    assert p._hold[0] == 4
     p.update(fb(97, 3))  # 3% loss at the estimate: capacity fell, step down by 0.85
     assert p.estimate_bps[0] == pytest.approx(8500) and p.rate_bps[0] == pytest.approx(8500)
     p.update(fb(0, 0))  # no traffic: nothing learnt, hold not consumed
     p.update(fb(0, 0))
-    p.update(fb(100, 0))
-    assert p.rate_bps[0] == pytest.approx(8500)
+    for _ in range(3):  # the hold is 4 reports now
+        p.update(fb(100, 0))
+        assert p.rate_bps[0] == pytest.approx(8500)
     p.update(fb(100, 0))
     assert p.rate_bps[0] == pytest.approx(8500 * 1.05)

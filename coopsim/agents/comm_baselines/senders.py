@@ -1,0 +1,125 @@
+"""Message senders: which candidate messages go to which teammate each step (vectorized).
+
+A *candidate* is one entity-level fact an agent can tell a teammate: entity ``k``'s position
+(``values [E, N, K, 2]``, valid where ``valid [E, N, K]``). A sender returns a mask
+``[E, N, K, N]`` (env, sender, entity, receiver) of the copies to send this step; the diagonal
+(sender = receiver) is never set. Full broadcast sends every valid candidate to every teammate.
+
+Senders here: :class:`NoCommSender`, :class:`BroadcastSender`, :class:`PeriodicSender`,
+:class:`NoveltySender`. DDACOM's sender is :class:`coopsim.agents.ddacom.sender.DDACOMSender`.
+Every sender keeps, per (sender, receiver, entity), the value last sent (``last_sent``) and, per
+(receiver-of-this-agent, teammate, entity), the value last heard from that teammate (``heard``),
+which rankers use.
+"""
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from coopsim.platform.comm import Feedback, MessageBatch
+
+
+class SenderParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Sender:
+    """Base sender: bookkeeping of what was sent and heard (see module docstring)."""
+
+    Params = SenderParams
+    uses_feedback = False
+
+    def __init__(self, **params):
+        self.params = self.Params(**params)
+
+    def reset(self, num_envs: int, num_agents: int, num_entities: int, dt_s: float, copy_bytes: int,
+              demand_bps: float) -> None:
+        """Start a run: ``copy_bytes`` is one copy's size, ``demand_bps`` the full-broadcast demand per sender."""
+        E, N, K = num_envs, num_agents, num_entities
+        self.E, self.N, self.K, self.dt_s = E, N, K, dt_s
+        self.copy_bytes, self.demand_bps = int(copy_bytes), float(demand_bps)
+        self.last_sent = np.zeros((E, N, N, K, 2))  # [env, sender, receiver, entity]
+        self.has_sent = np.zeros((E, N, N, K), bool)
+        self.last_any = np.zeros((E, N, K, 2))  # sender's last sent value of each entity, any receiver
+        self.has_any = np.zeros((E, N, K), bool)
+        self.heard = np.zeros((E, N, N, K, 2))  # [env, me, teammate, entity]: what teammate told me
+        self.has_heard = np.zeros((E, N, N, K), bool)
+        self._offdiag = ~np.eye(N, dtype=bool)
+
+    def new_episode(self, env_ids: np.ndarray | None = None) -> None:
+        """Forget message history (beliefs restart) but keep network state (rates, buckets)."""
+        ids = slice(None) if env_ids is None else env_ids
+        for a in (self.has_sent, self.has_any, self.has_heard):
+            a[ids] = False
+
+    def select(self, t: int, values: np.ndarray, valid: np.ndarray) -> np.ndarray:  # pragma: no cover
+        raise NotImplementedError
+
+    def commit(self, mask: np.ndarray, values: np.ndarray) -> None:
+        """Record the copies ``mask [E, N, K, R]`` as sent."""
+        m = np.moveaxis(mask, 3, 2)  # [E, N, R, K]
+        self.last_sent = np.where(m[..., None], values[:, :, None], self.last_sent)
+        self.has_sent |= m
+        anym = mask.any(axis=3)
+        self.last_any = np.where(anym[..., None], values, self.last_any)
+        self.has_any |= anym
+
+    def on_receive(self, inbox: MessageBatch | None) -> None:
+        """Record delivered copies (payload ``[entity_id, x_m, y_m]``)."""
+        if inbox is None or len(inbox) == 0:
+            return
+        k = inbox.payload[:, 0].astype(np.int64)
+        self.heard[inbox.env, inbox.dst, inbox.src, k] = inbox.payload[:, 1:3]
+        self.has_heard[inbox.env, inbox.dst, inbox.src, k] = True
+
+    def on_feedback(self, fb: Feedback | None) -> None:
+        """Per-sender delivery feedback (only rate-adaptive senders use it)."""
+
+    def _all(self, valid: np.ndarray) -> np.ndarray:
+        return valid[..., None] & self._offdiag[None, :, None, :]
+
+
+class NoCommSender(Sender):
+    """Sends nothing."""
+
+    def select(self, t, values, valid):
+        return np.zeros(valid.shape + (self.N,), bool)
+
+
+class BroadcastSender(Sender):
+    """Full broadcast: every valid candidate to every teammate, every step."""
+
+    def select(self, t, values, valid):
+        return self._all(valid)
+
+
+class PeriodicParams(SenderParams):
+    period_steps: int = Field(2, ge=1, description="full broadcast every this many steps, >= 1")
+
+
+class PeriodicSender(Sender):
+    """Full broadcast every ``period_steps`` steps (agent ``i`` at steps ``t = i mod period``): a fixed rate."""
+
+    Params = PeriodicParams
+
+    def select(self, t, values, valid):
+        p = self.params.period_steps
+        on = ((t - np.arange(self.N)) % p == 0)[None, :, None, None]
+        return self._all(valid) & on
+
+
+class NoveltyParams(SenderParams):
+    threshold_m: float = Field(0.1, ge=0, description="send when the value moved more than this (m) since last sent to that teammate")
+
+
+class NoveltySender(Sender):
+    """Novelty threshold: send entity ``k`` to teammate ``r`` when it changed by more than ``threshold_m``
+    since it was last sent to ``r`` (or was never sent). No rate control."""
+
+    Params = NoveltyParams
+
+    def select(self, t, values, valid):
+        last = np.moveaxis(self.last_sent, 2, 3)  # [E, N, K, R]
+        sent = np.moveaxis(self.has_sent, 2, 3)
+        dev = np.linalg.norm(values[..., None, :] - last, axis=-1)
+        return self._all(valid) & (~sent | (dev > self.params.threshold_m))

@@ -1,0 +1,122 @@
+"""DDACOM message sending: deviation ranking + a dynamic token bucket that follows a probed safe rate.
+
+After the sending half of DDACOM (dual-decoupled adaptive communication, see
+``/work/shared/facts/methods.md``): sending is decided apart from the action policy.
+
+Ranking. For sender ``i``, entity ``k`` and teammate ``r``::
+
+    team_dev = | v_ik - info_irk |      info_irk: what r is believed to hold about k -- the more recent of
+                                         what i last sent r and what r last told i (inf if neither)
+    hist_dev = | v_ik - last_ik |        last_ik: the value i last sent of k to anyone (inf if never)
+    score    = min(team_dev, cap) + hist_weight * min(hist_dev, cap)
+
+With ``min_deviation_m`` set, copies with ``team_dev <= min_deviation_m`` are never sent; by default
+(None) the budget is filled with the top-ranked copies.
+
+Budget. A token bucket per sender (rate in bit/s, depth one step of tokens) is refilled
+every step at ``margin * r``, where ``r`` is the :class:`~coopsim.comm.probe.SafeRateProbe`'s probing
+rate -- its safe-rate estimate, or a rate one probing step above it while it probes. The number of
+copies the bucket allows go out, highest scores first. The probe learns from the channel's
+per-sender feedback only (:meth:`on_feedback`); a sender whose demand was below its allowance is
+application-limited and does not probe higher.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from pydantic import Field
+
+from coopsim.agents.comm_baselines.senders import Sender, SenderParams
+from coopsim.comm.probe import SafeRateProbe
+from coopsim.comm.token_bucket import TokenBucket
+
+
+class DDACOMSenderParams(SenderParams):
+    hist_weight: float = Field(0.5, ge=0, description="weight of the deviation from own sending history, >= 0")
+    min_deviation_m: Optional[float] = Field(None, ge=0, description="copies deviating at most this from the teammate's "
+                                             "info (m) are never sent; None = fill the budget with the top-ranked")
+    cap_m: float = Field(4.0, gt=0, description="deviation given to unknown info (m), > 0")
+    initial_rate_frac: float = Field(0.2, gt=0, le=1, description="start rate as a fraction of full-broadcast demand")
+    min_rate_frac: float = Field(0.02, gt=0, le=1, description="lowest rate, fraction of demand")
+    margin: float = Field(1.0, gt=0, le=1, description="fraction of the probed rate actually used, in (0, 1]")
+    up_factor: float = Field(1.05, gt=1, description="probe step up (ratio)")
+    max_up_factor: float = Field(1.3, gt=1, description="largest probe step after consecutive confirmed probes (ratio)")
+    down_factor: float = Field(0.8, gt=0, lt=1, description="step down when loss hits at the estimate (ratio)")
+    loss_threshold: float = Field(0.003, ge=0, lt=1, description="loss fraction counted safe")
+    up_after: int = Field(3, ge=1, description="safe reports before probing higher")
+    hold_steps: int = Field(8, ge=0, description="reports without probing after a loss")
+    max_hold_steps: int = Field(200, ge=0, description="hold after repeated failed probes doubles up to this")
+
+
+class DDACOMSender(Sender):
+    """DDACOM's sender (see module docstring). Attributes ``probe`` and ``bucket`` are ``[E, N]`` arrays."""
+
+    Params = DDACOMSenderParams
+    uses_feedback = True
+
+    def reset(self, num_envs, num_agents, num_entities, dt_s, copy_bytes, demand_bps):
+        super().reset(num_envs, num_agents, num_entities, dt_s, copy_bytes, demand_bps)
+        p = self.params
+        shape = (num_envs, num_agents)
+        self.probe = SafeRateProbe(shape, initial_rate_bps=p.initial_rate_frac * demand_bps,
+                                   min_rate_bps=p.min_rate_frac * demand_bps, max_rate_bps=demand_bps,
+                                   up_factor=p.up_factor, max_up_factor=p.max_up_factor, down_factor=p.down_factor, loss_threshold=p.loss_threshold,
+                                   up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
+                                   dt_s=dt_s)
+        self.bucket = TokenBucket(0, 0, shape=shape, full=False)
+        self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
+        self._limited = np.ones(shape, bool)
+        self._t = 0
+
+    def score(self, values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(score, team_dev), both float64 ``[E, N, K, R]``."""
+        p = self.params
+        sent = np.moveaxis(self.has_sent, 2, 3)
+        heard = np.moveaxis(self.has_heard, 2, 3)  # [E, me, K, teammate]
+        info = np.moveaxis(self.info, 2, 3)  # [E, N, K, R, 2]
+        known = sent | heard
+        team = np.where(known, np.linalg.norm(values[..., None, :] - info, axis=-1), np.inf)
+        hist = np.where(self.has_any, np.linalg.norm(values - self.last_any, axis=-1), np.inf)[..., None]
+        score = np.minimum(team, p.cap_m) + p.hist_weight * np.minimum(hist, p.cap_m)
+        return np.where(self._all(valid), score, -np.inf), np.where(self._all(valid), team, -np.inf)
+
+    @property
+    def info(self) -> np.ndarray:
+        """``[E, N, R, K, 2]``: what teammate r is believed to hold about each entity."""
+        return self._info
+
+    def select(self, t, values, valid):
+        p = self.params
+        score, team = self.score(values, valid)
+        want = team > (-1.0 if p.min_deviation_m is None else p.min_deviation_m)  # [E, N, K, R]
+        demand = want.reshape(self.E, self.N, -1).sum(axis=2)
+        rate = self.probe.rate_bps * p.margin
+        self.bucket.set_rate(rate)
+        self.bucket.set_burst(np.floor(rate * self.dt_s / 8))  # one step: never two steps' worth at once
+        self.bucket.refill(self.dt_s)
+        allowed = self.bucket.consume_up_to(demand, self.copy_bytes)  # tokens taken only for what is sent
+        self._limited = demand > allowed  # rate-limited: the probe may step up
+        flat = np.where(want, score, -np.inf).reshape(self.E, self.N, -1)
+        order = np.argsort(-flat, axis=2, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(flat.shape[2])[None, None, :], axis=2)
+        mask = (rank < allowed[..., None]).reshape(want.shape) & want
+        return mask
+
+    def commit(self, mask, values):
+        super().commit(mask, values)
+        m = np.moveaxis(mask, 3, 2)
+        self._info = np.where(m[..., None], values[:, :, None], self._info)
+
+    def on_receive(self, inbox):
+        super().on_receive(inbox)
+        if inbox is None or len(inbox) == 0:
+            return
+        k = inbox.payload[:, 0].astype(np.int64)
+        # the teammate told me this value, so it holds it (the latest of what it told and what I sent)
+        self._info[inbox.env, inbox.dst, inbox.src, k] = inbox.payload[:, 1:3]
+
+    def on_feedback(self, fb):
+        if fb is not None:
+            self.probe.update(fb, active=self._limited)
