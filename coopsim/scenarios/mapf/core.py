@@ -34,16 +34,17 @@ Movement rules (applied simultaneously to all agents of an env; ``conflicts="blo
 
 Observation (``Dict``, per agent, keys in this order):
 
-    =========== ====================== ==========================================================================
-    key         shape, dtype           meaning (unit)
-    =========== ====================== ==========================================================================
-    goal_status float32 [K, 2]         [:, 0] 1 if goal k is still to visit; [:, 1] 1 if visiting it now would
-                                       count (fixed order: only the next goal; free order: every remaining goal)
-    goal_vec    float32 [K, 2]         (dx, dy) = goal k − own cell, in cells (x right, y down); zero once visited
-    window      float32 [3, 2R+1, 2R+1] local view centred on the agent, ``window[c, i, j]`` is the cell
-                                       (x + j − R, y + i − R): c=0 obstacle or off-map (1/0), c=1 another agent
-                                       there (1/0), c=2 one of the agent's own remaining goals there (1/0)
-    =========== ====================== ==========================================================================
+    =========== ========================= ===========================================================================
+    key         shape, dtype              meaning (unit, range)
+    =========== ========================= ===========================================================================
+    goal_status float32 [K, 2]            [:, 0] 1 if goal k is still to visit; [:, 1] 1 if visiting it now would
+                                          count (fixed order: only the next goal; free order: every remaining goal)
+    goal_vec    float32 [K, 2]            (dx, dy) = goal k − own cell (cells, x right, y down; |dx| < W, |dy| < H);
+                                          zero once visited
+    window      float32 [3, 2R+1, 2R+1]   local view centred on the agent, ``window[c, i, j]`` is the cell
+                                          (x + j − R, y + i − R): c=0 obstacle or off-map (1/0), c=1 another agent
+                                          there (1/0), c=2 one of the agent's own remaining goals there (1/0)
+    =========== ========================= ===========================================================================
 
     The batched ``window`` array ``[E, N, 3, S, S]`` is built by one fancy-indexing copy out of channels-last
     planes, so it is a strided view (memory order ``[E, N, S, S, 3]``); index it freely, or call
