@@ -8,7 +8,9 @@ violation needs a wrong removal (probability at most ``delta'`` per run). Two pl
 
 * ``joint`` (small instances, ``V^N A^N <= joint_limit``): optimistic finite-horizon DP over joint
   states with the empirical model plus a count bonus ``bonus * mean_i 1/sqrt(max(1, n(s_i, b_i)))``
-  (UCRL/UCBVI-style optimism; Jaksch et al. 2010, Azar et al. 2017), restricted to the joint actions
+  (UCRL/UCBVI-style optimism; Jaksch et al. 2010, Azar et al. 2017) and an ``expand_bonus`` on actions
+  whose plausible set can still shrink (trying them is what grows the certified set, as the
+  "expanders" of SafeMDP, Turchetta et al. 2016), restricted to the joint actions
   certified at every state (:class:`~coopsim.scenarios.coop_game.solver.SafeTable`); replanned with a
   doubling schedule (after episodes 1, 2, 4, 8, ...).
 * ``factored`` (any N): per-agent optimistic values ``Q_i(t, s_i, a)`` (team reward is a sum of
@@ -39,6 +41,9 @@ class GraphSafeParams(AgentParams):
     p_min: float = Field(0.05, gt=0, le=1, description="lower bound on every true outcome's probability, in (0, 1]")
     num_runs: int = Field(1, ge=1, description="seed x config runs the report covers (delta' = delta / num_runs), >= 1")
     bonus: float = Field(0.1, ge=0, description="optimism bonus scale (team-reward units per step), >= 0")
+    expand_bonus: float = Field(0.05, ge=0, description="bonus (team-reward units per step) for actions whose plausible set "
+                                "can still shrink (tries < removal threshold and unseen prior outcomes): optimism about "
+                                "growing the certified set, >= 0")
     planner: Literal["auto", "joint", "factored"] = Field("auto", description="auto: joint when the joint table fits")
     joint_limit: float = Field(4e6, gt=0, description="largest V^N * A^N table the joint planner builds (entries)")
     max_enumerate: int = Field(3125, ge=1, description="largest component joint-action space solved by enumeration")
@@ -77,7 +82,7 @@ class GraphSafeAgent(AgentPlugin):
         self._table = None
         self._t = np.zeros(scenario.num_envs, np.int64)
         self._last_state = None
-        self.last_conservativeness: float | None = None
+        self.visited: np.ndarray | None = None  # joint states seen (joint planner)
 
     # --- model -----------------------------------------------------------------------------------
     def plausible_support(self) -> np.ndarray:
@@ -85,12 +90,17 @@ class GraphSafeAgent(AgentPlugin):
         keep = (self.model.seen > 0) | (self.model.tries < self.model.n_remove)[..., None]
         return (self.world.prior >= 0) & keep
 
+    def slot_estimate(self) -> np.ndarray:
+        """float64 ``[V, A, K]``: empirical outcome frequencies over the prior slots; untried actions
+        uniform over their plausible set."""
+        sup = self.plausible_support()
+        tries = self.model.tries[..., None]
+        return np.where(tries > 0, self.model.seen / np.maximum(tries, 1), sup / np.maximum(sup.sum(-1, keepdims=True), 1))
+
     def transition_estimate(self) -> np.ndarray:
         """float64 ``[V, A, V]``: empirical transitions; untried actions uniform over their plausible set."""
         w = self.world
-        sup = self.plausible_support()
-        tries = self.model.tries[..., None]
-        P = np.where(tries > 0, self.model.seen / np.maximum(tries, 1), sup / np.maximum(sup.sum(-1, keepdims=True), 1))
+        P = self.slot_estimate()
         T = np.zeros((w.num_cells, w.num_actions, w.num_cells))
         v, a, k = np.nonzero(w.prior >= 0)
         np.add.at(T, (v, a, w.prior[v, a, k]), P[v, a, k])
@@ -99,16 +109,19 @@ class GraphSafeAgent(AgentPlugin):
     def _bonus_va(self) -> np.ndarray:
         if self.params.greedy:
             return np.zeros(self.model.tries.shape)
-        return self.params.bonus / np.sqrt(np.maximum(self.model.tries, 1))
+        b = self.params.bonus / np.sqrt(np.maximum(self.model.tries, 1))
+        prior = self.world.prior >= 0
+        can_shrink = (self.model.tries < self.model.n_remove) & ((self.model.seen == 0) & prior).any(-1)
+        return b + self.params.expand_bonus * can_shrink
 
     # --- planning --------------------------------------------------------------------------------
     def plan(self) -> None:
         """Recompute the optimistic plan from the current counts (joint DP or per-agent values)."""
         from coopsim.scenarios.coop_game.solver import SafeTable, solve, team_reward
 
-        T = self.transition_estimate()
         b = self._bonus_va()
         if self.mode == "joint":
+            T = self.transition_estimate()
             if self._table is None:
                 self._table = SafeTable(self.world, self.scenario.constraint_set, self.N, self.params.joint_limit)
             tab = self._table
@@ -121,14 +134,17 @@ class GraphSafeAgent(AgentPlugin):
             self._plan = solve(T, team_reward(self.world, self.targets), allowed, self.H, bonus=bonus)
             self._allowed = allowed
         else:
-            # per-agent optimistic values, reward 1{s' = target_i} / N
-            V, A, _ = T.shape
+            # per-agent optimistic values, reward 1{s' = target_i} / N; transitions over the K prior slots
+            w = self.world
+            P = self.slot_estimate()  # [V, A, K]
+            nxt = np.where(w.prior >= 0, w.prior, 0)
+            V, A = w.num_cells, w.num_actions
             Qs = np.zeros((self.H, self.N, V, A))
             W = np.zeros((self.N, V))
             onehot = np.zeros((self.N, V))
             onehot[np.arange(self.N), self.targets] = 1.0 / self.N
             for t in range(self.H - 1, -1, -1):
-                Q = np.einsum("vau,nu->nva", T, onehot + W) + b[None] / self.N
+                Q = ((onehot + W)[:, nxt] * P[None]).sum(-1) + b[None] / self.N  # [N, V, A]
                 Qs[t] = Q
                 W = Q.max(-1)
             self._plan = Qs
@@ -149,6 +165,9 @@ class GraphSafeAgent(AgentPlugin):
         t = np.minimum(state.t, self.H - 1)
         if self.mode == "joint":
             s = joint_index(state.cells, self.world.num_cells)
+            if self.visited is None:
+                self.visited = np.zeros(len(self._table.states), bool)
+            self.visited[s] = True
             joint = self._table.actions[self._plan.policy[t, s]]
             return joint.astype(np.int64), None
         plaus = self.model.plausible(state)
@@ -168,8 +187,13 @@ class GraphSafeAgent(AgentPlugin):
             self.episodes += 1
 
     # --- diagnostics -------------------------------------------------------------------------------
-    def conservativeness(self, true_support: np.ndarray) -> float:
-        """Fraction of truly safe (state, joint action) pairs certified (joint planner only; ``true_support`` ``[V, A, K]``)."""
+    def conservativeness(self, true_support: np.ndarray, visited_only: bool = False) -> float:
+        """Fraction of truly safe (state, joint action) pairs that are certified, over every joint state or
+        (``visited_only``) over the joint states the agent has acted in; ``true_support`` bool ``[V, A, K]``.
+
+        Raises:
+            AssertionError: a certified joint action is not truly safe (a true outcome was removed).
+        """
         if self._table is None:
             from coopsim.scenarios.coop_game.solver import SafeTable
 
@@ -178,6 +202,8 @@ class GraphSafeAgent(AgentPlugin):
         cert = self._table.safe(self.plausible_support())
         if (cert & ~truly).any():
             raise AssertionError("a certified joint action is not truly safe: the plausible sets lost a true outcome")
+        if visited_only and self.visited is not None:
+            truly, cert = truly[self.visited], cert[self.visited]
         return float(cert.sum() / max(truly.sum(), 1))
 
     def save(self, path):

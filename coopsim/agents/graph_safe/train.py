@@ -144,5 +144,6 @@ def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_par
         m.update(phase=float(phase), episode=float(ep))
         if true_support_every and hasattr(agent, "conservativeness") and (ep % true_support_every == 0 or ep == episodes - 1):
             m["conservativeness"] = agent.conservativeness(sc.world().true_prob > 0)
+            m["conservativeness_visited"] = agent.conservativeness(sc.world().true_prob > 0, visited_only=True)
         recs.append(m)
     return recs

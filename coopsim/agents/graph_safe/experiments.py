@@ -1,0 +1,214 @@
+"""Measure the issue's targets for graph-safe RL and write them under ``docs/safety_results/``.
+
+Usage::
+
+    python -m coopsim.agents.graph_safe.experiments violations [--train-episodes 20 --eval-episodes 5]
+    python -m coopsim.agents.graph_safe.experiments regret [--episodes 1500 --seeds 0 1 2]
+    python -m coopsim.agents.graph_safe.experiments tables      # rebuild the markdown from the JSON files
+
+``violations``: for every shipped config in ``configs/safety/`` and each of its 20 seeds, train graph-safe
+RL (with its training shield ``certificate-v0``) then evaluate it greedily, and run independent
+Q-learning without a shield for the same number of episodes; per seed it prints the violation counts,
+steps and wall time. ``regret``: on small instances, cumulative regret against the exact optimal safe
+policy (DP with the true dynamics), its log-log slope over the second half of training, and the
+conservativeness curve. Each config's results are written atomically as one JSON file, and finished
+configs are skipped on a rerun (the run can be interrupted and continued).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+OUT = Path("docs/safety_results")
+
+
+def _atomic_json(obj, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1))
+    os.replace(tmp, path)
+
+
+def violations(config_files: list[str], train_episodes: int | None, eval_episodes: int | None, out: Path,
+               seeds: list[int] | None = None) -> None:
+    from coopsim.agents.graph_safe.train import train_seed
+    from coopsim.platform.config import load_config
+
+    for f in config_files:
+        cfg = load_config(f)
+        path = out / f"violations-{cfg.name}.json"
+        if path.exists():
+            print(f"{cfg.name}: done already ({path})")
+            continue
+        n_train = train_episodes if train_episodes is not None else cfg.episodes
+        n_eval = eval_episodes if eval_episodes is not None else max(1, n_train // 4)
+        rows = []
+        print(f"\n{cfg.name}: {n_train} training + {n_eval} evaluation episodes per seed")
+        print(f"{'seed':>4} {'gs train viol':>13} {'gs eval viol':>12} {'gs steps':>8} {'gs wall s':>9} "
+              f"{'gs return':>9} {'iql viol (no shield)':>20} {'iql steps':>9}")
+        for seed in (seeds if seeds is not None else cfg.seeds):
+            t0 = time.perf_counter()
+            recs = train_seed(cfg.scenario.id, cfg.scenario_params(), cfg.agents.id, cfg.agents.params, cfg.shield.id,
+                              cfg.shield.params, seed, n_train, n_eval)
+            wall = time.perf_counter() - t0
+            iql = train_seed(cfg.scenario.id, cfg.scenario_params(), "safe_baselines/iql-v0", {"seed": seed},
+                             "passthrough-v0", {}, seed, n_train + n_eval)
+            row = {
+                "seed": seed,
+                "gs_train_violations": sum(r["violations"] for r in recs if r["phase"] == 0),
+                "gs_eval_violations": sum(r["violations"] for r in recs if r["phase"] == 1),
+                "gs_uncertified_steps": sum(r["shield/uncertified"] for r in recs),
+                "gs_shield_interventions": sum(r["shield/interventions"] for r in recs),
+                "gs_steps": sum(r["steps"] for r in recs),
+                "gs_wall_s": wall,
+                "gs_eval_return": float(np.mean([r["episode/return"] for r in recs if r["phase"] == 1])),
+                "iql_violations": sum(r["violations"] for r in iql),
+                "iql_steps": sum(r["steps"] for r in iql),
+                "iql_eval_return": float(np.mean([r["episode/return"] for r in iql[-n_eval:]])),
+            }
+            rows.append(row)
+            print(f"{seed:>4} {row['gs_train_violations']:>13.0f} {row['gs_eval_violations']:>12.0f} {row['gs_steps']:>8.0f} "
+                  f"{wall:>9.1f} {row['gs_eval_return']:>9.2f} {row['iql_violations']:>20.0f} {row['iql_steps']:>9.0f}", flush=True)
+        _atomic_json({"config": f, "name": cfg.name, "train_episodes": n_train, "eval_episodes": n_eval,
+                      "agents": cfg.agents.model_dump(), "shield": cfg.shield.model_dump(), "rows": rows}, path)
+
+
+REGRET_CASES = {
+    "grid4x4-2ag-all": ("coop_game/Grid4x4-v0", {"num_agents": 2, "constraints": ["separation", "resource", "connectivity"]}),
+    "grid5x5-2ag-separation": ("coop_game/Grid5x5-v0", {"num_agents": 2, "constraints": ["separation"]}),
+    "grid4x4-3ag-separation": ("coop_game/Grid4x4-v0", {"num_agents": 3, "constraints": ["separation"]}),
+}
+
+
+def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out: Path) -> None:
+    from coopsim.agents.graph_safe.train import train_seed
+    from coopsim.platform.registry import make_scenario
+    from coopsim.scenarios.coop_game.solver import solve_scenario
+
+    for name in cases:
+        sid, sp = REGRET_CASES[name]
+        for seed in seeds:
+            path = out / f"regret-{name}-seed{seed}.json"
+            if path.exists():
+                print(f"{name} seed {seed}: done already")
+                continue
+            sc = make_scenario(sid, **sp)
+            sol, _ = solve_scenario(sc)
+            v_star = sol.value(sc.starts(), sc.world().num_cells)
+            t0 = time.perf_counter()
+            params = {"num_runs": 360, "p_min": p_min}
+            recs = train_seed(sid, sp, "graph_safe-v0", params, "certificate-v0", params, seed, episodes, 10,
+                              v_star=v_star, true_support_every=max(1, episodes // 20))
+            wall = time.perf_counter() - t0
+            reg = np.cumsum([r["regret"] for r in recs if r["phase"] == 0])
+            k = np.arange(1, len(reg) + 1)
+            h = len(reg) // 2
+            slope = float(np.polyfit(np.log(k[h:]), np.log(np.maximum(reg[h:], 1e-9)), 1)[0])
+            res = {"case": name, "scenario": sid, "params": sp, "agent_params": params, "seed": seed, "episodes": episodes,
+                   "v_star": v_star, "cumulative_regret": reg.tolist(), "slope_second_half": slope, "wall_s": wall,
+                   "violations": sum(r["violations"] for r in recs),
+                   "steps": sum(r["steps"] for r in recs),
+                   "eval_return": float(np.mean([r["episode/return"] for r in recs if r["phase"] == 1])),
+                   "conservativeness": [(r["episode"], r["conservativeness"], r["conservativeness_visited"])
+                                        for r in recs if "conservativeness" in r]}
+            print(f"{name} seed {seed}: V*={v_star:.3f} eval return {res['eval_return']:.3f} cumulative regret {reg[-1]:.1f} "
+                  f"slope {slope:.3f} violations {res['violations']:.0f} wall {wall:.0f}s "
+                  f"conservativeness {res['conservativeness'][0][1]:.3f}->{res['conservativeness'][-1][1]:.3f} "
+                  f"(visited {res['conservativeness'][-1][2]:.3f})", flush=True)
+            _atomic_json(res, path)
+
+
+def tables(out: Path) -> str:
+    """Markdown tables from the JSON results (also written to ``out/README.md``)."""
+    lines = ["# Graph-safe RL: measured targets", "",
+             "Generated by `python -m coopsim.agents.graph_safe.experiments tables` from the JSON files here.", "",
+             "## Violations (20 seeds per shipped config)", "",
+             "| config | episodes (train+eval) | seeds | graph-safe violations (train / eval), max over seeds | "
+             "uncertified steps | env steps (total) | wall s (total) | mean eval return | IQL no-shield violations (total, per-seed min-max) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for f in sorted(glob.glob(str(out / "violations-*.json"))):
+        d = json.loads(Path(f).read_text())
+        rows = d["rows"]
+        iv = [r["iql_violations"] for r in rows]
+        lines.append(f"| {d['name']} | {d['train_episodes']}+{d['eval_episodes']} | {len(rows)} | "
+                     f"{max(r['gs_train_violations'] for r in rows):.0f} / {max(r['gs_eval_violations'] for r in rows):.0f} | "
+                     f"{sum(r['gs_uncertified_steps'] for r in rows):.0f} | {sum(r['gs_steps'] for r in rows):.0f} | "
+                     f"{sum(r['gs_wall_s'] for r in rows):.0f} | {np.mean([r['gs_eval_return'] for r in rows]):.2f} | "
+                     f"{sum(iv):.0f} ({min(iv):.0f}-{max(iv):.0f}) |")
+    lines += ["", "Per-seed counts: `violations-<config>.json` (`rows`).", "", "## Regret against the exact optimal safe policy", "",
+              "| case | seed | episodes | V* | eval return | cumulative regret | log-log slope (2nd half) | violations | "
+              "conservativeness all states (first -> last) | visited states (last) | wall s |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for f in sorted(glob.glob(str(out / "regret-*.json"))):
+        d = json.loads(Path(f).read_text())
+        c = d["conservativeness"]
+        lines.append(f"| {d['case']} | {d['seed']} | {d['episodes']} | {d['v_star']:.3f} | {d['eval_return']:.3f} | "
+                     f"{d['cumulative_regret'][-1]:.1f} | {d['slope_second_half']:.3f} | {d['violations']:.0f} | "
+                     f"{c[0][1]:.3f} -> {c[-1][1]:.3f} | {c[-1][2]:.3f} | {d['wall_s']:.0f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "README.md").write_text(text)
+    _plot_regret(out)
+    return text
+
+
+def _plot_regret(out: Path) -> None:
+    files = sorted(glob.glob(str(out / "regret-*.json")))
+    if not files:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for f in files:
+        d = json.loads(Path(f).read_text())
+        reg = np.asarray(d["cumulative_regret"])
+        k = np.arange(1, len(reg) + 1)
+        axes[0].loglog(k, np.maximum(reg, 1e-3), label=f"{d['case']} s{d['seed']} (slope {d['slope_second_half']:.2f})")
+        c = np.asarray([(e, a, v) for e, a, v in d["conservativeness"]])
+        axes[1].plot(c[:, 0], c[:, 1], label=f"{d['case']} s{d['seed']} all states")
+        axes[1].plot(c[:, 0], c[:, 2], "--", label=f"{d['case']} s{d['seed']} visited")
+    axes[0].set_xlabel("episode")
+    axes[0].set_ylabel("cumulative regret")
+    axes[0].legend(fontsize=6)
+    axes[1].set_xlabel("episode")
+    axes[1].set_ylabel("certified / truly safe joint actions")
+    axes[1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(out / "regret_conservativeness.png", dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("violations")
+    v.add_argument("--configs", nargs="*", default=sorted(glob.glob("configs/safety/*.yaml")))
+    v.add_argument("--train-episodes", type=int, default=None)
+    v.add_argument("--eval-episodes", type=int, default=None)
+    v.add_argument("--seeds", type=int, nargs="*", default=None)
+    r = sub.add_parser("regret")
+    r.add_argument("--cases", nargs="*", default=list(REGRET_CASES))
+    r.add_argument("--episodes", type=int, default=1500)
+    r.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
+    r.add_argument("--p-min", type=float, default=0.1)
+    sub.add_parser("tables")
+    for p in (v, r):
+        p.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args()
+    if a.cmd == "violations":
+        violations(a.configs, a.train_episodes, a.eval_episodes, a.out, a.seeds)
+    elif a.cmd == "regret":
+        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out)
+    else:
+        print(tables(OUT))
+
+
+if __name__ == "__main__":
+    main()
