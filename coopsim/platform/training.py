@@ -99,11 +99,14 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
     else:
         file = str(config_path)
         cfg = load_config(file, overrides)
+    _, cls = trainable_class(cfg, file=file)
+    schedule = train_config(cfg, cls, file=file)
+    # build the first seed's trainer before anything is written: every error surfaces first
+    first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
+    if not resume:
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         run_dir = Path(cfg.out_dir) / f"{cfg.name}-train-{stamp}-{uuid.uuid4().hex[:6]}"
         run_dir.mkdir(parents=True, exist_ok=False)
-    _, cls = trainable_class(cfg, file=file)
-    schedule = train_config(cfg, cls, file=file)
     atomic_write_text(dump_config(cfg), run_dir / CONFIG_NAME)
     per_seed: dict[str, Any] = {}
     for seed in cfg.seeds:
@@ -114,7 +117,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
             if done["env_steps"] >= schedule.total_env_steps:
                 per_seed[str(seed)] = done
                 continue
-        trainer, schedule = build_trainer(cfg, seed, file=file)
+        trainer = first if first is not None and seed == cfg.seeds[0] else build_trainer(cfg, seed, file=file)[0]
         per_seed[str(seed)] = fit(trainer, schedule, sub, resume=bool(resume) and (sub / CHECKPOINT_NAME).is_file(),
                                   description=f"{cfg.name} seed {seed}")
     summary = {
