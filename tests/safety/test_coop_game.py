@@ -133,3 +133,18 @@ def test_runner_counts_costs_and_interventions(tmp_path):
     for r in rows:
         assert r["cost/separation"] == 0.0 and r["cost/resource"] == 0.0
         assert r["shield/interventions"] > 0  # random actions collide; the shield changes them
+
+
+def test_lagrangian_multiplier_follows_dual_ascent_on_episode_cost():
+    from coopsim.agents.graph_safe.train import run_episode
+    from coopsim.agents.safe_baselines import LagrangianQAgent
+    from coopsim.safety.passthrough import PassThroughShield
+
+    sc = CoopGameCore(num_envs=1, height=4, width=4, num_agents=3, constraints=["separation"], max_steps=8, world_seed=0)
+    agent = LagrangianQAgent(sc, epsilon=1.0, lambda_lr=0.5, cost_budget=1.0)
+    lam = 0.0
+    for ep in range(5):
+        m = run_episode(sc, agent, PassThroughShield(), seed=ep)
+        lam = min(max(lam + 0.5 * (m["violations"] - 1.0), 0.0), 100.0)
+        assert agent.lam == pytest.approx(lam)
+    assert agent.qc.max() > 0  # the cost table learned from observed violations
