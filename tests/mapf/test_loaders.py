@@ -58,7 +58,7 @@ def test_octile_lengths_agree_with_every_shipped_scen_row():
         s = np.concatenate([x.start_xy for x in scens])
         g = np.concatenate([x.goal_xy for x in scens])
         length = np.concatenate([x.optimal_length for x in scens])
-        d = octile_pair_distances(md.blocked, s, g)
+        d = octile_pair_distances(md.blocked, s, g, max_length=length + 1e-3)  # beyond the bound: inf, a mismatch
         bad = np.flatnonzero(~(np.abs(d - length) <= 1e-4))
         assert bad.size == 0, f"{name}: row {bad[0]}: octile {d[bad[0]]} vs scen {length[bad[0]]}"
         checked += len(length)
@@ -196,3 +196,17 @@ def test_random_map_rejects_bad_ranges():
         random_map(0, 20, 0.35)
     with pytest.raises(ConfigError, match=r"size must be in \[4, 512\]"):
         random_map(0, 2, 0.2)
+
+
+def test_octile_pair_distances_bound_and_no_bound_agree():
+    md = load_map(resolve_map("room-32-32-4"))
+    sc = load_scen(shipped_scens("room-32-32-4")[0], md)
+    full = octile_pair_distances(md.blocked, sc.start_xy, sc.goal_xy)
+    direct = octile_distances(md.blocked, sc.start_xy[:5])[np.arange(5), sc.goal_xy[:5, 1], sc.goal_xy[:5, 0]]
+    assert np.allclose(full[:5], direct)
+    bounded = octile_pair_distances(md.blocked, sc.start_xy, sc.goal_xy, max_length=sc.optimal_length + 1e-3)
+    assert np.allclose(bounded, full)
+    # a bound below the true distance gives inf or the true distance, never a value within the bound
+    # (so a wrong expected value cannot pass the check)
+    short = octile_pair_distances(md.blocked, sc.start_xy, sc.goal_xy, max_length=sc.optimal_length - 0.5)
+    assert (np.isinf(short) | np.isclose(short, full)).all() and np.isinf(short).any()
