@@ -101,18 +101,29 @@ class BandwidthChannel(Channel):
 
     # ------------------------------------------------------------------ bookkeeping helpers
     def _count(self, key, env, src, dst, size, step):
+        if len(env) == 0:
+            return
+        E, N = self.E, self.N
+        idx = (np.asarray(env, np.int64) * N + src) * N + dst
+        nb = np.bincount(idx, weights=size, minlength=E * N * N).astype(np.int64).reshape(E, N, N)
+        nc = np.bincount(idx, minlength=E * N * N).reshape(E, N, N)
         for tgt in (self.totals, step):
-            np.add.at(tgt[f"{key}_bytes"], (env, src, dst), size)
-            np.add.at(tgt[f"{key}_copies"], (env, src, dst), 1)
+            tgt[f"{key}_bytes"] += nb
+            tgt[f"{key}_copies"] += nc
 
     def _fate(self, decided, env, src, size, delivered: bool):
+        if len(env) == 0:
+            return
         fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
+        idx = np.asarray(env, np.int64) * self.N + src
+        nb = np.bincount(idx, weights=size, minlength=self.E * self.N).astype(np.int64).reshape(self.E, self.N)
+        nc = np.bincount(idx, minlength=self.E * self.N).reshape(self.E, self.N)
         if delivered:
-            np.add.at(fb.delivered_copies, (env, src), 1)
-            np.add.at(fb.delivered_bytes, (env, src), size)
+            fb.delivered_copies += nc
+            fb.delivered_bytes += nb
         else:
-            np.add.at(fb.lost_copies, (env, src), 1)
-            np.add.at(fb.lost_bytes, (env, src), size)
+            fb.lost_copies += nc
+            fb.lost_bytes += nb
 
     def _lose(self, mask, cause, decided):
         q = self._q
@@ -200,7 +211,8 @@ class BandwidthChannel(Channel):
     def send(self, t: int, batch: MessageBatch | None) -> None:
         """Offer the messages of step ``t`` (serves every earlier interval first)."""
         self._advance_to(t)
-        self.last_step = {k: np.zeros_like(v) for k, v in self.totals.items()}
+        for v in self.last_step.values():
+            v.fill(0)
         if batch is None or len(batch) == 0:
             return
         if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)

@@ -12,7 +12,8 @@ estimate*: the highest rate at which it recently offered traffic and saw a loss 
   after a deep drop);
 * after a loss the sender holds for ``hold_steps`` reports (no step up: the hysteresis that keeps it
   from oscillating at the edge); each further failed probe doubles the hold, up to
-  ``max_hold_steps``; a confirmed probe resets it;
+  ``max_hold_steps``, until a probe is confirmed at or above the lowest failed rate (``ceiling_bps``)
+  or capacity falls, which reset it;
 * loss within the threshold, not holding: after ``up_after`` consecutive such reports the probing rate
   is confirmed (``estimate = max(estimate, rate)``) and the next probe is ``estimate * step``, where
   ``step`` starts at ``up_factor`` and is multiplied by ``up_factor`` after every confirmed probe up to
@@ -77,6 +78,7 @@ class SafeRateProbe:
         self._hold = np.zeros(self.shape, np.int64)
         self._hold_len = np.full(self.shape, p.hold_steps, np.int64)
         self._step = np.full(self.shape, p.up_factor)
+        self.ceiling_bps = np.full(self.shape, np.inf)  # lowest recently failed probing rate
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -93,6 +95,7 @@ class SafeRateProbe:
         bad = has & (loss > p.loss_threshold)
         good = has & ~bad
         probing = self.rate_bps > self.estimate_bps
+        self.rate_before = self.rate_bps.copy()
         # loss while probing above the estimate: the probe failed, fall back to the estimate
         # loss at or below the estimate: capacity fell, step the estimate down
         fell = bad & ~probing
@@ -105,12 +108,17 @@ class SafeRateProbe:
         hold_max = max(p.max_hold_steps, p.hold_steps)
         self._hold = np.where(bad, self._hold_len, np.maximum(self._hold - has, 0))
         self._hold_len = np.where(failed, np.minimum(self._hold_len * 2, hold_max), self._hold_len)
+        self.ceiling_bps = np.where(failed, np.minimum(self.ceiling_bps, self.rate_before), self.ceiling_bps)
+        self.ceiling_bps = np.where(fell, np.inf, self.ceiling_bps)
+        self._hold_len = np.where(fell, p.hold_steps, self._hold_len)
         self._good = np.where(bad, 0, self._good)
         # safe: count, confirm, step up
         limited = np.ones(self.shape, bool) if active is None else np.asarray(active, bool)
         self._good = np.where(good, self._good + 1, self._good)
         up = good & (self._good >= p.up_after) & (self._hold == 0)
-        self._hold_len = np.where(up & probing, p.hold_steps, self._hold_len)
+        beyond = up & probing & (self.rate_bps >= self.ceiling_bps)  # confirmed above the last failure
+        self._hold_len = np.where(beyond, p.hold_steps, self._hold_len)
+        self.ceiling_bps = np.where(beyond, np.inf, self.ceiling_bps)
         self._step = np.where(bad, p.up_factor, self._step)
         self._step = np.where(up & probing, np.minimum(self._step * p.up_factor, max(p.max_up_factor, p.up_factor)),
                               self._step)

@@ -45,7 +45,7 @@ class DDACOMSenderParams(SenderParams):
     down_factor: float = Field(0.8, gt=0, lt=1, description="step down when loss hits at the estimate (ratio)")
     loss_threshold: float = Field(0.003, ge=0, lt=1, description="loss fraction counted safe")
     up_after: int = Field(3, ge=1, description="safe reports before probing higher")
-    hold_steps: int = Field(8, ge=0, description="reports without probing after a loss")
+    hold_steps: int = Field(20, ge=0, description="reports without probing after a loss")
     max_hold_steps: int = Field(200, ge=0, description="hold after repeated failed probes doubles up to this")
 
 
