@@ -35,3 +35,14 @@ def test_registered_and_params_validated():
         Ns3Channel(background_schedule=[[1.0, 1e6]])
     with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         Ns3Channel(bogus=1)
+
+
+def test_docs_example_runs(ns3_bridge):
+    """The Python block of docs/ns3.md runs as written (docs examples are tests)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ns3.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/ns3.md", "exec"), {})
