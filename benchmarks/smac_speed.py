@@ -1,0 +1,203 @@
+"""SMAC-like scenario speed and calibration beside JaxMARL 0.2's SMAX, measured in the same run.
+
+Speed: env steps per second (batch x vector steps / wall s) with the heuristic enemy and uniformly random
+valid actions, auto-resets included, on 3m, 2s3z and 27m_vs_30m at batch 1, 64 and 1024:
+
+* coopsim: ``SMACCore`` stepped from Python (numpy), finished envs reset with ``reset(env_ids=...)``;
+* SMAX ``scan``: one jitted ``lax.scan`` over ``vmap``-ed ``HeuristicEnemySMAX.step`` (auto-reset), actions
+  sampled in JAX; its compile time is reported apart;
+* SMAX ``call``: one jitted (vmapped) step called at a time from Python, actions sampled in numpy from the
+  masks, as a PettingZoo-style user would.
+
+Each measurement is a fresh subprocess pinned with ``taskset`` to one core (``-c 0``), then to two
+(``-c 0,1``). SMAX runs in its own venv ``bench-venvs/jaxmarl`` (created here with ``pip install
+jaxmarl==0.2.0`` if missing; never a coopsim dependency).
+
+Calibration: win rate of random valid play and of scripted focus fire on maps SMAX shares with coopsim,
+in coopsim and in SMAX, each over ``--episodes`` episodes with SMAC's episode limits; a map passes when
+both policies agree within +-10 points.
+
+Usage::
+
+    .venv/bin/python benchmarks/smac_speed.py                 # everything (tens of minutes on 2 busy cores)
+    .venv/bin/python benchmarks/smac_speed.py --quick         # 3m only, batch 1 and 64, one core
+    .venv/bin/python benchmarks/smac_speed.py --only calibration --episodes 200
+
+Writes ``benchmarks/results/smac_speed.json`` and prints markdown tables with ratios coopsim / SMAX.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / "bench-venvs" / "jaxmarl"
+WORKER = Path(__file__).with_name("_smax_worker.py")
+SPEED_MAPS = ("3m", "2s3z", "27m_vs_30m")
+BATCHES = (1, 64, 1024)
+#: maps defined both by coopsim and by SMAX 0.2 (MAP_NAME_TO_SCENARIO)
+SHARED_MAPS = ("3m", "8m", "2s3z", "5m_vs_6m", "3s5z", "10m_vs_11m", "3s_vs_5z", "6h_vs_8z", "3s5z_vs_3s6z", "25m", "27m_vs_30m")
+
+
+def ensure_venv() -> Path:
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        print(f"creating {VENV} (pip install jaxmarl==0.2.0) ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "jaxmarl==0.2.0"], check=True)
+    return py
+
+
+def run_json(cmd: list[str], cores: str, timeout: float = 1800) -> dict:
+    env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS=str(len(cores.split(","))))
+    env["XLA_FLAGS"] = env.get("XLA_FLAGS", "")
+    out = subprocess.run(["taskset", "-c", cores, *cmd], capture_output=True, text=True, env=env, timeout=timeout)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return json.loads(lines[-1])
+
+
+# ----------------------------------------------------------------------------- coopsim workers
+def coopsim_speed(map_name: str, batch: int, seconds: float, seed: int = 0) -> dict:
+    import numpy as np
+
+    from coopsim.scenarios.smac import SMACCore
+
+    core = SMACCore(num_envs=batch, map_name=map_name)
+    rng = np.random.default_rng(seed)
+    core.reset(seed=seed)
+
+    def one():
+        m = core.action_masks()
+        core.step((rng.random(m.shape) * m).argmax(-1))
+        d = core.done
+        if d.any():
+            core.reset(env_ids=np.nonzero(d)[0])
+
+    one()
+    n = 0
+    t0 = time.perf_counter()
+    while True:
+        one()
+        n += 1
+        if time.perf_counter() - t0 > seconds and n >= 5:
+            break
+    dt = time.perf_counter() - t0
+    return {"steps_per_s": batch * n / dt, "steps": n}
+
+
+def coopsim_winrate(map_name: str, policy: str, episodes: int, seed: int = 0) -> dict:
+    import numpy as np
+
+    from coopsim.agents.smac_heuristics import FocusFireAgent, RandomValidAgent
+    from coopsim.scenarios.smac import SMACCore
+
+    core = SMACCore(num_envs=episodes, map_name=map_name)
+    obs = core.reset(seed=seed)
+    agent = FocusFireAgent(core) if policy == "focus" else RandomValidAgent(core, seed=seed)
+    while not core.done.all():
+        a, _ = agent.act(obs)
+        obs = core.step(a).obs
+    wins = [m["win"] for m in core.episode_metrics()]
+    return {"win_rate": float(np.mean(wins)), "episodes": episodes}
+
+
+# ----------------------------------------------------------------------------- driver
+def fmt(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["speed", "calibration"], default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--maps", nargs="*", default=None, help="speed maps (default 3m 2s3z 27m_vs_30m)")
+    ap.add_argument("--batches", nargs="*", type=int, default=None)
+    ap.add_argument("--cores", nargs="*", default=["0", "0,1"], help="taskset core lists")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per coopsim / SMAX-call cell")
+    ap.add_argument("--calib-maps", nargs="*", default=None)
+    ap.add_argument("--episodes", type=int, default=200)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "smac_speed.json"))
+    ap.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        kind, *rest = a.worker
+        if kind == "speed":
+            print(json.dumps(coopsim_speed(rest[0], int(rest[1]), float(rest[2]))))
+        else:
+            print(json.dumps(coopsim_winrate(rest[0], rest[1], int(rest[2]))))
+        return
+
+    from coopsim.scenarios.smac.maps import MAPS
+
+    maps = a.maps or (["3m"] if a.quick else list(SPEED_MAPS))
+    batches = a.batches or ([1, 64] if a.quick else list(BATCHES))
+    cores = ["0"] if a.quick else a.cores
+    calib = a.calib_maps or (["3m"] if a.quick else list(SHARED_MAPS))
+    py = ensure_venv()
+    me = [sys.executable, str(Path(__file__).resolve())]
+    results: dict = {"speed": [], "calibration": [], "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                     "machine": {"nproc": os.cpu_count(), "loadavg_start": os.getloadavg()}}
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    if a.only in (None, "speed"):
+        for c in cores:
+            for m in maps:
+                for b in batches:
+                    limit = MAPS[m].limit
+                    # enough scanned steps for ~1 s of work, bounded for the big batch
+                    steps = max(20, min(2000, 200_000 // (b * max(1, len(MAPS[m].allies) // 3))))
+                    ours = run_json([*me, "--worker", "speed", m, str(b), str(a.seconds)], c)
+                    smax = run_json([str(py), str(WORKER), "--task", "speed", "--map", m, "--limit", str(limit),
+                                     "--batch", str(b), "--steps", str(steps), "--seconds", str(a.seconds)], c)
+                    row = {"cores": c, "map": m, "batch": b, "coopsim": ours["steps_per_s"],
+                           "smax_scan": smax["scan"]["steps_per_s"], "smax_scan_compile_s": smax["scan"]["compile_s"],
+                           "smax_call": smax["call"]["steps_per_s"], "smax_call_compile_s": smax["call"]["compile_s"]}
+                    results["speed"].append(row)
+                    print(f"speed cores={c} {m} b={b}: coopsim {fmt(row['coopsim'])}  smax scan {fmt(row['smax_scan'])} "
+                          f"call {fmt(row['smax_call'])}", flush=True)
+                    out.write_text(json.dumps(results, indent=2))
+
+    if a.only in (None, "calibration"):
+        for m in calib:
+            limit = MAPS[m].limit
+            row = {"map": m}
+            for pol in ("random", "focus"):
+                ours = run_json([*me, "--worker", "winrate", m, pol, str(a.episodes)], "0,1")
+                smax = run_json([str(py), str(WORKER), "--task", "winrate", "--map", m, "--limit", str(limit),
+                                 "--policy", pol, "--episodes", str(a.episodes)], "0,1")
+                row[f"{pol}_coopsim"], row[f"{pol}_smax"] = ours["win_rate"], smax["win_rate"]
+            row["pass"] = all(abs(row[f"{p}_coopsim"] - row[f"{p}_smax"]) <= 0.10 for p in ("random", "focus"))
+            results["calibration"].append(row)
+            print(f"calibration {m}: random {row['random_coopsim']:.2f} vs {row['random_smax']:.2f}, focus "
+                  f"{row['focus_coopsim']:.2f} vs {row['focus_smax']:.2f} -> {'pass' if row['pass'] else 'FAIL'}", flush=True)
+            out.write_text(json.dumps(results, indent=2))
+
+    results["machine"]["loadavg_end"] = os.getloadavg()
+    out.write_text(json.dumps(results, indent=2))
+    # tables
+    if results["speed"]:
+        print("\n| cores | map | batch | coopsim steps/s | SMAX scan steps/s | SMAX call steps/s | coopsim/scan | coopsim/call | SMAX compile s (scan/call) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in results["speed"]:
+            print(f"| {r['cores']} | {r['map']} | {r['batch']} | {fmt(r['coopsim'])} | {fmt(r['smax_scan'])} | {fmt(r['smax_call'])} | "
+                  f"{r['coopsim'] / r['smax_scan']:.2f} | {r['coopsim'] / r['smax_call']:.2f} | "
+                  f"{r['smax_scan_compile_s']:.1f} / {r['smax_call_compile_s']:.1f} |")
+    if results["calibration"]:
+        print(f"\n| map | random coopsim | random SMAX | focus-fire coopsim | focus-fire SMAX | within ±10 pts |  ({a.episodes} episodes each)")
+        print("|---|---|---|---|---|---|")
+        for r in results["calibration"]:
+            print(f"| {r['map']} | {r['random_coopsim']:.0%} | {r['random_smax']:.0%} | {r['focus_coopsim']:.0%} | "
+                  f"{r['focus_smax']:.0%} | {'pass' if r['pass'] else 'FAIL'} |")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
