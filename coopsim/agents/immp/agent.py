@@ -1,0 +1,243 @@
+"""IMMP team plugin (``mapf/immp-v0`` and its ablations) and the decentralized PPO baseline (``mapf/dppo-v0``).
+
+One class, :class:`IMMPAgent`, a :class:`coopsim.agents.ppo.PPOAgent` whose policy input is built by the
+IMMP high level (:mod:`.highlevel`) and whose network (:mod:`.net`) may carry the neighbour-intent module
+(:mod:`.intent`). It trains through the shared PPO trainer (:class:`coopsim.agents.ppo.trainer.PPOTrainer`):
+``make_trainer`` adds the intent auxiliary loss (:class:`.intent.IntentLoss`) and the collaborative reward
+hook (:class:`.rewards.CollaborativeReward`). Acting is decentralized: each agent's action depends only on
+its own window, its previous window and its own waypoints (the high level shares only the density map).
+
+Registered variants (same class, different defaults):
+
+===================== ============ =================== ============ ============================================
+id                    intent       high level          team reward  role
+===================== ============ =================== ============ ============================================
+mapf/immp-v0          yes          balanced, weighted  0.5          IMMP
+mapf/immp-nocong-v0   yes          shortest tour, none 0.5          ablation: no congestion term
+mapf/immp-nointent-v0 no           balanced, weighted  0.5          ablation: no intent prediction
+mapf/dppo-v0          no           nearest, unweighted 0            decentralized PPO baseline
+===================== ============ =================== ============ ============================================
+
+The policy is independent of the number of agents and of goals (no agent id, no K-dependent input), so a
+policy trained on generated 17-32 maps runs on MovingAI maps with any N and K, as long as ``obs_radius`` and
+``num_waypoints`` match the checkpoint.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal, Optional
+
+import numpy as np
+import torch
+from pydantic import Field, field_validator
+
+from coopsim.agents.ppo.agent import PPOAgent
+from coopsim.agents.ppo.config import PPOTrainConfig
+from coopsim.agents.ppo.networks import ValueNorm, flatten_obs, obs_dim
+from coopsim.errors import ConfigError
+from coopsim.platform.agent import AgentParams, AgentPlugin
+from coopsim.platform.registry import Variant
+
+from .highlevel import HighLevelParams, ScenarioPlanner, TeamPlanner
+from .intent import IntentLoss, shift_per_sample
+from .net import IMMPNet
+from .rewards import CollaborativeReward
+
+CHECKPOINT_FORMAT = "coopsim.immp/1"
+SHIPPED_CHECKPOINT = Path(__file__).parent / "checkpoints" / "immp-v0.pt"
+SHIPPED_BASELINE = Path(__file__).parent / "checkpoints" / "dppo-v0.pt"
+
+
+class IMMPParams(AgentParams):
+    """Parameters of ``mapf/immp-v0`` and its variants (architecture, high level, training terms)."""
+
+    hidden: list[int] = Field(default_factory=lambda: [128, 128], description="encoder MLP widths, each in [1, 4096]")
+    activation: Literal["tanh", "relu"] = Field("relu", description="hidden activation")
+    intent: bool = Field(True, description="neighbour-intent module whose predictions feed the policy")
+    intent_channels: int = Field(8, ge=1, le=256, description="conv width of the intent module, 1..256")
+    intent_coef: float = Field(0.5, ge=0, le=100, description="weight of the intent loss in the PPO objective, 0..100")
+    team_weight: float = Field(0.5, ge=0, le=1, description="share of the team-mean reward in each agent's reward, 0..1")
+    goal_bonus: float = Field(2.0, ge=0, le=100, description="shaping reward per goal visited (reward units), 0..100")
+    highlevel: HighLevelParams = Field(default_factory=HighLevelParams, description="high-level planner parameters")
+    deterministic: bool = Field(True, description="act by argmax (True) or by sampling (False)")
+    seed: int = Field(0, ge=0, description="seed of the sampling generator")
+    checkpoint: Optional[str] = Field(None, description="policy file loaded at construction (so `coopsim run` evaluates "
+                                                        "it); 'shipped' = the checkpoint shipped for this variant")
+
+    @field_validator("hidden")
+    @classmethod
+    def _hidden_ok(cls, v: list[int]) -> list[int]:
+        if not v or any(int(h) < 1 or int(h) > 4096 for h in v):
+            raise ValueError("must be a non-empty list of widths in [1, 4096], e.g. [128, 128]")
+        return v
+
+
+class IMMPAgent(PPOAgent):
+    """IMMP (and the decentralized PPO baseline) on ``mapf/MGMAPF-v0``; see the module docstring.
+
+    Input per agent: the scenario's window ``[3, S, S]``, the previous agent channel aligned to the current
+    frame ``[S, S]`` (from the agent's own last window and move), and the high level's waypoint features
+    (:meth:`.highlevel.TeamPlanner.features`). Shapes: observations ``[E, N, ...]`` -> actions int64 ``[E, N]``.
+
+    Raises:
+        ConfigError: a scenario without the MG-MAPF capabilities; a checkpoint of another architecture.
+    """
+
+    Params: ClassVar = IMMPParams
+    TrainConfig: ClassVar = PPOTrainConfig
+    requires: ClassVar[tuple[str, ...]] = ("action_masks", "agent_xy", "goals_xy", "goals_visited", "map_data")
+
+    def __init__(self, scenario, **params: Any):
+        AgentPlugin.__init__(self, scenario, **params)
+        p: IMMPParams = self.params
+        for c in self.requires:
+            if not hasattr(scenario, c):
+                raise ConfigError(f"mapf/immp needs an MG-MAPF scenario with {c}(); got {type(scenario).__name__}",
+                                  key="scenario.id")
+        self.obs_space = scenario.observation_space
+        self.obs_dim = obs_dim(self.obs_space)
+        self.num_agents = scenario.num_agents
+        self.num_actions = int(scenario.action_space.n)
+        self.state_dim = 0
+        self.comm, self.comm_dim, self.id_dim = None, 0, 0
+        self.k = int(scenario.params.num_goals)
+        self.s = 2 * int(scenario.params.obs_radius) + 1
+        self.wp_dim = TeamPlanner.feature_dim(p.highlevel.num_waypoints)
+        self.net = IMMPNet(self.s, self.wp_dim, self.num_actions, list(p.hidden), p.activation, p.intent, p.intent_channels)
+        self.value_norm = ValueNorm()
+        self.hl = ScenarioPlanner(scenario, p.highlevel)
+        self.reset(p.seed)
+        if p.checkpoint is not None:
+            self.load(self.shipped_checkpoint() if p.checkpoint == "shipped" else p.checkpoint)
+
+    def shipped_checkpoint(self) -> Path:
+        """The policy shipped for this configuration: the baseline's for an agent without the intent module
+        and with individual reward, IMMP's otherwise (the no-intent ablation has none shipped).
+
+        Raises:
+            ConfigError: no shipped checkpoint matches.
+        """
+        p: IMMPParams = self.params
+        path = SHIPPED_CHECKPOINT if p.intent else SHIPPED_BASELINE
+        if not path.is_file():
+            raise ConfigError(f"no shipped checkpoint {path.name}; train one with coopsim train configs/mapf/immp-train-*.yaml",
+                              key="agents.params.checkpoint", value=p.checkpoint)
+        return path
+
+    # --- inputs -------------------------------------------------------------------------------
+    def _sync(self) -> np.ndarray:
+        """Sync the high level with the scenario; returns the step counters ``[E]``."""
+        if self.hl.core is not self.scenario:  # the trainer may swap in a restored core
+            self.hl.core = self.scenario
+            self.hl.invalidate()
+        self.hl.sync()
+        return self.hl.step_counters()
+
+    def _input(self, obs_flat: np.ndarray, *, advance: bool) -> torch.Tensor:
+        e, n = obs_flat.shape[:2]
+        s, k = self.s, self.k
+        t = self._sync()
+        xy = self.scenario.agent_xy().astype(np.int64)
+        win = obs_flat[..., 4 * k:4 * k + 3 * s * s]                   # [E, N, 3SS]
+        agents = torch.as_tensor(win[..., s * s:2 * s * s].reshape(e * n, s, s))
+        fresh = (t == 0)[:, None] | (self._prev_xy is None)
+        if self._prev_xy is None or self._prev_win is None or self._prev_win.shape[0] != e * n:
+            prev = agents
+        else:
+            d = torch.as_tensor(np.clip(xy - self._prev_xy, -1, 1).reshape(e * n, 2))
+            prev = shift_per_sample(self._prev_win, d)
+            fr = torch.as_tensor(np.broadcast_to(fresh, (e, n)).reshape(-1).copy())
+            prev = torch.where(fr[:, None, None], agents, prev)
+        wp = self.hl.features()                                          # [E, N, F_w]
+        x = torch.cat([torch.as_tensor(win.reshape(e * n, -1), dtype=torch.float32), prev.reshape(e * n, -1).float(),
+                       torch.as_tensor(wp.reshape(e * n, -1))], dim=-1).reshape(e, n, -1)
+        if advance:
+            self._prev_win, self._prev_xy = agents.clone(), xy.copy()
+        return x
+
+    def actor_input(self, obs_flat: np.ndarray, inbox_in: np.ndarray | None = None) -> torch.Tensor:
+        """float32 ``[E, N, 4 S^2 + F_w]`` (see :mod:`.net`); advances the agent's one-step memory."""
+        x = self._input(obs_flat, advance=True)
+        self._last = (obs_flat, x)
+        return x
+
+    def critic_input(self, obs_flat: np.ndarray, state: np.ndarray | None = None) -> torch.Tensor:
+        """The critic reads the actor's input (decentralized critic)."""
+        if self._last is not None and self._last[0] is obs_flat:
+            return self._last[1]
+        return self._input(obs_flat, advance=False)
+
+    def receive(self, inbox, num_envs: int):
+        return None
+
+    # --- AgentPlugin ------------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        super().reset(seed)
+        self._prev_win = None
+        self._prev_xy = None
+        self._last = None
+        self.hl.invalidate()
+
+    def checkpoint(self) -> dict[str, Any]:
+        return {"format": CHECKPOINT_FORMAT, "params": self.params.model_dump(), "window": self.s,
+                "waypoint_dim": self.wp_dim, "num_actions": self.num_actions,
+                "net": self.net.state_dict(), "value_norm": self.value_norm.state_dict(), "comm": None}
+
+    def load(self, path: str | Path) -> None:
+        """Read a policy written by :meth:`save` (or a training ``checkpoint.pt`` / seed directory).
+
+        Raises:
+            ConfigError: not an IMMP policy, or a different window / waypoint width / architecture.
+        """
+        from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, load_checkpoint
+
+        path = Path(path)
+        if path.is_dir():
+            path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
+        ck = load_checkpoint(path)
+        if isinstance(ck, dict) and "trainer" in ck:
+            ck = ck["trainer"]["policy"]
+        if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
+            raise ConfigError(f"not an IMMP policy file (format {CHECKPOINT_FORMAT})", file=str(path))
+        for key, mine in (("window", self.s), ("waypoint_dim", self.wp_dim), ("num_actions", self.num_actions)):
+            if ck[key] != mine:
+                raise ConfigError(f"checkpoint has {key}={ck[key]} but this config gives {key}={mine} "
+                                  "(obs_radius and highlevel.num_waypoints must match the checkpoint)", file=str(path), key=key)
+        for key in ("hidden", "activation", "intent", "intent_channels"):
+            if ck["params"].get(key) != self.params.model_dump().get(key):
+                raise ConfigError(f"checkpoint was trained with {key}={ck['params'].get(key)!r}; the config says "
+                                  f"{self.params.model_dump().get(key)!r}", file=str(path), key=f"agents.params.{key}")
+        self.net.load_state_dict(ck["net"])
+        self.value_norm.load_state_dict(ck["value_norm"])
+
+    # --- training ---------------------------------------------------------------------------------
+    @classmethod
+    def make_trainer(cls, agent: "IMMPAgent", train: PPOTrainConfig, seed: int, *, channel=None, file: str | None = None):
+        """The shared PPO trainer with IMMP's hooks: intent loss (if the module exists) and collaborative reward.
+
+        Raises:
+            ConfigError: ``train.intrinsic`` is set (IMMP supplies its own reward hook).
+        """
+        from coopsim.agents.ppo.trainer import PPOTrainer
+
+        if train.intrinsic is not None:
+            raise ConfigError("mapf/immp sets its own intrinsic hook (team reward, goal shaping); remove train.intrinsic",
+                              file=file, key="train.intrinsic", value=train.intrinsic)
+        p: IMMPParams = agent.params
+        aux = [IntentLoss(p.intent_coef, agent.k, agent.s, agent.net.policy_dim)] if p.intent else []
+        reward = CollaborativeReward(p.team_weight, p.goal_bonus, agent.k)
+        return PPOTrainer(agent, train, seed, channel=channel, intrinsic=reward, aux_losses=aux, file=file)
+
+
+_NOCONG = {"ordering": "balanced", "order_weight": 0.0, "path_weight": 0.0}
+_BASE_HL = {"ordering": "nearest", "order_weight": 0.0, "path_weight": 0.0, "rounds": 0}
+
+IMMP = Variant(IMMPAgent, defaults={})
+"""``mapf/immp-v0``: IMMP (intent module, balanced ordering, congestion-weighted paths, team reward)."""
+IMMP_NOCONG = Variant(IMMPAgent, defaults={"highlevel": _NOCONG})
+"""``mapf/immp-nocong-v0``: ablation without the congestion term (shortest tours, unweighted paths)."""
+IMMP_NOINTENT = Variant(IMMPAgent, defaults={"intent": False}, fixed=("intent",))
+"""``mapf/immp-nointent-v0``: ablation without intent prediction."""
+DPPO = Variant(IMMPAgent, defaults={"intent": False, "team_weight": 0.0, "highlevel": _BASE_HL}, fixed=("intent",))
+"""``mapf/dppo-v0``: decentralized PPO baseline (same observation and waypoints; no intents, no congestion,
+nearest-neighbour goal order, individual reward)."""

@@ -1,0 +1,158 @@
+"""Neighbour intent prediction: labels from consecutive local observations, the predictor, its loss.
+
+Labels need no privileged information: an agent infers each visible neighbour's move from its own two
+consecutive windows. Under the MG-MAPF blocking rules no two agents share a cell and every agent moves at
+most one cell, so a neighbour at cell ``c`` (at step t) is at step t+1 in one of the five cells
+``c + delta_m`` (m = wait, up, down, left, right). With the t+1 window shifted back into the frame of step
+t (the agent's own displacement ``d`` is read from its goal vectors: ``goal_vec_t - goal_vec_{t+1}``), the
+neighbour's move is known exactly when ``c`` and its four neighbours lie inside both windows (the t+1
+window is shifted by the agent's own move) and *exactly one* of the five candidate cells is occupied at t+1 (the agent itself is never in the agent channel).
+Every other neighbour cell is unlabeled (ignored by the loss and the accuracy).
+
+The predictor is a small convolutional net on the window (obstacles, agents, own goals) plus the previous
+step's agent channel aligned to the current frame; it outputs 5 move logits per cell ``[5, S, S]``,
+read at the cells holding a neighbour.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from coopsim.platform.hooks import AuxiliaryLoss, HookContext, Minibatch
+
+#: (dx, dy) per move: wait, up, down, left, right
+MOVES = ((0, 0), (0, -1), (0, 1), (-1, 0), (1, 0))
+IGNORE = -100
+
+
+def shift(x: torch.Tensor, dx: int, dy: int) -> torch.Tensor:
+    """``out[..., i, j] = x[..., i + dy, j + dx]`` (zero outside): the value at the cell offset by (dx, dy)."""
+    s = x.shape[-1]
+    p = F.pad(x, (1, 1, 1, 1))
+    return p[..., 1 + dy:1 + dy + s, 1 + dx:1 + dx + s]
+
+
+def shift_per_sample(x: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+    """``x [B, S, S]`` shifted per sample by ``d`` int ``[B, 2]`` in {-1, 0, 1}^2 (see :func:`shift`)."""
+    out = torch.zeros_like(x)
+    for dx in (-1, 0, 1):
+        for dy in (-1, 0, 1):
+            sel = (d[:, 0] == dx) & (d[:, 1] == dy)
+            if bool(sel.any()):
+                out[sel] = shift(x[sel], dx, dy)
+    return out
+
+
+def move_labels(agents_t: torch.Tensor, agents_t1: torch.Tensor, own_d: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Neighbour moves between two windows, per cell of the step-t window.
+
+    Args:
+        agents_t: float ``[B, S, S]`` agent channel at step t (1 = another agent there).
+        agents_t1: float ``[B, S, S]`` agent channel at step t+1 (in the t+1 frame).
+        own_d: int64 ``[B, 2]`` own displacement (dx, dy) from t to t+1, in {-1, 0, 1}.
+        valid: bool ``[B]`` samples whose displacement is known.
+
+    Returns:
+        int64 ``[B, S, S]``: move 0..4 of the neighbour at each cell, ``IGNORE`` (-100) where there is no
+        neighbour or its move is ambiguous / not visible.
+    """
+    b, s, _ = agents_t.shape
+    o1 = shift_per_sample(agents_t1, -own_d)                         # t+1 occupancy in the t frame
+    cand = torch.stack([shift(o1, dx, dy) for dx, dy in MOVES], 1)   # [B, 5, S, S]: occupied c + delta_m
+    occ = cand > 0.5
+    n_occ = occ.sum(1)
+    lab = (occ * torch.arange(5).view(1, 5, 1, 1)).sum(1)             # the occupied move where n_occ == 1
+    # every candidate cell must be seen in both windows (the t+1 window is shifted by the own move)
+    seen1 = shift_per_sample(torch.ones_like(agents_t1), -own_d) > 0.5  # t-frame cells inside the t+1 window
+    seen_all = torch.stack([shift(seen1.float(), dx, dy) for dx, dy in MOVES], 1).min(1).values > 0.5
+    interior = torch.zeros(s, s, dtype=torch.bool)
+    interior[1:-1, 1:-1] = True
+    ok = (agents_t > 0.5) & (n_occ == 1) & interior & seen_all & valid[:, None, None]
+    return torch.where(ok, lab, torch.full_like(lab, IGNORE))
+
+
+def split_obs(obs: torch.Tensor, k: int, s: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Flattened MG-MAPF observation ``[B, 4K + 3S^2]`` -> goal_status ``[B, K, 2]``, goal_vec ``[B, K, 2]``,
+    window ``[B, 3, S, S]`` (Dict-space key order)."""
+    gs = obs[:, :2 * k].reshape(-1, k, 2)
+    gv = obs[:, 2 * k:4 * k].reshape(-1, k, 2)
+    win = obs[:, 4 * k:4 * k + 3 * s * s].reshape(-1, 3, s, s)
+    return gs, gv, win
+
+
+def own_displacement(obs: torch.Tensor, next_obs: torch.Tensor, k: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """int64 ``[B, 2]`` own move (dx, dy) from the goal vectors, and bool ``[B]`` whether it is known
+    (some goal still remaining after the step)."""
+    _, gv0, _ = split_obs(obs, k, s)
+    gs1, gv1, _ = split_obs(next_obs, k, s)
+    rem = gs1[..., 0] > 0.5                                          # [B, K]
+    d = (gv0 - gv1)                                                  # [B, K, 2]
+    idx = rem.float().argmax(1)
+    dd = d[torch.arange(len(d)), idx].round().long()
+    valid = rem.any(1) & (dd.abs() <= 1).all(1)
+    return dd.clamp(-1, 1), valid
+
+
+class IntentNet(nn.Module):
+    """Per-cell neighbour move logits ``[B, 5, S, S]`` from ``[B, 4, S, S]`` (window + previous agent channel)."""
+
+    def __init__(self, channels: int = 16):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(4, channels, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(channels, 5, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+def expected_occupancy(agents: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """float ``[B, S, S]``: expected number of neighbours in each cell at the next step,
+    ``sum_c agents[c] * p(m | c) * [c + delta_m = q]`` (moves out of the window are dropped)."""
+    p = torch.softmax(logits, 1) * agents[:, None]
+    out = torch.zeros_like(agents)
+    for m, (dx, dy) in enumerate(MOVES):
+        out = out + shift(p[:, m], -dx, -dy)
+    return out
+
+
+class IntentLoss(nn.Module, AuxiliaryLoss):
+    """Auxiliary loss of prediction-guided collaborative PPO: cross-entropy of the intent logits (carried in
+    the policy features by :class:`coopsim.agents.immp.net.IMMPNet`) against the neighbours' actual moves,
+    labelled from each minibatch sample's observation and next observation (:func:`move_labels`).
+
+    Args:
+        coef: weight in the PPO loss, >= 0.
+        num_goals: K of the scenario (observation layout).
+        window: S = 2R + 1.
+        policy_dim: width of the policy part of the features (the intent logits follow it).
+    """
+
+    def __init__(self, coef: float, num_goals: int, window: int, policy_dim: int):
+        nn.Module.__init__(self)
+        if coef < 0:
+            raise ValueError(f"coef must be >= 0; got {coef}")
+        self.coef, self.k, self.s, self.policy_dim = float(coef), int(num_goals), int(window), int(policy_dim)
+
+    def setup(self, ctx: HookContext) -> None:
+        return None
+
+    def loss(self, mb: Minibatch, features: torch.Tensor) -> tuple[torch.Tensor, dict[str, float]]:
+        s = self.s
+        logits = features[:, self.policy_dim:].reshape(-1, 5, s, s)
+        _, _, w0 = split_obs(mb.obs, self.k, s)
+        _, _, w1 = split_obs(mb.next_obs, self.k, s)
+        d, valid = own_displacement(mb.obs, mb.next_obs, self.k, s)
+        lab = move_labels(w0[:, 1], w1[:, 1], d, valid & mb.alive)
+        n = (lab != IGNORE).sum()
+        if int(n) == 0:
+            return features.sum() * 0.0, {"labels": 0.0}
+        ce = F.cross_entropy(logits, lab, ignore_index=IGNORE, reduction="sum") / n
+        with torch.no_grad():
+            lg = logits.detach()
+            picked = lg.gather(1, lab.clamp(min=0)[:, None])[:, 0]
+            acc = ((picked >= lg.max(1).values) & (lab != IGNORE)).sum().float() / n
+        return ce, {"accuracy": float(acc), "labels": float(n)}

@@ -1,0 +1,85 @@
+"""Neighbour-intent labels from local observations: exact on hand-made windows and against the simulator."""
+import numpy as np
+import torch
+
+from coopsim.agents.immp.intent import IGNORE, MOVES, expected_occupancy, move_labels, own_displacement, shift
+from coopsim.agents.ppo.networks import flatten_obs
+from coopsim.scenarios.mapf import ACTION_DELTAS, MGMAPFCore
+
+
+def test_shift_semantics():
+    x = torch.arange(9.0).reshape(1, 3, 3)
+    # out[i, j] = x[i + dy, j + dx]: the value one cell to the right
+    assert shift(x, 1, 0)[0].tolist() == [[1, 2, 0], [4, 5, 0], [7, 8, 0]]
+    assert shift(x, 0, -1)[0].tolist() == [[0, 0, 0], [0, 1, 2], [3, 4, 5]]
+
+
+def test_move_labels_hand_made():
+    s = 7
+    a0 = torch.zeros(1, s, s)
+    a1 = torch.zeros(1, s, s)
+    a0[0, 2, 2] = 1      # neighbour A at (x=2, y=2) moves right -> (3, 2)
+    a1[0, 2, 3] = 1
+    a0[0, 4, 4] = 1      # neighbour B at (4, 4) waits
+    a1[0, 4, 4] = 1
+    a0[0, 0, 5] = 1      # neighbour C on the border: unlabeled
+    a1[0, 0, 5] = 1
+    a0[0, 5, 1] = 1      # D at (1, 5) and E at (1, 4): E moves up to (1, 3), D follows to (1, 4)
+    a0[0, 4, 1] = 1
+    a1[0, 3, 1] = 1
+    a1[0, 4, 1] = 1
+    lab = move_labels(a0, a1, torch.zeros(1, 2, dtype=torch.long), torch.ones(1, dtype=torch.bool))[0]
+    assert lab[2, 2] == 4 and lab[4, 4] == 0
+    assert lab[0, 5] == IGNORE
+    assert lab[5, 1] == 1                                   # D: only (1, 4) among its candidates is occupied
+    assert lab[4, 1] == IGNORE                              # E: (1, 4) and (1, 3) both occupied -> ambiguous
+    assert (lab[a0[0] == 0] == IGNORE).all()
+    # the observer itself moved left: the t+1 window is centred one cell to the left
+    a1_shifted = torch.zeros(1, s, s)
+    a1_shifted[0, 2, 4] = 1                                 # A at x=3 appears at column 3 - (-1) = 4
+    a1_shifted[0, 4, 5] = 1
+    lab2 = move_labels(a0, a1_shifted, torch.tensor([[-1, 0]]), torch.ones(1, dtype=torch.bool))[0]
+    assert lab2[2, 2] == 4 and lab2[4, 4] == 0
+
+
+def test_expected_occupancy_moves_mass():
+    s = 5
+    agents = torch.zeros(1, s, s)
+    agents[0, 2, 2] = 1
+    logits = torch.full((1, 5, s, s), -30.0)
+    logits[0, 2, 2, 2] = 30.0           # move 2 = down (y+1)
+    occ = expected_occupancy(agents, logits)[0]
+    assert abs(float(occ[3, 2]) - 1.0) < 1e-6 and abs(float(occ.sum()) - 1.0) < 1e-6
+
+
+def test_labels_match_the_simulator_ground_truth():
+    """Every label inferred from two consecutive local observations equals the neighbour's real move."""
+    core = MGMAPFCore(2, map="random-32-32-10", num_agents=48, num_goals=3, obs_radius=3, max_steps=40)
+    obs = core.reset(seed=0)
+    rng = np.random.default_rng(0)
+    k, s, r = 3, 7, 3
+    checked = 0
+    for _ in range(20):
+        xy0 = core.agent_xy().astype(np.int64)
+        act = rng.integers(0, 5, size=(2, 48))
+        res = core.step(act)
+        xy1 = core.agent_xy().astype(np.int64)
+        moved = xy1 - xy0                                                   # realised moves [E, N, 2]
+        o0 = torch.as_tensor(flatten_obs(obs, core.observation_space)).reshape(96, -1)
+        o1 = torch.as_tensor(flatten_obs(res.obs, core.observation_space)).reshape(96, -1)
+        d, valid = own_displacement(o0, o1, k, s)
+        np.testing.assert_array_equal(d[valid].numpy(), moved.reshape(96, 2)[valid.numpy()])
+        w0 = o0[:, 4 * k:].reshape(-1, 3, s, s)[:, 1]
+        w1 = o1[:, 4 * k:].reshape(-1, 3, s, s)[:, 1]
+        lab = move_labels(w0, w1, d, valid).numpy()
+        for b, i, j in zip(*np.nonzero(lab != IGNORE)):
+            e, a = divmod(int(b), 48)
+            cell = xy0[e, a] + np.array([j - r, i - r])
+            nb = np.flatnonzero((xy0[e] == cell).all(1))
+            assert len(nb) == 1
+            true = moved[e, nb[0]]
+            assert tuple(true) == MOVES[lab[b, i, j]]
+            checked += 1
+        obs = res.obs
+    assert checked > 100
+    assert ACTION_DELTAS.tolist() == [list(m) for m in MOVES]
