@@ -119,15 +119,14 @@ def restore_torch_rng(state: dict[str, Any]) -> None:
 class MetricsLogger:
     """One row per iteration to ``metrics.csv`` (and TensorBoard scalars under ``tb/``).
 
-    Columns are fixed by the first row (later unknown keys raise ``KeyError`` is avoided: they are dropped
-    with their names listed once in ``dropped``). On resume, rows after ``resume_iteration`` are removed
-    and TensorBoard purges events after it.
+    A metric first seen in a later row (e.g. episode metrics once the first episode ends) adds a column:
+    the file is rewritten with the union of columns, earlier rows blank there. On resume, rows after
+    ``resume_iteration`` are removed and TensorBoard purges events after it.
     """
 
     def __init__(self, run_dir: Path, *, tensorboard: bool = True, resume_iteration: int | None = None):
         self.path = run_dir / METRICS_CSV
         self.columns: list[str] | None = None
-        self.dropped: set[str] = set()
         if resume_iteration is not None and self.path.is_file():
             with open(self.path, newline="") as f:
                 rows = list(csv.DictReader(f))
@@ -153,10 +152,18 @@ class MetricsLogger:
         new = self.columns is None
         if new:
             self.columns = list(row.keys())
-        extra = set(row) - set(self.columns)
-        self.dropped |= extra
+        extra = [k for k in row if k not in self.columns]
+        if extra:  # rewrite with the new columns (rare: once per new metric name)
+            with open(self.path, newline="") as f:
+                old = list(csv.DictReader(f))
+            self.columns += extra
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=self.columns, restval="")
+            w.writeheader()
+            w.writerows(old)
+            atomic_write_text(buf.getvalue(), self.path)
         with open(self.path, "a", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=self.columns, extrasaction="ignore", restval="")
+            w = csv.DictWriter(f, fieldnames=self.columns, restval="")
             if new:
                 w.writeheader()
             w.writerow(row)
