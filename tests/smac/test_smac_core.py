@@ -163,7 +163,8 @@ def test_timeout_is_a_truncation_and_not_a_win():
 
 
 @pytest.mark.parametrize("map_name,obs_dim,state_dim,n_actions", [
-    ("3m", 30, 48, 9), ("8m", 80, 168, 14), ("2s3z", 80, 120, 11), ("MMM", 160, 290, 16)])
+    ("3m", 30, 48, 9), ("8m", 80, 168, 14), ("2s3z", 80, 120, 11), ("MMM", 160, 290, 16), ("5m_vs_6m", 55, 98, 12),
+    ("27m_vs_30m", 285, 1170, 36), ("2s_vs_1sc", 17, 27, 7), ("corridor", 156, 282, 30), ("3s5z", 128, 216, 14)])
 def test_smac_layout_dimensions(map_name, obs_dim, state_dim, n_actions):
     # SMAC's published shapes (obs_shape, state_shape, n_actions) for these maps
     core = make_scenario(f"smac/{map_name}-v0", num_envs=2)

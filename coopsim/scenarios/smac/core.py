@@ -84,7 +84,7 @@ class SMACCore(ScenarioCore):
         move (4)                  can move north, south, east, west (probe 2 units)      {0, 1}
         enemies (n_enemies x Fe)  attackable, distance, rel x, rel y (/ own sight),      [-1, 1]
                                   health / max, [shield / max if the enemy side has
-                                  shields], [unit type one-hot if > 1 type on the map]
+                                  shields], [unit type one-hot if the allies mix types]
         allies (n_allies-1 x Fa)  visible, distance, rel x, rel y (/ own sight), health,  [-1, 1]
                                   [shield], [type one-hot], [last action one-hot]
         own (Fo)                  health, [shield], [type one-hot]                       [0, 1]
@@ -148,7 +148,8 @@ class SMACCore(ScenarioCore):
         self._walls = np.array(self.map.walls, np.float32).reshape(-1, 4)
 
         # feature layout
-        types = map_types(self.map)
+        # SMAC: one bit per ally unit type when the allies mix several types (enemy units of another type get none)
+        types = map_types(self.map) if self.map.procedural_race else tuple(sorted(set(self.map.allies)))
         self.unit_type_bits = len(types) if len(types) > 1 else 0
         self._type_bit = np.full(len(U.UNIT_TYPES), -1, np.int64)
         for b, t in enumerate(types):
@@ -349,9 +350,7 @@ class SMACCore(ScenarioCore):
         hfrac = np.where(self._unit_alive, self._health / U.HEALTH[self._type], 0.0).astype(np.float32)
         smax = U.SHIELD[self._type]
         sfrac = np.where(self._unit_alive & (smax > 0), self._shield / np.maximum(smax, 1.0), 0.0).astype(np.float32)
-        onehot = np.zeros((E, self.n_units, nb), np.float32)
-        if nb:
-            np.put_along_axis(onehot, self._type_bit[self._type][..., None], 1.0, axis=2)
+        onehot = (self._type_bit[self._type][..., None] == np.arange(nb)).astype(np.float32)
         pa = self._pos[:, :A]
         parts = [self._move_feasible().astype(np.float32)]
         # enemies
@@ -402,9 +401,7 @@ class SMACCore(ScenarioCore):
         smax = U.SHIELD[t]
         sfrac = np.where(smax > 0, self._shield / np.maximum(smax, 1.0), 0.0)
         rel = (self._pos - np.array([U.MAP_WIDTH / 2, U.MAP_HEIGHT / 2], np.float32)) / np.array([U.MAP_WIDTH, U.MAP_HEIGHT], np.float32)
-        onehot = np.zeros((E, self.n_units, nb), np.float32)
-        if nb:
-            np.put_along_axis(onehot, self._type_bit[t][..., None], 1.0, axis=2)
+        onehot = (self._type_bit[t][..., None] == np.arange(nb)).astype(np.float32)
         cd = np.where(U.IS_HEALER[t], self._energy / U.MEDIVAC_ENERGY_MAX,
                       np.clip(self._cooldown / U.COOLDOWN_NORM_S[t], 0.0, 1.0))
         af = [hfrac[:, :A, None], cd[:, :A, None], rel[:, :A]]
