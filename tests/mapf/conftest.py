@@ -1,9 +1,10 @@
 """Helpers for the MG-MAPF scenario tests: tiny hand-made instances from ASCII pictures."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import numpy as np
+
+from coopsim.scenarios.mapf.instance import MAPFInstance
 import pytest
 
 from coopsim.scenarios.mapf.core import MGMAPFCore
@@ -18,21 +19,12 @@ def grid(picture: str) -> np.ndarray:
 
 
 def make_instance(blocked, starts, goals, goal_order="free"):
-    """An instance object as ``MGMAPFCore.from_instance`` takes it (blocked, starts [N,2], goals [N,K,2])."""
-    try:
-        from coopsim.scenarios.mapf.instance import MAPFInstance  # the lead's dataclass, once present
-    except ImportError:  # pragma: no cover - fallback with the same attributes
-        MAPFInstance = None
+    """A MAPFInstance as ``MGMAPFCore.from_instance`` takes it (blocked, starts [N,2], goals [N,K,2] or [N,2])."""
     starts = np.asarray(starts, dtype=np.int32).reshape(-1, 2)
     goals = np.asarray(goals, dtype=np.int32)
     if goals.ndim == 2:
         goals = goals[:, None, :]
-    if MAPFInstance is not None:
-        try:
-            return MAPFInstance(blocked=np.asarray(blocked, bool), starts=starts, goals=goals, goal_order=goal_order)
-        except TypeError:
-            pass
-    return SimpleNamespace(blocked=np.asarray(blocked, bool), starts=starts, goals=goals, goal_order=goal_order)
+    return MAPFInstance(blocked=np.asarray(blocked, bool), starts=starts, goals=goals, goal_order=goal_order)
 
 
 def make_core(picture: str, starts, goals, goal_order="free", num_envs=1, **params) -> MGMAPFCore:

@@ -101,6 +101,7 @@ import gymnasium
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
 from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_map
@@ -638,7 +639,7 @@ class MGMAPFCore(ScenarioCore):
         """The current instance of env ``env_index`` as a :class:`coopsim.scenarios.mapf.instance.MAPFInstance`.
 
         Attributes used: ``blocked`` bool ``[H, W]``, ``starts`` int32 ``[N, 2]`` (x, y), ``goals`` int32
-        ``[N, K, 2]``, ``goal_order``, ``map_name`` (an object with these attributes if the dataclass is absent).
+        ``[N, K, 2]``, ``goal_order``, ``map_name``.
         ``MGMAPFCore.from_instance(core.instance(e))`` replays it.
 
         Raises:
@@ -761,16 +762,5 @@ def _instance_arrays(inst: Any):
     return blocked, starts, goals, order, name
 
 
-def _make_instance(md: MapData, starts: np.ndarray, goals: np.ndarray, goal_order: str):
-    import inspect
-
-    values = {"blocked": md.blocked, "starts": starts, "goals": goals, "goal_order": goal_order,
-              "map_name": md.name, "name": md.name}
-    try:
-        from coopsim.scenarios.mapf.instance import MAPFInstance
-    except ImportError:  # the shared dataclass is not installed: the same attributes in a namespace
-        from types import SimpleNamespace
-
-        return SimpleNamespace(**{k: v for k, v in values.items() if k != "name"})
-    sig = inspect.signature(MAPFInstance)
-    return MAPFInstance(**{k: v for k, v in values.items() if k in sig.parameters})
+def _make_instance(md: MapData, starts: np.ndarray, goals: np.ndarray, goal_order: str) -> MAPFInstance:
+    return MAPFInstance(blocked=md.blocked, starts=starts, goals=goals, goal_order=goal_order, map_name=md.name)
