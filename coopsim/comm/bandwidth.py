@@ -90,7 +90,7 @@ class BandwidthChannel(Channel):
         shape = (self.E, self.N, self.N)
         keys = ["offered", "delivered"] + [f"lost/{c}" for c in CAUSES]
         self.totals = {f"{k}_{u}": np.zeros(shape, np.int64) for k in keys for u in ("bytes", "copies")}
-        self.last_step = {k: v.copy() for k, v in self.totals.items()}
+        self._step_events: list = []
         self._messages = 0
         self._latencies: list[np.ndarray] = []
         self._fb: dict[int, Feedback] = {}
@@ -100,16 +100,27 @@ class BandwidthChannel(Channel):
         return self.capacity[t % self.capacity.shape[0]]
 
     # ------------------------------------------------------------------ bookkeeping helpers
-    def _count(self, key, env, src, dst, size, step):
+    def _count(self, key, env, src, dst, size, step=None):
+        """Add copies to the run totals (sparse update) and to this step's event list."""
         if len(env) == 0:
             return
-        E, N = self.E, self.N
+        N = self.N
         idx = (np.asarray(env, np.int64) * N + src) * N + dst
-        nb = np.bincount(idx, weights=size, minlength=E * N * N).astype(np.int64).reshape(E, N, N)
-        nc = np.bincount(idx, minlength=E * N * N).reshape(E, N, N)
-        for tgt in (self.totals, step):
-            tgt[f"{key}_bytes"] += nb
-            tgt[f"{key}_copies"] += nc
+        u, inv = np.unique(idx, return_inverse=True)
+        nb = np.bincount(inv, weights=size).astype(np.int64)
+        nc = np.bincount(inv)
+        self.totals[f"{key}_bytes"].reshape(-1)[u] += nb
+        self.totals[f"{key}_copies"].reshape(-1)[u] += nc
+        self._step_events.append((key, u, nb, nc))
+
+    @property
+    def last_step(self) -> dict[str, np.ndarray]:
+        """Counters of the latest step (since the last ``send``), int64 ``[E, N, N]`` per key (built on access)."""
+        out = {k: np.zeros_like(v) for k, v in self.totals.items()}
+        for key, u, nb, nc in self._step_events:
+            out[f"{key}_bytes"].reshape(-1)[u] += nb
+            out[f"{key}_copies"].reshape(-1)[u] += nc
+        return out
 
     def _fate(self, decided, env, src, size, delivered: bool):
         if len(env) == 0:
@@ -127,7 +138,7 @@ class BandwidthChannel(Channel):
 
     def _lose(self, mask, cause, decided):
         q = self._q
-        self._count(f"lost/{cause}", q["env"][mask], q["src"][mask], q["dst"][mask], q["size"][mask], self.last_step)
+        self._count(f"lost/{cause}", q["env"][mask], q["src"][mask], q["dst"][mask], q["size"][mask])
         self._fate(decided, q["env"][mask], q["src"][mask], q["size"][mask], False)
         self._keep(~mask)
 
@@ -211,8 +222,7 @@ class BandwidthChannel(Channel):
     def send(self, t: int, batch: MessageBatch | None) -> None:
         """Offer the messages of step ``t`` (serves every earlier interval first)."""
         self._advance_to(t)
-        for v in self.last_step.values():
-            v.fill(0)
+        self._step_events = []
         if batch is None or len(batch) == 0:
             return
         if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)
@@ -222,7 +232,7 @@ class BandwidthChannel(Channel):
         c = batch.expand_broadcast(self.N)
         m = len(c)
         size = c.size_bytes(self.params.header_bytes)
-        self._count("offered", c.env, c.src, c.dst, size, self.last_step)
+        self._count("offered", c.env, c.src, c.dst, size)
         # drop-tail: rank of each new copy within its sender, after the copies already queued
         q = self._q
         sender = c.env.astype(np.int64) * self.N + c.src
@@ -237,7 +247,7 @@ class BandwidthChannel(Channel):
         fits = queued_now[sender] + rank < self.params.queue_packets
         if (~fits).any():
             drop = ~fits
-            self._count("lost/overflow", c.env[drop], c.src[drop], c.dst[drop], size[drop], self.last_step)
+            self._count("lost/overflow", c.env[drop], c.src[drop], c.dst[drop], size[drop])
             self._fate(t, c.env[drop], c.src[drop], size[drop], False)
         keep = np.flatnonzero(fits)  # ascending: keeps each sender's order (FIFO)
         n = len(keep)
@@ -261,7 +271,7 @@ class BandwidthChannel(Channel):
         a = np.flatnonzero(arrived)
         out = MessageBatch(q["env"][a].astype(np.int32), q["src"][a].astype(np.int32), q["dst"][a].astype(np.int32),
                            self._payload[a], q["t_sent_us"][a] / 1e6)
-        self._count("delivered", q["env"][a], q["src"][a], q["dst"][a], q["size"][a], self.last_step)
+        self._count("delivered", q["env"][a], q["src"][a], q["dst"][a], q["size"][a])
         self._fate(t, q["env"][a], q["src"][a], q["size"][a], True)
         self._latencies.append((q["arrive_us"][a] - q["t_sent_us"][a]) / 1e6)
         self._keep(~arrived)

@@ -60,8 +60,9 @@ def safe_rate_oracle(channel: BandwidthChannel, num_steps: int, copy_bytes: int,
         sim.send(t, MessageBatch(env.astype(np.int32), src.astype(np.int32), dst.astype(np.int32),
                                  np.zeros((m, width), np.float32), np.full(m, t * channel.dt_s)))
         sim.deliver(t + 1)
-        offered[t] = sim.last_step["offered_bytes"].sum(axis=(1, 2))
-        lost[t] = sum(sim.last_step[f"lost/{c}_bytes"] for c in ("overflow", "late", "burst")).sum(axis=(1, 2))
+        ls = sim.last_step
+        offered[t] = ls["offered_bytes"].sum(axis=(1, 2))
+        lost[t] = sum(ls[f"lost/{c}_bytes"] for c in ("overflow", "late", "burst")).sum(axis=(1, 2))
     # window sums [t, t + window)
     cs_o = np.vstack([np.zeros((1, R * E)), np.cumsum(offered, 0)])
     cs_l = np.vstack([np.zeros((1, R * E)), np.cumsum(lost, 0)])
