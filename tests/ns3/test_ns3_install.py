@@ -46,3 +46,23 @@ def test_docs_example_runs(ns3_bridge):
     blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
     assert len(blocks) == 1
     exec(compile(blocks[0], "docs/ns3.md", "exec"), {})
+
+
+def test_shipped_ns3_configs_validate(tmp_path):
+    from pathlib import Path
+
+    from coopsim.agents.comm_baselines.team import SENDERS
+    from coopsim.comm.ns3.experiment import load
+    from coopsim.errors import ConfigError
+
+    paths = sorted((Path(__file__).resolve().parents[2] / "configs" / "ns3").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        cfg = load(str(path))
+        params = Ns3Channel(**cfg["channel"]["params"]).params
+        assert params.background_schedule is None or params.background_schedule[0][0] == 0
+        assert set(cfg["senders"]) <= set(SENDERS) | {"ddacom"}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("channel: {id: ideal-v0}\nsenders: [ddacom]\n")
+    with pytest.raises(ConfigError, match="bad.yaml: key 'channel.id': channel.id must be ns3-v0"):
+        load(str(bad))
