@@ -112,3 +112,26 @@ def test_repair_is_deterministic_and_changes_one_agent_for_a_head_on_collision()
     assert np.array_equal(out1, out2)
     assert int(cert1.changed.sum()) == 1  # fewest changes: one agent yields
     assert cert1.certified.all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 30), st.lists(st.tuples(st.integers(0, 29), st.integers(0, 29)), max_size=40),
+       st.lists(st.lists(st.integers(0, 29), min_size=1, max_size=4, unique=True), max_size=4))
+def test_coupling_graph_matches_networkx(n, raw_pairs, groups):
+    import networkx as nx
+
+    from coopsim.safety.graph import CouplingGraph
+
+    pairs = np.array([(min(a, b), max(a, b)) for a, b in raw_pairs if a < n and b < n and a != b], np.int64).reshape(-1, 2)
+    hyper = [("resource", np.array([g for g in grp if g < n], np.int64)) for grp in groups]
+    g = CouplingGraph(n, pairs, ["separation"] * len(pairs), hyper)
+    ref = nx.Graph()
+    ref.add_nodes_from(range(n))
+    ref.add_edges_from(pairs.tolist())
+    for _, m in hyper:
+        ref.add_edges_from((int(a), int(b)) for a in m for b in m if a < b)
+    assert sorted(map(sorted, nx.connected_components(ref))) == [c.tolist() for c in g.components()]
+    for i in range(n):
+        assert sorted(ref.neighbors(i)) == g.neighbours(i).tolist()
+    assert g.max_neighbourhood == max((d for _, d in ref.degree()), default=0) + 1
+    assert nx.is_isomorphic(g.nx, ref)

@@ -83,10 +83,12 @@ REGRET_CASES = {
     "grid4x4-2ag-all": ("coop_game/Grid4x4-v0", {"num_agents": 2, "constraints": ["separation", "resource", "connectivity"]}),
     "grid5x5-2ag-separation": ("coop_game/Grid5x5-v0", {"num_agents": 2, "constraints": ["separation"]}),
     "grid4x4-3ag-separation": ("coop_game/Grid4x4-v0", {"num_agents": 3, "constraints": ["separation"]}),
+    "grid4x4-2ag-separation": ("coop_game/Grid4x4-v0", {"num_agents": 2, "constraints": ["separation"]}),
 }
 
 
-def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out: Path) -> None:
+def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out: Path, expand_bonus: float | None = None,
+           tag: str = "") -> None:
     from coopsim.agents.graph_safe.train import train_seed
     from coopsim.platform.registry import make_scenario
     from coopsim.scenarios.coop_game.solver import solve_scenario
@@ -94,7 +96,7 @@ def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out:
     for name in cases:
         sid, sp = REGRET_CASES[name]
         for seed in seeds:
-            path = out / f"regret-{name}-seed{seed}.json"
+            path = out / f"regret-{name}{tag}-seed{seed}.json"
             if path.exists():
                 print(f"{name} seed {seed}: done already")
                 continue
@@ -103,14 +105,15 @@ def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out:
             v_star = sol.value(sc.starts(), sc.world().num_cells)
             t0 = time.perf_counter()
             params = {"num_runs": 360, "p_min": p_min}
-            recs = train_seed(sid, sp, "graph_safe-v0", params, "certificate-v0", params, seed, episodes, 10,
+            agent_params = dict(params) if expand_bonus is None else {**params, "expand_bonus": expand_bonus}
+            recs = train_seed(sid, sp, "graph_safe-v0", agent_params, "certificate-v0", params, seed, episodes, 10,
                               v_star=v_star, true_support_every=max(1, episodes // 20))
             wall = time.perf_counter() - t0
             reg = np.cumsum([r["regret"] for r in recs if r["phase"] == 0])
             k = np.arange(1, len(reg) + 1)
             h = len(reg) // 2
             slope = float(np.polyfit(np.log(k[h:]), np.log(np.maximum(reg[h:], 1e-9)), 1)[0])
-            res = {"case": name, "scenario": sid, "params": sp, "agent_params": params, "seed": seed, "episodes": episodes,
+            res = {"case": name + tag, "scenario": sid, "params": sp, "agent_params": agent_params, "seed": seed, "episodes": episodes,
                    "v_star": v_star, "cumulative_regret": reg.tolist(), "slope_second_half": slope, "wall_s": wall,
                    "violations": sum(r["violations"] for r in recs),
                    "steps": sum(r["steps"] for r in recs),
@@ -198,6 +201,8 @@ def main() -> None:
     r.add_argument("--episodes", type=int, default=1500)
     r.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     r.add_argument("--p-min", type=float, default=0.1)
+    r.add_argument("--expand-bonus", type=float, default=None, help="override the agent's expand_bonus")
+    r.add_argument("--tag", default="", help="suffix of the case name in the result files")
     sub.add_parser("tables")
     for p in (v, r):
         p.add_argument("--out", type=Path, default=OUT)
@@ -205,7 +210,7 @@ def main() -> None:
     if a.cmd == "violations":
         violations(a.configs, a.train_episodes, a.eval_episodes, a.out, a.seeds)
     elif a.cmd == "regret":
-        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out)
+        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out, a.expand_bonus, a.tag)
     else:
         print(tables(OUT))
 
