@@ -27,3 +27,27 @@ def splitmix64(x: np.ndarray) -> np.ndarray:
         z = ((z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)) & _M64
         z = ((z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)) & _M64
         return z ^ (z >> np.uint64(31))
+
+
+def distance_rows(blocked: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """4-connected move distances from each flat cell ``y*W + x`` in ``cells`` to every cell.
+
+    Breadth-first search in C (:func:`coopsim.scenarios.mapf.metrics.bfs_distances`, scipy), the same distances as
+    :func:`coopsim.scenarios.mapf.grid.distance_maps` at a fraction of the cost on large maps.
+
+    Args:
+        blocked: bool ``[H, W]``.
+        cells: int ``[M]`` flat source cells (free).
+
+    Returns:
+        int32 ``[M, H*W]``, -1 where unreachable or blocked.
+    """
+    from coopsim.scenarios.mapf.metrics import bfs_distances
+
+    blocked = np.asarray(blocked, dtype=bool)
+    h, w = blocked.shape
+    cells = np.asarray(cells, dtype=np.int64).reshape(-1)
+    if len(cells) == 0:
+        return np.zeros((0, h * w), dtype=np.int32)
+    d = bfs_distances(blocked, np.stack([cells % w, cells // w], 1)).reshape(len(cells), h * w)
+    return np.where(np.isfinite(d), d, -1).astype(np.int32)

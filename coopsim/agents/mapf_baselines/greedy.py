@@ -5,9 +5,8 @@ from typing import Any
 
 import numpy as np
 
-from coopsim.agents.mapf_baselines.common import require_capabilities
+from coopsim.agents.mapf_baselines.common import distance_rows, require_capabilities
 from coopsim.platform.agent import AgentParams, AgentPlugin
-from coopsim.scenarios.mapf.grid import distance_maps
 from coopsim.scenarios.mapf.instance import ACTION_DELTAS
 
 BIG = np.iinfo(np.int32).max // 4
@@ -17,7 +16,7 @@ def goal_distance_tables(blocked_list: list[np.ndarray], goals_list: list[np.nda
     """Distance rows of every distinct goal cell and one-step neighbour tables, for a batch of instances.
 
     Maps are padded to the batch's largest ``H x W`` with obstacles (distances are unchanged). Envs with the
-    same map share one BFS (:func:`coopsim.scenarios.mapf.grid.distance_maps`) over the distinct goal cells of
+    same map share one breadth-first search (:func:`.common.distance_rows`) over the distinct goal cells of
     all of them.
 
     Args:
@@ -62,7 +61,7 @@ def goal_distance_tables(blocked_list: list[np.ndarray], goals_list: list[np.nda
         envs = np.flatnonzero(map_of_env == g)
         cells = np.concatenate([goal_cells[e].ravel() for e in envs])
         uniq, inv = np.unique(cells, return_inverse=True)
-        dm = distance_maps(b, np.stack([uniq % w, uniq // w], 1)).reshape(len(uniq), hw)
+        dm = distance_rows(b, uniq)
         dm = np.where(dm < 0, BIG, dm).astype(np.int32)
         rows.append(np.concatenate([dm, np.full((len(uniq), 1), BIG, dtype=np.int32)], axis=1))
         inv = inv.reshape(len(envs), *goal_cells[0].shape)

@@ -6,7 +6,7 @@ priority order, each with space-time A* against a reservation table holding the 
 planned before it. Multi-goal agents (MG-MAPF) plan one search over states ``(cell, time, stage)``,
 where ``stage`` counts the goals visited so far in the agent's goal sequence (the given order for
 ``fixed``, a nearest-neighbour tour by true distance for ``free``). The heuristic is the exact 4-connected
-distance to the next goal (BFS maps from :func:`coopsim.scenarios.mapf.grid.distance_maps`) plus the
+distance to the next goal (breadth-first distance maps, :func:`.common.distance_rows`) plus the
 remaining tour length, which is admissible and consistent.
 
 Conflict model (the one :func:`coopsim.scenarios.mapf.validate.validate_plan` checks): no two agents in
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from coopsim.scenarios.mapf.grid import distance_maps
+from coopsim.agents.mapf_baselines.common import distance_rows
 
 INF = 1 << 60
 
@@ -390,7 +390,7 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
 
     # distance maps of the distinct goal cells, one BFS sweep for all of them
     ucells, inv = np.unique(gc.ravel(), return_inverse=True)
-    dm = distance_maps(blocked, np.stack([ucells % w, ucells // w], 1)).reshape(len(ucells), hw)
+    dm = distance_rows(blocked, ucells)
     gdist = dm[inv.reshape(n, k)]  # [N, K, HW]
     if goal_order == "free":
         seq = nearest_neighbour_tours(sc, gc, gdist)
