@@ -5,15 +5,16 @@ estimate*: the highest rate at which it recently offered traffic and saw a loss 
 ``loss_threshold``. Per feedback report with traffic:
 
 * loss above the threshold while probing above the estimate: the probe failed; the probing rate
-  falls back to the estimate, which stays;
+  falls back to the estimate, which stays (or, when ``dt_s`` is given, rises to the rate delivered in
+  that report: the probe saturated the link, so what got through is a capacity measurement);
 * loss above the threshold at or below the estimate: capacity fell; the estimate (and the probing
   rate) step down by ``down_factor``, and, when ``dt_s`` is given, to at most the rate actually
   delivered in that report (a delivery-rate bound in the manner of BBR, so one report suffices
   after a deep drop);
 * after a loss the sender holds for ``hold_steps`` reports (no step up: the hysteresis that keeps it
   from oscillating at the edge); each further failed probe doubles the hold, up to
-  ``max_hold_steps``, until a probe is confirmed at or above the lowest failed rate (``ceiling_bps``)
-  or capacity falls, which reset it;
+  ``max_hold_steps``, until a probe is confirmed at or above the lowest failed rate (``ceiling_bps``,
+  also set by a capacity fall), which resets it;
 * loss within the threshold, not holding: after ``up_after`` consecutive such reports the probing rate
   is confirmed (``estimate = max(estimate, rate)``) and the next probe is ``estimate * step``, where
   ``step`` starts at ``up_factor`` and is multiplied by ``up_factor`` after every confirmed probe up to
@@ -104,13 +105,15 @@ class SafeRateProbe:
         if p.dt_s is not None:
             new_est = np.minimum(new_est, fb.delivered_bytes * 8 / p.dt_s)
         self.estimate_bps = np.where(fell, np.maximum(new_est, p.min_rate_bps), self.estimate_bps)
+        if p.dt_s is not None:  # a failed probe saturated the link: what got through is safe
+            self.estimate_bps = np.where(failed, np.maximum(self.estimate_bps, fb.delivered_bytes * 8 / p.dt_s),
+                                         self.estimate_bps)
         self.rate_bps = np.where(bad, self.estimate_bps, self.rate_bps)
         hold_max = max(p.max_hold_steps, p.hold_steps)
         self._hold = np.where(bad, self._hold_len, np.maximum(self._hold - has, 0))
         self._hold_len = np.where(failed, np.minimum(self._hold_len * 2, hold_max), self._hold_len)
         self.ceiling_bps = np.where(failed, np.minimum(self.ceiling_bps, self.rate_before), self.ceiling_bps)
-        self.ceiling_bps = np.where(fell, np.inf, self.ceiling_bps)
-        self._hold_len = np.where(fell, p.hold_steps, self._hold_len)
+        self.ceiling_bps = np.where(fell, self.rate_before, self.ceiling_bps)
         self._good = np.where(bad, 0, self._good)
         # safe: count, confirm, step up
         limited = np.ones(self.shape, bool) if active is None else np.asarray(active, bool)

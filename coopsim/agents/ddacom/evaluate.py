@@ -31,6 +31,7 @@ from coopsim.platform.comm import MessageBatch
 from coopsim.platform.registry import make_component, make_scenario
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "mpe"
+_ORACLE_CACHE: dict[str, np.ndarray] = {}  # the oracle depends on the channel and its seed only
 
 
 def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = None, *, sender_params: dict | None = None,
@@ -77,7 +78,10 @@ def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = No
     if oracle and hasattr(ch, "capacity"):
         demand = team.demand_bps
         grid = np.linspace(0.01, 1.0, 100) * demand
-        safe = safe_rate_oracle(ch, T, COPY_BYTES, grid)
+        key = json.dumps([channel_id, channel_params, seed, num_envs, num_agents, T], sort_keys=True, default=str)
+        if key not in _ORACLE_CACHE:
+            _ORACLE_CACHE[key] = safe_rate_oracle(ch, T, COPY_BYTES, grid)
+        safe = _ORACLE_CACHE[key]
         out["utilization"] = utilization(delivered_bits, safe, demand, num_agents, core.dt_s)
         out["mean_safe_rate_frac"] = float(np.minimum(safe, demand).mean() / demand)
     if hasattr(team.sender, "probe"):
