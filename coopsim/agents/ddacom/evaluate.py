@@ -138,10 +138,10 @@ def main() -> None:
                 r["channel_name"] = cname
                 results.append(r)
         print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)
-    summary = summarize(results)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"args": vars(a), "summary": summary, "runs": [
-        {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
+        summary = summarize(results)  # written after every seed: an interrupted sweep keeps its seeds
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps({"args": vars(a), "seeds_done": seed + 1, "summary": summary, "runs": [
+            {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
     print_table(summary)
 
 
