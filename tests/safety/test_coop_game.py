@@ -148,3 +148,25 @@ def test_lagrangian_multiplier_follows_dual_ascent_on_episode_cost():
         lam = min(max(lam + 0.5 * (m["violations"] - 1.0), 0.0), 100.0)
         assert agent.lam == pytest.approx(lam)
     assert agent.qc.max() > 0  # the cost table learned from observed violations
+
+
+def test_episode_trainer_resumes_exactly():
+    import pickle
+
+    from coopsim.agents.graph_safe import GraphSafeAgent
+    from coopsim.agents.graph_safe.train import EpisodeTrainer, GraphSafeTrainConfig
+
+    def fresh():
+        sc = CoopGameCore(num_envs=1, height=4, width=4, num_agents=2, constraints=["separation", "resource"], max_steps=8)
+        return EpisodeTrainer(GraphSafeAgent(sc, num_runs=360), GraphSafeTrainConfig(total_env_steps=48), seed=3)
+
+    full = fresh()
+    ref = [full.train_iteration() for _ in range(6)]
+    part = fresh()
+    first = [part.train_iteration() for _ in range(3)]
+    state = pickle.loads(pickle.dumps(part.state_dict()))
+    resumed = fresh()
+    resumed.load_state_dict(state)
+    rest = [resumed.train_iteration() for _ in range(3)]
+    assert first + rest == ref
+    assert resumed.env_steps == full.env_steps == 48

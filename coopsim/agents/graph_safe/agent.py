@@ -149,6 +149,14 @@ class GraphSafeAgent(AgentPlugin):
                 W = Q.max(-1)
             self._plan = Qs
 
+    def ensure_table(self):
+        """The joint planner's :class:`~coopsim.scenarios.coop_game.solver.SafeTable` (built once)."""
+        from coopsim.scenarios.coop_game.solver import SafeTable
+
+        if self._table is None:
+            self._table = SafeTable(self.world, self.scenario.constraint_set, self.N, self.params.joint_limit)
+        return self._table
+
     # --- plugin API --------------------------------------------------------------------------
     def reset(self, seed=None):
         self._t[:] = 0
@@ -194,10 +202,7 @@ class GraphSafeAgent(AgentPlugin):
         Raises:
             AssertionError: a certified joint action is not truly safe (a true outcome was removed).
         """
-        if self._table is None:
-            from coopsim.scenarios.coop_game.solver import SafeTable
-
-            self._table = SafeTable(self.world, self.scenario.constraint_set, self.N, self.params.joint_limit)
+        self.ensure_table()
         truly = self._table.safe(true_support)
         cert = self._table.safe(self.plausible_support())
         if (cert & ~truly).any():

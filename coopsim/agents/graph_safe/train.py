@@ -104,6 +104,8 @@ class EpisodeTrainer:
             self.agent.model = model
         for k, v in agent_state.items():
             setattr(self.agent, k, v)
+        if getattr(self.agent, "mode", None) == "joint":
+            self.agent.ensure_table()
         self.shield = shield
 
     def save_policy(self, path: str | Path) -> None:
@@ -111,7 +113,7 @@ class EpisodeTrainer:
 
 
 def _agent_state(agent) -> dict[str, Any]:
-    keep = ("episodes", "_next_plan", "_plan", "q", "qc", "lam", "eps", "rng")
+    keep = ("episodes", "_next_plan", "_plan", "visited", "q", "qc", "lam", "eps", "rng", "_ep_cost")
     return {k: copy.deepcopy(getattr(agent, k)) for k in keep if hasattr(agent, k)}
 
 
