@@ -202,6 +202,8 @@ class SMACCore(ScenarioCore):
         self._eye_eps = np.eye(Un, dtype=np.float32)[None] + np.float32(1e-6)
         r = U.RADIUS[self._type]
         self._rsum = r[:, :, None] + r[:, None, :]
+        self._rsum2 = self._rsum * self._rsum
+        self._eye_bool = np.eye(Un, dtype=bool)[None]
         self._any_immobile = False
         self._masks: np.ndarray | None = None
 
@@ -260,6 +262,7 @@ class SMACCore(ScenarioCore):
         self._enemy_goal[ids] = 2 * centre - self._pos[ids, A:]
         r = U.RADIUS[self._type]
         self._rsum = r[:, :, None] + r[:, None, :]
+        self._rsum2 = self._rsum * self._rsum
         self._any_immobile = bool((U.SPEED[self._type] == 0).any())
         self._push_apart(np.isin(np.arange(E), ids))
         return self._observe()
@@ -319,17 +322,20 @@ class SMACCore(ScenarioCore):
             self._masks = self._compute_masks()
         return self._masks.copy()
 
-    def _compute_masks(self) -> np.ndarray:
+    def _compute_masks(self, d_ae: np.ndarray | None = None, feasible: np.ndarray | None = None) -> np.ndarray:
         E, A, M = self.num_envs, self.n_allies, self.n_enemies
         alive = self.alive
         masks = np.zeros((E, A, self.n_actions), bool)
         masks[..., NOOP] = ~alive
         masks[..., STOP] = alive
-        masks[..., NORTH:WEST + 1] = self._move_feasible() & (alive & (U.SPEED[self._type[:, :A]] > 0))[..., None]
+        if feasible is None:
+            feasible = self._move_feasible()
+        masks[..., NORTH:WEST + 1] = feasible & (alive & (U.SPEED[self._type[:, :A]] > 0))[..., None]
         ta = self._type[:, :A]
         healer = U.IS_HEALER[ta]
         rng_ = U.ATTACK_RANGE[ta][..., None]
-        d_ae = self._dist(slice(0, A), slice(A, None))
+        if d_ae is None:
+            d_ae = self._dist(slice(0, A), slice(A, None))
         atk = (d_ae < rng_) & self._unit_alive[:, None, A:] & (alive & ~healer)[..., None]
         masks[..., N_MOVE_ACTIONS:] = atk
         if healer.any():
@@ -343,53 +349,69 @@ class SMACCore(ScenarioCore):
     # ------------------------------------------------------------------ observations
     def _observe(self) -> np.ndarray:
         E, A, M = self.num_envs, self.n_allies, self.n_enemies
-        nb = self.unit_type_bits
+        nb, Fe, Fa = self.unit_type_bits, self.enemy_feats, self.ally_feats
         alive = self.alive
         ta = self._type[:, :A]
-        sight = U.SIGHT_RANGE[ta][..., None]  # [E, A, 1]
-        hfrac = np.where(self._unit_alive, self._health / U.HEALTH[self._type], 0.0).astype(np.float32)
+        inv_sight = (1.0 / U.SIGHT_RANGE[ta])[..., None]  # [E, A, 1]
+        hfrac = self._health / U.HEALTH[self._type]
         smax = U.SHIELD[self._type]
-        sfrac = np.where(self._unit_alive & (smax > 0), self._shield / np.maximum(smax, 1.0), 0.0).astype(np.float32)
-        onehot = (self._type_bit[self._type][..., None] == np.arange(nb)).astype(np.float32)
-        pa = self._pos[:, :A]
-        parts = [self._move_feasible().astype(np.float32)]
-        # enemies
-        rel = self._pos[:, None, A:, :] - pa[:, :, None, :]  # [E, A, M, 2]
-        dist = np.sqrt((rel * rel).sum(-1))
-        vis = (dist < sight) & self._unit_alive[:, None, A:]
-        self._masks = masks = self._compute_masks()
-        attackable = masks[..., N_MOVE_ACTIONS:] & ~U.IS_HEALER[ta][..., None]
-        ef = [attackable, dist / sight, rel[..., 0] / sight, rel[..., 1] / sight,
-              np.broadcast_to(hfrac[:, None, A:], dist.shape)]
+        sfrac = self._shield / np.maximum(smax, 1.0)
+        out = np.zeros((E, A, self.obs_dim), np.float32)
+        feasible = self._move_feasible()
+        out[..., 0:4] = feasible
+        # enemies: written in place through a view [E, A, M, Fe]
+        x, y = self._pos[..., 0], self._pos[..., 1]
+        rx = x[:, None, A:] - x[:, :A, None]  # [E, A, M]
+        ry = y[:, None, A:] - y[:, :A, None]
+        dist = np.sqrt(rx * rx + ry * ry)
+        vis = ((dist * inv_sight) < 1.0) & self._unit_alive[:, None, A:]
+        self._masks = masks = self._compute_masks(dist, feasible)
+        ev = out[..., 4:4 + M * Fe].reshape(E, A, M, Fe)
+        visf = vis.astype(np.float32)
+        ev[..., 0] = masks[..., N_MOVE_ACTIONS:] & ~U.IS_HEALER[ta][..., None] & vis
+        ev[..., 1] = dist * inv_sight * visf
+        ev[..., 2] = rx * inv_sight * visf
+        ev[..., 3] = ry * inv_sight * visf
+        ev[..., 4] = hfrac[:, None, A:] * visf
+        f = 5
         if self.enemy_shield:
-            ef.append(np.broadcast_to(sfrac[:, None, A:], dist.shape))
-        eblock = np.concatenate([np.stack(ef, -1).astype(np.float32),
-                                 np.broadcast_to(onehot[:, None, A:], (E, A, M, nb))], -1) * vis[..., None]
-        parts.append(eblock.reshape(E, A, -1))
+            ev[..., 5] = sfrac[:, None, A:] * visf
+            f = 6
+        if nb:
+            ev[..., f:f + nb] = (self._type_bit[self._type[:, None, A:]][..., None] == np.arange(nb)) & vis[..., None]
         # allies (others)
         if A > 1:
             oth = self._others
-            po = pa[:, oth]  # [E, A, A-1, 2]
-            rel = po - pa[:, :, None, :]
-            dist = np.sqrt((rel * rel).sum(-1))
-            vis = (dist < sight) & self._unit_alive[:, :A][:, oth]
-            af = [vis.astype(np.float32), dist / sight, rel[..., 0] / sight, rel[..., 1] / sight, hfrac[:, :A][:, oth]]
+            o = 4 + M * Fe
+            av = out[..., o:o + (A - 1) * Fa].reshape(E, A, A - 1, Fa)
+            rx = x[:, :A][:, oth] - x[:, :A, None]
+            ry = y[:, :A][:, oth] - y[:, :A, None]
+            dist = np.sqrt(rx * rx + ry * ry)
+            vis = ((dist * inv_sight) < 1.0) & self._unit_alive[:, :A][:, oth]
+            visf = vis.astype(np.float32)
+            av[..., 0] = visf
+            av[..., 1] = dist * inv_sight * visf
+            av[..., 2] = rx * inv_sight * visf
+            av[..., 3] = ry * inv_sight * visf
+            av[..., 4] = hfrac[:, :A][:, oth] * visf
+            f = 5
             if self.ally_shield:
-                af.append(sfrac[:, :A][:, oth])
-            ablock = [np.stack(af, -1).astype(np.float32), onehot[:, :A][:, oth]]
+                av[..., 5] = sfrac[:, :A][:, oth] * visf
+                f = 6
+            if nb:
+                av[..., f:f + nb] = (self._type_bit[ta[:, oth]][..., None] == np.arange(nb)) & vis[..., None]
+                f += nb
             if self.params.obs_last_action:
-                la = np.zeros((E, A, self.n_actions), np.float32)
-                np.put_along_axis(la, self._last_action[..., None], 1.0, axis=2)
-                ablock.append(la[:, oth])
-            parts.append((np.concatenate(ablock, -1) * vis[..., None]).reshape(E, A, -1))
-        own = [hfrac[:, :A, None]]
+                av[..., f:f + self.n_actions] = (self._last_action[:, oth][..., None] == np.arange(self.n_actions)) & vis[..., None]
+        o = self.obs_dim - self.own_feats
+        out[..., o] = hfrac[:, :A]
         if self.ally_shield:
-            own.append(sfrac[:, :A, None])
-        own.append(onehot[:, :A])
-        parts.append(np.concatenate(own, -1))
-        obs = np.concatenate(parts, -1).astype(np.float32)
-        obs *= alive[..., None]
-        return obs
+            out[..., o + 1] = sfrac[:, :A]
+            o += 1
+        if nb:
+            out[..., o + 1:o + 1 + nb] = self._type_bit[ta][..., None] == np.arange(nb)
+        out *= alive[..., None]
+        return out
 
     def state(self) -> np.ndarray:
         """Global state float32 ``[E, state_dim]`` (SMAC's layout, see the class doc; dead units are zeros)."""
@@ -479,16 +501,34 @@ class SMACCore(ScenarioCore):
         return mv, np.where(actions >= N_MOVE_ACTIONS, tgt, -1)
 
     def _push_apart(self, envs: np.ndarray | None = None) -> None:
-        """SMAX's push-apart of overlapping living units (immobile units stay)."""
+        """SMAX's push-apart of overlapping living units (immobile units stay).
+
+        Each unit moves by ``sum_j (p_i - p_j) * max(r_i + r_j - d_ij, 0) / d_ij / 2`` over living ``j``; only
+        overlapping pairs are gathered (sparse), so the cost is one pairwise distance test per tick.
+        """
         alive = self._unit_alive if envs is None else self._unit_alive & envs[:, None]
-        delta = self._pos[:, :, None, :] - self._pos[:, None, :, :]
-        dist = np.sqrt(np.einsum("euvi,euvi->euv", delta, delta)) + self._eye_eps
-        overlap = self._rsum / dist - 1.0
-        np.maximum(overlap, 0.0, out=overlap)
-        overlap *= alive[:, :, None] & alive[:, None, :]
+        x, y = self._pos[..., 0], self._pos[..., 1]
+        dx = x[:, :, None] - x[:, None, :]
+        dy = y[:, :, None] - y[:, None, :]
+        d2 = dx * dx + dy * dy
+        close = d2 < self._rsum2
+        close &= alive[:, :, None]
+        close &= alive[:, None, :]
+        close &= ~self._eye_bool
+        k = np.flatnonzero(close)
+        if k.size == 0:
+            return
+        Un = self.n_units
+        dist = np.sqrt(d2.ravel()[k]) + np.float32(1e-6)
+        over = (self._rsum.ravel()[k] / dist - 1.0) * 0.5
+        flat = k // Un  # env * n_units + i
         if self._any_immobile:
-            overlap *= (U.SPEED[self._type] > 0)[..., None]
-        self._pos += np.einsum("euvi,euv->eui", delta, overlap) * np.float32(0.5)
+            over *= U.SPEED[self._type.ravel()[flat]] > 0
+        n = self.num_envs * Un
+        sx = np.bincount(flat, weights=dx.ravel()[k] * over, minlength=n)
+        sy = np.bincount(flat, weights=dy.ravel()[k] * over, minlength=n)
+        self._pos[..., 0] += sx.reshape(self.num_envs, self.n_units).astype(np.float32)
+        self._pos[..., 1] += sy.reshape(self.num_envs, self.n_units).astype(np.float32)
         self._constrain()
 
     def _constrain(self) -> None:
