@@ -83,6 +83,7 @@ class GraphSafeAgent(AgentPlugin):
         self._t = np.zeros(scenario.num_envs, np.int64)
         self._last_state = None
         self.visited: np.ndarray | None = None  # joint states seen (joint planner)
+        self.plans_made = 0
 
     # --- model -----------------------------------------------------------------------------------
     def plausible_support(self) -> np.ndarray:
@@ -120,6 +121,7 @@ class GraphSafeAgent(AgentPlugin):
         from coopsim.scenarios.coop_game.solver import SafeTable, solve, team_reward
 
         b = self._bonus_va()
+        self.plans_made += 1
         if self.mode == "joint":
             T = self.transition_estimate()
             if self._table is None:

@@ -34,7 +34,8 @@ def run_episode(sc, agent, shield, seed: int | None, *, v_star: float | None = N
     Keys: ``episode/return`` (team return, mean over envs), ``cost/<name>`` (violations, summed over
     envs), ``violations`` (their total), ``shield/interventions`` (agents changed), ``shield/uncertified``
     (env-steps whose returned action was not certified), ``steps``; with ``v_star`` also ``regret``
-    (``v_star - return``, mean over envs).
+    (``v_star - return``, mean over envs). :func:`train_seed` adds ``expected_regret`` (``v_star`` minus the
+    expected return of the plan the episode followed, under the true dynamics) for the joint planner.
     """
     obs = sc.reset(seed=seed)
     agent.reset(seed)
@@ -113,7 +114,7 @@ class EpisodeTrainer:
 
 
 def _agent_state(agent) -> dict[str, Any]:
-    keep = ("episodes", "_next_plan", "_plan", "visited", "q", "qc", "lam", "eps", "rng", "_ep_cost")
+    keep = ("episodes", "_next_plan", "_plan", "plans_made", "visited", "q", "qc", "lam", "eps", "rng", "_ep_cost")
     return {k: copy.deepcopy(getattr(agent, k)) for k in keep if hasattr(agent, k)}
 
 
@@ -136,6 +137,7 @@ def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_par
     agent = registry.make_component("agent", agent_id, sc, **agent_params)
     shield = registry.make_component("shield", shield_id, **shield_params)
     recs = []
+    plan_value: dict[int, float] = {}
     for ep in range(episodes + eval_episodes):
         phase = int(ep >= episodes)
         if phase and hasattr(agent.params, "greedy"):
@@ -144,6 +146,18 @@ def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_par
                 agent.plan()
         m = run_episode(sc, agent, shield, seed * 1_000_003 + ep, v_star=v_star)
         m.update(phase=float(phase), episode=float(ep))
+        plan = getattr(agent, "_plan", None)
+        if v_star is not None and getattr(agent, "mode", None) == "joint" and plan is not None and m["shield/interventions"] == 0:
+            # the episode followed the plan exactly: its expected return is the plan's value under the true dynamics
+            key = agent.plans_made
+            if key not in plan_value:
+                from coopsim.scenarios.coop_game.solver import evaluate, joint_index, team_reward
+
+                w = sc.world()
+                vals = evaluate(w.transition_matrix(), team_reward(w, sc.targets()), plan.policy)
+                plan_value.clear()
+                plan_value[key] = float(vals[0, joint_index(sc.starts(), w.num_cells)])
+            m["expected_regret"] = v_star - plan_value[key]
         if true_support_every and hasattr(agent, "conservativeness") and (ep % true_support_every == 0 or ep == episodes - 1):
             m["conservativeness"] = agent.conservativeness(sc.world().true_prob > 0)
             m["conservativeness_visited"] = agent.conservativeness(sc.world().true_prob > 0, visited_only=True)

@@ -219,6 +219,25 @@ def solve(T: np.ndarray, reward: np.ndarray, allowed: np.ndarray, horizon: int, 
     return Solution(values=values, policy=policy, safe=allowed)
 
 
+def evaluate(T: np.ndarray, reward: np.ndarray, policy: np.ndarray) -> np.ndarray:
+    """Expected return of a (time-dependent) joint policy: float64 ``[H + 1, S]`` values ``V^pi_t(s)``.
+
+    Args:
+        T: float ``[V, A, V]`` transition matrix (the true one to measure regret).
+        reward: float ``[V]*N`` reward of the next state.
+        policy: int ``[H, S]`` joint action index per step and state.
+    """
+    N = reward.ndim
+    V = T.shape[0]
+    H, S = policy.shape
+    values = np.zeros((H + 1, S))
+    r = reward.reshape(-1)
+    for t in range(H - 1, -1, -1):
+        Q = backup(T, (r + values[t + 1]).reshape((V,) * N), N)
+        values[t] = Q[np.arange(S), policy[t]]
+    return values
+
+
 def solve_scenario(core, max_table: float = 4e6) -> tuple[Solution, SafeTable]:
     """Optimal safe policy of a ``CoopGameCore`` under its true dynamics (true support for safety).
 
