@@ -34,7 +34,7 @@ POLICY_NAME = "policy.pt"
 METRICS_CSV = "metrics.csv"
 SUMMARY_NAME = "train_summary.json"
 #: columns that depend on the machine, not on the run; excluded when comparing runs
-WALL_COLUMNS = ("time/wall_s", "time/env_steps_per_s")
+WALL_COLUMNS = ("time/wall_s", "time/env_steps_per_s", "time/rollout_s", "time/update_s")
 
 
 class TrainSchedule(BaseModel):

@@ -112,3 +112,29 @@ def test_comm_agent_runs_in_the_runner_loop(tmp_path):
     assert row["comm/messages_sent"] > 0
     assert row["comm/copies_offered"] == 2 * row["comm/messages_sent"]
     assert row["comm/offered_bytes"] == row["comm/copies_offered"] * (2 * 4 + DEFAULT_HEADER_BYTES)
+
+
+def test_mgmapf_goal_shaping_potential_on_real_observations():
+    import types
+
+    from coopsim.agents.ppo.mapf_shaping import MGMAPFGoalShaping
+    from coopsim.agents.ppo.networks import flatten_obs
+    from coopsim.platform.hooks import RolloutBatch
+    from coopsim.scenarios.mapf import MGMAPFCore
+
+    blocked = np.zeros((5, 5), bool)
+    inst = types.SimpleNamespace(blocked=blocked, starts=np.array([(0, 2), (4, 4)]),
+                                 goals=np.array([[(3, 2), (2, 0)], [(4, 3), (0, 0)]]))
+    core = MGMAPFCore.from_instance(inst, num_envs=1, obs_radius=1, max_steps=20)
+    o0 = flatten_obs(core.reset(seed=0), core.observation_space)
+    o1 = flatten_obs(core.step(np.array([[4, 1]])).obs, core.observation_space)  # right; down (onto goal (4,3))
+    sh = MGMAPFGoalShaping(num_goals=2, gamma=0.9, scale=0.5, per_goal=10)
+    phi0 = sh.potential(torch.as_tensor(o0))[0]
+    phi1 = sh.potential(torch.as_tensor(o1))[0]
+    # agent 0: nearest goal 3 cells away (of 3 and 4), 2 left; then 2 cells, 2 left
+    # agent 1: nearest 1 cell, 2 left; then it stands on (4,3): 1 left, the other goal 4+3 = 7 cells away
+    assert phi0.tolist() == pytest.approx([-0.5 * (3 + 20), -0.5 * (1 + 20)])
+    assert phi1.tolist() == pytest.approx([-0.5 * (2 + 20), -0.5 * (7 + 10)])
+    batch = RolloutBatch(obs=torch.as_tensor(o0)[None], next_obs=torch.as_tensor(o1)[None], actions=None,
+                         rewards=None, alive=None, dones=None)
+    assert sh.reward(batch)[0, 0].tolist() == pytest.approx((0.9 * phi1 - phi0).tolist())

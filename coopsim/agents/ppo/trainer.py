@@ -15,6 +15,7 @@ Dead or finished slots (``core.alive`` False) are masked out of every loss, bonu
 from __future__ import annotations
 
 import pickle
+import time
 from typing import Any
 
 import numpy as np
@@ -132,6 +133,7 @@ class PPOTrainer:
         episodes: list[dict[str, float]] = []
 
         # 1. rollout ------------------------------------------------------------------------------
+        t_rollout = time.perf_counter()
         for t in range(T):
             alive = np.asarray(core.alive).copy()
             masks = np.asarray(core.action_masks())
@@ -185,6 +187,7 @@ class PPOTrainer:
                 self.inbox_in = agent.receive(self._fresh(self.channel.deliver(self.t)), E)
         self.env_steps += T * E
         self.iteration += 1
+        t_update = time.perf_counter()
 
         # 2. advantages ---------------------------------------------------------------------------
         alive_t = torch.as_tensor(alive_b)
@@ -242,6 +245,8 @@ class PPOTrainer:
                 self._update_minibatch(mb, feat, acc)
 
         # 4. statistics ---------------------------------------------------------------------------
+        stats["time/rollout_s"] = t_update - t_rollout
+        stats["time/update_s"] = time.perf_counter() - t_update
         stats.update({k: float(np.mean(v)) for k, v in acc.items()})
         stats["reward/extrinsic"] = extrinsic_mean
         stats["lr"] = float(self.optimizer.param_groups[0]["lr"])
