@@ -66,3 +66,18 @@ def test_shipped_ns3_configs_validate(tmp_path):
     bad.write_text("channel: {id: ideal-v0}\nsenders: [ddacom]\n")
     with pytest.raises(ConfigError, match="bad.yaml: key 'channel.id': channel.id must be ns3-v0"):
         load(str(bad))
+
+
+def test_bridge_that_cannot_load_ns3_libraries_says_how_to_install(monkeypatch, tmp_path):
+    """A bridge built before ns-3 was removed dies like the dynamic loader makes it die."""
+    from coopsim.comm.ns3 import channel as ns3_channel
+
+    fake = tmp_path / "coopsim-ns3-bridge"
+    fake.write_text("#!/bin/sh\necho 'coopsim-ns3-bridge: error while loading shared libraries: "
+                    "libns3.37-wifi.so: cannot open shared object file' >&2\nexit 127\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(ns3_channel, "ensure_bridge", lambda: fake)
+    ch = Ns3Channel()
+    with pytest.raises(DependencyNotInstalled, match=r"(?s)libns3.37-wifi.so.*install-ns3.sh"):
+        ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1, scenario=Positions([[[0, 0, 0], [1, 0, 0]]]))
+    ch.close()

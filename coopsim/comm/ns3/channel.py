@@ -53,9 +53,9 @@ from typing import Any, Literal, Optional
 import numpy as np
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from coopsim.comm.ns3.build import ensure_bridge
+from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
-from coopsim.errors import ChannelError
+from coopsim.errors import ChannelError, DependencyNotInstalled
 from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
 
 CAUSES = ("seq_gap", "timeout")
@@ -213,7 +213,13 @@ class Ns3Channel(Channel):
         if self._proc is None or not self._proc.alive:
             self._proc = BridgeProcess(ensure_bridge())
         self._ready = False
-        self._proc.request(b"R" + struct.pack("<I", len(cfg := self._config_text(seed))) + cfg, p.reset_timeout_s)
+        cfg = self._config_text(seed)
+        try:
+            self._proc.request(b"R" + struct.pack("<I", len(cfg)) + cfg, p.reset_timeout_s)
+        except ChannelError as exc:
+            if "error while loading shared libraries" in str(exc):  # ns-3 removed after the bridge was built
+                raise DependencyNotInstalled(f"the ns-3 bridge cannot load ns-3: {exc}. {INSTALL_HINT}") from exc
+            raise
         self._ready = True
         # accounting state
         self._next_id = 0

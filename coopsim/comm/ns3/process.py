@@ -85,9 +85,15 @@ class BridgeProcess:
 
     def _fail(self, what: str) -> ChannelError:
         alive = self.proc.poll() is None
-        self._finalizer()  # kill and reap
+        if alive:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # pragma: no cover
+            pass
+        tail = self.stderr_tail()  # before the finalizer closes the file
+        self._finalizer()  # reap and close our ends
         code = self.proc.returncode
-        tail = self.stderr_tail()
         status = "was killed" if alive else f"exited with code {code}"
         msg = f"ns-3 bridge (pid {self.proc.pid}) {what}; it {status}"
         if tail:
