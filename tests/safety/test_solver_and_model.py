@@ -31,6 +31,14 @@ def test_exact_solver_agrees_with_brute_force_expectimax(params):
     v_bf = expectimax_value(w, sc.constraint_set, tuple(sc.targets().tolist()), sc.starts(), sc.params.max_steps)
     assert v_dp == pytest.approx(v_bf, abs=1e-12)
     assert 0.0 <= v_dp <= sc.params.max_steps
+    # policy evaluation of the optimal policy reproduces its values; all-stay is worth no more
+    from coopsim.scenarios.coop_game.solver import evaluate, team_reward
+
+    R = team_reward(w, sc.targets())
+    ok = sol.safe.any(1)  # states with no safe action (already unsafe, unreachable) are valued 0 by the solver
+    assert np.allclose(evaluate(w.transition_matrix(), R, sol.policy)[:, ok], sol.values[:, ok], atol=1e-12)
+    stay = evaluate(w.transition_matrix(), R, np.zeros_like(sol.policy))
+    assert stay[0, joint_index(sc.starts(), w.num_cells)] <= v_dp + 1e-12
 
 
 def test_optimal_policy_return_matches_its_value_and_never_violates():
