@@ -58,7 +58,9 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
     rows = run["rows"]
     if not rows:
         return None
-    metrics = [m for m in _ordered_metrics(run["summary"]["metrics"]) if m not in ID_KEYS][:max_metrics]
+    allm = run["summary"]["metrics"]
+    metrics = [m for m in _ordered_metrics(allm) if m not in ID_KEYS
+               and not ("/" in m and not any(v for v in allm[m].get("per_seed", {}).values()))][:max_metrics]
     plt = _mpl()
     cols = min(4, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
@@ -98,11 +100,13 @@ def _save_fig(fig, out: Path) -> None:
 def summary_table(run: dict[str, Any]):
     from rich.table import Table
 
-    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})")
+    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})", caption="all-zero comm/, shield/ and cost/ counters are hidden here; summary.json has every metric")
     for c in ("metric", "mean", "95% CI", "seeds", "episodes"):
         t.add_column(c, justify="right" if c != "metric" else "left")
     for m in _ordered_metrics(run["summary"]["metrics"]):
         st = run["summary"]["metrics"][m]
+        if "/" in m and not any(v for v in st.get("per_seed", {}).values()):
+            continue  # an all-zero layer counter (no messages, no interventions): kept in the files, not shown
         ci = "—" if st.get("ci95_low") is None else f"[{_fmt(st['ci95_low'])}, {_fmt(st['ci95_high'])}]"
         t.add_row(m, _fmt(st.get("mean")), ci, str(st.get("n_seeds")), str(st.get("n_episodes")))
     return t
