@@ -52,7 +52,14 @@ def child_cpu_s(ch) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(ch, steps: int, warmup: int = 20) -> dict:
+def busy(ms: float) -> None:
+    """Stand-in for a scenario step between send and deliver: spin this long on the CPU."""
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def measure(ch, steps: int, warmup: int = 20, work_ms: float = 0.0) -> dict:
     ch.reset(1, num_envs=1, num_agents=N, dt_s=DT, scenario=Line())
     times = np.zeros(steps)
     for t in range(warmup + steps):
@@ -60,9 +67,11 @@ def measure(ch, steps: int, warmup: int = 20) -> dict:
             cpu0 = time.process_time() + child_cpu_s(ch)
         t0 = time.perf_counter()
         ch.send(t, batch(t))
+        if work_ms:
+            busy(work_ms)
         ch.deliver(t + 1)
         if t >= warmup:
-            times[t - warmup] = time.perf_counter() - t0
+            times[t - warmup] = time.perf_counter() - t0 - work_ms / 1e3
     cpu = time.process_time() + child_cpu_s(ch) - cpu0
     s = ch.stats()
     ch.close()
@@ -135,6 +144,7 @@ def main() -> None:
                                                           background_position_m=(15.0, 2.0, 0.0))),
     ]
     results = [(name, measure(ch, args.steps)) for name, ch in rows]
+    results.append(("ns3-v0, no bg, 3 ms scenario step between*", measure(Ns3Channel(), args.steps, work_ms=3.0)))
     base = results[2][1]["mean_ms"]
     print(f"8 agents, 802.11a 6 Mbit/s, {PAYLOAD_BYTES} B broadcasts every {DT} s step, {args.steps} steps")
     print(f"load average (1 min) {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; wall = per step, send + deliver;"
@@ -143,6 +153,8 @@ def main() -> None:
     for name, r in results:
         print(f"{name:44s} {r['mean_ms']:8.3f} {r['p50_ms']:8.3f} {r['p95_ms']:8.3f} {r['cpu_ms']:8.3f} "
               f"{r['delivered']:10.3f} {r['mean_ms'] / base:7.2f}")
+    print("* send returns at once and ns-3 runs while the scenario steps: wall is send + deliver beyond the 3 ms"
+          " spent in the scenario (cpu includes those 3 ms)")
     cpu = results[2][1]["cpu_ms"]
     print(f"target ns3-v0 without background < 5 ms/step: wall {base:.2f} ms ({'MET' if base < 5 else 'NOT MET'}), "
           f"cpu {cpu:.2f} ms ({'MET' if cpu < 5 else 'NOT MET'})")

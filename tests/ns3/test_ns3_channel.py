@@ -240,7 +240,8 @@ def test_stuck_ns3_raises_channel_error_within_timeout_and_recovers(ns3_bridge):
     os.kill(pid, signal.SIGSTOP)  # a hung ns-3
     t0 = time.monotonic()
     with pytest.raises(ChannelError, match=r"did not answer within 1 s \(stuck"):
-        ch.send(0, broadcast_all(1, 2, 0, DT))
+        ch.send(0, broadcast_all(1, 2, 0, DT))  # returns at once: ns-3 works while the scenario steps
+        ch.deliver(1)  # waits for ns-3, at most step_timeout_s
     assert time.monotonic() - t0 < 3.0
     assert not os.path.exists(f"/proc/{pid}")  # killed and reaped
     with pytest.raises(ChannelError, match="call reset"):
@@ -250,6 +251,7 @@ def test_stuck_ns3_raises_channel_error_within_timeout_and_recovers(ns3_bridge):
     os.kill(ch._proc.pid, signal.SIGKILL)  # a crashed ns-3
     with pytest.raises(ChannelError, match="crashed|exited with code"):
         ch.send(0, broadcast_all(1, 2, 0, DT))
+        ch.deliver(1)
     ch.close()
 
 

@@ -17,7 +17,9 @@ Model (ns-3, Debian's 3.37, run by the child process ``coopsim-ns3-bridge``):
   receiver's address (unicast, MAC-acknowledged with retries). Static ARP entries, so no ARP traffic.
 * Time: a message sent at step ``t`` leaves at ``t * dt_s`` plus a per-sender jitter drawn uniformly in
   ``[0, send_jitter_s]`` (all of one sender's messages of a step leave together, in batch order);
-  :meth:`send` advances ns-3 from ``t * dt_s`` to ``(t + 1) * dt_s`` (``Simulator::Stop`` + ``Run``).
+  :meth:`send` asks ns-3 to advance from ``t * dt_s`` to ``(t + 1) * dt_s`` (``Simulator::Stop`` +
+  ``Run``) and returns at once: ns-3 runs in its process while the caller steps its scenario, and the
+  next call (``deliver``, ``feedback``, ``stats``...) waits for it (up to ``step_timeout_s``).
   A copy received in that window is returned by ``deliver(t + 1)`` (and any later ``deliver`` until
   taken); its ``t_sent_s`` is ``t * dt_s`` and its latency (``comm/latency_*_s``) is the ns-3 one.
 * Background traffic: each background pair sends unicast UDP packets of ``background_packet_bytes``
@@ -157,6 +159,7 @@ class Ns3Channel(Channel):
         super().__init__(**params)
         self._proc: BridgeProcess | None = None
         self._ready = False
+        self._pending: int | None = None  # window submitted to ns-3 whose reply is not read yet
 
     # ------------------------------------------------------------------ lifecycle
     def _config_text(self, seed: int) -> bytes:
@@ -210,6 +213,12 @@ class Ns3Channel(Channel):
         line = np.zeros((self.E, self.N, 3))
         line[:, :, 0] = np.arange(self.N) * p.fallback_spacing_m
         self._fallback = line
+        if self._ready and getattr(self, "_pending", None) is not None:
+            try:
+                self._collect()  # keep the pipe in step: read the reply of the last submitted window
+            except ChannelError:
+                pass  # the child died; a new one starts below
+        self._pending = None
         if self._proc is None or not self._proc.alive:
             self._proc = BridgeProcess(ensure_bridge())
         self._ready = False
@@ -242,9 +251,15 @@ class Ns3Channel(Channel):
     def close(self) -> None:
         """End the child process (idempotent); a later ``reset`` starts a new one."""
         if self._proc is not None:
+            if self._pending is not None:
+                try:
+                    self._proc.collect(self.params.step_timeout_s)
+                except ChannelError:
+                    pass
             self._proc.close()
             self._proc = None
         self._ready = False
+        self._pending = None
 
     def __del__(self):  # the BridgeProcess finalizer does the work; this only makes it prompt
         try:
@@ -314,14 +329,27 @@ class Ns3Channel(Channel):
             self._fate(decided, c["env"], c["src"], c["size"], False)
 
     # ------------------------------------------------------------------ one ns-3 window
-    def _window(self, k: int, wire: np.ndarray) -> None:
-        """Simulate ``[k dt, (k+1) dt)`` with the messages ``wire`` leaving at ``k dt``."""
+    def _submit(self, k: int, wire: np.ndarray) -> None:
+        """Ask ns-3 to simulate ``[k dt, (k+1) dt)`` with the messages ``wire`` leaving at ``k dt``; the
+        reply is read by :meth:`_collect`, so ns-3 runs while the caller steps its scenario."""
         head = struct.pack("<cIddd", b"S", len(wire), k * self.dt_s, (k + 1) * self.dt_s, self._bg_rate(k))
         pos = np.ascontiguousarray(self._positions(), dtype="<f8")
         try:
-            reply = self._proc.request(head + pos.tobytes() + wire.tobytes(), self.params.step_timeout_s)
+            self._proc.submit(head + pos.tobytes() + wire.tobytes(), self.params.step_timeout_s)
         except ChannelError:
             self._ready = False  # the child is gone: the next call must be reset()
+            raise
+        self._pending = k
+
+    def _collect(self) -> None:
+        """Read and account the reply of the window submitted last, if any."""
+        if self._pending is None:
+            return
+        k, self._pending = self._pending, None
+        try:
+            reply = self._proc.collect(self.params.step_timeout_s)
+        except ChannelError:
+            self._ready = False
             raise
         n, now_s, bg_tx, bg_rx = struct.unpack_from("<IdQQ", reply)
         rx = np.frombuffer(reply, dtype=_RX, count=n, offset=28)
@@ -353,6 +381,11 @@ class Ns3Channel(Channel):
         timeout_steps = self.params.loss_timeout_s / self.dt_s
         self._lose((arrival - q["t_sent_step"]) >= timeout_steps - 1e-9, "timeout", arrival)
 
+    def _window(self, k: int, wire: np.ndarray) -> None:
+        """Simulate ``[k dt, (k+1) dt)`` now (submit and collect)."""
+        self._submit(k, wire)
+        self._collect()
+
     def _advance_to(self, k: int) -> None:
         empty = np.zeros(0, _WIRE)
         while self._served_to < k:
@@ -361,13 +394,14 @@ class Ns3Channel(Channel):
 
     # ------------------------------------------------------------------ Channel API
     def send(self, t: int, batch: MessageBatch | None) -> None:
-        """Offer the messages of step ``t`` and run ns-3 over ``[t dt, (t+1) dt)``.
+        """Offer the messages of step ``t``; ns-3 simulates ``[t dt, (t+1) dt)`` while the caller goes on.
 
         Raises:
             ValueError: env/src/dst out of range, or step ``t`` already simulated.
             ChannelError: ns-3 did not finish within ``step_timeout_s`` or crashed.
         """
         self._require_ready()
+        self._collect()
         self._advance_to(t)
         if self._served_to > t:
             raise ValueError(f"ns3-v0: send({t}) after the channel simulated step {self._served_to - 1}; "
@@ -413,12 +447,13 @@ class Ns3Channel(Channel):
             self._q = {k: np.concatenate([self._q[k], new[k]]) for k in self._q}
             pay = batch.payload[mi]
             self._q_payload = pay if len(self._q_payload) == 0 else np.concatenate([self._q_payload, pay])
-        self._window(t, wire)
+        self._submit(t, wire)  # answered while the caller steps its scenario; read by the next call
         self._served_to = t + 1
 
     def deliver(self, t: int) -> MessageBatch:
         """Copies received by ``t * dt_s`` and not returned before (broadcasts expanded, ``dst`` = receiver)."""
         self._require_ready()
+        self._collect()
         self._advance_to(t)
         ready = [a for a in self._arrived if a[0] <= t]
         self._arrived = [a for a in self._arrived if a[0] > t]
@@ -437,6 +472,7 @@ class Ns3Channel(Channel):
         (sender, receiver) pair arrived without it, or ``loss_timeout_s`` after it was sent.
         """
         self._require_ready()
+        self._collect()
         out = Feedback.zeros(self.E, self.N)
         for k in [k for k in self._fb if k <= t]:
             fb = self._fb.pop(k)
@@ -447,6 +483,8 @@ class Ns3Channel(Channel):
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
         """int64 ``[E, N, N]``: copies and bytes in flight in ns-3 or received and not yet delivered."""
+        if self._ready:
+            self._collect()
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
         q = self._q
@@ -459,6 +497,8 @@ class Ns3Channel(Channel):
 
     def per_copy(self) -> dict[str, np.ndarray]:
         """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
+        if self._ready:
+            self._collect()
         out = {k: v.copy() for k, v in self.totals.items()}
         for u in ("bytes", "copies"):
             out[f"lost_{u}"] = sum(out[f"lost/{c}_{u}"] for c in CAUSES)
@@ -467,6 +507,8 @@ class Ns3Channel(Channel):
 
     def latencies_s(self) -> np.ndarray:
         """float64 ns-3 latencies (s) of every copy delivered since reset (send time to ns-3 reception)."""
+        if self._ready:
+            self._collect()
         return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
 
     def stats(self) -> dict[str, float]:

@@ -101,18 +101,28 @@ class BridgeProcess:
         return ChannelError(msg)
 
     def request(self, data: bytes, timeout_s: float) -> bytes:
-        """Send one framed request and return the payload of its ``'K'`` reply.
+        """Send one framed request and return the payload of its ``'K'`` reply (:meth:`submit` + :meth:`collect`).
 
         Raises:
             ChannelError: no reply within ``timeout_s`` (the child is killed), the child died, or it
                 answered with an error frame.
         """
+        self.submit(data, timeout_s)
+        return self.collect(timeout_s)
+
+    def submit(self, data: bytes, timeout_s: float) -> None:
+        """Write one framed request without waiting for its reply (ns-3 works while the caller goes on)."""
         if not self.alive and self._finalizer.alive:
             raise self._fail("is not running")
         if not self._finalizer.alive:
             raise ChannelError("the ns-3 bridge was closed; reset the channel to start a new one")
+        self._write_all(data, time.monotonic() + timeout_s, timeout_s)
+
+    def collect(self, timeout_s: float) -> bytes:
+        """Wait up to ``timeout_s`` for the reply of the oldest submitted request; returns its payload."""
+        if not self._finalizer.alive:
+            raise ChannelError("the ns-3 bridge was closed; reset the channel to start a new one")
         deadline = time.monotonic() + timeout_s
-        self._write_all(data, deadline, timeout_s)
         head = self._read_exact(5, deadline, timeout_s)
         tag, n = head[:1], struct.unpack("<I", head[1:])[0]
         payload = self._read_exact(n, deadline, timeout_s) if n else b""
