@@ -130,8 +130,7 @@ class IMMPAgent(PPOAgent):
         if self.hl.core is not self.scenario:  # the trainer may swap in a restored core
             self.hl.core = self.scenario
             self.hl.invalidate()
-        self.hl.sync()
-        return self.hl.step_counters()
+        return self.hl.sync()
 
     def _input(self, obs_flat: np.ndarray, *, advance: bool) -> torch.Tensor:
         e, n = obs_flat.shape[:2]

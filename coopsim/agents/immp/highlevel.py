@@ -464,7 +464,8 @@ class ScenarioPlanner:
         ms = self.core.params.max_steps
         return np.rint(self.core.state()[:, -1] * ms).astype(np.int64)
 
-    def sync(self) -> None:
+    def sync(self) -> np.ndarray:
+        """Replan what changed since the last call; returns the step counters int64 ``[E]``."""
         core, pl = self.core, self.planner
         t = self.step_counters()
         xy = core.agent_xy()
@@ -478,6 +479,7 @@ class ScenarioPlanner:
                 self.force[e] = False
             else:
                 pl.on_progress(e, xy[e], vis[e], order, int(t[e]))
+        return t
 
     def features(self) -> np.ndarray:
         """float32 ``[E, N, feature_dim]`` (call :meth:`sync` first)."""
