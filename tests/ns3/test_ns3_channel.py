@@ -291,3 +291,33 @@ def test_ddacom_probe_and_token_bucket_work_unchanged_on_ns3_feedback(ns3_bridge
     assert dd["messages_vs_broadcast"] < 0.8
     assert dd["loss"] < 0.5 * bc["loss"]
     assert 0 < dd["mean_estimate_frac"] < 1  # the probe's safe-rate estimate moved below the full demand
+
+
+def _one_frame_latency_s(standard: str, mode: str) -> float:
+    ch = Ns3Channel(standard=standard, data_mode=mode, send_jitter_s=0.0)
+    ch.reset(0, num_envs=1, num_agents=2, dt_s=DT, scenario=Positions([[[0, 0, 0], [3, 0, 0]]]))
+    ch.send(0, MessageBatch(np.zeros(1, np.int32), np.zeros(1, np.int32), np.full(1, -1, np.int32),
+                            np.zeros((1, 250), np.float32), np.zeros(1)))
+    assert len(ch.deliver(1)) == 1
+    lat = ch.latencies_s()
+    ch.close()
+    return float(lat[0])
+
+
+@pytest.mark.parametrize("standard, slow, fast, airtime_slow_s, airtime_fast_s, access_s", [
+    # OFDM (clause 17): 24 / 216 data bits per 4 us symbol; idle medium: access after DIFS = 16 + 2 x 9 us
+    ("802.11a", "OfdmRate6Mbps", "OfdmRate54Mbps", frame_time_s(1028),
+     20e-6 + 4e-6 * math.ceil((16 + 8 * 1064 + 6) / 216), 34e-6),
+    # DSSS (clause 16): long PLCP preamble + header 192 us, then the PSDU at 1 or 11 Mbit/s
+    ("802.11b", "DsssRate1Mbps", "DsssRate11Mbps", 192e-6 + 8 * 1064 / 1e6,
+     192e-6 + math.ceil(8 * 1064 / 11) * 1e-6, None),
+])
+def test_standard_and_rate_set_explicitly_give_the_frame_airtime(ns3_bridge, standard, slow, fast, airtime_slow_s,
+                                                                airtime_fast_s, access_s):
+    """One 1028 B broadcast on an idle medium, no jitter: latency = channel access + PHY airtime
+    (+ 10 ns of propagation over 3 m); the difference between two rates is exactly the airtime difference."""
+    lat_slow, lat_fast = _one_frame_latency_s(standard, slow), _one_frame_latency_s(standard, fast)
+    assert lat_slow - lat_fast == pytest.approx(airtime_slow_s - airtime_fast_s, abs=1e-6)
+    if access_s is not None:
+        assert lat_slow == pytest.approx(access_s + airtime_slow_s, abs=1e-6)
+        assert lat_fast == pytest.approx(access_s + airtime_fast_s, abs=1e-6)

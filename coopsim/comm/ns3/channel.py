@@ -73,6 +73,8 @@ _BASIC_MODE = {"802.11a": "OfdmRate6Mbps", "802.11b": "DsssRate1Mbps", "802.11g"
                "802.11n": "OfdmRate6Mbps"}
 _DEFAULT_MODE = {"802.11a": "OfdmRate6Mbps", "802.11b": "DsssRate1Mbps", "802.11g": "ErpOfdmRate6Mbps",
                  "802.11n": "HtMcs0"}
+# Friis free-space loss at 1 m, 20 log10(4 pi f / c): 5.15 GHz (ns-3's default) and 2.412 GHz (channel 1)
+_FREE_SPACE_1M_DB = {"802.11a": 46.6777, "802.11n": 46.6777, "802.11b": 40.0953, "802.11g": 40.0953}
 _WIRE = np.dtype([("env", "<u4"), ("src", "<u4"), ("dst", "<i4"), ("size", "<u4"), ("id", "<u4")])
 _RX = np.dtype([("id", "<u4"), ("rx", "<u4"), ("t", "<f8")])
 
@@ -94,7 +96,9 @@ class Ns3Params(ChannelParams):
     tx_power_dbm: float = Field(16.0206, ge=-30, le=40, description="transmit power (dBm), in [-30, 40]")
     log_distance_exponent: float = Field(3.0, ge=1.5, le=6, description="path-loss exponent, in [1.5, 6]")
     reference_distance_m: float = Field(1.0, gt=0, description="log-distance reference distance (m), > 0")
-    reference_loss_db: float = Field(46.6777, ge=0, description="path loss at the reference distance (dB), >= 0")
+    reference_loss_db: Optional[float] = Field(
+        None, ge=0, description="path loss at the reference distance (dB), >= 0; None = free space at 1 m in the "
+                                "standard's band: 46.68 dB at 5.15 GHz (a, n), 40.10 dB at 2.412 GHz (b, g)")
     nakagami: bool = Field(True, description="add Nakagami-m fading after the log-distance loss")
     nakagami_m0: float = Field(1.5, gt=0, description="Nakagami m below nakagami_distance1_m, > 0")
     nakagami_m1: float = Field(0.75, gt=0, description="Nakagami m between distance1 and distance2, > 0")
@@ -169,7 +173,9 @@ class Ns3Channel(Channel):
             num_envs=self.E, num_agents=self.N, standard=p.standard, rate_manager=p.rate_manager,
             data_mode=p.data_mode or _DEFAULT_MODE[p.standard], control_mode=_BASIC_MODE[p.standard],
             tx_power_dbm=repr(p.tx_power_dbm), log_distance_exponent=repr(p.log_distance_exponent),
-            reference_distance_m=repr(p.reference_distance_m), reference_loss_db=repr(p.reference_loss_db),
+            reference_distance_m=repr(p.reference_distance_m),
+            reference_loss_db=repr(p.reference_loss_db if p.reference_loss_db is not None
+                                   else _FREE_SPACE_1M_DB[p.standard]),
             nakagami=int(p.nakagami), nakagami_m0=repr(p.nakagami_m0), nakagami_m1=repr(p.nakagami_m1),
             nakagami_m2=repr(p.nakagami_m2), nakagami_distance1_m=repr(p.nakagami_distance1_m),
             nakagami_distance2_m=repr(p.nakagami_distance2_m), send_jitter_s=repr(p.send_jitter_s),
