@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coopsim.agents.mapf_baselines.common import distance_rows
+from coopsim.scenarios.mapf.validate import goal_visits
 
 INF = 1 << 60
+_PROTECT_STARTS = True
 
 #: action id -> (dx, dy): 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1)
 DELTAS = np.array([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int64)
@@ -47,7 +49,8 @@ class PlanResult:
     Attributes:
         paths: int32 ``[T+1, N, 2]`` cells (x, y) per step; after its last move an agent stays put.
         failed: bool ``[N]``, agents without a plan (they wait at their start for the whole plan).
-        finish_step: int32 ``[N]``, step at which the agent has visited all its goals (-1 if failed).
+        finish_step: int32 ``[N]``, step at which the agent has visited all its goals along ``paths`` (first visits,
+            as :func:`coopsim.scenarios.mapf.validate.goal_visits` counts them; -1 if it never does).
         order: int64 ``[N]``, the priority order of the kept attempt (highest first).
         goal_sequence: int64 ``[N, K]``, the order in which each agent visits its goals (indices into ``goals``).
         attempts: number of priority orders tried (1 + restarts used).
@@ -431,7 +434,7 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
         own = {}
         for i in range(n):
             if i not in static:
-                own[i] = {int(sc[i]), *(int(c) for c in gc[i])}
+                own[i] = {int(sc[i]), *(int(c) for c in gc[i])} if _PROTECT_STARTS else {int(c) for c in gc[i]}
                 for c in own[i]:
                     protect[c] += 1
         res = _Reservations(nbrs, protect)
@@ -505,8 +508,12 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
         p = paths[i] if paths[i] is not None else [int(sc[i])]
         out[: len(p), i] = p
         out[len(p):, i] = p[-1]
-    finish[fail_mask] = -1
     xy = np.stack([out % w, out // w], -1).astype(np.int32)
+    # costs under the instance's own semantics (a free-order agent may pass over a later goal early)
+    reached = goal_visits(xy, goals, goal_order)
+    done = (reached >= 0).all(1)
+    finish = np.where(done, reached.max(1) if k else 0, -1)
+    fail_mask &= ~done  # a goal-less path may still pass over every goal
     return PlanResult(paths=xy, failed=fail_mask, finish_step=finish.astype(np.int32), order=np.asarray(order, dtype=np.int64),
                       goal_sequence=seq, attempts=attempts, expansions=total_exp, plan_time_s=time.perf_counter() - t_start,
                       info={"bump_rounds": bump_rounds, "static_rounds": static_rounds, "static_agents": sorted(static)})
