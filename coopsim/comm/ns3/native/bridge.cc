@@ -26,6 +26,7 @@
 #include "ns3/wifi-module.h"
 
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdint>
@@ -151,14 +152,16 @@ ReadVal()
     return v;
 }
 
+FILE* g_reply = nullptr; // the original stdout; fd 1 itself goes to stderr so no ns-3 print can corrupt a frame
+
 void
 Reply(char tag, const std::string& payload)
 {
     uint32_t n = payload.size();
-    std::fwrite(&tag, 1, 1, stdout);
-    std::fwrite(&n, 4, 1, stdout);
-    std::fwrite(payload.data(), 1, n, stdout);
-    std::fflush(stdout);
+    std::fwrite(&tag, 1, 1, g_reply);
+    std::fwrite(&n, 4, 1, g_reply);
+    std::fwrite(payload.data(), 1, n, g_reply);
+    std::fflush(g_reply);
 }
 
 template <typename T>
@@ -537,7 +540,15 @@ int
 main()
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    std::setvbuf(stdout, nullptr, _IOFBF, 1 << 16);
+    std::fflush(stdout);
+    int replyFd = dup(1);
+    dup2(2, 1);
+    g_reply = fdopen(replyFd, "wb");
+    if (g_reply == nullptr)
+    {
+        return 3;
+    }
+    std::setvbuf(g_reply, nullptr, _IOFBF, 1 << 16);
     while (true)
     {
         char op;
