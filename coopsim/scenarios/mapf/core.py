@@ -46,9 +46,10 @@ Observation (``Dict``, per agent, keys in this order):
                                           there (1/0), c=2 one of the agent's own remaining goals there (1/0)
     =========== ========================= ===========================================================================
 
-    The batched ``window`` array ``[E, N, 3, S, S]`` is built by one fancy-indexing copy out of channels-last
-    planes, so it is a strided view (memory order ``[E, N, S, S, 3]``); index it freely, or call
-    ``np.ascontiguousarray`` before ``.view``-style reinterpretation.
+    The batched ``window`` array ``[E, N, 3, S, S]`` is gathered as ``S`` rows of ``3S`` bytes per agent out of
+    channels-last uint8 planes and converted to float32 in one pass, so it is a strided view (memory order
+    ``[E, N, S, S, 3]``); index it freely, or call ``np.ascontiguousarray`` before ``.view``-style
+    reinterpretation.
 
 Action (``Discrete(5)``): 0 wait, 1 up, 2 down, 3 left, 4 right (no-op: 0).
 
@@ -284,15 +285,20 @@ class MGMAPFCore(ScenarioCore):
         # state arrays
         # canvas = each env's map padded by R blocked cells (off-map), flat index (y + R) * Wc + (x + R)
         self._blk = np.ones(e * self._C, dtype=bool)                # obstacle / off-map
-        self._cnt = np.zeros(e * self._C, dtype=np.int32)           # agents on the cell
+        self._cnt = np.zeros(e * self._C, dtype=np.int32)           # agents on the cell (maintained in 'allow' mode)
         self._occ = np.full(e * self._C, -1, dtype=np.int32)        # agent index on the cell (block mode)
-        # float observation planes [E, Hc, Wc, 3]: obstacles, occupied, zeros (goal plane filled per agent);
-        # windows are gathered from a sliding-window view in one fancy-indexing copy
-        # (channels last: the fancy-indexing copy of [3, S, S] blocks is fastest in this layout)
-        self._planes = np.zeros((e, self._Hc, self._Wc, 3), dtype=np.float32)
-        self._planes[..., 0] = 1.0
+        self._claim = np.zeros(e * self._C, dtype=np.int32)         # scratch: a mover claiming the cell (block mode)
+        self._contested = np.zeros(e * self._C, dtype=bool)         # scratch: cell claimed by 2+ movers (kept False)
+        # uint8 observation planes [E, Hc, Wc, 3]: obstacles, occupied, zeros (goal plane filled per agent).
+        # Channels last, so a window row (S cells x 3 channels) is 3S contiguous bytes: ``_rows`` views the planes
+        # as overlapping 3S-byte items, one starting at every cell, and a window is S fancy-indexed items (one
+        # memcpy-like copy each), converted to float32 afterwards (4x less gathered memory than float planes)
+        self._planes = np.zeros((e, self._Hc, self._Wc, 3), dtype=np.uint8)
+        self._planes[..., 0] = 1
         self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
-        self._views = np.lib.stride_tricks.sliding_window_view(self._planes, (self._S, self._S), axis=(1, 2))
+        self._rows = np.ndarray(shape=(e * self._C - self._S + 1,), dtype=np.dtype((np.void, 3 * self._S)),
+                                buffer=self._planes, strides=(3,))
+        self._row_off = (np.arange(self._S, dtype=np.int64) - r) * self._Wc - r  # [S] first cell of row i - centre
         self._e_idx = np.arange(e)[:, None]
         # flat index of the window centre's goal channel of agent (e, n) in memory order [E, N, S, S, 3]: [E, N, 1]
         self._goal_plane = ((np.arange(e * n, dtype=np.int64).reshape(e, n) * self._S * self._S
@@ -379,9 +385,18 @@ class MGMAPFCore(ScenarioCore):
             new = pos
         elif self.params.conflicts == "block":
             moving0 = moving.copy()
-            # rule 3, vertex: two or more agents entering one cell all wait
-            cnt = np.bincount(gtgt[moving], minlength=E * self._C)
-            moving &= cnt[gtgt] < 2
+            # rule 3, vertex: two or more agents entering one cell all wait. Every mover writes its id into its
+            # target's claim slot; a mover that reads back another id shares its target, which is then contested
+            # (scratch arrays instead of a bincount over all E*C cells; ``_claim`` needs no clearing since every
+            # slot read was just written, ``_contested`` is cleared after use)
+            mv = np.flatnonzero(moving)
+            tg = gtgt.ravel()[mv]
+            self._claim[tg] = mv
+            shared = tg[self._claim[tg] != mv]
+            if len(shared):
+                self._contested[shared] = True
+                moving &= ~self._contested[gtgt]   # a waiter's own cell may be contested: it stays not moving
+                self._contested[shared] = False
             # rule 4, swap: j occupies my target and targets my cell (occupants at the start of the step)
             occ = self._occ[gtgt]
             has = moving0 & (occ >= 0)
@@ -399,17 +414,15 @@ class MGMAPFCore(ScenarioCore):
             ids = self._occ[go]                # old cells are unique and new cells are unique: clear, then set
             self._occ[go] = -1
             self._occ[gn] = ids
-            self._cnt[go] -= 1
-            self._cnt[gn] += 1
-            self._pflat[go * 3 + 1] = 0.0
-            self._pflat[gn * 3 + 1] = 1.0
+            self._pflat[go * 3 + 1] = 0
+            self._pflat[gn * 3 + 1] = 1
             new = np.where(moving, gtgt - self._eoff, pos)
         else:
             go, gn = gpos[moving], gtgt[moving]
             EC = E * self._C
             self._cnt += (np.bincount(gn, minlength=EC) - np.bincount(go, minlength=EC)).astype(np.int32)
             self._pflat[go * 3 + 1] = self._cnt[go] > 0
-            self._pflat[gn * 3 + 1] = 1.0
+            self._pflat[gn * 3 + 1] = 1
             # swap pairs: edges (from, to) with their reverse among movers (global cells, so per env)
             C = E * self._C
             key, rev = go * C + gn, gn * C + go
@@ -442,8 +455,8 @@ class MGMAPFCore(ScenarioCore):
             newly &= active[:, None, None]
         if newly.any():
             self._visited |= newly
-            self._reached_at[newly] = np.broadcast_to(t[:, None, None], newly.shape)[newly]
-            fin_now = unfinished & self._visited.all(-1)
+            np.copyto(self._reached_at, t[:, None, None], where=newly, casting="unsafe")
+            fin_now = unfinished & self._all_visited()
             if fin_now.any():
                 self._finish[fin_now] = np.broadcast_to(t[:, None], fin_now.shape)[fin_now]
         self._return += reward.sum(1)
@@ -500,6 +513,14 @@ class MGMAPFCore(ScenarioCore):
         nxt = self._visited.sum(-1)
         return on & (self._ar_k == nxt[:, :, None])
 
+    def _all_visited(self) -> np.ndarray:
+        """bool ``[E, N]``: agents that have visited every goal (an AND over the short K axis, unrolled)."""
+        v = self._visited
+        out = v[..., 0].copy()
+        for k in range(1, v.shape[-1]):
+            out &= v[..., k]
+        return out
+
     def _active_goals(self) -> np.ndarray:
         rem = ~self._visited
         if self.params.goal_order == "free":
@@ -510,26 +531,22 @@ class MGMAPFCore(ScenarioCore):
         E, N, K = self.num_envs, self.num_agents, self.params.num_goals
         R, S = self._R, self._S
         xy = self._xy
-        # one copy of every agent's [3, S, S] block out of the sliding-window view of the planes
-        window = self._views[self._e_idx, xy[..., 1], xy[..., 0]]           # float32 [E, N, 3, S, S]
+        gpos = self._gpos + self._eoff                                     # [E, N] global centre cell
+        # S rows of 3S bytes per agent out of the uint8 planes: uint8 [E, N, S, S, 3] (C order)
+        mem = self._rows[gpos[:, :, None] + self._row_off].view(np.uint8).reshape(E, N, S, S, 3)
         if self.params.conflicts == "block":
-            window[:, :, 1, R, R] = 0.0                                    # not oneself
+            mem[:, :, R, R, 1] = 0                                         # not oneself
         else:
-            window[:, :, 1, R, R] = self._cnt[self._gpos + self._eoff] > 1  # others on my cell
+            mem[:, :, R, R, 1] = self._cnt[gpos] > 1                       # others on my cell
         rem = ~self._visited
         d = self._goals_xy - xy[:, :, None, :]                              # [E, N, K, 2]
         dx, dy = d[..., 0], d[..., 1]
         inwin = (np.abs(dx) <= R) & (np.abs(dy) <= R) & rem
-        # scatter into the goal plane through flat indices of the window's memory, laid out [E, N, S, S, 3]
-        # (the fancy-indexing copy keeps the planes' channels-last order; ``window`` is a transposed view of it)
-        mem = window.transpose(0, 1, 3, 4, 2)
-        if mem.flags.c_contiguous:
-            mem.reshape(-1)[(self._goal_plane + (dy * S + dx) * 3)[inwin]] = 1.0
-        else:  # another numpy memory layout: plain 5-D scatter
-            ee, nn, kk = np.nonzero(inwin)
-            window[ee, nn, 2, dy[ee, nn, kk] + R, dx[ee, nn, kk] + R] = 1.0
+        # goal plane: scatter through flat indices of ``mem`` (laid out [E, N, S, S, 3])
+        mem.reshape(-1)[(self._goal_plane + (dy * S + dx) * 3)[inwin]] = 1
+        window = mem.astype(np.float32).transpose(0, 1, 4, 2, 3)            # float32 [E, N, 3, S, S] view
         goal_vec = d.astype(np.float32)
-        goal_vec[self._visited] = 0.0
+        np.copyto(goal_vec, 0.0, where=self._visited[..., None])
         status = np.empty((E, N, K, 2), dtype=np.float32)
         status[..., 0] = rem
         status[..., 1] = self._active_goals()
