@@ -6,10 +6,14 @@ environments with ``collision_system='soft'`` and ``on_target='restart'`` (POGEM
 walks its own ``K``-goal sequence, agents never leave the map, as in MG-MAPF), ``obs_radius`` and
 ``max_episode_steps`` as given, and measures with the same protocol as the coopsim worker:
 
-* ``reset_s``: wall seconds of one reset of all envs (POGEMA has no batch: the envs are reset one after the other);
-* ``step_s``: wall seconds of one step of all envs (random actions drawn with numpy, then ``env.step`` on each env
-  in turn; every env builds its ``[N, 3, 2R+1, 2R+1]`` observations each step), over a window of at most one episode;
-* ``agent_steps_per_s`` = ``E * N * T / (reset_s + T * step_s)`` for episodes of ``T = max_steps`` steps;
+* ``reset_s``: CPU seconds (``time.process_time``) of one reset of all envs (POGEMA has no batch: the envs are
+  reset one after the other);
+* ``step_s``: CPU seconds of one step of all envs (random actions drawn with numpy, then ``env.step`` on each env
+  in turn; every env builds its ``[N, 3, 2R+1, 2R+1]`` observations each step), over a window of ``--seconds`` CPU
+  seconds or one episode, whichever ends first;
+* ``agent_steps_per_s`` = ``E * N * T / (reset_s + T * step_s)`` for episodes of ``T = max_steps`` steps, and the
+  same from wall-clock times (``*_wall_s``, ``agent_steps_per_wall_s``), which on a shared machine mostly measure
+  this process's share of the CPU;
 * ``maxrss_mb``: peak resident memory of this process (``resource.getrusage``, MiB).
 
 Prints one JSON line on stdout. Usage (normally started by the driver)::
@@ -30,8 +34,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instance", required=True, help="instance JSON written by mapf_throughput.py")
     ap.add_argument("--envs", type=int, default=1, help="independent environments stepped one after the other")
-    ap.add_argument("--seconds", type=float, default=2.0, help="step window (s); at most one episode of steps")
-    ap.add_argument("--reset-seconds", type=float, default=0.5, help="keep timing resets until this long (s)")
+    ap.add_argument("--seconds", type=float, default=2.0, help="step window (CPU s); at most one episode of steps")
+    ap.add_argument("--reset-seconds", type=float, default=0.5, help="keep timing resets until this long (CPU s)")
     ap.add_argument("--max-steps", type=int, default=256, help="episode length T (steps)")
     ap.add_argument("--obs-radius", type=int, default=5, help="observation radius R (cells)")
     ap.add_argument("--on-target", default="restart", choices=["restart", "nothing", "finish"])
@@ -69,25 +73,27 @@ def main() -> None:
     for _ in range(2):
         _, obs = step_all()
     # resets
-    count, t0 = 0, time.perf_counter()
-    while count < 1 or (time.perf_counter() - t0 < a.reset_seconds and count < 50):
+    count, t0, c0 = 0, time.perf_counter(), time.process_time()
+    while count < 1 or (time.process_time() - c0 < a.reset_seconds and count < 50):
         reset_all()
         count += 1
-    reset_s = (time.perf_counter() - t0) / count
+    reset_s, reset_wall_s = (time.process_time() - c0) / count, (time.perf_counter() - t0) / count
     # steps: from the state just reset, at most one episode, at least 3 steps
-    steps, t0 = 0, time.perf_counter()
-    while steps < 3 or (time.perf_counter() - t0 < a.seconds and steps < a.max_steps):
+    steps, t0, c0 = 0, time.perf_counter(), time.process_time()
+    while steps < 3 or (time.process_time() - c0 < a.seconds and steps < a.max_steps):
         done, obs = step_all()
         steps += 1
         if done:
             break
-    step_s = (time.perf_counter() - t0) / steps
+    step_s, step_wall_s = (time.process_time() - c0) / steps, (time.perf_counter() - t0) / steps
     T = a.max_steps
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
     print(json.dumps({
         "side": "pogema", "version": pogema.__version__, "python": sys.version.split()[0], "envs": a.envs,
         "agents": n, "reset_s": reset_s, "resets_timed": count, "step_s": step_s, "steps_timed": steps,
-        "agent_steps_per_s": a.envs * n * T / (reset_s + T * step_s), "maxrss_mb": rss,
+        "agent_steps_per_s": a.envs * n * T / (reset_s + T * step_s),
+        "reset_wall_s": reset_wall_s, "step_wall_s": step_wall_s,
+        "agent_steps_per_wall_s": a.envs * n * T / (reset_wall_s + T * step_wall_s), "maxrss_mb": rss,
         "obs_shape": list(np.asarray(obs[0]).shape), "on_target": a.on_target,
     }))
 
