@@ -79,6 +79,16 @@ _WIRE = np.dtype([("env", "<u4"), ("src", "<u4"), ("dst", "<i4"), ("size", "<u4"
 _RX = np.dtype([("id", "<u4"), ("rx", "<u4"), ("t", "<f8")])
 
 
+def _scatter_add(target: np.ndarray, index: tuple, values: np.ndarray | None) -> None:
+    """``target[index] += values`` with repeated indices summed (1 per index when ``values`` is None);
+    int64 in, int64 out (a bincount over the flat index, exact below 2**53)."""
+    if len(index[0]) == 0:
+        return
+    flat = np.ravel_multi_index(tuple(np.asarray(i, np.int64) for i in index), target.shape)
+    w = None if values is None else np.asarray(values, np.float64)
+    target.reshape(-1)[...] += np.rint(np.bincount(flat, w, minlength=target.size)).astype(np.int64)
+
+
 class Ns3Params(ChannelParams):
     """Parameters of ``ns3-v0`` (defaults: ns-3's own defaults for 802.11a at 5.15 GHz, 16 dBm)."""
 
@@ -307,17 +317,17 @@ class Ns3Channel(Channel):
         return self._bg_rate(t)
 
     def _count(self, key, env, src, dst, size):
-        np.add.at(self.totals[f"{key}_bytes"], (env, src, dst), size)
-        np.add.at(self.totals[f"{key}_copies"], (env, src, dst), 1)
+        _scatter_add(self.totals[f"{key}_bytes"], (env, src, dst), size)
+        _scatter_add(self.totals[f"{key}_copies"], (env, src, dst), None)
 
     def _fate(self, decided: int, env, src, size, delivered: bool) -> None:
         fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
         if delivered:
-            np.add.at(fb.delivered_copies, (env, src), 1)
-            np.add.at(fb.delivered_bytes, (env, src), size)
+            _scatter_add(fb.delivered_copies, (env, src), None)
+            _scatter_add(fb.delivered_bytes, (env, src), size)
         else:
-            np.add.at(fb.lost_copies, (env, src), 1)
-            np.add.at(fb.lost_bytes, (env, src), size)
+            _scatter_add(fb.lost_copies, (env, src), None)
+            _scatter_add(fb.lost_bytes, (env, src), size)
 
     def _take(self, mask: np.ndarray) -> dict[str, np.ndarray]:
         """Remove the in-flight copies under ``mask``; returns their fields (and ``payload``)."""
@@ -446,7 +456,7 @@ class Ns3Channel(Channel):
             rank[order] = np.arange(len(ps)) - start
             flat = self._seq.reshape(-1)
             seq = flat[pair] + rank
-            np.add.at(flat, pair, 1)
+            flat += np.bincount(pair, minlength=flat.size)
             new = dict(key=ids[mi] * self.N + cdst, env=env, src=src, dst=cdst, size=csize, seq=seq,
                        t_sent_step=np.full(len(mi), t, np.int64))
             self._count("offered", env, src, cdst, csize)
@@ -494,11 +504,11 @@ class Ns3Channel(Channel):
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
         q = self._q
-        np.add.at(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
-        np.add.at(out["queued_copies"], (q["env"], q["src"], q["dst"]), 1)
+        _scatter_add(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
+        _scatter_add(out["queued_copies"], (q["env"], q["src"], q["dst"]), None)
         for _, b, size, _ in self._arrived:
-            np.add.at(out["queued_bytes"], (b.env, b.src, b.dst), size)
-            np.add.at(out["queued_copies"], (b.env, b.src, b.dst), 1)
+            _scatter_add(out["queued_bytes"], (b.env, b.src, b.dst), size)
+            _scatter_add(out["queued_copies"], (b.env, b.src, b.dst), None)
         return out
 
     def per_copy(self) -> dict[str, np.ndarray]:
