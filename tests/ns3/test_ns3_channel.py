@@ -57,6 +57,7 @@ def test_eight_agents_one_metre_apart_nearly_all_delivered(ns3_bridge):
         assert np.all(out.t_sent_s == pytest.approx(t * DT))
         assert np.all(out.payload[:, 0] == t) and np.all(out.payload[:, 2] == out.src)
         assert np.all(out.dst != out.src)
+        assert len(ch.last_latencies_s) == len(out) and np.all((ch.last_latencies_s > 0) & (ch.last_latencies_s < DT))
     s = ch.stats()
     ch.close()
     assert got == s["comm/delivered_copies"]

@@ -263,6 +263,7 @@ class Ns3Channel(Channel):
         self._late_arrivals = 0
         self._sim_time_s = 0.0
         self._payload_dim = 0
+        self.last_latencies_s = np.zeros(0)
 
     def close(self) -> None:
         """End the child process (idempotent); a later ``reset`` starts a new one."""
@@ -467,18 +468,24 @@ class Ns3Channel(Channel):
         self._served_to = t + 1
 
     def deliver(self, t: int) -> MessageBatch:
-        """Copies received by ``t * dt_s`` and not returned before (broadcasts expanded, ``dst`` = receiver)."""
+        """Copies received by ``t * dt_s`` and not returned before (broadcasts expanded, ``dst`` = receiver).
+
+        After the call, :attr:`last_latencies_s` (float64 ``[M]``, s) holds each returned copy's ns-3
+        latency, from its send time ``t_sent_s`` to its reception, row-aligned with the returned batch.
+        """
         self._require_ready()
         self._collect()
         self._advance_to(t)
         ready = [a for a in self._arrived if a[0] <= t]
         self._arrived = [a for a in self._arrived if a[0] > t]
         if not ready:
+            self.last_latencies_s = np.zeros(0)
             return MessageBatch.empty(self._payload_dim)
         for _, b, size, latency in ready:
             self._count("delivered", b.env, b.src, b.dst, size)
             self._fate(t, b.env, b.src, size, True)
             self._latencies.append(latency)
+        self.last_latencies_s = np.concatenate([lat for _, _, _, lat in ready])
         return concat([b for _, b, _, _ in ready])
 
     def feedback(self, t: int) -> Feedback:
