@@ -77,8 +77,8 @@ class GreedyParams(AgentParams):
 class GreedyAgent(AgentPlugin):
     """Independent greedy agents for MG-MAPF (``mapf/greedy-v0``).
 
-    Each agent targets its nearest remaining goal by true grid distance (``free`` order; the next goal of
-    the sequence for ``fixed``) and takes the move that decreases that distance most (ties: up, down,
+    Each agent targets its nearest remaining goal by true grid distance (``free`` order, re-chosen every step,
+    ties to the lower goal index; the next goal of the sequence for ``fixed``) and takes the move that decreases that distance most (ties: up, down,
     left, right, in that order); it waits once all its goals are visited or if its goal is unreachable.
     Other agents are ignored, so agents may block each other (the scenario's rules resolve conflicts); with
     one agent it follows a shortest path and its cost is the greedy nearest-neighbour tour length.

@@ -11,23 +11,32 @@ remaining tour length, which is admissible and consistent.
 
 Conflict model (the one :func:`coopsim.scenarios.mapf.validate.validate_plan` checks): no two agents in
 one cell at one step (vertex conflict), no two agents exchanging cells in one step (swap / edge
-conflict); following into a cell vacated in the same step is allowed. An agent that has visited all its
-goals is finished (its cost is the step it finished, the MG-MAPF sum-of-costs convention) but stays on
-the map: it keeps its last cell for ever, so its path ends in a cell that no higher-priority agent
-enters afterwards ("parking"); finishing agents may still move after finishing to reach such a cell,
-which costs nothing.
+conflict); following into a cell vacated in the same step, and rotations, are allowed. An agent that has
+visited all its goals is finished (its cost is the step it finished, the MG-MAPF sum-of-costs convention)
+but stays on the map: its path ends in a cell that it keeps for ever and that no higher-priority agent
+enters afterwards ("parking"); after finishing it may still move to reach such a cell, which costs
+nothing. Parking rule, so that agents planned later stay solvable: no agent keeps for ever a cell that is
+the start or a goal of an agent not planned yet, or whose loss would split the free cells nobody keeps
+(an articulation point). After the last reserved step the reservations no longer change, so all later
+steps are merged into one state per (cell, stage): the search space is finite.
 
-If an agent finds no plan within the horizon (or the expansion budget), the order is restarted with the
-failed agents first and the rest shuffled (seeded), up to ``restarts`` times; the attempt with the fewest
-failures is kept. Agents that still fail are made static (they wait at their start for the whole
-episode and every other agent plans around them) and the rest replan, repeated until no new agent
-fails, so the returned paths are always conflict-free.
+Failures: an agent without a plan through all its goals (within ``horizon`` steps and ``max_expansions``
+nodes) is a *plan failure*; it then plans a goal-less path that only keeps out of the way of the agents
+above it and parks. The priority order is restarted with the failed agents first and the rest shuffled
+(seeded), up to ``restarts`` times, keeping the attempt with the fewest agents without any path, then the
+fewest failures, then the lowest SoC. Agents left without any path at all (trapped at their start by the
+traffic above them) are moved to the front of the order until none is left; as a last resort they wait
+at their start for the whole plan and every other agent plans around them. The returned paths are
+therefore always conflict-free.
+
+Typical CPU cost (one core, ``benchmarks/mapf_planners.py``): 64 agents x 3 goals on random-32-32-10 about
+0.1 s; 100 agents on every shipped map well under 10 s (maze-32-32-2 with 2-3 goals is the slowest).
 """
 from __future__ import annotations
 
 import heapq
-from collections import deque
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,7 +45,6 @@ from coopsim.agents.mapf_baselines.common import distance_rows
 from coopsim.scenarios.mapf.validate import goal_visits
 
 INF = 1 << 60
-_PROTECT_STARTS = True
 
 #: action id -> (dx, dy): 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1)
 DELTAS = np.array([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int64)
@@ -434,7 +442,7 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
         own = {}
         for i in range(n):
             if i not in static:
-                own[i] = {int(sc[i]), *(int(c) for c in gc[i])} if _PROTECT_STARTS else {int(c) for c in gc[i]}
+                own[i] = {int(sc[i]), *(int(c) for c in gc[i])}
                 for c in own[i]:
                     protect[c] += 1
         res = _Reservations(nbrs, protect)
@@ -485,7 +493,7 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
     # agents left without any plan (trapped by the traffic of agents above them) move to the front until none is left
     front: list[int] = []
     bump_rounds = 0
-    while stuck and bump_rounds < n:
+    while stuck and bump_rounds < n and not (time_limit_s is not None and time.perf_counter() - t_start > time_limit_s):
         bump_rounds += 1
         attempts += 1
         front += [i for i in stuck if i not in front]

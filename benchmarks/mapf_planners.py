@@ -1,0 +1,63 @@
+"""Planning time and quality of the prioritized MG-MAPF planner (``mapf/prioritized-v0``) on the shipped maps.
+
+Prints one row per (map, agents, goals, seed): CPU and wall seconds of ``plan_prioritized`` (instances built by
+the MG-MAPF core exactly as a run does), agents without a complete plan, priority orders tried, A* expansions,
+SoC, LB and SoC/LB, and whether the validator accepts the plan. Single-threaded; CPU time is the figure to
+compare on a shared machine (wall time includes waiting for a core).
+
+    .venv/bin/python benchmarks/mapf_planners.py                  # main job (64 x 3 on random-32-32-10, 5 seeds)
+                                                                  # and 100 agents x K=1..3 on every shipped map
+    .venv/bin/python benchmarks/mapf_planners.py --maps maze-32-32-2 --agents 100 --goals 3 --seeds 0 1 2
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+from coopsim.agents.mapf_baselines import plan_prioritized
+from coopsim.scenarios.mapf.core import MGMAPFCore
+from coopsim.scenarios.mapf.loaders import shipped_maps
+from coopsim.scenarios.mapf.validate import validate_plan
+
+
+def run(map_name: str, agents: int, goals: int, seed: int, horizon: int) -> dict:
+    core = MGMAPFCore(num_envs=1, map=map_name, num_agents=agents, num_goals=goals, goal_order="free", max_steps=horizon)
+    core.reset(seed=seed)
+    inst = core.instance(0)
+    c0, w0 = time.process_time(), time.perf_counter()
+    r = plan_prioritized(inst.blocked, inst.starts, inst.goals, inst.goal_order, horizon=horizon, seed=0)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    rep = validate_plan(inst, r.paths, max_steps=horizon)
+    lb = core.lower_bound(0)
+    return dict(map=map_name, N=agents, K=goals, seed=seed, cpu_s=cpu, wall_s=wall, failed=int(r.failed.sum()),
+                attempts=r.attempts, expansions=r.expansions, soc=rep.soc, lb=lb, ratio=rep.soc / lb, valid=rep.ok,
+                complete=rep.complete)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--maps", nargs="*", default=None, help="map names (default: main job, then every shipped map)")
+    ap.add_argument("--agents", type=int, default=100)
+    ap.add_argument("--goals", type=int, nargs="*", default=[1, 2, 3])
+    ap.add_argument("--seeds", type=int, nargs="*", default=[0])
+    ap.add_argument("--horizon", type=int, default=512, help="plan step limit")
+    a = ap.parse_args()
+    jobs = []
+    if a.maps is None:
+        jobs += [("random-32-32-10", 64, 3, s) for s in range(5)]
+        maps = shipped_maps()
+    else:
+        maps = a.maps
+    jobs += [(m, a.agents, k, s) for m in maps for k in a.goals for s in a.seeds]
+    head = f"{'map':<24}{'N':>4}{'K':>3}{'seed':>5}{'cpu s':>8}{'wall s':>8}{'fail':>5}{'att':>4}{'expans.':>9}{'SoC':>7}{'LB':>7}{'SoC/LB':>7}  valid"
+    print(head)
+    print("-" * len(head))
+    for job in jobs:
+        r = run(*job, horizon=a.horizon)
+        print(f"{r['map']:<24}{r['N']:>4}{r['K']:>3}{r['seed']:>5}{r['cpu_s']:>8.2f}{r['wall_s']:>8.2f}{r['failed']:>5}"
+              f"{r['attempts']:>4}{r['expansions']:>9}{r['soc']:>7}{r['lb']:>7.0f}{r['ratio']:>7.3f}  "
+              f"{'yes' if r['valid'] else 'NO'}{'' if r['complete'] else ' (incomplete)'}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
