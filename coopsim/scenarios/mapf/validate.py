@@ -263,19 +263,13 @@ def validate_plan(instance: Any, paths: np.ndarray, max_steps: int | None = None
         fwd = ((tt * c_n + a) * c_n + b)[mv]
         rev = ((tt * c_n + b) * c_n + a)[mv]
         uf, cf = np.unique(fwd, return_counts=True)
-        pos = np.searchsorted(uf, rev)
-        pos_ok = pos < len(uf)
-        match = np.zeros(len(rev), dtype=bool)
-        match[pos_ok] = uf[pos[pos_ok]] == rev[pos_ok]
+        pos = np.searchsorted(uf, rev).clip(max=max(len(uf) - 1, 0))
+        match = (uf[pos] == rev) if len(uf) else np.zeros(0, dtype=bool)   # this move has a reverse partner
         if match.any():
-            # pairs: for each unordered {a, b}, count(a->b) * count(b->a); each pair of moves is seen from both sides
-            lo = (a < b)[mv]
-            sel = match & lo
-            ff = np.searchsorted(uf, fwd[sel])
-            rr = pos[sel]
-            # unique unordered edges among the selected forward keys
-            uu, first_idx = np.unique(fwd[sel], return_index=True)
-            counts["swap"] = int((cf[ff[first_idx]] * cf[rr[first_idx]]).sum())
+            # pairs: per unordered edge {a, b} and step, count(a->b) * count(b->a), taken once from the a < b side
+            lo = match & (a < b)[mv]
+            edges, first = np.unique(fwd[lo], return_index=True)
+            counts["swap"] = int((cf[np.searchsorted(uf, edges)] * cf[pos[lo][first]]).sum())
             ts, ag_idx = np.nonzero(mv)
             mts, mags = ts[match], ag_idx[match]
             t0 = int(mts.min())
