@@ -300,9 +300,6 @@ class MGMAPFCore(ScenarioCore):
                                 buffer=self._planes, strides=(3,))
         self._row_off = (np.arange(self._S, dtype=np.int64) - r) * self._Wc - r  # [S] first cell of row i - centre
         self._e_idx = np.arange(e)[:, None]
-        # flat index of the window centre's goal channel of agent (e, n) in memory order [E, N, S, S, 3]: [E, N, 1]
-        self._goal_plane = ((np.arange(e * n, dtype=np.int64).reshape(e, n) * self._S * self._S
-                             + r * self._S + r) * 3 + 2)[:, :, None]
         self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
         self._maps: list[Optional[MapData]] = [None] * e
         self._size = np.zeros((e, 2), dtype=np.int64)         # (W, H) of each env's map
@@ -311,6 +308,7 @@ class MGMAPFCore(ScenarioCore):
         self._starts = np.zeros((e, n, 2), dtype=np.int32)
         self._goals_xy = np.zeros((e, n, k, 2), dtype=np.int64)
         self._goals = np.zeros((e, n, k), dtype=np.int64)       # canvas flat index
+        self._goals_c = np.zeros((e, n, k), dtype=np.complex64)  # goal cells as x + iy (goal_vec in one subtraction)
         self._visited = np.zeros((e, n, k), dtype=bool)
         self._reached_at = np.full((e, n, k), -1, dtype=np.int32)
         self._finish = np.full((e, n), -1, dtype=np.int32)
@@ -539,14 +537,18 @@ class MGMAPFCore(ScenarioCore):
         else:
             mem[:, :, R, R, 1] = self._cnt[gpos] > 1                       # others on my cell
         rem = ~self._visited
-        d = self._goals_xy - xy[:, :, None, :]                              # [E, N, K, 2]
-        dx, dy = d[..., 0], d[..., 1]
-        inwin = (np.abs(dx) <= R) & (np.abs(dy) <= R) & rem
-        # goal plane: scatter through flat indices of ``mem`` (laid out [E, N, S, S, 3])
-        mem.reshape(-1)[(self._goal_plane + (dy * S + dx) * 3)[inwin]] = 1
+        # (dx, dy) pairs as complex64 dx + i dy: one subtraction over [E, N, K] (exact: |dx|, |dy| < 2^24)
+        xyc = np.empty((E, N), dtype=np.complex64)
+        xyc.view(np.float32).reshape(E, N, 2)[...] = xy
+        gv = self._goals_c - xyc[:, :, None]                              # complex64 [E, N, K]
+        np.copyto(gv, 0, where=self._visited)                              # zero once visited
+        inwin = (np.abs(gv.real) <= R) & (np.abs(gv.imag) <= R) & rem
+        # goal plane: scatter through flat indices of ``mem`` (laid out [E, N, S, S, 3]); flat (e, n, k) -> agent // K
+        sel = np.flatnonzero(inwin)
+        g = gv.reshape(-1)[sel]
+        mem.reshape(-1)[(sel // K) * (S * S * 3) + ((g.imag * S + g.real).astype(np.int64) + R * S + R) * 3 + 2] = 1
         window = mem.astype(np.float32).transpose(0, 1, 4, 2, 3)            # float32 [E, N, 3, S, S] view
-        goal_vec = d.astype(np.float32)
-        np.copyto(goal_vec, 0.0, where=self._visited[..., None])
+        goal_vec = gv.view(np.float32).reshape(E, N, K, 2)                  # float32 [E, N, K, 2] (dx, dy)
         status = np.empty((E, N, K, 2), dtype=np.float32)
         status[..., 0] = rem
         status[..., 1] = self._active_goals()
@@ -606,6 +608,7 @@ class MGMAPFCore(ScenarioCore):
         self._xy[e] = starts
         self._starts[e] = starts
         self._goals_xy[e] = goals
+        self._goals_c[e].view(np.float32).reshape(goals.shape)[...] = goals
         self._goals[e] = (goals[..., 1] + R) * Wc + goals[..., 0] + R
         self._visited[e] = False
         self._reached_at[e] = -1
