@@ -79,6 +79,8 @@ class ScenarioCore(ABC):
     Params: ClassVar[type[ScenarioParams]] = ScenarioParams
     metadata: ClassVar[dict[str, Any]] = {"name": "scenario", "render_modes": ["rgb_array"], "is_parallelizable": True}
     noop_action: ClassVar[int] = 0
+    #: params the registry-wide conformance test builds this id with (for ids that need some, e.g. an adapter)
+    example_params: ClassVar[dict[str, Any]] = {}
 
     dt_s: float = 1.0
     num_envs: int

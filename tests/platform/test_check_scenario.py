@@ -11,7 +11,8 @@ from coopsim.testing import check_scenario
 
 @pytest.mark.parametrize("scenario_id", registry.list_ids("scenario"))
 def test_every_registered_scenario_conforms(scenario_id):
-    check_scenario(scenario_id)
+    factory = registry.spec("scenario", scenario_id).load()
+    check_scenario(scenario_id, params=dict(getattr(getattr(factory, "cls", factory), "example_params", {})))
 
 
 class GlobalRngLineWalk(LineWalkCore):

@@ -35,7 +35,7 @@ def test_good_config_and_override(tmp_path):
     (GOOD, ["scenario.params.speed=3"],
      r"c\.yaml: key 'scenario\.params\.speed': unknown parameter 'speed' \(value 3\); valid parameters: cell_size_m, length, max_steps, num_agents"),
     (GOOD, ["agents.id=rnadom-v0"],
-     r"c\.yaml: key 'agents\.id': unknown agent id 'rnadom-v0'\. Did you mean 'random-v0'\?"),
+     r"c\.yaml: key 'agents\.id': unknown agent id 'rnadom-v0'\. Did you mean 'random-v0'.*\? Registered agent ids: .*random-v0"),
     (GOOD, ["episodes=0"], r"c\.yaml: key 'episodes': invalid value 0: .*episodes per seed"),
     (GOOD, ["seeds=[]"], r"c\.yaml: key 'seeds': invalid value \[\]: .*at least one seed"),
     (GOOD, ["colour=red"], r"c\.yaml: key 'colour': unknown parameter 'colour' \(value 'red'\); valid parameters: agents, channel"),

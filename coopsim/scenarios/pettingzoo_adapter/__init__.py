@@ -60,6 +60,8 @@ class PettingZooCore(ScenarioCore):
     Params = PettingZooParams
     metadata = {"name": "pettingzoo_adapter_v0", "render_modes": [], "is_parallelizable": True}
 
+    example_params = {"env": "mpe2.simple_spread_v3:parallel_env", "env_kwargs": {"N": 3}}
+
     def __init__(self, num_envs: int = 1, envs: list | None = None, **params: Any):
         self.params = self.Params(**params)
         if envs is None:
