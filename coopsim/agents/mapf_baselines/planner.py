@@ -129,26 +129,28 @@ def neighbour_table(blocked: np.ndarray) -> list[list[int]]:
     return out
 
 
-def nearest_neighbour_tours(start_cells: np.ndarray, goal_cells: np.ndarray, goal_dist: np.ndarray) -> np.ndarray:
+def nearest_neighbour_tours(start_cells: np.ndarray, goal_cells: np.ndarray, goal_rows: np.ndarray,
+                            dist_rows: np.ndarray) -> np.ndarray:
     """Nearest-neighbour goal order per agent, by true grid distance, vectorized over agents.
 
     Args:
         start_cells: int ``[N]`` flat start cells.
         goal_cells: int ``[N, K]`` flat goal cells.
-        goal_dist: int ``[N, K, H*W]`` distance from each goal to every cell (-1 unreachable).
+        goal_rows: int ``[N, K]`` row of each goal in ``dist_rows``.
+        dist_rows: int ``[U, H*W]`` distance from each distinct goal to every cell (-1 unreachable).
 
     Returns:
-        int64 ``[N, K]``: goal indices in visiting order (ties broken by the lower goal index).
+        int64 ``[N, K]``: goal indices in visiting order (ties broken by the lower goal index; unreachable last).
     """
     n, k = goal_cells.shape
     big = np.iinfo(np.int64).max // 4
-    d = np.where(goal_dist < 0, big, goal_dist).astype(np.int64)
     ar = np.arange(n)
     cur = np.asarray(start_cells, dtype=np.int64)
     left = np.ones((n, k), dtype=bool)
     order = np.empty((n, k), dtype=np.int64)
     for s in range(k):
-        dk = d[ar[:, None], np.arange(k)[None, :], cur[:, None]]  # [N, K]
+        dk = dist_rows[goal_rows, cur[:, None]].astype(np.int64)   # [N, K]
+        dk = np.where(dk < 0, big, dk)
         dk = np.where(left, dk, big + 1)
         nxt = dk.argmin(1)
         order[:, s] = nxt
@@ -399,12 +401,11 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
     gc = goals[..., 1] * w + goals[..., 0]  # [N, K]
     rng = np.random.default_rng(seed)
 
-    # distance maps of the distinct goal cells, one BFS sweep for all of them
+    # distance maps of the distinct goal cells (one BFS call); as lists for the A* inner loop (~8 bytes per entry)
     ucells, inv = np.unique(gc.ravel(), return_inverse=True)
     dm = distance_rows(blocked, ucells)
-    gdist = dm[inv.reshape(n, k)]  # [N, K, HW]
     if goal_order == "free":
-        seq = nearest_neighbour_tours(sc, gc, gdist)
+        seq = nearest_neighbour_tours(sc, gc, inv.reshape(n, k), dm)
     else:
         seq = np.broadcast_to(np.arange(k), (n, k)).copy()
     ar = np.arange(n)[:, None]
