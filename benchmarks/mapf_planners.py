@@ -15,6 +15,7 @@ import argparse
 import time
 
 from coopsim.agents.mapf_baselines import plan_prioritized
+from coopsim.errors import CoopsimError
 from coopsim.scenarios.mapf.core import MGMAPFCore
 from coopsim.scenarios.mapf.loaders import shipped_maps
 from coopsim.scenarios.mapf.validate import validate_plan
@@ -53,7 +54,11 @@ def main() -> None:
     print(head)
     print("-" * len(head))
     for job in jobs:
-        r = run(*job, horizon=a.horizon)
+        try:
+            r = run(*job, horizon=a.horizon)
+        except CoopsimError as exc:  # e.g. more goals than a region can hold
+            print(f"{job[0]:<24}{job[1]:>4}{job[2]:>3}{job[3]:>5}  skipped: {exc}")
+            continue
         print(f"{r['map']:<24}{r['N']:>4}{r['K']:>3}{r['seed']:>5}{r['cpu_s']:>8.2f}{r['wall_s']:>8.2f}{r['failed']:>5}"
               f"{r['attempts']:>4}{r['expansions']:>9}{r['soc']:>7}{r['lb']:>7.0f}{r['ratio']:>7.3f}  "
               f"{'yes' if r['valid'] else 'NO'}{'' if r['complete'] else ' (incomplete)'}", flush=True)
