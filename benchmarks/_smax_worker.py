@@ -82,13 +82,12 @@ def speed_scan(env, batch: int, steps: int, seed: int):
         return state.state.unit_health.sum()
 
     t0 = time.perf_counter()
-    run.lower(jax.random.PRNGKey(seed)).compile()
+    jax.block_until_ready(run(jax.random.PRNGKey(seed)))  # compile + first run
     compile_s = time.perf_counter() - t0
-    jax.block_until_ready(run(jax.random.PRNGKey(seed)))  # warm
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     jax.block_until_ready(run(jax.random.PRNGKey(seed + 1)))
-    dt = time.perf_counter() - t0
-    return {"steps_per_s": batch * steps / dt, "compile_s": compile_s, "steps": steps}
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return {"steps_per_s": batch * steps / dt, "steps_per_cpu_s": batch * steps / dc, "compile_s": compile_s, "steps": steps}
 
 
 def speed_call(env, batch: int, seconds: float, seed: int):
@@ -99,28 +98,31 @@ def speed_call(env, batch: int, seconds: float, seed: int):
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
     _, state = v_reset(jax.random.split(key, batch))
-    av = v_avail(state)
-    acts = {a: jnp.asarray(np.zeros(batch, np.int32) + 4) for a in env.agents}
-    jax.block_until_ready(v_step(jax.random.split(key, batch), state, acts))
-    compile_s = time.perf_counter() - t0
-    n = 0
-    t0 = time.perf_counter()
-    while True:
-        av = v_avail(state)
-        acts = {}
+
+    def sample(av):
+        out = {}
         for a in env.agents:
             m = np.asarray(av[a])
-            acts[a] = (rng.random(m.shape) * m).argmax(-1)
+            out[a] = (rng.random(m.shape) * m).argmax(-1).astype(np.int32)
+        return out
+
+    for _ in range(3):  # compile and warm with the exact input types of the timed loop
+        key, ks = jax.random.split(key)
+        _, state, _, _, _ = v_step(jax.random.split(ks, batch), state, sample(v_avail(state)))
+    jax.block_until_ready(state.state.unit_health)
+    compile_s = time.perf_counter() - t0
+    n = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while True:
+        acts = sample(v_avail(state))
         key, ks = jax.random.split(key)
         _, state, _, _, _ = v_step(jax.random.split(ks, batch), state, acts)
         n += 1
-        if n % 4 == 0:
-            jax.block_until_ready(state.state.unit_health)
-            if time.perf_counter() - t0 > seconds and n >= 8:
-                break
+        if time.perf_counter() - t0 > seconds and n >= 8:
+            break
     jax.block_until_ready(state.state.unit_health)
-    dt = time.perf_counter() - t0
-    return {"steps_per_s": batch * n / dt, "compile_s": compile_s, "steps": n}
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return {"steps_per_s": batch * n / dt, "steps_per_cpu_s": batch * n / dc, "compile_s": compile_s, "steps": n}
 
 
 def winrate(env, policy: str, episodes: int, limit: int, seed: int):

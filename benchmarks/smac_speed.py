@@ -82,14 +82,14 @@ def coopsim_speed(map_name: str, batch: int, seconds: float, seed: int = 0) -> d
 
     one()
     n = 0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     while True:
         one()
         n += 1
         if time.perf_counter() - t0 > seconds and n >= 5:
             break
-    dt = time.perf_counter() - t0
-    return {"steps_per_s": batch * n / dt, "steps": n}
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
+    return {"steps_per_s": batch * n / dt, "steps_per_cpu_s": batch * n / dc, "steps": n}
 
 
 def coopsim_winrate(map_name: str, policy: str, episodes: int, seed: int = 0) -> dict:
@@ -159,10 +159,13 @@ def main() -> None:
                                      "--batch", str(b), "--steps", str(steps), "--seconds", str(a.seconds)], c)
                     row = {"cores": c, "map": m, "batch": b, "coopsim": ours["steps_per_s"],
                            "smax_scan": smax["scan"]["steps_per_s"], "smax_scan_compile_s": smax["scan"]["compile_s"],
-                           "smax_call": smax["call"]["steps_per_s"], "smax_call_compile_s": smax["call"]["compile_s"]}
+                           "smax_call": smax["call"]["steps_per_s"], "smax_call_compile_s": smax["call"]["compile_s"],
+                           "coopsim_cpu": ours["steps_per_cpu_s"], "smax_scan_cpu": smax["scan"]["steps_per_cpu_s"],
+                           "smax_call_cpu": smax["call"]["steps_per_cpu_s"]}
                     results["speed"].append(row)
-                    print(f"speed cores={c} {m} b={b}: coopsim {fmt(row['coopsim'])}  smax scan {fmt(row['smax_scan'])} "
-                          f"call {fmt(row['smax_call'])}", flush=True)
+                    print(f"speed cores={c} {m} b={b}: wall: coopsim {fmt(row['coopsim'])}  smax scan {fmt(row['smax_scan'])} "
+                          f"call {fmt(row['smax_call'])} | per CPU-s: coopsim {fmt(row['coopsim_cpu'])} smax scan "
+                          f"{fmt(row['smax_scan_cpu'])} call {fmt(row['smax_call_cpu'])}", flush=True)
                     out.write_text(json.dumps(results, indent=2))
 
     if a.only in (None, "calibration"):
@@ -190,6 +193,12 @@ def main() -> None:
             print(f"| {r['cores']} | {r['map']} | {r['batch']} | {fmt(r['coopsim'])} | {fmt(r['smax_scan'])} | {fmt(r['smax_call'])} | "
                   f"{r['coopsim'] / r['smax_scan']:.2f} | {r['coopsim'] / r['smax_call']:.2f} | "
                   f"{r['smax_scan_compile_s']:.1f} / {r['smax_call_compile_s']:.1f} |")
+        print("\nPer CPU-second (process CPU time; robust to other load on shared cores):\n")
+        print("| cores | map | batch | coopsim | SMAX scan | SMAX call | coopsim/scan | coopsim/call |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in results["speed"]:
+            print(f"| {r['cores']} | {r['map']} | {r['batch']} | {fmt(r['coopsim_cpu'])} | {fmt(r['smax_scan_cpu'])} | "
+                  f"{fmt(r['smax_call_cpu'])} | {r['coopsim_cpu'] / r['smax_scan_cpu']:.2f} | {r['coopsim_cpu'] / r['smax_call_cpu']:.2f} |")
     if results["calibration"]:
         print(f"\n| map | random coopsim | random SMAX | focus-fire coopsim | focus-fire SMAX | within ±10 pts |  ({a.episodes} episodes each)")
         print("|---|---|---|---|---|---|")
