@@ -4,7 +4,7 @@ Per step, every agent of ``mpe/simple_spread`` (N = 32) asks its token bucket (r
 rate, one step deep) how many of ``--copies`` 40-byte unicast copies it may send, and the allowed
 copies go through ``bandwidth-v0`` (Markov-modulated capacity, 16-packet queues, 0.1 s latency
 bound): ``send``, ``deliver`` and ``feedback``. The overhead is the time of that comm work divided by
-the time of ``core.step`` alone, at batch 1, 16 and 64. Target: < 5 %.
+the time of ``core.step`` alone, at batch 1, 16, 64 and 256. Target: < 5 %.
 
 Usage: .venv/bin/python benchmarks/comm_overhead.py [--steps 200]
 """
@@ -66,7 +66,7 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=4, help="copies each agent would send per step")
     a = ap.parse_args()
     print(f"{'batch':>5} {'agents':>6} {'copies/step':>11} {'core step ms':>12} {'comm ms':>8} {'overhead':>9}")
-    for E in (1, 16, 64):
+    for E in (1, 16, 64, 256):
         tc, tm, m = measure(E, a.steps, a.copies)
         print(f"{E:>5} {N:>6} {m:>11.0f} {tc * 1e3:>12.3f} {tm * 1e3:>8.3f} {tm / tc:>8.1%}")
 

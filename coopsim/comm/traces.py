@@ -111,8 +111,10 @@ class MarkovTrace(_Trace):
             state[0] = rng.integers(k, size=(e, cols))
         switch = rng.random((T, e, cols)) < self.switch_prob
         jump = rng.integers(1, k, size=(T, e, cols))  # move to one of the other k-1 levels
-        for t in range(1, T):  # a Markov chain is sequential in time; vectorized over envs and senders
-            state[t] = np.where(switch[t], (state[t - 1] + jump[t]) % k, state[t - 1])
+        # a switch moves by jump (1..k-1) modulo k, so the chain is the running sum of the moves
+        moves = np.where(switch, jump, 0)
+        moves[0] = 0
+        state = (state[0][None] + np.cumsum(moves, axis=0)) % k
         return np.asarray(self.levels, np.float64)[state]
 
 
