@@ -146,7 +146,13 @@ def tables(out: Path) -> str:
                      f"{sum(r['gs_uncertified_steps'] for r in rows):.0f} | {sum(r['gs_steps'] for r in rows):.0f} | "
                      f"{sum(r['gs_wall_s'] for r in rows):.0f} | {np.mean([r['gs_eval_return'] for r in rows]):.2f} | "
                      f"{sum(iv):.0f} ({min(iv):.0f}-{max(iv):.0f}) |")
-    lines += ["", "Per-seed counts: `violations-<config>.json` (`rows`).", "", "## Regret against the exact optimal safe policy", "",
+    lines += ["", "Per-seed violation counts (seeds in order; graph-safe train+eval | IQL without shield):", ""]
+    for f in sorted(glob.glob(str(out / "violations-*.json"))):
+        d = json.loads(Path(f).read_text())
+        gs = " ".join(f"{r['gs_train_violations'] + r['gs_eval_violations']:.0f}" for r in d["rows"])
+        iq = " ".join(f"{r['iql_violations']:.0f}" for r in d["rows"])
+        lines.append(f"- `{d['name']}` seeds {d['rows'][0]['seed']}..{d['rows'][-1]['seed']}: graph-safe `{gs}` | IQL `{iq}`")
+    lines += ["", "Full per-seed rows (steps, wall time, returns): `violations-<config>.json`.", "", "## Regret against the exact optimal safe policy", "",
               "| case | seed | episodes | V* | eval return | cumulative regret | log-log slope (2nd half) | violations | "
               "conservativeness all states (first -> last) | visited states (last) | wall s |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
