@@ -290,15 +290,16 @@ class MGMAPFCore(ScenarioCore):
         self._claim = np.zeros(e * self._C, dtype=np.int32)         # scratch: a mover claiming the cell (block mode)
         self._contested = np.zeros(e * self._C, dtype=bool)         # scratch: cell claimed by 2+ movers (kept False)
         # uint8 observation planes [E, Hc, Wc, 3]: obstacles, occupied, zeros (goal plane filled per agent).
-        # Channels last, so a window row (S cells x 3 channels) is 3S contiguous bytes: ``_rows`` views the planes
-        # as overlapping 3S-byte items, one starting at every cell, and a window is S fancy-indexed items (one
-        # memcpy-like copy each), converted to float32 afterwards (4x less gathered memory than float planes)
+        # Channels last, so a window row (S cells x 3 channels) is 3S contiguous bytes: ``_win`` views the planes
+        # as [cell, S] overlapping 3S-byte items (item (g, i) = the row of S cells starting i rows below cell g), so
+        # one fancy index per agent (its window's top-left cell) copies its S rows, memcpy-like; converted to
+        # float32 afterwards (4x less gathered memory than float planes)
         self._planes = np.zeros((e, self._Hc, self._Wc, 3), dtype=np.uint8)
         self._planes[..., 0] = 1
         self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
-        self._rows = np.ndarray(shape=(e * self._C - self._S + 1,), dtype=np.dtype((np.void, 3 * self._S)),
-                                buffer=self._planes, strides=(3,))
-        self._row_off = (np.arange(self._S, dtype=np.int64) - r) * self._Wc - r  # [S] first cell of row i - centre
+        self._win = np.ndarray(shape=(e * self._C - (self._S - 1) * self._Wc - self._S + 1, self._S),
+                               dtype=np.dtype((np.void, 3 * self._S)), buffer=self._planes, strides=(3, 3 * self._Wc))
+        self._corner = r * self._Wc + r                 # centre cell - top-left cell of a window
         self._e_idx = np.arange(e)[:, None]
         self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
         self._maps: list[Optional[MapData]] = [None] * e
@@ -531,7 +532,7 @@ class MGMAPFCore(ScenarioCore):
         xy = self._xy
         gpos = self._gpos + self._eoff                                     # [E, N] global centre cell
         # S rows of 3S bytes per agent out of the uint8 planes: uint8 [E, N, S, S, 3] (C order)
-        mem = self._rows[gpos[:, :, None] + self._row_off].view(np.uint8).reshape(E, N, S, S, 3)
+        mem = self._win[gpos - self._corner].view(np.uint8).reshape(E, N, S, S, 3)
         if self.params.conflicts == "block":
             mem[:, :, R, R, 1] = 0                                         # not oneself
         else:
