@@ -396,20 +396,25 @@ class MGMAPFCore(ScenarioCore):
                 self._contested[shared] = True
                 moving &= ~self._contested[gtgt]   # a waiter's own cell may be contested: it stays not moving
                 self._contested[shared] = False
-            # rule 4, swap: j occupies my target and targets my cell (occupants at the start of the step)
-            occ = self._occ[gtgt]
-            has = moving0 & (occ >= 0)
-            jg = np.where(has, occ, 0) + self._aoff      # flat [E*N] index of the occupant
-            swap = has & moving0.ravel()[jg] & (gtgt.ravel()[jg] == gpos)
-            moving &= ~swap
+            # rules 4-5 concern followers only: movers whose target is occupied at the start of the step
+            # (flat [E*N] indices ``f``, occupant ``j``)
+            mflat, m0, gt, gp = moving.reshape(-1), moving0.reshape(-1), gtgt.reshape(-1), gpos.reshape(-1)
+            occ = self._occ[gt]
+            f = np.flatnonzero(m0 & (occ >= 0))
+            j = occ[f] + (f - f % N)
+            # rule 4, swap: j targets my cell
+            swap = m0[j] & (gt[j] == gp[f])
+            mflat[f[swap]] = False
             # rule 5, cascade: the occupant of my target does not leave -> I wait; until stable
             while True:
-                stuck = moving & has & ~moving.ravel()[jg]
+                stuck = mflat[f] & ~mflat[j]
                 if not stuck.any():
                     break
-                moving &= ~stuck
+                mflat[f[stuck]] = False
+            moving = mflat.reshape(E, N)
             self._blocked_moves += (moving0 & ~moving).sum(1)
-            go, gn = gpos[moving], gtgt[moving]
+            mi = np.flatnonzero(mflat)
+            go, gn = gp[mi], gt[mi]
             ids = self._occ[go]                # old cells are unique and new cells are unique: clear, then set
             self._occ[go] = -1
             self._occ[gn] = ids
