@@ -167,7 +167,7 @@ class BandwidthChannel(Channel):
         cap = self.capacity_bps(k)
         idx = np.flatnonzero(queued)
         sender = q["env"][idx] * self.N + q["src"][idx]
-        order = np.lexsort((q["seq"][idx], sender))
+        order = np.argsort(sender, kind="stable")  # the queue arrays are kept in seq (FIFO) order
         idx, sender = idx[order], sender[order]
         rem = q["rem"][idx]
         cum = np.cumsum(rem)

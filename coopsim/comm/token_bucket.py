@@ -10,6 +10,7 @@ All buckets are vectorized: one object holds an array of independent buckets of 
 """
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 
 import numpy as np
@@ -18,6 +19,7 @@ US_PER_S = 1_000_000
 SCALE = US_PER_S  # bit-microseconds per bit
 
 
+@functools.lru_cache(maxsize=256)
 def seconds_to_us(dt_s: float) -> int:
     """Exact whole microseconds of ``dt_s`` (decimal string conversion, so 0.1 -> 100000).
 
