@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 if TYPE_CHECKING:
-    from coopsim.platform.comm import MessageBatch
+    from coopsim.platform.comm import Feedback, MessageBatch
     from coopsim.platform.scenario import Obs, ScenarioCore
 
 
@@ -62,6 +62,9 @@ class AgentPlugin(ABC):
     @abstractmethod
     def act(self, obs: "Obs", inbox: "MessageBatch | None" = None) -> tuple[np.ndarray, "MessageBatch | None"]:
         """Joint actions int64 ``[E, N]`` and the messages to send this step (or None)."""
+
+    def on_feedback(self, feedback: "Feedback") -> None:
+        """Per-sender delivery feedback of the channel, one step after sending (rate-adaptive senders use it)."""
 
     def observe(self, transition: Transition) -> None:
         """Receive the step's outcome (learners store it)."""

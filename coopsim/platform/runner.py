@@ -4,7 +4,7 @@
 
     scenario.observe ─► team.act(obs, inbox) ─► shield.filter(joint_action) ─► scenario.step(safe_action)
            ▲                  │ outgoing messages                                   │
-           └── channel.deliver(t+1) ◄── channel.send(t)                      recorder (metrics.jsonl)
+           └── channel.deliver(t+1), feedback(t+1) ◄── channel.send(t)         recorder (metrics.jsonl)
 
 Episode ``e`` of seed ``s`` resets every component with the episode seed ``s * episodes + e``, so
 distinct seeds never share an episode and a seed list ``[0, 1, 2]`` with one episode each uses
@@ -72,6 +72,9 @@ def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], d
         alive_before = sc.alive.copy()
         res = sc.step(safe)
         inbox = channel.deliver(t + 1)
+        feedback = channel.feedback(t + 1)
+        if feedback is not None:
+            agent.on_feedback(feedback)
         agent.observe(Transition(obs, safe, res.reward, res.terminated, res.truncated, res.obs, alive_before, res.info))
         team_return += float(res.reward.sum())
         for k, v in res.info.items():
