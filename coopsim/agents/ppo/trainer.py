@@ -220,7 +220,7 @@ class PPOTrainer:
         X, C = torch.stack(x_b), torch.stack(c_b)  # [T, E, N, in], [T, E, N, cin]
         flat = dict(x=X, c=C, obs=batch.obs, next_obs=batch.next_obs, mask=torch.as_tensor(mask_b), act=act_b,
                     logp=logp_b, adv=adv, ret=targets, alive=alive_t,
-                    agent=torch.arange(N).expand(T, E, N))
+                    agent=torch.arange(N).expand(T, E, N).contiguous())
         starts_seq = torch.as_tensor(starts_b)[:, :, None].expand(T, E, N).reshape(T, E * N)
         acc: dict[str, list[float]] = {}
         for _ in range(cfg.epochs):
@@ -235,12 +235,13 @@ class PPOTrainer:
                     continue
                 idx_t = torch.as_tensor(idx)
                 if net.recurrent:
-                    mb = {k: v.reshape(T, E * N, *v.shape[3:])[:, idx_t].reshape(T * len(idx), *v.shape[3:])
+                    mb = {k: v.reshape(T, E * N, *v.shape[3:]).index_select(1, idx_t).reshape(T * len(idx), *v.shape[3:])
                           for k, v in flat.items()}
-                    feat = net.features_seq(flat["x"].reshape(T, E * N, -1)[:, idx_t], h0.reshape(E * N, -1)[idx_t],
-                                            starts_seq[:, idx_t]).reshape(T * len(idx), -1)
+                    feat = net.features_seq(flat["x"].reshape(T, E * N, -1).index_select(1, idx_t),
+                                            h0.reshape(E * N, -1).index_select(0, idx_t),
+                                            starts_seq.index_select(1, idx_t)).reshape(T * len(idx), -1)
                 else:
-                    mb = {k: v.reshape(T * E * N, *v.shape[3:])[idx_t] for k, v in flat.items()}
+                    mb = {k: v.reshape(T * E * N, *v.shape[3:]).index_select(0, idx_t) for k, v in flat.items()}
                     feat = net.features(mb["x"], None)[0]
                 self._update_minibatch(mb, feat, acc)
 
