@@ -1,0 +1,93 @@
+"""Next-move accuracy of IMMP's neighbour-intent module vs "the neighbour repeats its last move" (issue 4).
+
+Runs IMMP (shipped checkpoint unless ``--checkpoint``) on a MovingAI map; at every step and for every agent,
+the neighbours whose next move is identifiable from the agent's two consecutive windows
+(:func:`coopsim.agents.immp.intent.move_labels`) *and* whose previous move was identifiable too are scored:
+
+* ``intent``: argmax of the intent module's logits at the neighbour's cell;
+* ``repeat last``: the neighbour's previous move (labelled the same way one step earlier);
+* ``always wait``: move 0.
+
+    .venv/bin/python benchmarks/immp_intent_accuracy.py [--map random-32-32-10] [--agents 64] [--steps 150]
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+
+from coopsim.agents.immp.intent import IGNORE, MOVES, move_labels, own_displacement, shift, shift_per_sample
+from coopsim.agents.ppo.networks import flatten_obs
+from coopsim.platform import registry
+from coopsim.scenarios.mapf import MGMAPFCore
+
+
+def last_move_map(lab_prev: torch.Tensor, d_prev: torch.Tensor) -> torch.Tensor:
+    """Previous moves ``[B, S, S]`` (frame t-1, at the cell the neighbour left) -> ``[B, S, S]`` in frame t,
+    at the cell the neighbour is in now; IGNORE where unknown."""
+    out = torch.full_like(lab_prev, IGNORE)
+    for m, (dx, dy) in enumerate(MOVES):
+        at = shift((lab_prev == m).float(), -dx, -dy)          # where it went, frame t-1
+        now = shift_per_sample(at, d_prev) > 0.5               # frame t
+        out[now] = m
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--map", default="random-32-32-10")
+    ap.add_argument("--agents", type=int, default=64)
+    ap.add_argument("--goals", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--checkpoint", default="shipped")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    tot = {"intent": 0, "repeat last": 0, "always wait": 0}
+    n_all, n_int_all, hit_int_all = 0, 0, 0
+    for seed in range(a.seeds):
+        core = MGMAPFCore(1, map=a.map, num_agents=a.agents, num_goals=a.goals, obs_radius=3, max_steps=a.steps)
+        agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=a.checkpoint, deterministic=False)
+        obs = core.reset(seed=seed)
+        agent.reset(seed)
+        k, s = a.goals, agent.s
+        prev_lab = prev_d = None
+        while not core.done.all():
+            flat = flatten_obs(obs, agent.obs_space)
+            x = agent.actor_input(flat)
+            with torch.no_grad():
+                logits = agent.net.intent_logits(x.reshape(-1, x.shape[-1]))
+                feat, _ = agent.net.features(x.reshape(-1, x.shape[-1]))
+                masks = torch.as_tensor(core.action_masks()).reshape(-1, 5)
+                act = torch.distributions.Categorical(logits=agent.net.logits(feat, masks)).sample()
+            res = core.step(act.reshape(1, -1).numpy())
+            o0 = torch.as_tensor(flat).reshape(-1, flat.shape[-1])
+            o1 = torch.as_tensor(flatten_obs(res.obs, agent.obs_space)).reshape(-1, flat.shape[-1])
+            d, valid = own_displacement(o0, o1, k, s)
+            w0 = o0[:, 4 * k:].reshape(-1, 3, s, s)[:, 1]
+            w1 = o1[:, 4 * k:].reshape(-1, 3, s, s)[:, 1]
+            lab = move_labels(w0, w1, d, valid)
+            pred = logits.argmax(1)
+            known = lab != IGNORE
+            n_int_all += int(known.sum())
+            hit_int_all += int(((pred == lab) & known).sum())
+            if prev_lab is not None:
+                last = last_move_map(prev_lab, prev_d)
+                both = known & (last != IGNORE)
+                n_all += int(both.sum())
+                tot["intent"] += int(((pred == lab) & both).sum())
+                tot["repeat last"] += int(((last == lab) & both).sum())
+                tot["always wait"] += int(((lab == 0) & both).sum())
+            prev_lab, prev_d = lab, d
+            obs = res.obs
+    print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps")
+    print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
+    for kk, v in tot.items():
+        print(f"  {kk:12s} {v / max(n_all, 1):.3f}")
+    print(f"intent module on all {n_int_all} identifiable neighbour-steps: {hit_int_all / max(n_int_all, 1):.3f}")
+    print(f"intent beats repeat-last: {'yes' if tot['intent'] > tot['repeat last'] else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
