@@ -83,7 +83,8 @@ Arguments (:class:`MGMAPFParams`):
 
 Capabilities (public methods for planners, runner and safety layer): ``from_instance``, ``instance(e)``,
 ``agent_xy()``, ``goals_xy()``, ``goals_visited()``, ``map_data(e)``, ``scen_file(e)``, ``observations()``,
-``positions()``, ``replay(e)``, ``lower_bound(e)``, ``episode_metrics()``, ``render(e)``, ``render_replay(replay)``.
+``positions()``, ``replay(e)``, ``lower_bound(e)``, ``episode_metrics()``, ``render(e)``, ``render_replay(replay)``,
+``constraints()`` (collision constraints for safety shields).
 
 Metrics (``episode_metrics()``, per env): ``soc``, ``makespan``, ``success``, ``goal_fraction``, ``throughput``
 (goals per step), ``blocked_moves``, ``invalid_moves``, ``collisions``, ``lb``, ``soc_over_lb``,
@@ -660,6 +661,36 @@ class MGMAPFCore(ScenarioCore):
     def goals_xy(self) -> np.ndarray:
         """int32 ``[E, N, K, 2]``: every agent's goal cells (x, y) in the given order."""
         return self._goals_xy.astype(np.int32)
+
+    def constraints(self):
+        """Safety-layer view of the batch (a :class:`coopsim.safety.state.SafetyState`) for shields.
+
+        The collision rules are one ``Separation`` constraint named ``collision`` (never two agents on one
+        cell after a step, never a swap). Positions are cells (x, y); ``cells`` are canvas indices
+        (``num_cells`` = canvas size). The intended cell of each action is the move's target (a move off the
+        map or into an obstacle is a wait). With ``conflicts="allow"`` moves are deterministic: the prior
+        plausible set is the intended cell alone (radius 0). With ``conflicts="block"`` a conflicting move
+        becomes a wait, so the current cell is a second plausible outcome (radius 1).
+        """
+        from coopsim.safety.constraints import Separation
+        from coopsim.safety.state import SafetyState
+
+        E, N = self.num_envs, self.num_agents
+        here = self._gpos + self._eoff                                   # [E, N] global canvas index
+        tgt = here[..., None] + self._delta                              # [E, N, 5]
+        tgt = np.where(self._blk[tgt], here[..., None], tgt) - self._eoff[..., None]
+        cells = np.stack([tgt, np.broadcast_to(self._gpos[..., None], tgt.shape)], -1)  # [E, N, 5, 2] outcome slots
+        mask = np.zeros(cells.shape, dtype=bool)
+        mask[..., 0] = True
+        if self.params.conflicts == "block":
+            mask[..., 1] = cells[..., 1] != cells[..., 0]
+        xy = np.stack([cells % self._Wc - self._R, cells // self._Wc - self._R], -1).astype(np.float64)
+        return SafetyState(
+            positions=self._xy.astype(np.float64), loads=np.zeros((E, N)), intended=xy[..., 0, :],
+            outcomes=xy, outcome_loads=np.zeros(cells.shape), outcome_mask=mask, cells=self._gpos.copy(),
+            outcome_cells=np.where(mask, cells, -1), num_cells=self._C, radius=0.0 if self.params.conflicts == "allow" else 1.0,
+            constraints=(Separation(name="collision", min_dist=1.0, no_swap=True),), stay_action=0, t=self._t.copy(),
+        )
 
     def instance(self, env_index: int = 0):
         """The current instance of env ``env_index`` as a :class:`coopsim.scenarios.mapf.instance.MAPFInstance`.
