@@ -5,6 +5,7 @@ Usage::
     python -m coopsim.agents.graph_safe.experiments violations [--train-episodes 20 --eval-episodes 5]
     python -m coopsim.agents.graph_safe.experiments regret [--episodes 1500 --seeds 0 1 2]
     python -m coopsim.agents.graph_safe.experiments tables      # rebuild the markdown from the JSON files
+    python -m coopsim.agents.graph_safe.experiments mapf        # greedy MG-MAPF agents with and without the shield
 
 ``violations``: for every shipped config in ``configs/safety/`` and each of its 20 seeds, train graph-safe
 RL (with its training shield ``certificate-v0``) then evaluate it greedily, and run independent
@@ -196,6 +197,39 @@ def _plot_regret(out: Path) -> None:
     fig.savefig(out / "regret_conservativeness.png", dpi=110)
 
 
+def mapf_greedy(seeds: list[int], num_agents: int = 64) -> None:
+    """Greedy MG-MAPF agents in ``conflicts: allow`` mode, without a shield and with ``certificate-v0``."""
+    from coopsim.platform.registry import make_component, make_scenario
+    from coopsim.safety.shields import CertificateShield
+
+    print(f"{'seed':>4} {'greedy collisions (no shield)':>30} {'greedy + certificate-v0':>24} {'agents changed':>15} "
+          f"{'steps':>6} {'shield ms/step':>14} {'goal frac raw/shielded':>22}")
+    for seed in seeds:
+        out = []
+        for shield in (make_component("shield", "passthrough-v0"), CertificateShield(num_runs=360)):
+            sc = make_scenario("mapf/MGMAPF-v0", num_envs=1, map="random-32-32-10", num_agents=num_agents, num_goals=3,
+                               conflicts="allow", max_steps=256)
+            ag = make_component("agent", "mapf/greedy-v0", sc)
+            sc.reset(seed=seed)
+            ag.reset(seed)
+            shield.reset(seed, sc)
+            col = ch = steps = 0
+            ft = 0.0
+            while not sc.done.all():
+                a, _ = ag.act(sc.observations(), None)
+                t0 = time.perf_counter()
+                st = sc.constraints() if shield.needs_state else None
+                safe, cert = shield.filter(st, a)
+                ft += time.perf_counter() - t0
+                ch += int(cert.changed.sum())
+                res = sc.step(safe)
+                col += float(res.info["cost/collision"].sum())
+                steps += 1
+            out.append((col, ch, steps, 1e3 * ft / steps, sc.episode_metrics()[0]["goal_fraction"]))
+        print(f"{seed:>4} {out[0][0]:>30.0f} {out[1][0]:>24.0f} {out[1][1]:>15} {out[1][2]:>6} {out[1][3]:>14.1f} "
+              f"{out[0][4]:>10.2f}/{out[1][4]:.2f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -212,6 +246,8 @@ def main() -> None:
     r.add_argument("--expand-bonus", type=float, default=None, help="override the agent's expand_bonus")
     r.add_argument("--tag", default="", help="suffix of the case name in the result files")
     sub.add_parser("tables")
+    m = sub.add_parser("mapf")
+    m.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
     for p in (v, r):
         p.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args()
@@ -219,6 +255,8 @@ def main() -> None:
         violations(a.configs, a.train_episodes, a.eval_episodes, a.out, a.seeds)
     elif a.cmd == "regret":
         regret(a.cases, a.episodes, a.seeds, a.p_min, a.out, a.expand_bonus, a.tag)
+    elif a.cmd == "mapf":
+        mapf_greedy(a.seeds)
     else:
         print(tables(OUT))
 
