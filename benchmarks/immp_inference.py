@@ -8,6 +8,8 @@ Times, on one thread, for ``N`` agents on a MovingAI map (instance from scen fil
 * ``high level, reset``: the full plan at reset (distance tables, balanced orders with best-response
   rounds, density map, congestion-weighted fields);
 * ``high level, per step``: the incremental replanning of agents that visited a goal (mean over steps);
+* wall time (median, p90) and CPU time of this process (mean; on a shared machine wall time also counts
+  the time spent waiting for the core);
 * the same decision step of the decentralized PPO baseline (no intent module) and of PIBT, measured in the
   same run, with ratios.
 
@@ -33,20 +35,23 @@ def time_agent(agent_id: str, mp: str, n: int, k: int, steps: int, params: dict)
     t0 = time.perf_counter()
     agent.hl.sync()
     reset_s = time.perf_counter() - t0
-    pol, hl = [], []
+    pol, hl, cpu = [], [], []
     for _ in range(steps):
         t0 = time.perf_counter()
         agent.hl.sync()
         t1 = time.perf_counter()
+        c1 = time.process_time()
         a, _ = agent.act(obs)
+        c2 = time.process_time()
         t2 = time.perf_counter()
         hl.append(t1 - t0)
         pol.append(t2 - t1)
+        cpu.append(c2 - c1)
         res = core.step(a)
         obs = res.obs
         if core.done.all():
             break
-    return {"reset_ms": 1e3 * reset_s, "policy_ms": 1e3 * float(np.median(pol)), "policy_p90_ms": 1e3 * float(np.percentile(pol, 90)),
+    return {"reset_ms": 1e3 * reset_s, "policy_ms": 1e3 * float(np.median(pol)), "policy_cpu_ms": 1e3 * float(np.mean(cpu)), "policy_p90_ms": 1e3 * float(np.percentile(pol, 90)),
             "hl_step_ms": 1e3 * float(np.mean(hl)), "steps": len(pol)}
 
 
@@ -64,15 +69,19 @@ def main() -> None:
         ("PIBT (mapf/pibt-v0)", "mapf/pibt-v0", {}),
     ]
     print(f"map {a.map}, {a.agents} agents, {a.goals} goals, 1 thread, median over up to {a.steps} steps")
-    print(f"{'method':34s} {'decision step ms':>17s} {'p90 ms':>8s} {'HL reset ms':>12s} {'HL per step ms':>15s}")
+    print(f"{'method':34s} {'decision step ms':>17s} {'p90 ms':>8s} {'CPU ms/step':>12s} {'HL reset ms':>12s} {'HL per step ms':>15s}")
     out = {}
     for name, aid, params in rows:
         r = time_agent(aid, a.map, a.agents, a.goals, a.steps, params)
         out[aid] = r
-        print(f"{name:34s} {r['policy_ms']:17.2f} {r['policy_p90_ms']:8.2f} {r['reset_ms']:12.1f} {r['hl_step_ms']:15.2f}")
+        print(f"{name:34s} {r['policy_ms']:17.2f} {r['policy_p90_ms']:8.2f} {r['policy_cpu_ms']:12.2f} {r['reset_ms']:12.1f} "
+              f"{r['hl_step_ms']:15.2f}")
     imm = out["mapf/immp-v0"]["policy_ms"]
+    cpu = out["mapf/immp-v0"]["policy_cpu_ms"]
     print(f"\nIMMP decision step / PPO baseline: {imm / out['mapf/dppo-v0']['policy_ms']:.2f}x; / PIBT: "
-          f"{imm / out['mapf/pibt-v0']['policy_ms']:.2f}x; target < 20 ms: {'met' if imm < 20 else 'NOT met'} ({imm:.2f} ms)")
+          f"{imm / out['mapf/pibt-v0']['policy_ms']:.2f}x; target < 20 ms: wall {'met' if imm < 20 else 'NOT met'} "
+          f"({imm:.2f} ms median), CPU {'met' if cpu < 20 else 'NOT met'} ({cpu:.2f} ms mean; wall time counts waiting "
+          "for the core on a shared machine, CPU time does not)")
 
 
 if __name__ == "__main__":
