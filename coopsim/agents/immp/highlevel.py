@@ -471,10 +471,12 @@ class ScenarioPlanner:
         xy = core.agent_xy()
         vis = core.goals_visited()
         order = core.params.goal_order
+        goals = None
         for e in range(core.num_envs):
             env = pl.envs[e] if e < len(pl.envs) else None
             if self.force[e] or env is None or t[e] < env.t_last or (t[e] == 0 and env.t_last != 0):
-                pl.reset_env(e, core.map_data(e).blocked, xy[e], core.goals_xy()[e], vis[e], order,
+                goals = core.goals_xy() if goals is None else goals
+                pl.reset_env(e, core.map_data(e).blocked, xy[e], goals[e], vis[e], order,
                              core.params.max_steps, int(t[e]))
                 self.force[e] = False
             else:
