@@ -17,7 +17,8 @@ but stays on the map: its path ends in a cell that it keeps for ever and that no
 enters afterwards ("parking"); after finishing it may still move to reach such a cell, which costs
 nothing. Parking rule, so that agents planned later stay solvable: no agent keeps for ever a cell that is
 the start or a goal of an agent not planned yet, or whose loss would split the free cells nobody keeps
-(an articulation point). After the last reserved step the reservations no longer change, so all later
+(an articulation point); and during the first ``START_GUARD`` (2) steps no agent enters the start cell of
+an agent not planned yet, so that agent is not run over before it can move. After the last reserved step the reservations no longer change, so all later
 steps are merged into one state per (cell, stage): the search space is finite.
 
 Failures: an agent without a plan through all its goals (within ``horizon`` steps and ``max_expansions``
@@ -45,6 +46,8 @@ from coopsim.agents.mapf_baselines.common import distance_rows
 from coopsim.scenarios.mapf.validate import goal_visits
 
 INF = 1 << 60
+#: steps during which no agent enters the start cell of an agent not planned yet (gives it time to get away)
+START_GUARD = 2
 
 #: action id -> (dx, dy): 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1)
 DELTAS = np.array([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int64)
@@ -180,6 +183,7 @@ class _Reservations:
         self.last = [-1] * hw
         self.tmax = 0
         self.protect = protect
+        self.guard = [0] * self.hw   # > 0: the start of an agent not planned yet
         self._cut: dict[int, bool] = {}
 
     def add(self, cells: list[int]) -> None:
@@ -261,7 +265,7 @@ def space_time_astar(start: int, goal_seq: list[int], dist: list[list[int]], tai
     """
     k = len(goal_seq)
     hw = res.hw
-    vertex, edge, park, last = res.vertex, res.edge, res.park, res.last
+    vertex, edge, park, last, guard = res.vertex, res.edge, res.park, res.last, res.guard
     tcap = res.tmax + 1  # from this step on the reservations no longer change
     s0 = 0
     while s0 < k and goal_seq[s0] == start:
@@ -303,7 +307,7 @@ def space_time_astar(start: int, goal_seq: list[int], dist: list[list[int]], tai
         ebase = t * hw
         kbase = (t1 if t1 < tcap else tcap) * span
         for n in nbrs[c]:
-            if vbase + n in vertex or park[n] <= t1:
+            if vbase + n in vertex or park[n] <= t1 or (t1 <= START_GUARD and guard[n] and n != start):
                 continue
             if n != c and (ebase + n) * hw + c in edge:
                 continue
@@ -447,6 +451,9 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
                 for c in own[i]:
                     protect[c] += 1
         res = _Reservations(nbrs, protect)
+        for i in range(n):
+            if i not in static:
+                res.guard[int(sc[i])] += 1
         for i in static:
             res.add_static(int(sc[i]))
         paths: list[list[int] | None] = [None] * n
@@ -459,6 +466,7 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
                 continue
             for c in own[i]:
                 protect[c] -= 1
+            res.guard[int(sc[i])] -= 1
             spec = per_agent[i]
             cells = None
             if spec is not None:
