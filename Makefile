@@ -22,7 +22,7 @@ install: $(STAMP)
 
 demo: install
 	$(BIN)/coopsim run configs/mapf/random-32-32-10.yaml
-	@echo "Next: $(BIN)/coopsim report runs/<the run directory printed above> (writes a GIF of the replay)"
+	@echo "Next: $(BIN)/coopsim report <the run directory printed above>   (re-renders plots, writes a GIF of the replay)"
 
 test: install
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q tests

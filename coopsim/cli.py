@@ -37,6 +37,8 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
     try:
         kinds = [kind] if kind else list(registry.KINDS)
         for k in kinds:
+            registry.list_ids(k)  # raises on an unknown kind before anything is printed
+        for k in kinds:
             console.print(f"[bold]{k}s[/]")
             for s in registry.specs(k):
                 try:
@@ -52,13 +54,14 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
 def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
              overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
     """Check a run config (schema, registry ids, every component's params) without running it."""
-    from coopsim.platform.config import dump_config, load_config
+    from coopsim.platform.config import check_buildable, dump_config, load_config
 
     try:
         cfg = load_config(config, overrides or [])
+        check_buildable(cfg, file=str(config))
     except CoopsimError as exc:
         _fail(exc)
-    console.print(f"[green]ok[/]: {config} is valid")
+    console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed)")
     console.print(dump_config(cfg), highlight=False)
 
 
@@ -77,8 +80,10 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress)
     except CoopsimError as exc:
         _fail(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted: finished episodes and their summary are kept")
+    except KeyboardInterrupt as exc:
+        where = getattr(exc, "run_dir", None)
+        err_console.print(f"interrupted: finished episodes and a valid summary are kept in {where}" if where
+                          else "interrupted before any episode finished", soft_wrap=True, highlight=False)
         raise typer.Exit(code=130)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
@@ -90,7 +95,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           overrides: Optional[List[str]] = typer.Argument(None, help="fixed key.path=value overrides"),
           jobs: int = typer.Option(0, help="parallel processes (default: one per core)")) -> None:
     """Run the product of --grid values, one `coopsim run` process per core, then compare them."""
-    from coopsim.platform.config import load_config, parse_override
+    from coopsim.platform.config import check_buildable, load_config, parse_override
 
     try:
         axes = []
@@ -101,9 +106,13 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             if not all(v.strip() for v in values):
                 raise CoopsimError(f"--grid {g!r}: give comma-separated values, e.g. {key}=32,64,128")
             axes.append([f"{key}={v.strip()}" for v in values])
-        combos = [list(overrides or []) + list(c) for c in itertools.product(*axes)]
-        for c in combos:  # validate everything before starting anything
-            load_config(config, c)
+        base = load_config(config, list(overrides or [])).name
+        combos = []
+        for c in itertools.product(*axes):
+            tag = "-".join(_slug(x.split("=", 1)[1]) for x in c)
+            combos.append(list(overrides or []) + list(c) + [f"name={base}-{tag}"])
+        for c in combos:  # validate and build everything before starting anything
+            check_buildable(load_config(config, c), file=str(config))
     except CoopsimError as exc:
         _fail(exc)
     jobs = jobs or os.cpu_count() or 1
@@ -138,11 +147,20 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         raise typer.Exit(code=1)
 
 
+def _slug(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "x"
+
+
 def _report_many(run_dirs: list[Path]) -> None:
+    from coopsim.platform.recorder import new_run_dir
     from coopsim.platform.report import compare_runs, comparison_table
 
-    res = compare_runs(run_dirs)
-    console.print(comparison_table(res))
+    out = new_run_dir(Path(run_dirs[0]).parent, "compare")
+    res = compare_runs(run_dirs, out_dir=out)
+    Console(width=max(console.width, 200)).print(comparison_table(res))
+    console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
     for p in res["plots"]:
         console.print(f"plot: {p}", soft_wrap=True, highlight=False)
 

@@ -77,4 +77,12 @@ class AgentPlugin(ABC):
         """Write the plugin's parameters to ``path`` (planners have none)."""
 
     def load(self, path: str | Path) -> None:
-        """Read parameters written by :meth:`save`."""
+        """Read parameters written by :meth:`save`.
+
+        Raises:
+            CoopsimError: the plugin has no parameters (planners and scripted agents take no checkpoint).
+        """
+        from coopsim.errors import CoopsimError
+
+        raise CoopsimError(f"agent {type(self).__name__} has no learned parameters and takes no checkpoint; "
+                           "drop --checkpoint or use a learning agent")

@@ -138,8 +138,43 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
         ConfigError: anything invalid, with file, key, value and what is valid.
         RegistryError: an unknown component id (lists the registered ids).
     """
-    data = apply_overrides(load_raw(path), list(overrides or []))
-    return validate_config(data, file=str(path), check_components=check_components)
+    overrides = list(overrides or [])
+    data = apply_overrides(load_raw(path), overrides)
+    try:
+        return validate_config(data, file=str(path), check_components=check_components)
+    except ConfigError as exc:
+        for text in overrides:  # blame the command line, not the file, for a value that came from it
+            parts, _ = parse_override(text)
+            key = ".".join(parts)
+            if exc.key and (exc.key == key or exc.key.startswith(key + ".")):
+                msg = str(exc)[len(str(path)) + 2:] if str(exc).startswith(f"{path}: ") else str(exc)
+                new = ConfigError(msg, file=f"command-line override '{text}' (config {path})")
+                new.key, new.value = exc.key, exc.value
+                raise new from None
+        raise
+
+
+def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
+    """Build every component and reset the scenario with each seed's first episode seed.
+
+    Catches what only construction reveals (a bad map or scen file, more agents than a scen file
+    has rows) before a run or a sweep starts.
+
+    Raises:
+        CoopsimError: the first problem, as the run would report it.
+    """
+    from coopsim.platform.runner import RunParts
+
+    parts = RunParts(cfg)
+    try:
+        for s in cfg.seeds:
+            parts.scenario.reset(seed=s * cfg.episodes)
+    except (ValueError, KeyError, IndexError) as exc:
+        if isinstance(exc, CoopsimError):
+            raise
+        raise ConfigError(f"the scenario cannot be built with these params: {exc}", file=file, key="scenario.params") from None
+    finally:
+        parts.close()
 
 
 def validate_config(data: dict[str, Any], *, file: str | None = None, check_components: bool = True) -> RunConfig:

@@ -57,9 +57,15 @@ def atomic_savez(path: Path, **arrays: np.ndarray) -> None:
 
 
 def new_run_dir(out_dir: str | Path, name: str) -> Path:
+    from coopsim.errors import ConfigError
+
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     d = Path(out_dir) / f"{name}-{stamp}-{secrets.token_hex(3)}"
-    d.mkdir(parents=True, exist_ok=False)
+    try:
+        d.mkdir(parents=True, exist_ok=False)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the run directory {d}: {exc.strerror or exc}; give a writable folder",
+                          key="out_dir", value=str(out_dir)) from None
     return d
 
 

@@ -129,13 +129,18 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     value = err.get("input")
+    if err["type"] == "missing":
+        required = ", ".join(k for k, f in model.model_fields.items() if f.is_required())
+        msg = f"missing required key '{loc}' (required keys: {required})"
+        return ConfigError(msg, file=file, key=f"{key_prefix}{loc}")
     if err["type"] == "extra_forbidden":
         valid = ", ".join(sorted(model.model_fields))
         msg = f"unknown parameter {loc!r} (value {value!r}); valid parameters: {valid}"
     else:
         finfo = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
         desc = f" ({finfo.description})" if finfo is not None and finfo.description else ""
-        msg = f"invalid value {value!r}: {err['msg']}{desc}"
+        text = err["msg"].removeprefix("Value error, ")
+        msg = f"invalid value {value!r}: {text}{desc}"
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
 
 

@@ -41,6 +41,8 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         raise CoopsimError(f"{d}: not a run directory (no config.yaml); give a folder that `coopsim run` wrote under runs/")
     cfg = yaml.safe_load((d / "config.yaml").read_text())
     rows = read_jsonl(d / "metrics.jsonl")
+    if not rows:
+        raise CoopsimError(f"{d}: no finished episode in metrics.jsonl (the run was stopped before its first episode ended)")
     summ_path = d / "summary.json"
     summary = json.loads(summ_path.read_text()) if summ_path.exists() else {"metrics": summarize(rows)}
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary}
@@ -79,9 +81,10 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
         ax.set_xticks(range(len(seeds)), [str(s) for s in seeds], fontsize=7)
         ax.set_xlabel("seed", fontsize=7)
         ax.tick_params(labelsize=7)
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
-    fig.suptitle(f"{run['config'].get('name')}: per-episode metrics (line: mean over seeds, band: 95% CI)", fontsize=9)
+    fig.suptitle(f"{run['config'].get('name')}: each dot one episode, grouped by seed (line: mean over seeds, band: Student-t 95% CI)", fontsize=9)
     fig.tight_layout()
     out = Path(run_dir) / "metrics.png"
     _save_fig(fig, out)
@@ -182,12 +185,18 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None) 
         for x, rows in sorted(by_x.items(), key=lambda kv: (kv[0] is None, kv[0])):
             s = summarize(rows)
             table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s})
+    scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
+    if len(scen_ids) > 1:
+        import warnings
+
+        warnings.warn(f"comparing runs of different scenarios {scen_ids}: their metrics need not be comparable", stacklevel=2)
     out_dir = Path(out_dir) if out_dir else Path(run_dirs[0]).parent
+    _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, metrics)
     plots = []
     if x_key is not None:
         plt = _mpl()
         for m in metrics[:8]:
-            fig, ax = plt.subplots(figsize=(4.6, 3.2))
+            fig, ax = plt.subplots(figsize=(6.4, 3.4))
             for line, by_x in sorted(groups.items()):
                 xs, ms, lo, hi = [], [], [], []
                 for x, rows in sorted(by_x.items()):
@@ -204,7 +213,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None) 
                     ax.fill_between(xs, lo, hi, alpha=0.2)
             ax.set_xlabel(x_key.split(".")[-1])
             ax.set_ylabel(m)
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
             ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
             fig.tight_layout()
             out = out_dir / f"compare_{m.replace('/', '_')}.png"
@@ -212,6 +221,23 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None) 
             plt.close(fig)
             plots.append(out)
     return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots}
+
+
+def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    head = list(line_keys) + ([x_key] if x_key else [])
+    w.writerow(head + [f"{m}{suffix}" for m in metrics for suffix in ("", ":ci95_low", ":ci95_high", ":n_seeds")])
+    for row in table:
+        cells = [row["line"][k] for k in line_keys] + ([row["x"]] if x_key else [])
+        for m in metrics:
+            st = row["summary"].get(m) or {}
+            cells += [st.get("mean"), st.get("ci95_low"), st.get("ci95_high"), st.get("n_seeds")]
+        w.writerow(["" if c is None else c for c in cells])
+    atomic_write_bytes(path, buf.getvalue().encode())
 
 
 def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):

@@ -26,6 +26,14 @@ from coopsim.platform.recorder import JsonlWriter, atomic_savez, atomic_write_te
 from coopsim.platform.stats import summarize
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a run; ``run_dir`` holds every finished episode and a valid summary."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(str(run_dir))
+        self.run_dir = run_dir
+
+
 class RunParts:
     """The four components of a run, built from the registry (num_envs == 1)."""
 
@@ -39,6 +47,12 @@ class RunParts:
                               key="agents.id", value=cfg.agents.id)
         self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
         if checkpoint is not None:
+            from pathlib import Path as _P
+
+            from coopsim.errors import ConfigError
+
+            if not _P(checkpoint).is_file():
+                raise ConfigError(f"checkpoint file not found: {checkpoint}", key="--checkpoint", value=str(checkpoint))
             self.agent.load(checkpoint)
         self.channel = registry.make_component("channel", cfg.channel.id, **cfg.channel.params)
         self.shield = registry.make_component("shield", cfg.shield.id, **cfg.shield.params)
@@ -154,7 +168,7 @@ def run_config(
         except Exception as exc:  # plotting never loses results
             (run_dir / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
     if interrupted:
-        raise KeyboardInterrupt
+        raise RunInterrupted(run_dir)
     return run_dir
 
 

@@ -35,6 +35,17 @@ def test_run_then_report(tmp_path):
     assert "episode_return" in r.stdout
 
 
+def test_checkpoint_for_a_planner_and_bad_out_dir_are_clear_errors(tmp_path):
+    r = cli("run", str(CFG), f"out_dir={tmp_path}", "--checkpoint", str(tmp_path / "nope.pt"))
+    assert r.returncode == 2 and "checkpoint file not found" in r.stderr
+    (tmp_path / "f.pt").write_bytes(b"x")
+    r = cli("run", str(CFG), f"out_dir={tmp_path}", "--checkpoint", str(tmp_path / "f.pt"))
+    assert r.returncode == 2 and "takes no checkpoint" in r.stderr
+    (tmp_path / "file").write_text("")
+    r = cli("run", str(CFG), f"out_dir={tmp_path / 'file'}")
+    assert r.returncode == 2 and "key 'out_dir'" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_report_of_a_non_run_dir_is_a_clear_error(tmp_path):
     r = cli("report", str(tmp_path))
     assert r.returncode == 2
@@ -45,11 +56,13 @@ def test_sweep_runs_the_grid_and_compares(tmp_path):
     r = cli("sweep", str(CFG), "--grid", "scenario.params.num_agents=2,5", f"out_dir={tmp_path}", "seeds=[0,1]",
             "episodes=1", "--jobs", "2")
     assert r.returncode == 0, r.stdout + r.stderr
-    dirs = [p for p in tmp_path.iterdir() if p.is_dir()]
-    assert len(dirs) == 2
-    agents = sorted(json.loads((d / "summary.json").read_text())["episodes_finished"] for d in dirs)
-    assert agents == [2, 2]
-    assert (tmp_path / "compare_episode_return.png").exists()
+    dirs = sorted(p for p in tmp_path.iterdir() if (p / "summary.json").exists())
+    assert [d.name.split("-2026")[0].rsplit("-", 1)[-1] for d in dirs] == ["2", "5"]  # run names carry the grid value
+    assert [json.loads((d / "summary.json").read_text())["episodes_finished"] for d in dirs] == [2, 2]
+    (cmp,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
+    assert (cmp / "compare_episode_return.png").exists()
+    csv_rows = (cmp / "compare.csv").read_text().splitlines()
+    assert csv_rows[0].startswith("scenario.params.num_agents,") and len(csv_rows) == 3
     assert "num_agents" in r.stdout
 
 
