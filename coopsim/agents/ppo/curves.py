@@ -52,6 +52,7 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_ME
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     dirs = seed_dirs(runs)
     if not dirs:
@@ -70,6 +71,7 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_ME
             final["seeds"][d.name] = int(x[-1])
         final["metrics"][m] = finals
         ax.set_xlabel("env steps")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1e3:.0f}k"))
         ax.set_title(m.split("/")[-1])
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
