@@ -31,20 +31,25 @@ def test_good_config_and_override(tmp_path):
 
 @pytest.mark.parametrize("text, overrides, pattern", [
     (GOOD, ["scenario.params.num_agents=0"],
-     r"c\.yaml: key 'scenario\.params\.num_agents': invalid value 0: Input should be greater than or equal to 1 \(agents, 1\.\.1024\)"),
+     r"command-line override '[^']+' \(config .*c\.yaml\): key 'scenario\.params\.num_agents': invalid value 0: Input should be greater than or equal to 1 \(agents, 1\.\.1024\)"),
     (GOOD, ["scenario.params.speed=3"],
-     r"c\.yaml: key 'scenario\.params\.speed': unknown parameter 'speed' \(value 3\); valid parameters: cell_size_m, length, max_steps, num_agents"),
+     r"command-line override '[^']+' \(config .*c\.yaml\): key 'scenario\.params\.speed': unknown parameter 'speed' \(value 3\); valid parameters: cell_size_m, length, max_steps, num_agents"),
     (GOOD, ["agents.id=rnadom-v0"],
-     r"c\.yaml: key 'agents\.id': unknown agent id 'rnadom-v0'\. Did you mean 'random-v0'.*\? Registered agent ids: .*random-v0"),
-    (GOOD, ["episodes=0"], r"c\.yaml: key 'episodes': invalid value 0: .*episodes per seed"),
-    (GOOD, ["seeds=[]"], r"c\.yaml: key 'seeds': invalid value \[\]: .*at least one seed"),
-    (GOOD, ["colour=red"], r"c\.yaml: key 'colour': unknown parameter 'colour' \(value 'red'\); valid parameters: agents, channel"),
+     r"command-line override '[^']+' \(config .*c\.yaml\): key 'agents\.id': unknown agent id 'rnadom-v0'\. Did you mean 'random-v0'.*\? Registered agent ids: .*random-v0"),
+    (GOOD, ["episodes=0"], r"command-line override '[^']+' \(config .*c\.yaml\): key 'episodes': invalid value 0: .*episodes per seed"),
+    (GOOD, ["seeds=[]"], r"command-line override '[^']+' \(config .*c\.yaml\): key 'seeds': invalid value \[\]: .*at least one seed"),
+    (GOOD, ["colour=red"], r"command-line override '[^']+' \(config .*c\.yaml\): key 'colour': unknown parameter 'colour' \(value 'red'\); valid parameters: agents, channel"),
     ("name: t\nscenario: {id: line/LineWalk-v0\nagents: x\n", [], r"c\.yaml: not valid YAML at line \d+, column \d+"),
     ("- a\n- b\n", [], r"c\.yaml: top level must be a mapping"),
 ])
 def test_bad_config_messages(tmp_path, text, overrides, pattern):
     with pytest.raises(ConfigError, match=pattern):
         load_config(write(tmp_path, text), overrides)
+
+
+def test_value_from_the_file_blames_the_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"^.*c\.yaml: key 'episodes': invalid value 0"):
+        load_config(write(tmp_path, GOOD + "episodes: 0\n"))
 
 
 def test_missing_file(tmp_path):
