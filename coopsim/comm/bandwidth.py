@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.comm.token_bucket import SCALE, seconds_to_us
 from coopsim.comm.traces import ConstantTrace, Trace
+from coopsim.comm.accounting import flat_stats, per_copy_view
 from coopsim.platform.comm import BROADCAST, ChannelParams, Channel, Feedback, MessageBatch
 
 CAUSES = ("overflow", "late", "burst")
@@ -303,25 +304,12 @@ class BandwidthChannel(Channel):
 
     def per_copy(self) -> dict[str, np.ndarray]:
         """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
-        out = {k: v.copy() for k, v in self.totals.items()}
-        for u in ("bytes", "copies"):
-            out[f"lost_{u}"] = sum(out[f"lost/{c}_{u}"] for c in CAUSES)
-        out.update(self.queued())
-        return out
+        return per_copy_view(self.totals, self.queued(), CAUSES)
 
     def latencies_s(self) -> np.ndarray:
         """float64 latencies (s) of every delivered copy since reset."""
         return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
 
     def stats(self) -> dict[str, float]:
-        pc = self.per_copy()
-        s = {f"comm/{k}": float(v.sum()) for k, v in pc.items() if "/" not in k}
-        for c in CAUSES:
-            for u in ("bytes", "copies"):
-                s[f"comm/lost_{u}/{c}"] = float(pc[f"lost/{c}_{u}"].sum())
-        s["comm/messages_sent"] = float(self._messages)
-        lat = self.latencies_s()
-        if len(lat):
-            s.update({"comm/latency_mean_s": float(lat.mean()), "comm/latency_p50_s": float(np.percentile(lat, 50)),
-                      "comm/latency_p95_s": float(np.percentile(lat, 95)), "comm/latency_max_s": float(lat.max())})
+        s = flat_stats(self.per_copy(), CAUSES, self._messages, self.latencies_s())
         return s

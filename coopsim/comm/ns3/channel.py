@@ -58,6 +58,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
 from coopsim.errors import ChannelError, DependencyNotInstalled
+from coopsim.comm.accounting import flat_stats, per_copy_view
 from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
 
 CAUSES = ("seq_gap", "timeout")
@@ -522,11 +523,7 @@ class Ns3Channel(Channel):
         """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
         if self._ready:
             self._collect()
-        out = {k: v.copy() for k, v in self.totals.items()}
-        for u in ("bytes", "copies"):
-            out[f"lost_{u}"] = sum(out[f"lost/{c}_{u}"] for c in CAUSES)
-        out.update(self.queued())
-        return out
+        return per_copy_view(self.totals, self.queued(), CAUSES)
 
     def latencies_s(self) -> np.ndarray:
         """float64 ns-3 latencies (s) of every copy delivered since reset (send time to ns-3 reception)."""
@@ -535,16 +532,7 @@ class Ns3Channel(Channel):
         return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
 
     def stats(self) -> dict[str, float]:
-        pc = self.per_copy()
-        s = {f"comm/{k}": float(v.sum()) for k, v in pc.items() if "/" not in k}
-        for c in CAUSES:
-            for u in ("bytes", "copies"):
-                s[f"comm/lost_{u}/{c}"] = float(pc[f"lost/{c}_{u}"].sum())
-        s["comm/messages_sent"] = float(self._messages)
-        lat = self.latencies_s()
-        if len(lat):
-            s.update({"comm/latency_mean_s": float(lat.mean()), "comm/latency_p50_s": float(np.percentile(lat, 50)),
-                      "comm/latency_p95_s": float(np.percentile(lat, 95)), "comm/latency_max_s": float(lat.max())})
+        s = flat_stats(self.per_copy(), CAUSES, self._messages, self.latencies_s())
         s["comm/ns3/background_tx_bytes"] = float(self._bg[0])
         s["comm/ns3/background_rx_bytes"] = float(self._bg[1])
         s["comm/ns3/late_arrivals"] = float(self._late_arrivals)

@@ -1,0 +1,35 @@
+"""Per-copy accounting shared by every channel with losses (``bandwidth-v0``, ``ns3-v0``).
+
+A channel keeps run totals per (env, sender, receiver) copy as int64 ``[E, N, N]`` arrays named
+``offered_{bytes,copies}``, ``delivered_{...}``, ``lost/<cause>_{...}``, plus what is still queued; these
+helpers turn them into the ``per_copy()`` view and the flat ``comm/...`` numbers of ``stats()``.
+Invariant (tested per channel): offered = delivered + lost + queued, per copy, in bytes and in copies.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+
+def per_copy_view(totals: dict[str, np.ndarray], queued: dict[str, np.ndarray], causes: Iterable[str]) -> dict[str, np.ndarray]:
+    """Copies of the run totals plus ``lost_{bytes,copies}`` summed over ``causes`` and the queued arrays."""
+    out = {k: v.copy() for k, v in totals.items()}
+    for u in ("bytes", "copies"):
+        out[f"lost_{u}"] = sum(out[f"lost/{c}_{u}"] for c in causes)
+    out.update(queued)
+    return out
+
+
+def flat_stats(per_copy: dict[str, np.ndarray], causes: Iterable[str], messages_sent: int,
+               latencies_s: np.ndarray) -> dict[str, float]:
+    """``comm/<total>``, ``comm/lost_{bytes,copies}/<cause>``, ``comm/messages_sent`` and latency percentiles (s)."""
+    s = {f"comm/{k}": float(v.sum()) for k, v in per_copy.items() if "/" not in k}
+    for c in causes:
+        for u in ("bytes", "copies"):
+            s[f"comm/lost_{u}/{c}"] = float(per_copy[f"lost/{c}_{u}"].sum())
+    s["comm/messages_sent"] = float(messages_sent)
+    if len(latencies_s):
+        s.update({"comm/latency_mean_s": float(latencies_s.mean()), "comm/latency_p50_s": float(np.percentile(latencies_s, 50)),
+                  "comm/latency_p95_s": float(np.percentile(latencies_s, 95)), "comm/latency_max_s": float(latencies_s.max())})
+    return s
