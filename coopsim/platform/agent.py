@@ -69,6 +69,15 @@ class AgentPlugin(ABC):
     def observe(self, transition: Transition) -> None:
         """Receive the step's outcome (learners store it)."""
 
+    def episode_metrics(self) -> dict[str, float]:
+        """Deterministic per-episode statistics of the plugin (e.g. a planner's failures); the runner adds them to
+        ``metrics.jsonl``. Wall times go in :meth:`episode_timings` instead, so metrics stay byte-reproducible."""
+        return {}
+
+    def episode_timings(self) -> dict[str, float]:
+        """Per-episode wall times (s) of the plugin; the runner writes them to ``timing.jsonl``."""
+        return {}
+
     def update(self) -> dict[str, float]:
         """One learning update; returns named losses/statistics."""
         return {}

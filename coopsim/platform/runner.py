@@ -109,6 +109,7 @@ def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], d
         metrics["shield/certified_steps"] = certified_steps
     metrics.update(channel.stats())
     metrics.update(shield.stats())
+    metrics.update(agent.episode_metrics())
     replay = sc.replay(0) if hasattr(sc, "replay") else None
     return metrics, replay
 
@@ -150,7 +151,8 @@ def run_config(
                 if replay is not None:
                     atomic_savez(run_dir / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
                 metrics_w.write(row)
-                timing_w.write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6)})
+                timing_w.write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6),
+                                **parts.agent.episode_timings()})
                 if on_episode:
                     on_episode(row)
                 bar.update(task, advance=1, description=_bar_text(cfg.name, row))
