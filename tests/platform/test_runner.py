@@ -65,3 +65,14 @@ def test_interrupt_keeps_finished_episodes(tmp_path):
     summary = json.loads((d / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["episodes_finished"] == 3
     assert summary["metrics"]["soc"]["n_episodes"] == 3
+
+
+def test_plugin_metrics_go_to_metrics_and_wall_times_to_timing(tmp_path):
+    cfg = validate_config({"name": "pp", "out_dir": str(tmp_path), "seeds": [0],
+                           "scenario": {"id": "mapf/MGMAPF-v0", "params": {"map": "empty-32-32", "num_agents": 8, "num_goals": 2}},
+                           "agents": {"id": "mapf/prioritized-v0"}})
+    d = run_config(cfg, progress=False)
+    (row,) = read_jsonl(d / "metrics.jsonl")
+    assert row["plan/failures"] == 0 and row["plan/soc"] == row["soc"] and "plan/time_s" not in row
+    (timing,) = read_jsonl(d / "timing.jsonl")
+    assert timing["plan/time_s"] > 0
