@@ -787,11 +787,11 @@ class MGMAPFCore(ScenarioCore):
                           self._visited[env_index], cell_px)
 
     @staticmethod
-    def render_replay(replay: dict[str, np.ndarray], cell_px: int = 8) -> list[np.ndarray]:
-        """Frames (RGB uint8) of a replay dict as returned by :meth:`replay` (used by ``coopsim report``)."""
-        pos, goals, reached = replay["positions"], replay["goals"], replay["goal_reached_at"]
-        return [draw_frame(replay["blocked"], pos[t], goals, (reached >= 0) & (reached <= t), cell_px)
-                for t in range(len(pos))]
+    def render_replay(replay: dict[str, np.ndarray], cell_px: int = 12) -> list[np.ndarray]:
+        """Captioned frames (RGB uint8) of a replay dict as returned by :meth:`replay` (used by ``coopsim report``)."""
+        from coopsim.scenarios.mapf.render import replay_frames
+
+        return replay_frames(replay, cell_px)
 
 
 def _instance_arrays(inst: Any):

@@ -56,6 +56,34 @@ def draw_frame(blocked: np.ndarray, agent_xy: np.ndarray, goals_xy: np.ndarray, 
     goals_xy = np.asarray(goals_xy, dtype=np.int64).reshape(n, -1, 2)
     rem = ~np.asarray(goal_done, dtype=bool).reshape(n, -1)
     gi, gk = np.nonzero(rem)
-    _blocks(img, goals_xy[gi, gk], px // 4, px - px // 4, px, (col[gi] * 0.6).astype(np.uint8))
+    # goals: a ring in the agent's colour (dark), so they read apart from the filled agent squares
+    ring = (col[gi] * 0.55).astype(np.uint8)
+    _blocks(img, goals_xy[gi, gk], px // 4, px - px // 4, px, ring)
+    if px >= 8:
+        _blocks(img, goals_xy[gi, gk], px // 4 + 1, px - px // 4 - 1, px, np.broadcast_to(FREE_RGB, ring.shape))
     _blocks(img, agent_xy, 1, px - 1, px, col)
     return img
+
+
+def with_caption(frame: np.ndarray, text: str, height_px: int = 16) -> np.ndarray:
+    """``frame`` with a caption strip of ``height_px`` pixels on top (Pillow's default font)."""
+    from PIL import Image, ImageDraw
+
+    strip = Image.new("RGB", (frame.shape[1], height_px), (255, 255, 255))
+    ImageDraw.Draw(strip).text((3, 2), text, fill=(20, 20, 20))
+    return np.concatenate([np.asarray(strip, dtype=np.uint8), frame], axis=0)
+
+
+def replay_frames(replay: dict[str, np.ndarray], cell_px: int = 12) -> list[np.ndarray]:
+    """Captioned frames of a replay (``positions`` [T+1, N, 2], ``goals`` [N, K, 2], ``goal_reached_at`` [N, K],
+    ``blocked`` [H, W]): agents are filled squares, their remaining goals rings of the same colour."""
+    pos, goals, reached = replay["positions"], replay["goals"], replay["goal_reached_at"]
+    n, k = reached.shape
+    finish = np.where((reached >= 0).all(axis=1), reached.max(axis=1), -1)
+    frames = []
+    for t in range(len(pos)):
+        done = (reached >= 0) & (reached <= t)
+        text = (f"step {t}/{len(pos) - 1}   goals {int(done.sum())}/{n * k}   "
+                f"agents finished {int(((finish >= 0) & (finish <= t)).sum())}/{n}")
+        frames.append(with_caption(draw_frame(replay["blocked"], pos[t], goals, done, cell_px), text))
+    return frames
