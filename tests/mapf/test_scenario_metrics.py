@@ -135,11 +135,13 @@ def test_render_draws_agents_and_goals(tiny):
     assert img.dtype == np.uint8 and img.shape == (8, 24, 3)
     assert tuple(img[4, 12]) == (45, 45, 55)               # obstacle cell centre
     agent = img[4, 4]
-    goal = img[4, 20]
+    goal = img[2, 18]                                       # the goal's ring (its centre stays free-coloured)
     assert tuple(agent) != (245, 245, 240) and tuple(goal) != (245, 245, 240)
+    assert tuple(img[4, 20]) == (245, 245, 240)
     assert (goal.astype(int) < agent.astype(int)).all()    # goals drawn darker in the agent's colour
-    frames = MGMAPFCore.render_replay(c.replay(0))
-    assert len(frames) == 1 and np.array_equal(frames[0], img)
+    frames = MGMAPFCore.render_replay(c.replay(0))          # 12 px cells under a 16 px caption
+    assert len(frames) == 1 and frames[0].shape == (16 + 12, 36, 3)
+    assert np.array_equal(frames[0][16:], c.render(0, cell_px=12))
 
 
 def test_long_episode_replay_keeps_every_step(tiny):
