@@ -45,7 +45,9 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
                     doc = s.doc()
                 except CoopsimError as exc:
                     doc = f"[red](unavailable: {exc})[/]"
-                console.print(f"  {s.id:<34} {doc}", highlight=False)
+                from rich.markup import escape
+
+                console.print(f"  {s.id:<34} " + (doc if doc.startswith("[red]") else escape(doc)), highlight=False)
     except CoopsimError as exc:
         _fail(exc)
 

@@ -63,9 +63,13 @@ class Spec:
         return self.load().Params
 
     def doc(self) -> str:
+        """First docstring line of the component; for a :class:`Variant`, followed by the params it fixes."""
         obj = self.load()
         cls = obj.cls if isinstance(obj, Variant) else obj
-        return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        first = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        if isinstance(obj, Variant) and obj.defaults:
+            first += "  [" + ", ".join(f"{k}={v!r}" for k, v in obj.defaults.items()) + "]"
+        return first
 
 
 def _eps(kind: str):
