@@ -90,12 +90,17 @@ def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], d
         if feedback is not None:
             agent.on_feedback(feedback)
         agent.observe(Transition(obs, safe, res.reward, res.terminated, res.truncated, res.obs, alive_before, res.info))
-        team_return += float(res.reward.sum())
+        n_alive = max(int(alive_before.sum()), 1)
+        # team-reward scenarios count the shared reward once per step; others sum every agent's reward
+        share = (1.0 / n_alive) if sc.team_reward else 1.0
+        team_return += float(res.reward.sum()) * share
         for k, v in res.info.items():
             if k.startswith("cost/"):
                 costs[k] = costs.get(k, 0.0) + float(np.sum(v))
             elif k.startswith("reward/"):
-                terms[k] = terms.get(k, 0.0) + float(np.sum(v))
+                v = np.asarray(v)
+                per_agent = v.ndim >= 2 and v.shape[-1] == sc.num_agents
+                terms[k] = terms.get(k, 0.0) + float(np.sum(v)) * (share if per_agent else 1.0)
         obs = res.obs
         t += 1
         if bool(sc.done[0]):

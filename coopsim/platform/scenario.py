@@ -79,6 +79,9 @@ class ScenarioCore(ABC):
     Params: ClassVar[type[ScenarioParams]] = ScenarioParams
     metadata: ClassVar[dict[str, Any]] = {"name": "scenario", "render_modes": ["rgb_array"], "is_parallelizable": True}
     noop_action: ClassVar[int] = 0
+    #: True when every agent receives the same team reward each step (SMAC): the runner's ``episode_return``
+    #: then counts it once per step (the mean over the agents alive at the step's start), not once per agent
+    team_reward: ClassVar[bool] = False
     #: params the registry-wide conformance test builds this id with (for ids that need some, e.g. an adapter)
     example_params: ClassVar[dict[str, Any]] = {}
 

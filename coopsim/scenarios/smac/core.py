@@ -129,6 +129,7 @@ class SMACCore(ScenarioCore):
     Params: ClassVar[type[SMACParams]] = SMACParams
     metadata: ClassVar[dict] = {"name": "smac", "render_modes": ["rgb_array"], "is_parallelizable": True}
     noop_action: ClassVar[int] = NOOP
+    team_reward: ClassVar[bool] = True  # SMAC's shared reward: a full win returns 20 once, not 20 per agent
     dt_s: float = U.STEP_S
 
     def __init__(self, num_envs: int = 1, **params):
@@ -691,10 +692,11 @@ class SMACCore(ScenarioCore):
         self._trunc |= timeout[:, None] & ~self._term
         self._over |= ended | timeout
         obs = self._observe()
+        k = (0.0 if self.params.reward_sparse else _REWARD_SCALE / self._max_reward) * active  # terms on the return's scale
         info = {
-            "reward/damage": r_damage.astype(np.float32),
-            "reward/kill": (kills * _REWARD_DEATH).astype(np.float32),
-            "reward/win": (win * _REWARD_WIN).astype(np.float32),
+            "reward/damage": (r_damage * k).astype(np.float32),
+            "reward/kill": (kills * _REWARD_DEATH * k).astype(np.float32),
+            "reward/win": (win * _REWARD_WIN * k).astype(np.float32),
             "team_reward": team,
             "battle_won": win,
             "invalid_actions": invalid.sum(1).astype(np.int64),
