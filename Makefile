@@ -1,7 +1,11 @@
 # coopsim: two commands on a fresh machine.
 #   make demo   create .venv, install, run the main job (64 agents, MG-MAPF, random-32-32-10)
 #   make test   create .venv if missing, install [dev], run the tests
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 PY ?= python3
+# (pip's output is filtered of the "Location ... is ignored" warnings this machine's pip config causes;
+#  pipefail keeps a failing pip a failing make)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
@@ -10,19 +14,18 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 # torch first, the CPU build on local disk; a plain torch requirement would pull a CUDA build
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q torch==2.13.0 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+	$(BIN)/pip install -q -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: install
 	$(BIN)/coopsim run configs/mapf/random-32-32-10.yaml
-	@echo "Next: $(BIN)/coopsim report <the run directory printed above>   (re-renders plots, writes a GIF of the replay)"
 
 test: install
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q tests

@@ -89,6 +89,10 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         raise typer.Exit(code=130)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
+    if (run_dir / "replays").is_dir():
+        prog = sys.argv[0] if Path(sys.argv[0]).name == "coopsim" else "coopsim"  # as the user called it
+        console.print(f"next: {prog} report {run_dir}   (re-renders the plots and writes a GIF of the first replay)",
+                      soft_wrap=True, highlight=False)
 
 
 @app.command()

@@ -62,7 +62,7 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
         return None
     allm = run["summary"]["metrics"]
     metrics = [m for m in _ordered_metrics(allm) if m not in ID_KEYS
-               and not ("/" in m and not any(v for v in allm[m].get("per_seed", {}).values()))][:max_metrics]
+               and any(v for v in allm[m].get("per_seed", {}).values())][:max_metrics]  # all-zero panels say nothing
     plt = _mpl()
     cols = min(4, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
@@ -81,7 +81,7 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
         ax.set_xticks(range(len(seeds)), [str(s) for s in seeds], fontsize=7)
         ax.set_xlabel("seed", fontsize=7)
         ax.tick_params(labelsize=7)
-        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
+        ax.ticklabel_format(axis="y", useOffset=False)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
     fig.suptitle(f"{run['config'].get('name')}: each dot one episode, grouped by seed (line: mean over seeds, band: Student-t 95% CI)", fontsize=9)
