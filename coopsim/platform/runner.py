@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
@@ -38,18 +39,20 @@ class RunParts:
     """The four components of a run, built from the registry (num_envs == 1)."""
 
     def __init__(self, cfg: RunConfig, checkpoint: str | None = None):
-        self.scenario = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
+        try:
+            self.scenario = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
+        except ConfigError as exc:
+            if exc.key and not exc.key.startswith("scenario."):  # a scenario's own check names its param only
+                msg = str(exc).split(f"key '{exc.key}': ", 1)[-1]
+                raise ConfigError(msg, file=exc.file, key=f"scenario.params.{exc.key}", value=exc.value) from None
+            raise
         missing = [c for c in getattr(registry.spec("agent", cfg.agents.id).load(), "requires", ()) if not hasattr(self.scenario, c)]
         if missing:
-            from coopsim.errors import ConfigError
-
             raise ConfigError(f"agent '{cfg.agents.id}' needs scenario capabilities {missing}, which '{cfg.scenario.id}' lacks",
                               key="agents.id", value=cfg.agents.id)
         self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
         if checkpoint is not None:
             from pathlib import Path as _P
-
-            from coopsim.errors import ConfigError
 
             if not _P(checkpoint).is_file():
                 raise ConfigError(f"checkpoint file not found: {checkpoint}", key="--checkpoint", value=str(checkpoint))
