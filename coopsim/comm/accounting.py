@@ -11,6 +11,8 @@ from typing import Iterable
 
 import numpy as np
 
+from coopsim.platform.comm import Feedback
+
 
 def per_copy_view(totals: dict[str, np.ndarray], queued: dict[str, np.ndarray], causes: Iterable[str]) -> dict[str, np.ndarray]:
     """Copies of the run totals plus ``lost_{bytes,copies}`` summed over ``causes`` and the queued arrays."""
@@ -33,3 +35,13 @@ def flat_stats(per_copy: dict[str, np.ndarray], causes: Iterable[str], messages_
         s.update({"comm/latency_mean_s": float(latencies_s.mean()), "comm/latency_p50_s": float(np.percentile(latencies_s, 50)),
                   "comm/latency_p95_s": float(np.percentile(latencies_s, 95)), "comm/latency_max_s": float(latencies_s.max())})
     return s
+
+
+def pop_feedback(pending: dict[int, Feedback], t: int, num_envs: int, num_agents: int) -> Feedback:
+    """Sum and remove every pending per-step :class:`Feedback` recorded at a step ``<= t`` (int64 ``[E, N]`` arrays)."""
+    out = Feedback.zeros(num_envs, num_agents)
+    for k in [k for k in pending if k <= t]:
+        fb = pending.pop(k)
+        for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
+            getattr(out, name)[...] += getattr(fb, name)
+    return out

@@ -24,14 +24,14 @@ in copies at every call. :meth:`feedback` returns per-sender delivered/lost coun
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.comm.token_bucket import SCALE, seconds_to_us
 from coopsim.comm.traces import ConstantTrace, Trace
-from coopsim.comm.accounting import flat_stats, per_copy_view
+from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback
 from coopsim.platform.comm import BROADCAST, ChannelParams, Channel, Feedback, MessageBatch
 
 CAUSES = ("overflow", "late", "burst")
@@ -285,12 +285,7 @@ class BandwidthChannel(Channel):
         reported at ``feedback(s + 1)``.
         """
         self._advance_to(t)
-        out = Feedback.zeros(self.E, self.N)
-        for k in [k for k in self._fb if k <= t]:
-            fb = self._fb.pop(k)
-            for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
-                getattr(out, name)[...] += getattr(fb, name)
-        return out
+        return pop_feedback(self._fb, t, self.E, self.N)
 
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:

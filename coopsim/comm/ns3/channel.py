@@ -58,7 +58,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
 from coopsim.errors import ChannelError, DependencyNotInstalled
-from coopsim.comm.accounting import flat_stats, per_copy_view
+from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback
 from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
 
 CAUSES = ("seq_gap", "timeout")
@@ -497,12 +497,7 @@ class Ns3Channel(Channel):
         """
         self._require_ready()
         self._collect()
-        out = Feedback.zeros(self.E, self.N)
-        for k in [k for k in self._fb if k <= t]:
-            fb = self._fb.pop(k)
-            for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
-                getattr(out, name)[...] += getattr(fb, name)
-        return out
+        return pop_feedback(self._fb, t, self.E, self.N)
 
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
