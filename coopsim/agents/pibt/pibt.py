@@ -102,10 +102,10 @@ def pibt_step(cur: np.ndarray, cand: np.ndarray, prio: np.ndarray, num_cells: in
     return nxt
 
 
-class PIBTAgent(AgentPlugin):
-    """PIBT-style decentralized heuristic for MG-MAPF (see the module docstring). Acts on ``[E, N]``."""
+class _BaselineFollower(AgentPlugin):
+    """Shared set-up of the decentralized baselines: nearest-neighbour goal order and unweighted shortest
+    paths from the baseline high level (no congestion term), read through the scenario's capabilities."""
 
-    Params: ClassVar = PIBTParams
     requires: ClassVar[tuple[str, ...]] = _REQUIRES
 
     def __init__(self, scenario, **params: Any):
@@ -113,6 +113,12 @@ class PIBTAgent(AgentPlugin):
         _check(scenario)
         self.hl = ScenarioPlanner(scenario, _baseline_highlevel())
         self.reset(self.params.seed)
+
+
+class PIBTAgent(_BaselineFollower):
+    """PIBT-style decentralized heuristic for MG-MAPF (see the module docstring). Acts on ``[E, N]``."""
+
+    Params: ClassVar = PIBTParams
 
     def reset(self, seed: int | None = None) -> None:
         e, n = self.scenario.num_envs, self.scenario.num_agents
@@ -163,17 +169,10 @@ class GreedyParams(AgentParams):
     seed: int = Field(0, ge=0, description="seed of the random moves and tie-breaks")
 
 
-class GreedyWaitsAgent(AgentPlugin):
+class GreedyWaitsAgent(_BaselineFollower):
     """Decentralized greedy with waits (see the module docstring). Acts on ``[E, N]``, vectorized."""
 
     Params: ClassVar = GreedyParams
-    requires: ClassVar[tuple[str, ...]] = _REQUIRES
-
-    def __init__(self, scenario, **params: Any):
-        super().__init__(scenario, **params)
-        _check(scenario)
-        self.hl = ScenarioPlanner(scenario, _baseline_highlevel())
-        self.reset(self.params.seed)
 
     def reset(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng([self.params.seed if seed is None else int(seed), 29])
