@@ -18,6 +18,8 @@ Kinds:
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import csv
 from pathlib import Path
 from typing import Annotated, Literal, Optional, Union
@@ -40,8 +42,9 @@ class _Trace(BaseModel):
         base = np.broadcast_to(base, (num_steps, num_envs, num_agents))
         return np.maximum(base * self.scale_bps, 0.0).astype(np.float64)
 
-    def _values(self, t_s, num_envs, num_agents, rng):  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _values(self, t_s, num_envs, num_agents, rng):
+        """Unscaled capacity values broadcastable to ``[num_steps, num_envs, num_agents]``."""
 
 
 class ConstantTrace(_Trace):

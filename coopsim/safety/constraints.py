@@ -21,7 +21,9 @@ cap by ``-margin``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -55,7 +57,7 @@ class Constraint:
 
 
 @dataclass(frozen=True)
-class PairConstraint(Constraint):
+class PairConstraint(Constraint, ABC):
     """A constraint made of pairwise predicates (separation, keep-connected tree edges)."""
 
     kind: ClassVar[str] = "pair"
@@ -65,9 +67,9 @@ class PairConstraint(Constraint):
         constraint (used to find the active pairs); ``inf`` when every pair may matter."""
         return np.inf
 
+    @abstractmethod
     def violates(self, p_i: np.ndarray, o_i: np.ndarray, p_j: np.ndarray, o_j: np.ndarray) -> np.ndarray:
         """bool ``[...]``: the transition ``p_i -> o_i``, ``p_j -> o_j`` (float ``[..., d]``) violates."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)

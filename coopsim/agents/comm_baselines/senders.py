@@ -13,6 +13,8 @@ which rankers use.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,7 +25,7 @@ class SenderParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Sender:
+class Sender(ABC):
     """Base sender: bookkeeping of what was sent and heard (see module docstring)."""
 
     Params = SenderParams
@@ -52,8 +54,9 @@ class Sender:
         for a in (self.has_sent, self.has_any, self.has_heard):
             a[ids] = False
 
-    def select(self, t: int, values: np.ndarray, valid: np.ndarray) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+    @abstractmethod
+    def select(self, t: int, values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+        """bool mask of the candidate copies to send at step ``t``."""
 
     def commit(self, mask: np.ndarray, values: np.ndarray) -> None:
         """Record the copies ``mask [E, N, K, R]`` as sent."""

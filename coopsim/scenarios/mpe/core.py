@@ -16,6 +16,8 @@ agents' observations returned by that step, as in MPE. With a channel attached
 """
 from __future__ import annotations
 
+from abc import abstractmethod
+
 from typing import Any, Optional
 
 import gymnasium
@@ -78,20 +80,25 @@ class MPECore(ScenarioCore):
         self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=(N * obs.shape[2],), dtype=np.float32)
 
     # ------------------------------------------------------------------ hooks
-    def _build(self) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _build(self) -> None:
+        """Create the task's entities (sizes, colours, counts)."""
 
-    def _reset_env(self, e: int, rng: np.random.Generator) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _reset_env(self, e: int, rng: np.random.Generator) -> None:
+        """Draw env ``e``'s initial state from ``rng``."""
 
-    def _decode(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _decode(self, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Joint discrete actions -> (movement forces, utterances)."""
 
-    def _obs(self) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _obs(self) -> np.ndarray:
+        """float32 ``[E, N, obs_dim]`` observations."""
 
-    def _reward(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _reward(self) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """float32 ``[E, N]`` rewards and their named terms."""
 
     # ------------------------------------------------------------------ comm
     def attach_channel(self, channel: Channel | None) -> None:
