@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopsim.platform.comm import Channel, Feedback, MessageBatch
+from coopsim.platform.comm import Channel, Feedback, MessageBatch, concat
 
 
 class IdealChannel(Channel):
@@ -30,8 +30,6 @@ class IdealChannel(Channel):
         self._pending.setdefault(t + 1, []).append(copies)
 
     def deliver(self, t):
-        from coopsim.platform.comm import concat
-
         out = concat(self._pending.pop(t, []))
         self._stats["copies_delivered"] += len(out)
         self._stats["delivered_bytes"] += int(out.size_bytes(self.params.header_bytes).sum()) if len(out) else 0

@@ -13,7 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 

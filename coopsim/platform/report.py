@@ -19,7 +19,7 @@ import yaml
 
 from coopsim.errors import CoopsimError
 from coopsim.platform.recorder import atomic_write_bytes, read_jsonl
-from coopsim.platform.stats import ID_KEYS, summarize, t_interval
+from coopsim.platform.stats import ID_KEYS, summarize
 
 #: metrics drawn first when present (the field's headline numbers)
 HEADLINE = ("success", "win", "soc", "soc_over_lb", "makespan", "episode_return", "collisions",
