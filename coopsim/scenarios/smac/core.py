@@ -53,6 +53,10 @@ class SMACParams(ScenarioParams):
     start_positions: Literal["line", "surrounded", "reflect", "surrounded_and_reflect"] | None = Field(
         None, description="start layout; None = the map's ('line' for SMAC maps, 'surrounded_and_reflect' "
                           "for procedural ones)")
+    record_replay: bool | None = Field(
+        None, description="keep every env's per-step unit arrays for replay() (coopsim run's replays/*.npz and "
+                          "`coopsim report`'s GIF); None = only when num_envs == 1. Memory: (limit + 1) x num_envs "
+                          "x units x 25 bytes")
 
     @field_validator("map_name")
     @classmethod
@@ -207,6 +211,15 @@ class SMACCore(ScenarioCore):
         self._eye_bool = np.eye(Un, dtype=bool)[None]
         self._any_immobile = False
         self._masks: np.ndarray | None = None
+        # replay buffers, indexed [step, env, unit] (frame t = state after step t; frame 0 = after reset)
+        self._record = bool(p.record_replay) if p.record_replay is not None else E == 1
+        if self._record:
+            L = self.limit + 1
+            self._rp_pos = np.zeros((L, E, Un, 2), np.float32)
+            self._rp_health = np.zeros((L, E, Un), np.float32)
+            self._rp_shield = np.zeros((L, E, Un), np.float32)
+            self._rp_alive = np.zeros((L, E, Un), bool)
+            self._rp_target = np.full((L, E, Un), -1, np.int32)
 
     # ------------------------------------------------------------------ randomness
     def _uniform(self, *tail: int) -> np.ndarray:
@@ -266,6 +279,8 @@ class SMACCore(ScenarioCore):
         self._rsum2 = self._rsum * self._rsum
         self._any_immobile = bool((U.SPEED[self._type] == 0).any())
         self._push_apart(np.isin(np.arange(E), ids))
+        if self._record:
+            self._record_frame(ids)
         return self._observe()
 
     def _start_positions(self, rng: np.random.Generator, types: np.ndarray) -> np.ndarray:
@@ -691,6 +706,8 @@ class SMACCore(ScenarioCore):
         self._term |= dead_now | ended[:, None]
         self._trunc |= timeout[:, None] & ~self._term
         self._over |= ended | timeout
+        if self._record:
+            self._record_frame(np.flatnonzero(active))
         obs = self._observe()
         k = (0.0 if self.params.reward_sparse else _REWARD_SCALE / self._max_reward) * active  # terms on the return's scale
         info = {
@@ -729,29 +746,88 @@ class SMACCore(ScenarioCore):
         flat = (e_idx[:, None] * Un + np.arange(Un)[None]).ravel()
         return np.bincount(flat, weights=dmg.ravel(), minlength=E * Un)
 
-    # ------------------------------------------------------------------ metrics / render
+    # ------------------------------------------------------------------ metrics / replay / render
+    def _record_frame(self, ids: np.ndarray) -> None:
+        """Copy envs ``ids``' unit arrays into the replay buffers at each env's current step."""
+        t = self._t[ids]
+        self._rp_pos[t, ids] = self._pos[ids]
+        self._rp_health[t, ids] = self._health[ids]
+        self._rp_shield[t, ids] = self._shield[ids]
+        self._rp_alive[t, ids] = self._unit_alive[ids]
+        self._rp_target[t, ids] = self._fired_at[ids]
+
+    def replay(self, env_index: int = 0) -> dict[str, np.ndarray]:
+        """Replay arrays of env ``env_index``'s episode so far (saved by ``coopsim run`` as ``replays/*.npz``).
+
+        Returns (``T`` = steps taken, ``U`` = allies then enemies):
+            ``pos`` float32 ``[T+1, U, 2]`` unit centres (map units) after reset and after each step,
+            ``health``, ``shield`` float32 ``[T+1, U]`` hit points, ``alive`` bool ``[T+1, U]``,
+            ``target`` int32 ``[T+1, U]`` unit index each unit last fired at (or healed) during the step
+            ending at that frame (-1 none), ``types`` int32 ``[U]``, ``n_allies`` int, ``walls`` float32
+            ``[W, 4]``, ``map_name`` str, ``outcome`` str (win, loss, draw, timeout or running).
+
+        Raises:
+            RuntimeError: the core does not record (``record_replay=False``, or None with ``num_envs > 1``).
+            IndexError: ``env_index`` outside ``[0, num_envs)``.
+        """
+        if not self._record:
+            raise RuntimeError(f"this SMACCore does not record replays (num_envs={self.num_envs}, record_replay="
+                               f"{self.params.record_replay}); build it with record_replay=True")
+        e = int(env_index)
+        if not 0 <= e < self.num_envs:
+            raise IndexError(f"env_index must be in [0, {self.num_envs}); got {env_index}")
+        T = int(self._t[e])
+        m = self.episode_metrics_of(e)
+        outcome = ("win" if m["win"] else "draw" if m["draw"] else "timeout" if m["timeout"]
+                   else "loss" if self._over[e] else "running")
+        return {
+            "pos": self._rp_pos[:T + 1, e].copy(),
+            "health": self._rp_health[:T + 1, e].copy(),
+            "shield": self._rp_shield[:T + 1, e].copy(),
+            "alive": self._rp_alive[:T + 1, e].copy(),
+            "target": self._rp_target[:T + 1, e].copy(),
+            "types": self._type[e].astype(np.int32),
+            "n_allies": np.int64(self.n_allies),
+            "walls": self._walls.copy(),
+            "map_name": np.str_(self.map.name),
+            "outcome": np.str_(outcome),
+        }
+
     def episode_metrics(self) -> list[dict[str, float]]:
         """Per env: ``win`` (1/0), ``draw``, ``timeout``, ``allies_left``, ``enemies_left``, ``damage_dealt``,
         ``damage_taken`` (health + shield points), ``episode_steps``; valid once the env is done."""
+        return [self.episode_metrics_of(e) for e in range(self.num_envs)]
+
+    def episode_metrics_of(self, e: int) -> dict[str, float]:
+        """:meth:`episode_metrics` of env ``e`` alone."""
         A = self.n_allies
-        out = []
-        for e in range(self.num_envs):
-            ua = self._unit_alive[e]
-            out.append({
-                "win": float(self._result[e] == 1),
-                "draw": float(self._over[e] and self._result[e] == 0 and not ua[:A].any() and not ua[A:].any()),
-                "timeout": float(bool(self._trunc[e].any())),
-                "allies_left": float(ua[:A].sum()),
-                "enemies_left": float(ua[A:].sum()),
-                "damage_dealt": float(self._dmg_dealt[e]),
-                "damage_taken": float(self._dmg_taken[e]),
-                "episode_steps": float(self._t[e]),
-            })
-        return out
+        ua = self._unit_alive[e]
+        return {
+            "win": float(self._result[e] == 1),
+            "draw": float(self._over[e] and self._result[e] == 0 and not ua[:A].any() and not ua[A:].any()),
+            "timeout": float(bool(self._trunc[e].any())),
+            "allies_left": float(ua[:A].sum()),
+            "enemies_left": float(ua[A:].sum()),
+            "damage_dealt": float(self._dmg_dealt[e]),
+            "damage_taken": float(self._dmg_taken[e]),
+            "episode_steps": float(self._t[e]),
+        }
 
     def render(self, env_index: int = 0) -> np.ndarray:
-        """RGB frame uint8 ``[512, 512, 3]``: walls, units (allies blue, enemies red, size = radius),
-        health (green) and shield (cyan) bars, lines for attacks (yellow) and heals (green) of the last step."""
-        from coopsim.scenarios.smac.render import draw_frame
+        """RGB frame uint8 ``[512, 512, 3]`` of env ``env_index`` (matplotlib): walls, units as circles of their
+        radius (allies blue, enemies red) labelled with their type's letter (``render.TYPE_LETTER``), health
+        (green) and shield (cyan) bars, lines for attacks (yellow) and heals (green) of the last step, dead
+        units as grey crosses."""
+        from coopsim.scenarios.smac.render import draw_frames
 
-        return draw_frame(self, env_index)
+        e = int(env_index)
+        return draw_frames(self._pos[e][None], self._health[e][None], self._shield[e][None], self._unit_alive[e][None],
+                           self._fired_at[e][None], self._type[e], self.n_allies, self._walls)[0]
+
+    @staticmethod
+    def render_replay(replay: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """Captioned RGB frames uint8 ``[536, 512, 3]`` of a replay dict as returned by :meth:`replay`, one per
+        step (used by ``coopsim report`` for ``replay_seed<S>_ep<E>.gif``)."""
+        from coopsim.scenarios.smac.render import replay_frames
+
+        return replay_frames(replay)
