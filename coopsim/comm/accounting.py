@@ -38,10 +38,12 @@ def flat_stats(per_copy: dict[str, np.ndarray], causes: Iterable[str], messages_
 
 
 def pop_feedback(pending: dict[int, Feedback], t: int, num_envs: int, num_agents: int) -> Feedback:
-    """Sum and remove every pending per-step :class:`Feedback` recorded at a step ``<= t`` (int64 ``[E, N]`` arrays)."""
+    """Sum (latency: max) and remove every pending per-step :class:`Feedback` recorded at a step ``<= t`` (``[E, N]`` arrays)."""
     out = Feedback.zeros(num_envs, num_agents)
     for k in [k for k in pending if k <= t]:
         fb = pending.pop(k)
         for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
             getattr(out, name)[...] += getattr(fb, name)
+        if fb.latency_max_s is not None:
+            np.maximum(out.latency_max_s, fb.latency_max_s, out=out.latency_max_s)
     return out

@@ -123,7 +123,7 @@ class BandwidthChannel(Channel):
             out[f"{key}_copies"].reshape(-1)[u] += nc
         return out
 
-    def _fate(self, decided, env, src, size, delivered: bool):
+    def _fate(self, decided, env, src, size, delivered: bool, latency_s=None):
         if len(env) == 0:
             return
         fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
@@ -133,6 +133,8 @@ class BandwidthChannel(Channel):
         if delivered:
             fb.delivered_copies += nc
             fb.delivered_bytes += nb
+            if latency_s is not None:
+                np.maximum.at(fb.latency_max_s.reshape(-1), idx, latency_s)
         else:
             fb.lost_copies += nc
             fb.lost_bytes += nb
@@ -272,9 +274,10 @@ class BandwidthChannel(Channel):
         a = np.flatnonzero(arrived)
         out = MessageBatch(q["env"][a].astype(np.int32), q["src"][a].astype(np.int32), q["dst"][a].astype(np.int32),
                            self._payload[a], q["t_sent_us"][a] / 1e6)
+        lat = (q["arrive_us"][a] - q["t_sent_us"][a]) / 1e6
         self._count("delivered", q["env"][a], q["src"][a], q["dst"][a], q["size"][a])
-        self._fate(t, q["env"][a], q["src"][a], q["size"][a], True)
-        self._latencies.append((q["arrive_us"][a] - q["t_sent_us"][a]) / 1e6)
+        self._fate(t, q["env"][a], q["src"][a], q["size"][a], True, lat)
+        self._latencies.append(lat)
         self._keep(~arrived)
         return out
 

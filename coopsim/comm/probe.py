@@ -20,6 +20,22 @@ estimate*: the highest rate at which it recently offered traffic and saw a loss 
   ``step`` starts at ``up_factor`` and is multiplied by ``up_factor`` after every confirmed probe up to
   ``max_up_factor`` (fast recovery after capacity returns); any loss resets it to ``up_factor``.
 
+Delay-based mode (``delay_based=True``, for channels whose :class:`~coopsim.platform.comm.Feedback` carries
+``latency_max_s``): the queueing delay rises before anything is lost, so the probe reads the link's rate
+from it instead of from losses, as delay-based congestion control does (TCP Vegas, Brakmo & Peterson 1995;
+BBR's delivery-rate sample, Cardwell et al. 2016). The copies a sender offers in one step leave together,
+so the last one delivered arrives after all of them were served: ``capacity = delivered bits /
+(latency_max_s - base_delay_s)`` (packet-train dispersion). The estimate is ``target_utilization`` times
+that capacity, lowered to the linear extrapolation ``2 c_t - c_{t-1}`` when the capacity is falling gradually
+(by at most ``max_trend * c_t`` per report: a gradual fall continues, a jump does not), and,
+in a report with loss above the threshold, to at most the rate delivered in it. A loss the measured
+capacity does not explain (the offered bits fit within one step of it: queue overflow, collision, burst
+loss) sets a *loss ceiling* at the delivered rate, probed upward by the stepped rules above (hold, then
+``up_factor`` per safe report, the hold doubling after each repeated failure). The probing rate equals
+the estimate (no probe above it is needed: the dispersion measures capacity even when the sender sends
+less). Reports with no delivered copy, or from a channel without latency (``latency_max_s is None``),
+fall back to the loss-based rules above.
+
 Reports without traffic change nothing. Rates stay in ``[min_rate_bps, max_rate_bps]``.
 The estimate is what a sender should use; the probing rate is what it may offer to learn more.
 This is the additive-confirmation / multiplicative-backoff probing of rate-adaptation schemes such as
@@ -50,6 +66,15 @@ class SafeRateProbeParams(BaseModel):
     max_hold_steps: int = Field(5, ge=0, description="hold after repeated failed probes doubles up to this (>= hold_steps)")
     dt_s: Optional[float] = Field(None, gt=0, description="step length (s); if set, a capacity fall sets the estimate "
                                   "to at most the delivered rate of the lossy report (bytes * 8 / dt_s)")
+    delay_based: bool = Field(False, description="read the link rate from feedback latency (see module docstring); "
+                              "uses Feedback.latency_max_s where the channel reports it")
+    target_utilization: float = Field(1.0, gt=0, le=1, description="delay-based: fraction of the measured capacity "
+                                      "taken as the estimate, in (0, 1]")
+    base_delay_s: float = Field(0.0, ge=0, description="delay-based: fixed delay (s) not due to queueing or "
+                                "transmission, subtracted from the latency, >= 0")
+    extrapolate: bool = Field(True, description="delay-based: when capacity falls, use 2 c_t - c_(t-1)")
+    max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
+                             "capacity per report is extrapolated (a step drop is not)")
 
 
 class SafeRateProbe:
@@ -80,6 +105,10 @@ class SafeRateProbe:
         self._hold_len = np.full(self.shape, p.hold_steps, np.int64)
         self._step = np.full(self.shape, p.up_factor)
         self.ceiling_bps = np.full(self.shape, np.inf)  # lowest recently failed probing rate
+        self.capacity_bps = np.full(self.shape, np.nan)  # delay-based: last measured capacity (bit/s)
+        self.loss_ceiling_bps = np.full(self.shape, np.inf)  # delay-based: cap after losses delay did not explain
+        self._ceil_hold = np.zeros(self.shape, np.int64)
+        self._ceil_hold_len = np.full(self.shape, p.hold_steps, np.int64)
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -129,4 +158,47 @@ class SafeRateProbe:
         self.rate_bps = np.where(up & limited, np.minimum(self.estimate_bps * self._step, p.max_rate_bps),
                                  self.rate_bps)
         self._good = np.where(up, 0, self._good)
+        if p.delay_based:
+            self._delay_update(fb, bad)
         return self.estimate_bps
+
+    def _delay_update(self, fb: Feedback, bad: np.ndarray) -> None:
+        """Delay-based estimate for senders whose report has delivered copies with a latency."""
+        p = self.params
+        if fb.latency_max_s is None:  # the channel does not measure latency: loss-based rules only
+            return
+        busy = np.asarray(fb.latency_max_s, np.float64) - p.base_delay_s
+        meas = (fb.delivered_bytes > 0) & (busy > 0)
+        cap = np.where(meas, fb.delivered_bytes * 8 / np.where(meas, busy, 1.0), np.nan)
+        pred = cap
+        if p.extrapolate:
+            prev = self.capacity_bps
+            fall = prev - cap  # a gradual fall continues; a jump (more than max_trend * cap) does not
+            gradual = np.isfinite(prev) & (fall > 0) & (fall <= p.max_trend * cap)
+            pred = np.where(gradual, cap - np.where(gradual, fall, 0.0), cap)
+        est = p.target_utilization * pred
+        if p.dt_s is not None:
+            # a loss the measured capacity does not explain (the offered bits fit in one step of it: a queue
+            # overflow, a collision, a burst loss) sets a ceiling at the delivered rate; it is held, then
+            # raised by up_factor per safe report (stepped probing with hysteresis, the hold doubling after
+            # each repeated failure), and lifted once above the measured capacity
+            delivered_bps = fb.delivered_bytes * 8 / p.dt_s
+            offered_bits = (fb.delivered_bytes + fb.lost_bytes) * 8
+            unexplained = bad & meas & (offered_bits <= cap * p.dt_s * (1 + 1e-9))
+            repeat = unexplained & np.isfinite(self.loss_ceiling_bps)
+            hold_max = max(p.max_hold_steps, p.hold_steps)
+            self._ceil_hold_len = np.where(repeat, np.minimum(self._ceil_hold_len * 2, hold_max), self._ceil_hold_len)
+            self.loss_ceiling_bps = np.where(unexplained, np.maximum(delivered_bps, p.min_rate_bps), self.loss_ceiling_bps)
+            safe = (fb.delivered_bytes + fb.lost_bytes > 0) & ~bad
+            self._ceil_hold = np.where(unexplained, self._ceil_hold_len, np.maximum(self._ceil_hold - safe, 0))
+            raise_ = safe & (self._ceil_hold == 0) & np.isfinite(self.loss_ceiling_bps)
+            self.loss_ceiling_bps = np.where(raise_, self.loss_ceiling_bps * p.up_factor, self.loss_ceiling_bps)
+            lift = np.where(meas, self.loss_ceiling_bps > cap, False) & raise_
+            self.loss_ceiling_bps = np.where(lift, np.inf, self.loss_ceiling_bps)
+            self._ceil_hold_len = np.where(lift, p.hold_steps, self._ceil_hold_len)
+            est = np.where(bad, np.minimum(est, delivered_bps), est)
+            est = np.minimum(est, self.loss_ceiling_bps)
+        est = np.clip(est, p.min_rate_bps, p.max_rate_bps)
+        self.capacity_bps = np.where(meas, cap, self.capacity_bps)
+        self.estimate_bps = np.where(meas, est, self.estimate_bps)
+        self.rate_bps = np.where(meas, est, self.rate_bps)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -104,17 +104,22 @@ class Feedback:
     Attributes:
         delivered_copies, lost_copies: copies delivered / lost.
         delivered_bytes, lost_bytes: their bytes (payload + header).
+        latency_max_s: float64 ``[E, N]``, the largest latency (s, send to arrival) among the copies
+            delivered in this report, 0 where none; None if the channel does not measure latency.
+            Delay-based rate control reads queueing from it (copies sent together onto an idle link:
+            ``delivered_bytes * 8 / latency_max_s`` is the rate the link served them at).
     """
 
     delivered_copies: np.ndarray
     lost_copies: np.ndarray
     delivered_bytes: np.ndarray
     lost_bytes: np.ndarray
+    latency_max_s: Optional[np.ndarray] = None
 
     @classmethod
     def zeros(cls, num_envs: int, num_agents: int) -> "Feedback":
         z = lambda: np.zeros((num_envs, num_agents), np.int64)  # noqa: E731
-        return cls(z(), z(), z(), z())
+        return cls(z(), z(), z(), z(), np.zeros((num_envs, num_agents)))
 
 
 class ChannelParams(BaseModel):

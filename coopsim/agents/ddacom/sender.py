@@ -47,6 +47,10 @@ class DDACOMSenderParams(SenderParams):
     up_after: int = Field(3, ge=1, description="safe reports before probing higher")
     hold_steps: int = Field(20, ge=0, description="reports without probing after a loss")
     max_hold_steps: int = Field(200, ge=0, description="hold after repeated failed probes doubles up to this")
+    delay_based: bool = Field(True, description="probe reads the link rate from feedback latency (queueing delay, "
+                              "before loss); falls back to loss-based probing where no latency is reported")
+    target_utilization: float = Field(1.0, gt=0, le=1, description="delay-based: fraction of the measured capacity used")
+    base_delay_s: float = Field(0.0, ge=0, description="delay-based: the channel's fixed delay (s)")
 
 
 class DDACOMSender(Sender):
@@ -63,7 +67,8 @@ class DDACOMSender(Sender):
                                    min_rate_bps=p.min_rate_frac * demand_bps, max_rate_bps=demand_bps,
                                    up_factor=p.up_factor, max_up_factor=p.max_up_factor, down_factor=p.down_factor, loss_threshold=p.loss_threshold,
                                    up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
-                                   dt_s=dt_s)
+                                   dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
+                                   base_delay_s=p.base_delay_s)
         self.bucket = TokenBucket(0, 0, shape=shape, full=False)
         self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
         self._limited = np.ones(shape, bool)
@@ -93,7 +98,9 @@ class DDACOMSender(Sender):
         demand = want.reshape(self.E, self.N, -1).sum(axis=2)
         rate = self.probe.rate_bps * p.margin
         self.bucket.set_rate(rate)
-        self.bucket.set_burst(np.floor(rate * self.dt_s / 8))  # one step: never two steps' worth at once
+        # one step deep (never two steps' worth at once), but at least one copy: at a rate below one copy
+        # per step the sender still sends one now and then, so the delay-based probe keeps measuring
+        self.bucket.set_burst(np.maximum(np.floor(rate * self.dt_s / 8), self.copy_bytes))
         self.bucket.refill(self.dt_s)
         allowed = self.bucket.consume_up_to(demand, self.copy_bytes)  # tokens taken only for what is sent
         self._limited = demand > allowed  # rate-limited: the probe may step up
