@@ -4,6 +4,7 @@ See :class:`SMACCore` for the full description.
 """
 from __future__ import annotations
 
+import math
 from typing import ClassVar, Literal
 
 import gymnasium
@@ -32,12 +33,22 @@ _C2 = np.uint64(0xBF58476D1CE4E5B9)
 _C3 = np.uint64(0x94D049BB133111EB)
 
 
+_S27, _S30, _S31, _S40 = (np.uint64(k) for k in (27, 30, 31, 40))
+_F24 = np.float32(2.0 ** -24)
+_TYPE_IDS = np.arange(len(U.UNIT_TYPES))
+#: damage of one hit, float32 ``[attacker type, target type]`` (``units.hit_damage`` of every pair)
+_HIT = U.hit_damage(_TYPE_IDS[:, None], _TYPE_IDS[None, :])
+#: move probes of SMAC's feasibility test (north, south, east, west), float32 ``[4, 2]``
+_PROBE = U.MOVE_AMOUNT * _DIRS[2:6]
+assert U.MAP_WIDTH == U.MAP_HEIGHT  # the bounds tests below use one constant for both axes
+
+
 def _splitmix(z: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = z + _C1
-        z = (z ^ (z >> np.uint64(30))) * _C2
-        z = (z ^ (z >> np.uint64(27))) * _C3
-        return z ^ (z >> np.uint64(31))
+    """SplitMix64 finaliser of a uint64 array (wrapping arithmetic: numpy never checks array overflow)."""
+    z = z + _C1
+    z = (z ^ (z >> _S30)) * _C2
+    z = (z ^ (z >> _S27)) * _C3
+    return z ^ (z >> _S31)
 
 
 class SMACParams(ScenarioParams):
@@ -210,7 +221,19 @@ class SMACCore(ScenarioCore):
         self._rsum2 = self._rsum * self._rsum
         self._eye_bool = np.eye(Un, dtype=bool)[None]
         self._any_immobile = False
+        # masks of the current positions (set by every observation); code that edits the unit arrays directly
+        # (tests) sets it to None, and the next action_masks() or step() then recomputes every cache
         self._masks: np.ndarray | None = None
+        self._d_ae: np.ndarray | None = None  # ally-enemy distances [E, A, M] of the positions _masks was built on
+        self._arange_u64: dict[int, np.ndarray] = {}
+        self._rows_ea = np.arange(E * A)
+        self._e_idx = np.arange(E)[:, None]
+        self._m_idx = np.arange(M)[None, :]
+        self._not_eye = ~np.eye(Un, dtype=bool)[None]
+        n_dir = N_MOVE_ACTIONS + max(A, M)
+        self._dir_of = np.zeros((n_dir, 2), np.float32)  # move direction of each action index (attacks: none)
+        self._dir_of[:N_MOVE_ACTIONS] = _DIRS
+        self._cache_types()
         # replay buffers, indexed [step, env, unit] (frame t = state after step t; frame 0 = after reset)
         self._record = bool(p.record_replay) if p.record_replay is not None else E == 1
         if self._record:
@@ -224,12 +247,51 @@ class SMACCore(ScenarioCore):
     # ------------------------------------------------------------------ randomness
     def _uniform(self, *tail: int) -> np.ndarray:
         """Counter-based uniform floats in [0, 1), float32 ``[E, *tail]``, one stream per env."""
-        k = int(np.prod(tail)) if tail else 1
-        idx = self._ctr[:, None] + np.arange(k, dtype=np.uint64)[None]
-        with np.errstate(over="ignore"):
-            z = _splitmix(self._key[:, None] ^ (idx * _C3))
+        k = math.prod(tail)
+        ar = self._arange_u64.get(k)
+        if ar is None:
+            ar = self._arange_u64[k] = np.arange(k, dtype=np.uint64)[None]
+        z = _splitmix(self._key[:, None] ^ ((self._ctr[:, None] + ar) * _C3))
         self._ctr += np.uint64(k)
-        return ((z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)).reshape((self.num_envs, *tail))
+        return ((z >> _S40).astype(np.float32) * _F24).reshape((self.num_envs, *tail))
+
+    def _cache_types(self) -> None:
+        """Per-unit arrays that depend only on the unit types (types change only in ``reset``)."""
+        t, A = self._type, self.n_allies
+        ta, te = t[:, :A], t[:, A:]
+        r = U.RADIUS[t]
+        self._radius = r
+        self._rsum = r[:, :, None] + r[:, None, :]
+        self._rsum2 = self._rsum * self._rsum
+        self._t_mobile = U.SPEED[t] > 0
+        self._any_immobile = not bool(self._t_mobile.all())
+        self._t_speed_tick = (U.SPEED[t] * np.float32(U.TICK_S))[..., None]
+        self._t_range = U.ATTACK_RANGE[t]
+        self._t_hmax = U.HEALTH[t]
+        self._t_smax = U.SHIELD[t]
+        self._t_smax1 = np.maximum(self._t_smax, 1.0)
+        self._t_has_shield = self._t_smax > 0
+        self._t_healer = U.IS_HEALER[t]
+        self._t_nonhealer = ~self._t_healer
+        self._t_base_cd = U.COOLDOWN_S[t]
+        self._t_splashy = U.IS_LINE_SPLASH[t] | U.IS_SUICIDE_SPLASH[t]
+        self._t_suicide = U.IS_SUICIDE_SPLASH[t]
+        self._any_heal = bool(self._t_healer.any())
+        self._any_heal_a = bool(self._t_healer[:, :A].any())
+        self._any_splash = bool(self._t_splashy.any())
+        self._any_shield = bool(self._t_has_shield.any())
+        healer = self._t_healer
+        ally = np.arange(self.n_units) < A
+        # action 6 + i targets unit i + base - 6: allies attack enemies (A + i), medivacs heal their own side
+        self._tgt_base = np.where(ally, np.where(healer, 0, A), np.where(healer, A, 0)) - N_MOVE_ACTIONS
+        self._inv_sight_a = (1.0 / U.SIGHT_RANGE[ta])[..., None]
+        self._range_a = U.ATTACK_RANGE[ta][..., None]
+        self._mobile_a = self._t_mobile[:, :A]
+        self._attacker_a = self._t_nonhealer[:, :A]
+        self._sight_e = U.SIGHT_RANGE[te][..., None]
+        self._range_e_fighter = np.where(self._t_healer[:, A:], np.float32(-1.0), U.ATTACK_RANGE[te])[..., None]
+        nb = self.unit_type_bits
+        self._onehot = (self._type_bit[t][..., None] == np.arange(nb)) if nb else None
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
@@ -274,11 +336,11 @@ class SMACCore(ScenarioCore):
         # SMAX's default enemy goal: own start reflected through the map centre
         centre = np.array([W / 2, H / 2], np.float32)
         self._enemy_goal[ids] = 2 * centre - self._pos[ids, A:]
-        r = U.RADIUS[self._type]
-        self._rsum = r[:, :, None] + r[:, None, :]
-        self._rsum2 = self._rsum * self._rsum
-        self._any_immobile = bool((U.SPEED[self._type] == 0).any())
-        self._push_apart(np.isin(np.arange(E), ids))
+        self._cache_types()
+        envs = np.zeros(E, bool)
+        envs[ids] = True
+        live = self._unit_alive & envs[:, None]
+        self._push_apart(live[:, :, None] & live[:, None, :] & self._not_eye)
         if self._record:
             self._record_frame(ids)
         return self._observe()
@@ -322,8 +384,9 @@ class SMACCore(ScenarioCore):
 
     def _move_feasible(self) -> np.ndarray:
         """bool ``[E, n_allies, 4]``: a probe 2 units north/south/east/west is on the map and outside walls."""
-        probe = self._pos[:, : self.n_allies, None, :] + U.MOVE_AMOUNT * _DIRS[None, None, 2:6]
-        ok = (probe[..., 0] > 0) & (probe[..., 0] < U.MAP_WIDTH) & (probe[..., 1] > 0) & (probe[..., 1] < U.MAP_HEIGHT)
+        probe = self._pos[:, : self.n_allies, None, :] + _PROBE
+        inside = (probe > 0) & (probe < U.MAP_WIDTH)
+        ok = inside[..., 0] & inside[..., 1]
         for x0, y0, x1, y1 in self._walls:
             ok &= ~((probe[..., 0] > x0) & (probe[..., 0] < x1) & (probe[..., 1] > y0) & (probe[..., 1] < y1))
         return ok
@@ -335,97 +398,108 @@ class SMACCore(ScenarioCore):
     def action_masks(self) -> np.ndarray:
         """bool ``[E, n_allies, 6 + n_enemies]`` of available actions (SMAC's rules, see the class doc)."""
         if self._masks is None:
-            self._masks = self._compute_masks()
+            self._cache_types()
+            self._d_ae = self._dist(slice(0, self.n_allies), slice(self.n_allies, None))
+            self._masks = self._compute_masks(self._d_ae)
         return self._masks.copy()
 
-    def _compute_masks(self, d_ae: np.ndarray | None = None, feasible: np.ndarray | None = None) -> np.ndarray:
+    def _compute_masks(self, d_ae: np.ndarray | None = None, feasible: np.ndarray | None = None,
+                       alive: np.ndarray | None = None) -> np.ndarray:
         E, A, M = self.num_envs, self.n_allies, self.n_enemies
-        alive = self.alive
-        masks = np.zeros((E, A, self.n_actions), bool)
-        masks[..., NOOP] = ~alive
+        if alive is None:
+            alive = self.alive
+        masks = np.empty((E, A, self.n_actions), bool)
+        np.logical_not(alive, out=masks[..., NOOP])
         masks[..., STOP] = alive
         if feasible is None:
             feasible = self._move_feasible()
-        masks[..., NORTH:WEST + 1] = feasible & (alive & (U.SPEED[self._type[:, :A]] > 0))[..., None]
-        ta = self._type[:, :A]
-        healer = U.IS_HEALER[ta]
-        rng_ = U.ATTACK_RANGE[ta][..., None]
+        np.logical_and(feasible, (alive & self._mobile_a)[..., None], out=masks[..., NORTH:WEST + 1])
         if d_ae is None:
             d_ae = self._dist(slice(0, A), slice(A, None))
-        atk = (d_ae < rng_) & self._unit_alive[:, None, A:] & (alive & ~healer)[..., None]
-        masks[..., N_MOVE_ACTIONS:] = atk
-        if healer.any():
+        atk = masks[..., N_MOVE_ACTIONS:]
+        np.less(d_ae, self._range_a, out=atk)
+        atk &= self._unit_alive[:, None, A:]
+        atk &= (alive & self._attacker_a)[..., None]
+        if self._any_heal_a:
+            ta = self._type[:, :A]
             k = min(A, M)
             d_aa = self._dist(slice(0, A), slice(0, k))
-            heal = (d_aa < rng_) & (self._unit_alive[:, None, :k] & U.IS_BIOLOGICAL[self._type[:, None, :k]])
-            heal &= ~np.eye(A, k, dtype=bool)[None] & (alive & healer)[..., None]
+            heal = (d_aa < self._range_a) & (self._unit_alive[:, None, :k] & U.IS_BIOLOGICAL[ta[:, None, :k]])
+            heal &= ~np.eye(A, k, dtype=bool)[None] & (alive & self._t_healer[:, :A])[..., None]
             masks[..., N_MOVE_ACTIONS:N_MOVE_ACTIONS + k] |= heal
         return masks
 
     # ------------------------------------------------------------------ observations
     def _observe(self) -> np.ndarray:
+        """Observations float32 ``[E, n_allies, obs_dim]`` (see the class doc); also caches masks and distances."""
         E, A, M = self.num_envs, self.n_allies, self.n_enemies
         nb, Fe, Fa = self.unit_type_bits, self.enemy_feats, self.ally_feats
-        alive = self.alive
-        ta = self._type[:, :A]
-        inv_sight = (1.0 / U.SIGHT_RANGE[ta])[..., None]  # [E, A, 1]
-        hfrac = self._health / U.HEALTH[self._type]
-        smax = U.SHIELD[self._type]
-        sfrac = self._shield / np.maximum(smax, 1.0)
+        ua = self._unit_alive
+        alive = ua[:, :A] & ~self._over[:, None]
+        inv_sight = self._inv_sight_a  # [E, A, 1]
+        hfrac = self._health / self._t_hmax
         out = np.zeros((E, A, self.obs_dim), np.float32)
         feasible = self._move_feasible()
         out[..., 0:4] = feasible
-        # enemies: written in place through a view [E, A, M, Fe]
-        x, y = self._pos[..., 0], self._pos[..., 1]
-        rx = x[:, None, A:] - x[:, :A, None]  # [E, A, M]
-        ry = y[:, None, A:] - y[:, :A, None]
+        pos = self._pos
+        # enemies: written in place through a view [E, A, M, Fe]; (rel * inv_sight) * vis == rel * (inv_sight * vis)
+        # exactly, since vis is 0 or 1
+        rel = pos[:, None, A:, :] - pos[:, :A, None, :]  # [E, A, M, 2]
+        rx, ry = rel[..., 0], rel[..., 1]
         dist = np.sqrt(rx * rx + ry * ry)
-        vis = ((dist * inv_sight) < 1.0) & self._unit_alive[:, None, A:]
-        self._masks = masks = self._compute_masks(dist, feasible)
+        dn = dist * inv_sight
+        vis = (dn < 1.0) & ua[:, None, A:]
+        self._d_ae = dist
+        self._masks = masks = self._compute_masks(dist, feasible, alive)
         ev = out[..., 4:4 + M * Fe].reshape(E, A, M, Fe)
         visf = vis.astype(np.float32)
-        ev[..., 0] = masks[..., N_MOVE_ACTIONS:] & ~U.IS_HEALER[ta][..., None] & vis
-        ev[..., 1] = dist * inv_sight * visf
-        ev[..., 2] = rx * inv_sight * visf
-        ev[..., 3] = ry * inv_sight * visf
-        ev[..., 4] = hfrac[:, None, A:] * visf
+        att = masks[..., N_MOVE_ACTIONS:] & vis
+        if self._any_heal_a:
+            att &= self._attacker_a[..., None]
+        ev[..., 0] = att
+        np.multiply(dn, visf, out=ev[..., 1])
+        np.multiply(rel, (inv_sight * visf)[..., None], out=ev[..., 2:4])
+        np.multiply(hfrac[:, None, A:], visf, out=ev[..., 4])
         f = 5
         if self.enemy_shield:
-            ev[..., 5] = sfrac[:, None, A:] * visf
+            sfrac = self._shield / self._t_smax1
+            np.multiply(sfrac[:, None, A:], visf, out=ev[..., 5])
             f = 6
         if nb:
-            ev[..., f:f + nb] = (self._type_bit[self._type[:, None, A:]][..., None] == np.arange(nb)) & vis[..., None]
+            ev[..., f:f + nb] = self._onehot[:, None, A:] & vis[..., None]
         # allies (others)
         if A > 1:
             oth = self._others
             o = 4 + M * Fe
             av = out[..., o:o + (A - 1) * Fa].reshape(E, A, A - 1, Fa)
-            rx = x[:, :A][:, oth] - x[:, :A, None]
-            ry = y[:, :A][:, oth] - y[:, :A, None]
+            pa = pos[:, :A]
+            rel = pa[:, oth] - pa[:, :, None, :]  # [E, A, A-1, 2]
+            rx, ry = rel[..., 0], rel[..., 1]
             dist = np.sqrt(rx * rx + ry * ry)
-            vis = ((dist * inv_sight) < 1.0) & self._unit_alive[:, :A][:, oth]
+            dn = dist * inv_sight
+            vis = (dn < 1.0) & ua[:, :A][:, oth]
             visf = vis.astype(np.float32)
             av[..., 0] = visf
-            av[..., 1] = dist * inv_sight * visf
-            av[..., 2] = rx * inv_sight * visf
-            av[..., 3] = ry * inv_sight * visf
-            av[..., 4] = hfrac[:, :A][:, oth] * visf
+            np.multiply(dn, visf, out=av[..., 1])
+            np.multiply(rel, (inv_sight * visf)[..., None], out=av[..., 2:4])
+            np.multiply(hfrac[:, :A][:, oth], visf, out=av[..., 4])
             f = 5
             if self.ally_shield:
-                av[..., 5] = sfrac[:, :A][:, oth] * visf
+                sfrac = self._shield / self._t_smax1
+                np.multiply(sfrac[:, :A][:, oth], visf, out=av[..., 5])
                 f = 6
             if nb:
-                av[..., f:f + nb] = (self._type_bit[ta[:, oth]][..., None] == np.arange(nb)) & vis[..., None]
+                av[..., f:f + nb] = self._onehot[:, :A][:, oth] & vis[..., None]
                 f += nb
             if self.params.obs_last_action:
                 av[..., f:f + self.n_actions] = (self._last_action[:, oth][..., None] == np.arange(self.n_actions)) & vis[..., None]
         o = self.obs_dim - self.own_feats
         out[..., o] = hfrac[:, :A]
         if self.ally_shield:
-            out[..., o + 1] = sfrac[:, :A]
+            out[..., o + 1] = (self._shield[:, :A] / self._t_smax1[:, :A])
             o += 1
         if nb:
-            out[..., o + 1:o + 1 + nb] = self._type_bit[ta][..., None] == np.arange(nb)
+            out[..., o + 1:o + 1 + nb] = self._onehot[:, :A]
         out *= alive[..., None]
         return out
 
@@ -460,35 +534,39 @@ class SMACCore(ScenarioCore):
         return np.concatenate(parts, -1).astype(np.float32)
 
     # ------------------------------------------------------------------ built-in enemy
-    def _enemy_actions(self) -> np.ndarray:
+    def _enemy_actions(self, d_ae: np.ndarray | None = None) -> np.ndarray:
         """SMAX's heuristic for every enemy, int64 ``[E, n_enemies]`` in the enemy's own action layout.
 
         Keep attacking the last target while it is in range, else attack the closest ally in range;
         if none is in range, move (best of N/E/S/W) toward a random visible ally, else toward the own start
         position reflected through the map centre. Medivacs heal the most damaged biological teammate
-        in range, else move toward their team's centroid.
+        in range, else move toward their team's centroid. ``d_ae``: ally-enemy distances ``[E, A, M]`` of the
+        current positions when already known (the observation computed them).
         """
         E, A, M = self.num_envs, self.n_allies, self.n_enemies
         te = self._type[:, A:]
-        alive_e = self._unit_alive[:, A:] & ~self._over[:, None]
-        alive_a = self._unit_alive[:, :A]
+        ua = self._unit_alive
+        alive_e = ua[:, A:] & ~self._over[:, None]
         pe, pa = self._pos[:, A:], self._pos[:, :A]
-        rel = pa[:, None, :, :] - pe[:, :, None, :]  # [E, M, A, 2]
-        d = np.sqrt((rel * rel).sum(-1))
-        vis = alive_a[:, None, :] & (d < U.SIGHT_RANGE[te][..., None])
-        healer = U.IS_HEALER[te]
-        shoot = vis & (d < U.ATTACK_RANGE[te][..., None]) & ~healer[..., None]
+        if d_ae is None:
+            rel = pa[:, None, :, :] - pe[:, :, None, :]  # [E, M, A, 2]
+            d = np.sqrt((rel * rel).sum(-1))
+        else:
+            d = d_ae.transpose(0, 2, 1)  # |a - e| == |e - a| bit for bit
+        vis = ua[:, None, :A] & (d < self._sight_e)
+        shoot = vis & (d < self._range_e_fighter)  # medivacs' range is -1: they never shoot
         last = self._enemy_last
-        last_ok = (last >= 0) & np.take_along_axis(shoot, np.maximum(last, 0)[..., None], 2)[..., 0]
+        last_ok = (last >= 0) & shoot[self._e_idx, self._m_idx, np.maximum(last, 0)]
         closest = np.argmin(np.where(shoot, d, np.inf), axis=2)
         tgt = np.where(last_ok, last, closest)
-        can_shoot = shoot.any(2)
+        can_shoot = np.logical_or.reduce(shoot, axis=2)
         self._enemy_last = np.where(can_shoot, tgt, -1)
         u = self._uniform(M, A)
         pick = np.argmax(np.where(vis, u, -1.0), axis=2)
-        can_see = vis.any(2)
-        goal = np.where(can_see[..., None], np.take_along_axis(pa, pick[..., None].repeat(2, -1), 1), self._enemy_goal)
+        can_see = np.logical_or.reduce(vis, axis=2)
+        goal = np.where(can_see[..., None], pa[self._e_idx, pick], self._enemy_goal)
         act = np.where(can_shoot, N_MOVE_ACTIONS + tgt, _HEUR_CODES[np.argmax((goal - pe) @ _HEUR_DIRS.T, axis=-1)])
+        healer = self._t_healer[:, A:]
         if healer.any():
             k = min(M, A)
             dm = self._dist(slice(A, None), slice(A, A + k))
@@ -505,33 +583,21 @@ class SMACCore(ScenarioCore):
         return np.where(alive_e, act, NOOP)
 
     # ------------------------------------------------------------------ step
-    def _decode(self, actions: np.ndarray, team: int) -> tuple[np.ndarray, np.ndarray]:
-        """Moves (float32 ``[E, n, 2]`` unit vectors) and target unit indices (int64 ``[E, n]``, -1 none)."""
-        A = self.n_allies
-        mv = _DIRS[np.minimum(actions, N_MOVE_ACTIONS - 1)] * (actions < N_MOVE_ACTIONS)[..., None]
-        sl = slice(0, A) if team == 0 else slice(A, None)
-        healer = U.IS_HEALER[self._type[:, sl]]
-        idx = actions - N_MOVE_ACTIONS
-        own_base, other_base = (0, A) if team == 0 else (A, 0)
-        tgt = np.where(healer, own_base + idx, other_base + idx)
-        return mv, np.where(actions >= N_MOVE_ACTIONS, tgt, -1)
-
-    def _push_apart(self, envs: np.ndarray | None = None) -> None:
+    def _push_apart(self, pair_ok: np.ndarray) -> None:
         """SMAX's push-apart of overlapping living units (immobile units stay).
 
-        Each unit moves by ``sum_j (p_i - p_j) * max(r_i + r_j - d_ij, 0) / d_ij / 2`` over living ``j``; only
-        overlapping pairs are gathered (sparse), so the cost is one pairwise distance test per tick.
+        Each unit moves by ``sum_j (p_i - p_j) * max(r_i + r_j - d_ij, 0) / d_ij / 2`` over the ``j`` with
+        ``pair_ok[e, i, j]`` (bool ``[E, U, U]``: both alive, ``i != j``); only overlapping pairs are gathered
+        (sparse), so the cost is one pairwise distance test per tick.
         """
-        alive = self._unit_alive if envs is None else self._unit_alive & envs[:, None]
-        x, y = self._pos[..., 0], self._pos[..., 1]
+        pos = self._pos
+        x, y = pos[..., 0], pos[..., 1]
         dx = x[:, :, None] - x[:, None, :]
         dy = y[:, :, None] - y[:, None, :]
         d2 = dx * dx + dy * dy
         close = d2 < self._rsum2
-        close &= alive[:, :, None]
-        close &= alive[:, None, :]
-        close &= ~self._eye_bool
-        k = np.flatnonzero(close)
+        close &= pair_ok
+        k = close.ravel().nonzero()[0]
         if k.size == 0:
             return
         Un = self.n_units
@@ -539,19 +605,20 @@ class SMACCore(ScenarioCore):
         over = (self._rsum.ravel()[k] / dist - 1.0) * 0.5
         flat = k // Un  # env * n_units + i
         if self._any_immobile:
-            over *= U.SPEED[self._type.ravel()[flat]] > 0
+            over *= self._t_mobile.ravel()[flat]
         n = self.num_envs * Un
         sx = np.bincount(flat, weights=dx.ravel()[k] * over, minlength=n)
         sy = np.bincount(flat, weights=dy.ravel()[k] * over, minlength=n)
-        self._pos[..., 0] += sx.reshape(self.num_envs, self.n_units).astype(np.float32)
-        self._pos[..., 1] += sy.reshape(self.num_envs, self.n_units).astype(np.float32)
+        pos += np.stack([sx, sy], -1).astype(np.float32).reshape(pos.shape)
         self._constrain()
 
     def _constrain(self) -> None:
-        np.clip(self._pos, 0.0, U.MAP_WIDTH, out=self._pos)
+        pos = self._pos
+        np.maximum(pos, 0.0, out=pos)
+        np.minimum(pos, U.MAP_WIDTH, out=pos)
         if len(self._walls):
-            r = U.RADIUS[self._type]
-            x, y = self._pos[..., 0], self._pos[..., 1]
+            r = self._radius
+            x, y = pos[..., 0], pos[..., 1]
             for x0, y0, x1, y1 in self._walls:
                 pen = np.stack([x - (x0 - r), (x1 + r) - x, y - (y0 - r), (y1 + r) - y], -1)
                 inside = (pen > 0).all(-1)
@@ -578,82 +645,91 @@ class SMACCore(ScenarioCore):
             if not np.all(np.mod(act, 1) == 0):
                 raise ValueError(f"actions must be integers; got dtype {act.dtype}")
         act = act.astype(np.int64)
-        bad = (act < 0) | (act >= self.n_actions)
-        if bad.any():
-            e, i = np.argwhere(bad)[0]
+        if act.min() < 0 or act.max() >= self.n_actions:
+            e, i = np.argwhere((act < 0) | (act >= self.n_actions))[0]
             raise ValueError(f"action {act[e, i]} of env {e} agent {i} out of range; valid: 0..{self.n_actions - 1}")
+        ua = self._unit_alive
         active = ~self._over
-        slot_alive0 = self.alive
-        masks = self._masks if self._masks is not None else self._compute_masks()
-        self._masks = None
-        ok = np.take_along_axis(masks, act[..., None], 2)[..., 0]
+        act_col = active[:, None]
+        slot_alive0 = ua[:, :A] & act_col
+        if self._masks is not None:
+            masks, d_ae = self._masks, self._d_ae
+        else:  # unit arrays were edited from outside since the last observation (tests do): refresh every cache
+            self._cache_types()
+            masks, d_ae = self._compute_masks(), None
+        self._masks = self._d_ae = None
+        ok = masks.reshape(E * A, -1)[self._rows_ea, act.ravel()].reshape(E, A)
         invalid = slot_alive0 & ~ok
         act = np.where(invalid, STOP, act)
         act = np.where(slot_alive0, act, NOOP)
-        self._last_action = np.where(active[:, None], act, self._last_action)
+        self._last_action = np.where(act_col, act, self._last_action)
 
-        mv_a, tg_a = self._decode(act, 0)
-        mv_e, tg_e = self._decode(self._enemy_actions(), 1)
-        move = np.concatenate([mv_a, mv_e], 1)
-        tgt = np.concatenate([tg_a, tg_e], 1)
+        act_all = np.concatenate([act, self._enemy_actions(d_ae)], 1)  # [E, U], each side in its own layout
+        vel = self._dir_of[act_all] * self._t_speed_tick
+        tgt = np.where(act_all >= N_MOVE_ACTIONS, act_all + self._tgt_base, -1)
         t = self._type
-        activef = active[:, None].astype(np.float32)
-        vel = move * (U.SPEED[t] * np.float32(U.TICK_S))[..., None]
-        rng_ = U.ATTACK_RANGE[t]
-        healer = U.IS_HEALER[t]
+        rng_ = self._t_range
+        healer = self._t_healer
         has_t = tgt >= 0
         tidx = np.maximum(tgt, 0)
         fidx = (self._flat + tidx).ravel()
-        ttype = t.ravel()[fidx].reshape(E, Un)
-        hit = U.hit_damage(t, ttype)
-        splashy = U.IS_LINE_SPLASH[t] | U.IS_SUICIDE_SPLASH[t]
-        any_splash = bool(splashy.any())
-        any_heal = bool(healer.any())
-        smax = U.SHIELD[t]
-        has_shield = smax > 0
-        any_shield = bool(has_shield.any())
-        base_cd = U.COOLDOWN_S[t]
+        hit = _HIT[t, t.ravel()[fidx].reshape(E, Un)]
+        any_splash, any_heal, any_shield = self._any_splash, self._any_heal, self._any_shield
         side = np.zeros(Un, bool)
         side[A:] = True  # True = enemy side
         hp_before = self._health + self._shield
-        enemy_alive0 = self._unit_alive[:, A:].copy()
-        self._fired_at[:] = -1
+        enemy_alive0 = ua[:, A:].copy()
+        self._fired_at.fill(-1)
         n_flat = E * Un
         lo, hi = U.COOLDOWN_JITTER_S
         jitter_all = np.float32(lo) + np.float32(hi - lo) * self._uniform(U.TICKS_PER_STEP, Un)
-        tick = np.float32(U.TICK_S)
+        tick_act = np.float32(U.TICK_S) * act_col.astype(np.float32)
         posf = self._pos.reshape(-1, 2)
+        n_alive = -1
         for k in range(U.TICKS_PER_STEP):
-            live = self._unit_alive & active[:, None]
-            self._pos += vel * live[..., None]
+            if n_alive < 0:  # first tick, or units died: everything that depends on who lives
+                n_alive = np.count_nonzero(ua)
+                live = ua & act_col
+                step_vec = vel * live[..., None]
+                cand = has_t & live & ua.ravel()[fidx].reshape(E, Un)
+                pair_ok = live[:, :, None] & live[:, None, :]
+                pair_ok &= self._not_eye
+                if any_shield:
+                    regen_ok = live & self._t_has_shield
+                if any_heal:
+                    energy_gain = np.float32(U.MEDIVAC_ENERGY_REGEN_PER_S * U.TICK_S) * (healer & live)
+            self._pos += step_vec
             self._constrain()
             tpos = posf[fidx].reshape(E, Un, 2)
             dvec = tpos - self._pos
             d = np.sqrt(np.einsum("eui,eui->eu", dvec, dvec))
-            engaged = has_t & live & self._unit_alive.ravel()[fidx].reshape(E, Un) & (d < rng_)
+            engaged = cand & (d < rng_)
             fire = engaged & (self._cooldown <= 0)
             if any_heal:
                 heal = engaged & healer
-                fire &= ~healer
-            if fire.any():
+                fire &= self._t_nonhealer
+            n_fire = np.count_nonzero(fire)
+            if n_fire:
                 dmg = np.bincount(fidx, weights=(hit * fire).ravel(), minlength=n_flat)
-                if any_splash and (fire & splashy).any():
-                    dmg = dmg + self._splash(fire & splashy, tidx, tpos, dvec, d, live, side)
-                    self._health[fire & U.IS_SUICIDE_SPLASH[t]] = 0.0
+                if any_splash and (fire & self._t_splashy).any():
+                    dmg = dmg + self._splash(fire & self._t_splashy, tidx, tpos, dvec, d, live, side)
+                    self._health[fire & self._t_suicide] = 0.0
                 dmg = dmg.reshape(E, Un).astype(np.float32)
-                absorbed = np.minimum(self._shield, dmg)
-                self._shield -= absorbed
-                self._health -= dmg - absorbed
-                np.maximum(self._health, 0.0, out=self._health)
-                if any_shield:
+                if any_shield:  # without shields on the map every shield is 0 and absorbs nothing
+                    absorbed = np.minimum(self._shield, dmg)
+                    self._shield -= absorbed
+                    self._health -= dmg - absorbed
                     self._since_dmg[dmg > 0] = 0.0
-                self._fired_at[fire] = tgt[fire]
+                else:
+                    self._health -= dmg
+                np.maximum(self._health, 0.0, out=self._health)
+                np.copyto(self._fired_at, tgt, where=fire)
             # healing
             if any_heal and heal.any():
                 amount = np.minimum(np.float32(U.MEDIVAC_HEAL_PER_S * U.TICK_S), self._energy * np.float32(U.MEDIVAC_HP_PER_ENERGY)) * heal
                 got = np.bincount(fidx, weights=amount.ravel(), minlength=n_flat).reshape(E, Un)
-                room = U.HEALTH[t] - self._health
-                applied = np.minimum(got, room) * self._unit_alive
+                room = self._t_hmax - self._health
+                applied = np.minimum(got, room) * ua
                 # energy is spent in proportion to what each medivac's heal actually restored
                 frac = np.where(got > 0, applied / np.maximum(got, 1e-9), 0.0)
                 spent = amount * frac.ravel()[fidx].reshape(E, Un)
@@ -661,34 +737,40 @@ class SMACCore(ScenarioCore):
                 self._energy -= (spent / U.MEDIVAC_HP_PER_ENERGY).astype(np.float32)
                 self._fired_at[heal] = tgt[heal]
             if any_heal:
-                self._energy += np.float32(U.MEDIVAC_ENERGY_REGEN_PER_S * U.TICK_S) * (healer & live)
+                self._energy += energy_gain
                 np.minimum(self._energy, np.float32(U.MEDIVAC_ENERGY_MAX), out=self._energy)
             # cooldowns (SMAX: restart at base + jitter after firing, else count down)
-            self._cooldown -= tick * activef
-            if fire.any():
-                self._cooldown[fire] = (base_cd + jitter_all[:, k])[fire]
+            self._cooldown -= tick_act
+            if n_fire:
+                np.copyto(self._cooldown, self._t_base_cd + jitter_all[:, k], where=fire)
             # shields regenerate after a delay without damage
             if any_shield:
-                self._since_dmg += tick * activef
-                regen = live & has_shield & (self._since_dmg >= U.SHIELD_REGEN_DELAY_S)
+                self._since_dmg += tick_act
+                regen = regen_ok & (self._since_dmg >= U.SHIELD_REGEN_DELAY_S)
                 if regen.any():
-                    self._shield = np.where(regen, np.minimum(self._shield + np.float32(U.SHIELD_REGEN_PER_S * U.TICK_S), smax), self._shield).astype(np.float32)
-            self._unit_alive &= self._health > 0
-            self._push_apart(active)
+                    np.copyto(self._shield, np.minimum(self._shield + np.float32(U.SHIELD_REGEN_PER_S * U.TICK_S), self._t_smax), where=regen)
+            if n_fire:  # only damage kills
+                np.logical_and(ua, self._health > 0, out=ua)
+                if np.count_nonzero(ua) != n_alive:
+                    n_alive = -1
+                    live = ua & act_col
+                    pair_ok = live[:, :, None] & live[:, None, :]
+                    pair_ok &= self._not_eye
+            self._push_apart(pair_ok)
 
         # bookkeeping after the 8 ticks
         hp_after = self._health + self._shield
-        loss_hp = np.maximum(hp_before - hp_after, 0.0) * active[:, None]
+        loss_hp = np.maximum(hp_before - hp_after, 0.0) * act_col
         self._dmg_dealt += loss_hp[:, A:].sum(1)
         self._dmg_taken += loss_hp[:, :A].sum(1)
-        ehp = np.where(self._unit_alive[:, A:], hp_after[:, A:], 0.0)
+        ehp = np.where(ua[:, A:], hp_after[:, A:], 0.0)
         new_min = np.minimum(self._min_hp, ehp)
         r_damage = (self._min_hp - new_min).sum(1) * active
         self._min_hp = new_min
-        kills = (enemy_alive0 & ~self._unit_alive[:, A:]).sum(1) * active
-        fighters = self._unit_alive & ~healer
-        allies_gone = ~fighters[:, :A].any(1)
-        enemies_gone = ~fighters[:, A:].any(1)
+        kills = (enemy_alive0 & ~ua[:, A:]).sum(1) * active
+        fighters = ua & self._t_nonhealer
+        allies_gone = ~np.logical_or.reduce(fighters[:, :A], axis=1)
+        enemies_gone = ~np.logical_or.reduce(fighters[:, A:], axis=1)
         ended = active & (allies_gone | enemies_gone)
         win = ended & enemies_gone & ~allies_gone
         lost = ended & allies_gone & ~enemies_gone
@@ -702,7 +784,7 @@ class SMACCore(ScenarioCore):
         team = team.astype(np.float32) * active
         reward = team[:, None] * slot_alive0
         # per-agent ends
-        dead_now = ~self._unit_alive[:, :A] & active[:, None]
+        dead_now = ~ua[:, :A] & act_col
         self._term |= dead_now | ended[:, None]
         self._trunc |= timeout[:, None] & ~self._term
         self._over |= ended | timeout
