@@ -31,7 +31,8 @@ that capacity, lowered to the linear extrapolation ``2 c_t - c_{t-1}`` when the 
 in a report with loss above the threshold, to at most the rate delivered in it. A loss the measured
 capacity does not explain (the offered bits fit within one step of it: queue overflow, collision, burst
 loss) sets a *loss ceiling* at the delivered rate, probed upward by the stepped rules above (hold, then
-``up_factor`` per safe report, the hold doubling after each repeated failure). The probing rate equals
+``up_factor`` per safe report, the hold doubling after each repeated failure until a report is safe at an
+offered rate above the failed one). The probing rate equals
 the estimate (no probe above it is needed: the dispersion measures capacity even when the sender sends
 less). Reports with no delivered copy, or from a channel without latency (``latency_max_s is None``),
 fall back to the loss-based rules above.
@@ -109,6 +110,7 @@ class SafeRateProbe:
         self.loss_ceiling_bps = np.full(self.shape, np.inf)  # delay-based: cap after losses delay did not explain
         self._ceil_hold = np.zeros(self.shape, np.int64)
         self._ceil_hold_len = np.full(self.shape, p.hold_steps, np.int64)
+        self._ceil_fail_bps = np.full(self.shape, np.inf)  # offered rate of the last unexplained loss
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -181,7 +183,7 @@ class SafeRateProbe:
             # a loss the measured capacity does not explain (the offered bits fit in one step of it: a queue
             # overflow, a collision, a burst loss) sets a ceiling at the delivered rate; it is held, then
             # raised by up_factor per safe report (stepped probing with hysteresis, the hold doubling after
-            # each repeated failure), and lifted once above the measured capacity
+            # each repeated failure until a report is safe above the failed offered rate)
             delivered_bps = fb.delivered_bytes * 8 / p.dt_s
             offered_bits = (fb.delivered_bytes + fb.lost_bytes) * 8
             unexplained = bad & meas & (offered_bits <= cap * p.dt_s * (1 + 1e-9))
@@ -191,11 +193,14 @@ class SafeRateProbe:
             self.loss_ceiling_bps = np.where(unexplained, np.maximum(delivered_bps, p.min_rate_bps), self.loss_ceiling_bps)
             safe = (fb.delivered_bytes + fb.lost_bytes > 0) & ~bad
             self._ceil_hold = np.where(unexplained, self._ceil_hold_len, np.maximum(self._ceil_hold - safe, 0))
+            offered_bps = offered_bits / p.dt_s
+            self._ceil_fail_bps = np.where(unexplained, offered_bps, self._ceil_fail_bps)
             raise_ = safe & (self._ceil_hold == 0) & np.isfinite(self.loss_ceiling_bps)
             self.loss_ceiling_bps = np.where(raise_, self.loss_ceiling_bps * p.up_factor, self.loss_ceiling_bps)
-            lift = np.where(meas, self.loss_ceiling_bps > cap, False) & raise_
-            self.loss_ceiling_bps = np.where(lift, np.inf, self.loss_ceiling_bps)
-            self._ceil_hold_len = np.where(lift, p.hold_steps, self._ceil_hold_len)
+            # safe at an offered rate above the last failure: the obstacle is gone, the hold restarts short
+            beyond = safe & (offered_bps > self._ceil_fail_bps)
+            self._ceil_hold_len = np.where(beyond, p.hold_steps, self._ceil_hold_len)
+            self._ceil_fail_bps = np.where(beyond, np.inf, self._ceil_fail_bps)
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)
         est = np.clip(est, p.min_rate_bps, p.max_rate_bps)
