@@ -22,8 +22,8 @@ from coopsim.platform.recorder import atomic_write_bytes, read_jsonl
 from coopsim.platform.stats import ID_KEYS, summarize
 
 #: metrics drawn first when present (the field's headline numbers)
-HEADLINE = ("success", "win", "soc", "soc_over_lb", "makespan", "episode_return", "collisions",
-            "goal_fraction", "throughput", "comm/copies_offered", "shield/interventions")
+HEADLINE = ("success", "win", "soc", "soc_over_lb", "makespan", "episode_return", "violations", "regret", "conservativeness",
+            "collisions", "goal_fraction", "throughput", "comm/copies_offered", "shield/interventions")
 
 
 def _mpl():

@@ -56,6 +56,20 @@ class CertificateShield(Shield):
         self.scenario = scenario
         self._prev = None
 
+    def share_model(self, model: PlausibleModel) -> None:
+        """Certify with ``model`` (a learner's counts, which the learner updates) instead of learning.
+
+        The shield sees a transition only at its next ``filter`` call, so it never counts the last step
+        of an episode; a learner that counts every transition (graph-safe RL) rules outcomes out earlier
+        and would otherwise propose joint actions that are certified under its sets but not yet under
+        the shield's. With a shared model both certify with the same sets, and the shield still checks
+        every proposal. Raises ValueError for an object that is not a :class:`PlausibleModel`.
+        """
+        if not isinstance(model, PlausibleModel):
+            raise ValueError(f"share_model needs a PlausibleModel; got {type(model).__name__}")
+        self.model = model
+        self._shared = True
+
     def plausible(self, state: SafetyState) -> np.ndarray:
         """bool ``[E, N, A, K]``: the plausible sets the certificate uses."""
         if self.model is None:
@@ -63,7 +77,7 @@ class CertificateShield(Shield):
         return self.model.plausible(state)
 
     def _learn(self, state: SafetyState) -> None:
-        if not self.params.learn or state.num_cells <= 0:
+        if not self.params.learn or state.num_cells <= 0 or getattr(self, "_shared", False):
             return
         if self.model is None:
             self.model = PlausibleModel(state.num_cells, state.num_actions, state.outcomes.shape[3],

@@ -42,8 +42,16 @@ class GraphSafeParams(AgentParams):
     num_runs: int = Field(1, ge=1, description="seed x config runs the report covers (delta' = delta / num_runs), >= 1")
     bonus: float = Field(0.1, ge=0, description="optimism bonus scale (team-reward units per step), >= 0")
     expand_bonus: float = Field(0.05, ge=0, description="bonus (team-reward units per step) for actions whose plausible set "
-                                "can still shrink (tries < removal threshold and unseen prior outcomes): optimism about "
-                                "growing the certified set, >= 0")
+                                "can still shrink (tries < removal threshold and unseen prior outcomes) and that block the "
+                                "certification of some joint action that the observed outcomes do not rule out: optimism "
+                                "about growing the certified set, >= 0")
+    goal_bonus: float = Field(1.0, ge=0, description="bonus (team-reward units per step) for the blocking actions of the "
+                              "optimistic plan: actions that can still shrink and make a joint action uncertified that the "
+                              "plan over the optimistic feasible set (joint actions safe under the observed outcomes) takes "
+                              "in a state it reaches, >= 0 (joint planner)")
+    replan: Literal["counts", "doubling"] = Field("counts", description="counts: replan before an episode when a plausible "
+                                                  "set changed or a (cell, action) count doubled since the last plan (the "
+                                                  "UCRL2 epoch rule); doubling: after episodes 1, 2, 4, 8, ...")
     planner: Literal["auto", "joint", "factored"] = Field("auto", description="auto: joint when the joint table fits")
     joint_limit: float = Field(4e6, gt=0, description="largest V^N * A^N table the joint planner builds (entries)")
     max_enumerate: int = Field(3125, ge=1, description="largest component joint-action space solved by enumeration")
@@ -107,35 +115,116 @@ class GraphSafeAgent(AgentPlugin):
         np.add.at(T, (v, a, w.prior[v, a, k]), P[v, a, k])
         return T
 
+    def observed_support(self) -> np.ndarray:
+        """bool ``[V, A, K]``: outcomes observed at least once, plus stay's own cell (stay never slips).
+
+        These are certainly in the true support, so joint actions safe under them are a superset of the
+        truly safe ones: the *optimistic* feasible set (the certified set is the pessimistic one).
+        """
+        sup = (self.model.seen > 0) & (self.world.prior >= 0)
+        sup[:, 0, 0] = True
+        return sup
+
+    def can_shrink(self) -> np.ndarray:
+        """bool ``[V, A]``: the plausible set of (cell, action) can still lose an outcome (fewer tries than
+        the removal threshold, and a prior outcome not observed yet)."""
+        prior = self.world.prior >= 0
+        return (self.model.tries < self.model.n_remove) & ((self.model.seen == 0) & prior).any(-1)
+
     def _bonus_va(self) -> np.ndarray:
+        """float64 ``[V, A]`` count bonus ``bonus / sqrt(max(1, n))`` (0 in greedy mode)."""
         if self.params.greedy:
             return np.zeros(self.model.tries.shape)
-        b = self.params.bonus / np.sqrt(np.maximum(self.model.tries, 1))
-        prior = self.world.prior >= 0
-        can_shrink = (self.model.tries < self.model.n_remove) & ((self.model.seen == 0) & prior).any(-1)
-        return b + self.params.expand_bonus * can_shrink
+        return self.params.bonus / np.sqrt(np.maximum(self.model.tries, 1))
+
+    def _mark(self, mask: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """bool ``[V, A]``: the (cell, action) of every agent in joint entries ``(rows, cols)`` of the table."""
+        tab, w = self._table, self.world
+        out = np.zeros((w.num_cells, w.num_actions), bool)
+        for i in range(self.N):
+            out[tab.states[rows, i], tab.actions[cols, i]] = True
+        return out & mask
+
+    def reach(self, policy: np.ndarray, starts: np.ndarray, tol: float = 1e-4) -> np.ndarray:
+        """float64 ``[H, S]``: probability of each joint state at each step following ``policy`` int ``[H, S]``
+        from joint states ``starts`` int ``[E]`` (uniform over them) under the estimated dynamics; states
+        below ``tol`` are dropped. Successors are enumerated over the ``K`` outcome slots of each agent
+        (``K^N`` per state), so the cost is that of the states actually reached."""
+        w, tab = self.world, self._table
+        P = self.slot_estimate()
+        nxt = np.where(w.prior >= 0, w.prior, 0)
+        S = len(tab.states)
+        d = np.bincount(starts, minlength=S) / len(starts)
+        out = np.zeros((self.H, S))
+        for t in range(self.H):
+            live = np.flatnonzero(d > tol)
+            out[t, live] = d[live]
+            cs, ab = tab.states[live], tab.actions[policy[t, live]]
+            prob, idx = d[live][:, None], np.zeros((len(live), 1), np.int64)
+            for i in range(self.N):
+                p_i, c_i = P[cs[:, i], ab[:, i]], nxt[cs[:, i], ab[:, i]]  # [L, K]
+                prob = (prob[:, :, None] * p_i[:, None, :]).reshape(len(live), -1)
+                idx = (idx[:, :, None] * w.num_cells + c_i[:, None, :]).reshape(len(live), -1)
+            d = np.bincount(idx.ravel(), prob.ravel(), minlength=S)
+        return out
 
     # --- planning --------------------------------------------------------------------------------
     def plan(self) -> None:
-        """Recompute the optimistic plan from the current counts (joint DP or per-agent values)."""
-        from coopsim.scenarios.coop_game.solver import SafeTable, solve, team_reward
+        """Recompute the optimistic plan from the current counts (joint DP or per-agent values).
+
+        Joint planner: the bonus per (cell, action) is the count bonus, plus ``expand_bonus`` when the
+        action can still shrink and blocks a joint action of the optimistic feasible set somewhere, plus
+        ``goal_bonus`` when it blocks a joint action that the optimal plan over the optimistic feasible set
+        (count bonus included) takes in a state that plan reaches from the current start states (with
+        probability > 1e-4 under the estimated dynamics). The plan itself is restricted to certified joint
+        actions, so these bonuses direct tries, within the certified set, to where the certified set must
+        grow for the learner to reach the optimum (safe expansion as in SafeMDP, Turchetta et al. 2016, and
+        SNO-MDP, Wachi & Sui 2020).
+        """
+        from coopsim.scenarios.coop_game.solver import joint_index, solve, team_reward
 
         b = self._bonus_va()
         self.plans_made += 1
+        self._plan_tries = self.model.tries.copy()
+        self._plan_support = self.plausible_support()
+        self._plan_observed = self.observed_support()
         if self.mode == "joint":
             T = self.transition_estimate()
-            if self._table is None:
-                self._table = SafeTable(self.world, self.scenario.constraint_set, self.N, self.params.joint_limit)
-            tab = self._table
-            allowed = tab.safe(self.plausible_support())
+            tab = self.ensure_table()
+            allowed = tab.safe(self._plan_support)
             cs, ab = tab.states, tab.actions
+            R = team_reward(self.world, self.targets)
+            self.expanding = np.zeros(b.shape, bool)
+            self.goal_expanding = np.zeros(b.shape, bool)
+            if not self.params.greedy:
+                shrink = self.can_shrink()
+                optimistic = tab.safe(self._plan_observed)  # superset of allowed
+                gap = optimistic & ~allowed
+                if self.params.expand_bonus > 0:
+                    self.expanding = self._mark(shrink, *np.nonzero(gap))
+                # with no gap the optimistic plan takes certified joint actions only: nothing blocks it
+                if self.params.goal_bonus > 0 and shrink.any() and gap.any():
+                    pair = np.zeros(allowed.shape)
+                    for i in range(self.N):
+                        pair += b[cs[:, i][:, None], ab[:, i][None, :]]
+                    # prefer certified joint actions among ties, so only real gains count as blocking
+                    opt = solve(T, R, optimistic, self.H, bonus=pair / self.N + 1e-9 * allowed)
+                    starts = joint_index(np.asarray(self.scenario.cells()), self.world.num_cells)
+                    reach = self.reach(opt.policy, np.asarray(starts).reshape(-1))
+                    tt, ss = np.nonzero(reach > 0)
+                    bb = opt.policy[tt, ss]
+                    blocked = ~allowed[ss, bb]
+                    self.goal_expanding = self._mark(shrink, ss[blocked], bb[blocked])
+                b = b + self.params.expand_bonus * self.expanding + self.params.goal_bonus * self.goal_expanding
             bonus = np.zeros(allowed.shape)
             for i in range(self.N):
                 bonus += b[cs[:, i][:, None], ab[:, i][None, :]]
             bonus /= self.N
-            self._plan = solve(T, team_reward(self.world, self.targets), allowed, self.H, bonus=bonus)
+            self._plan = solve(T, R, allowed, self.H, bonus=bonus)
             self._allowed = allowed
         else:
+            if not self.params.greedy:
+                b = b + self.params.expand_bonus * self.can_shrink()
             # per-agent optimistic values, reward 1{s' = target_i} / N; transitions over the K prior slots
             w = self.world
             P = self.slot_estimate()  # [V, A, K]
@@ -151,6 +240,16 @@ class GraphSafeAgent(AgentPlugin):
                 W = Q.max(-1)
             self._plan = Qs
 
+    def should_replan(self) -> bool:
+        """Whether :meth:`reset` replans (see the ``replan`` param)."""
+        if self._plan is None:
+            return True
+        if self.params.replan == "doubling":
+            return self.episodes >= self._next_plan
+        t, t0 = self.model.tries, self._plan_tries
+        return bool((t >= t0 + np.maximum(t0, 1)).any() or (self.plausible_support() != self._plan_support).any()
+                    or (self.observed_support() != self._plan_observed).any())
+
     def ensure_table(self):
         """The joint planner's :class:`~coopsim.scenarios.coop_game.solver.SafeTable` (built once)."""
         from coopsim.scenarios.coop_game.solver import SafeTable
@@ -163,7 +262,7 @@ class GraphSafeAgent(AgentPlugin):
     def reset(self, seed=None):
         self._t[:] = 0
         self._last_state = None
-        if self.episodes >= self._next_plan or self._plan is None:
+        if self.should_replan():
             self.plan()
             self._next_plan = max(1, 2 * self.episodes)
 
@@ -197,6 +296,23 @@ class GraphSafeAgent(AgentPlugin):
             self.episodes += 1
 
     # --- diagnostics -------------------------------------------------------------------------------
+    def episode_metrics(self) -> dict[str, float]:
+        """Recorded by the runner each episode: ``plans`` (plans made so far), ``outcomes_removed`` (prior
+        outcomes ruled out so far, over all cells and actions), ``expanding_actions`` (cell, action pairs
+        with an expansion bonus in the current plan), and for the joint planner on a scenario with
+        ``world()`` (evaluation only: it reads the true support, which the learner never uses to act)
+        ``conservativeness`` (see :meth:`conservativeness`; recomputed only when a plausible set changed)."""
+        sup = self.plausible_support()
+        out = {"plans": float(self.plans_made), "outcomes_removed": float(((self.world.prior >= 0) & ~sup).sum())}
+        if self.mode == "joint":
+            out["expanding_actions"] = float((getattr(self, "expanding", 0) | getattr(self, "goal_expanding", 0)).sum())
+            if hasattr(self.scenario, "world"):
+                key = sup.tobytes()
+                if getattr(self, "_cons_key", None) != key:
+                    self._cons_key, self._cons = key, self.conservativeness(self.scenario.world().true_prob > 0)
+                out["conservativeness"] = self._cons
+        return out
+
     def conservativeness(self, true_support: np.ndarray, visited_only: bool = False) -> float:
         """Fraction of truly safe (state, joint action) pairs that are certified, over every joint state or
         (``visited_only``) over the joint states the agent has acted in; ``true_support`` bool ``[V, A, K]``.

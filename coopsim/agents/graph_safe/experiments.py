@@ -89,44 +89,59 @@ REGRET_CASES = {
 }
 
 
+def _slope(cum: np.ndarray) -> float:
+    """log-log slope of cumulative regret over the second half of training (least squares; regret <= 1e-9
+    is taken as 1e-9, so a curve that has stopped growing has slope ~0)."""
+    k = np.arange(1, len(cum) + 1)
+    h = len(cum) // 2
+    return float(np.polyfit(np.log(k[h:]), np.log(np.maximum(cum[h:], 1e-9)), 1)[0])
+
+
 def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out: Path, expand_bonus: float | None = None,
-           tag: str = "") -> None:
+           tag: str = "", agent_extra: dict | None = None, iql: bool = False) -> None:
     from coopsim.agents.graph_safe.train import train_seed
     from coopsim.platform.registry import make_scenario
     from coopsim.scenarios.coop_game.solver import solve_scenario
 
     for name in cases:
         sid, sp = REGRET_CASES[name]
+        sc = make_scenario(sid, **sp)
+        sol, _ = solve_scenario(sc)
+        v_star = sol.value(sc.starts(), sc.world().num_cells)
+        print(f"\n{name}{tag}: V* = {v_star:.3f}, {episodes} training + 10 evaluation episodes per seed")
+        print(f"{'seed':>4} {'cum. regret':>11} {'slope':>6} {'eval return':>11} {'gs violations':>13} {'iql viol (no shield)':>20} "
+              f"{'conservativeness':>17} {'wall s':>7}")
         for seed in seeds:
             path = out / f"regret-{name}{tag}-seed{seed}.json"
             if path.exists():
-                print(f"{name} seed {seed}: done already")
+                print(f"{seed:>4} done already ({path})")
                 continue
-            sc = make_scenario(sid, **sp)
-            sol, _ = solve_scenario(sc)
-            v_star = sol.value(sc.starts(), sc.world().num_cells)
             t0 = time.perf_counter()
             params = {"num_runs": 360, "p_min": p_min}
             agent_params = dict(params) if expand_bonus is None else {**params, "expand_bonus": expand_bonus}
+            agent_params.update(agent_extra or {})
             recs = train_seed(sid, sp, "graph_safe-v0", agent_params, "certificate-v0", params, seed, episodes, 10,
                               v_star=v_star, true_support_every=max(1, episodes // 20))
             wall = time.perf_counter() - t0
-            real = np.cumsum([r["regret"] for r in recs if r["phase"] == 0])
-            reg = np.cumsum([r["expected_regret"] for r in recs if r["phase"] == 0])
-            k = np.arange(1, len(reg) + 1)
-            h = len(reg) // 2
-            slope = float(np.polyfit(np.log(k[h:]), np.log(np.maximum(reg[h:], 1e-9)), 1)[0])
+            train = [r for r in recs if r["phase"] == 0]
+            real = np.cumsum([r["regret"] for r in train])
+            reg = np.cumsum([r["expected_regret"] for r in train])
+            slope = _slope(reg)
             res = {"case": name + tag, "scenario": sid, "params": sp, "agent_params": agent_params, "seed": seed, "episodes": episodes,
-                   "v_star": v_star, "cumulative_regret": reg.tolist(), "cumulative_realized_regret": real.tolist(), "slope_second_half": slope, "wall_s": wall,
+                   "v_star": v_star, "cumulative_regret": reg.tolist(), "cumulative_realized_regret": real.tolist(),
+                   "slope_second_half": slope, "wall_s": wall,
                    "violations": sum(r["violations"] for r in recs),
+                   "shield_interventions": sum(r["shield/interventions"] for r in recs),
                    "steps": sum(r["steps"] for r in recs),
                    "eval_return": float(np.mean([r["episode/return"] for r in recs if r["phase"] == 1])),
                    "conservativeness": [(r["episode"], r["conservativeness"], r["conservativeness_visited"])
                                         for r in recs if "conservativeness" in r]}
-            print(f"{name} seed {seed}: V*={v_star:.3f} eval return {res['eval_return']:.3f} cumulative regret {reg[-1]:.1f} "
-                  f"slope {slope:.3f} violations {res['violations']:.0f} wall {wall:.0f}s "
-                  f"conservativeness {res['conservativeness'][0][1]:.3f}->{res['conservativeness'][-1][1]:.3f} "
-                  f"(visited {res['conservativeness'][-1][2]:.3f})", flush=True)
+            if iql:
+                base = train_seed(sid, sp, "safe_baselines/iql-v0", {"seed": seed}, "passthrough-v0", {}, seed, episodes + 10)
+                res["iql_violations"] = sum(r["violations"] for r in base)
+            c = res["conservativeness"]
+            print(f"{seed:>4} {reg[-1]:>11.1f} {slope:>6.3f} {res['eval_return']:>11.3f} {res['violations']:>13.0f} "
+                  f"{res.get('iql_violations', float('nan')):>20.0f} {c[0][1]:>7.3f} -> {c[-1][1]:.3f} {wall:>7.0f}", flush=True)
             _atomic_json(res, path)
 
 
@@ -153,43 +168,76 @@ def tables(out: Path) -> str:
         gs = " ".join(f"{r['gs_train_violations'] + r['gs_eval_violations']:.0f}" for r in d["rows"])
         iq = " ".join(f"{r['iql_violations']:.0f}" for r in d["rows"])
         lines.append(f"- `{d['name']}` seeds {d['rows'][0]['seed']}..{d['rows'][-1]['seed']}: graph-safe `{gs}` | IQL `{iq}`")
-    lines += ["", "Full per-seed rows (steps, wall time, returns): `violations-<config>.json`.", "", "## Regret against the exact optimal safe policy", "",
-              "| case | seed | episodes | V* | eval return | cumulative regret | log-log slope (2nd half) | violations | "
-              "conservativeness all states (first -> last) | visited states (last) | wall s |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for f in sorted(glob.glob(str(out / "regret-*.json"))):
-        d = json.loads(Path(f).read_text())
-        c = d["conservativeness"]
-        lines.append(f"| {d['case']} | {d['seed']} | {d['episodes']} | {d['v_star']:.3f} | {d['eval_return']:.3f} | "
-                     f"{d['cumulative_regret'][-1]:.1f} | {d['slope_second_half']:.3f} | {d['violations']:.0f} | "
-                     f"{c[0][1]:.3f} -> {c[-1][1]:.3f} | {c[-1][2]:.3f} | {d['wall_s']:.0f} |")
+    lines += ["", "Full per-seed rows (steps, wall time, returns): `violations-<config>.json`.", "",
+              "## Regret against the exact optimal safe policy, and conservativeness", "",
+              "Expected regret per episode = V* (exact optimal safe policy: DP with the true dynamics over the truly safe "
+              "joint actions) minus the exact expected return of the plan the episode followed. Slope: least-squares "
+              "log-log slope of cumulative regret over the second half of training. Conservativeness: certified / truly "
+              "safe (joint state, joint action) pairs over all joint states.", "",
+              "| case | seeds | episodes (train) | V* | eval return (mean) | cumulative regret mean (min-max) | "
+              "slope mean (max) | violations (all seeds) | shield interventions | conservativeness first -> last (mean; min-max last) | "
+              "visited states (last, mean) | wall s per seed (mean) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    groups = _regret_groups(out)
+    for case, ds in groups.items():
+        cum = np.array([d["cumulative_regret"][-1] for d in ds])
+        sl = np.array([d["slope_second_half"] for d in ds])
+        c0 = np.mean([d["conservativeness"][0][1] for d in ds])
+        cl = np.array([d["conservativeness"][-1][1] for d in ds])
+        cv = np.mean([d["conservativeness"][-1][2] for d in ds])
+        lines.append(f"| {case} | {len(ds)} | {ds[0]['episodes']} | {ds[0]['v_star']:.3f} | {np.mean([d['eval_return'] for d in ds]):.3f} | "
+                     f"{cum.mean():.1f} ({cum.min():.1f}-{cum.max():.1f}) | {sl.mean():.3f} ({sl.max():.3f}) | "
+                     f"{sum(d['violations'] for d in ds):.0f} | {sum(d.get('shield_interventions', 0) for d in ds):.0f} | "
+                     f"{c0:.3f} -> {cl.mean():.3f} ({cl.min():.3f}-{cl.max():.3f}) | {cv:.3f} | "
+                     f"{np.mean([d['wall_s'] for d in ds]):.0f} |")
+    lines += ["", "Per seed (seed: cumulative regret / slope / graph-safe violations / unshielded IQL violations when run):", ""]
+    for case, ds in groups.items():
+        cells = [f"{d['seed']}: {d['cumulative_regret'][-1]:.0f} / {d['slope_second_half']:.2f} / {d['violations']:.0f}"
+                 + (f" / {d['iql_violations']:.0f}" if "iql_violations" in d else "") for d in ds]
+        lines.append(f"- `{case}`: " + "; ".join(cells))
     text = "\n".join(lines) + "\n"
     (out / "README.md").write_text(text)
     _plot_regret(out)
     return text
 
 
+def _regret_groups(out: Path) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for f in sorted(glob.glob(str(out / "regret-*.json"))):
+        d = json.loads(Path(f).read_text())
+        groups.setdefault(d["case"], []).append(d)
+    for ds in groups.values():
+        ds.sort(key=lambda d: d["seed"])
+    return groups
+
+
 def _plot_regret(out: Path) -> None:
-    files = sorted(glob.glob(str(out / "regret-*.json")))
-    if not files:
+    groups = _regret_groups(out)
+    if not groups:
         return
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for f in files:
-        d = json.loads(Path(f).read_text())
-        reg = np.asarray(d["cumulative_regret"])
-        k = np.arange(1, len(reg) + 1)
-        axes[0].loglog(k, np.maximum(reg, 1e-3), label=f"{d['case']} s{d['seed']} (slope {d['slope_second_half']:.2f})")
-        c = np.asarray([(e, a, v) for e, a, v in d["conservativeness"]])
-        axes[1].plot(c[:, 0], c[:, 1], label=f"{d['case']} s{d['seed']} all states")
-        axes[1].plot(c[:, 0], c[:, 2], "--", label=f"{d['case']} s{d['seed']} visited")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ci, (case, ds) in enumerate(groups.items()):
+        col = f"C{ci}"
+        n = min(len(d["cumulative_regret"]) for d in ds)
+        reg = np.array([d["cumulative_regret"][:n] for d in ds])
+        k = np.arange(1, n + 1)
+        sl = np.mean([d["slope_second_half"] for d in ds])
+        axes[0].loglog(k, np.maximum(reg.mean(0), 1e-3), color=col, label=f"{case} ({len(ds)} seeds, slope {sl:.2f})")
+        axes[0].fill_between(k, np.maximum(reg.min(0), 1e-3), np.maximum(reg.max(0), 1e-3), color=col, alpha=0.15)
+        m = min(len(d["conservativeness"]) for d in ds)
+        c = np.array([d["conservativeness"][:m] for d in ds])  # [seeds, m, 3]
+        axes[1].plot(c[0, :, 0], c[:, :, 1].mean(0), color=col, label=f"{case} all joint states")
+        axes[1].fill_between(c[0, :, 0], c[:, :, 1].min(0), c[:, :, 1].max(0), color=col, alpha=0.15)
+        axes[1].plot(c[0, :, 0], c[:, :, 2].mean(0), "--", color=col, label=f"{case} visited joint states")
     axes[0].set_xlabel("episode")
-    axes[0].set_ylabel("cumulative regret")
+    axes[0].set_ylabel("cumulative expected regret (mean, band min-max over seeds)")
     axes[0].legend(fontsize=6)
+    axes[1].axhline(1.0, color="k", lw=0.5)
     axes[1].set_xlabel("episode")
     axes[1].set_ylabel("certified / truly safe joint actions")
     axes[1].legend(fontsize=6)
@@ -245,6 +293,8 @@ def main() -> None:
     r.add_argument("--p-min", type=float, default=0.1)
     r.add_argument("--expand-bonus", type=float, default=None, help="override the agent's expand_bonus")
     r.add_argument("--tag", default="", help="suffix of the case name in the result files")
+    r.add_argument("--agent-params", type=json.loads, default=None, help="JSON dict of extra graph_safe-v0 params")
+    r.add_argument("--iql", action="store_true", help="also train unshielded independent Q-learning per seed (violations)")
     sub.add_parser("tables")
     m = sub.add_parser("mapf")
     m.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
@@ -254,7 +304,7 @@ def main() -> None:
     if a.cmd == "violations":
         violations(a.configs, a.train_episodes, a.eval_episodes, a.out, a.seeds)
     elif a.cmd == "regret":
-        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out, a.expand_bonus, a.tag)
+        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out, a.expand_bonus, a.tag, a.agent_params, a.iql)
     elif a.cmd == "mapf":
         mapf_greedy(a.seeds)
     else:

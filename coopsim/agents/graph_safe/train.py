@@ -85,6 +85,7 @@ class EpisodeTrainer:
                 if hasattr(agent.params, k):
                     params.setdefault(k, getattr(agent.params, k))
         self.shield = registry.make_component("shield", train.shield, **params)
+        _share(self.shield, agent)
         self.env_steps = 0
         self.iteration = 0
 
@@ -113,8 +114,19 @@ class EpisodeTrainer:
         self.agent.save(path)
 
 
+def _share(shield, agent) -> None:
+    """A learner with its own confidence sets (``agent.model``) shares them with a learning certificate
+    shield (see :meth:`coopsim.safety.shields.CertificateShield.share_model`); others are left alone."""
+    from coopsim.safety.model import PlausibleModel
+    from coopsim.safety.shields import CertificateShield
+
+    model = getattr(agent, "model", None)
+    if isinstance(model, PlausibleModel) and type(shield) is CertificateShield and shield.params.learn:
+        shield.share_model(model)
+
+
 def _agent_state(agent) -> dict[str, Any]:
-    keep = ("episodes", "_next_plan", "_plan", "plans_made", "visited", "q", "qc", "lam", "eps", "rng", "_ep_cost")
+    keep = ("episodes", "_next_plan", "_plan", "_plan_tries", "_plan_support", "_plan_observed", "plans_made", "visited", "q", "qc", "lam", "eps", "rng", "_ep_cost")
     return {k: copy.deepcopy(getattr(agent, k)) for k in keep if hasattr(agent, k)}
 
 
@@ -136,6 +148,7 @@ def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_par
     sc = registry.make_scenario(scenario_id, num_envs=1, **scenario_params)
     agent = registry.make_component("agent", agent_id, sc, **agent_params)
     shield = registry.make_component("shield", shield_id, **shield_params)
+    _share(shield, agent)
     recs = []
     plan_value: dict[int, float] = {}
     for ep in range(episodes + eval_episodes):

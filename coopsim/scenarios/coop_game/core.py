@@ -48,7 +48,7 @@ Version history: v0 -- initial version.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import ClassVar, Literal
 
 import gymnasium
 import numpy as np
@@ -100,6 +100,7 @@ class CoopGameCore(ScenarioCore):
     metadata = {"name": "coop_game_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
     dt_s = 1.0
     noop_action = 0
+    team_reward: ClassVar[bool] = True  # every agent gets the team reward: the runner counts it once per step
 
     def __init__(self, num_envs: int = 1, **params):
         self.params = p = self.Params(**params)
@@ -256,7 +257,33 @@ class CoopGameCore(ScenarioCore):
         return np.clip(np.concatenate([own, tgt, (self._t / self.params.max_steps)[:, None]], 1), 0, 1).astype(np.float32)
 
     def episode_metrics(self):
-        return [{"team_return": float(self._ret[e]), "violations": float(self._viol[e])} for e in range(self.num_envs)]
+        """Per env: ``team_return``, ``violations`` (constraint violations summed over the episode), and on
+        instances the exact solver handles (``V^N A^N <= 4e6``) ``optimal_return`` (V*, the expected team
+        return of the exact optimal safe policy from the start cells) and ``regret`` (``V* - team_return``,
+        the realized regret of the episode)."""
+        v_star = self.optimal_return()
+        out = []
+        for e in range(self.num_envs):
+            m = {"team_return": float(self._ret[e]), "violations": float(self._viol[e])}
+            if v_star is not None:
+                m.update(optimal_return=v_star, regret=v_star - float(self._ret[e]))
+            out.append(m)
+        return out
+
+    def optimal_return(self, max_table: float = 4e6) -> float | None:
+        """V*: expected team return of the exact optimal safe policy from the start cells (true dynamics,
+        truly safe joint actions; :func:`coop_game.solver.solve_scenario`), or None when ``V^N A^N`` exceeds
+        ``max_table``. Computed once per instance (a few seconds for 3 agents on 5x5)."""
+        if not hasattr(self, "_v_star"):
+            from coopsim.scenarios.coop_game.solver import solve_scenario
+
+            w = self._world
+            if float(w.num_cells) ** self.num_agents * float(w.num_actions) ** self.num_agents > max_table:
+                self._v_star = None
+            else:
+                sol, _ = solve_scenario(self, max_table)
+                self._v_star = sol.value(self._start, w.num_cells)
+        return self._v_star
 
     # --- capabilities ---------------------------------------------------------------------------
     def positions(self) -> np.ndarray:
