@@ -45,10 +45,11 @@ class GraphSafeParams(AgentParams):
                                 "can still shrink (tries < removal threshold and unseen prior outcomes) and that block the "
                                 "certification of some joint action that the observed outcomes do not rule out: optimism "
                                 "about growing the certified set, >= 0")
-    goal_bonus: float = Field(1.0, ge=0, description="bonus (team-reward units per step) for the blocking actions of the "
-                              "optimistic plan: actions that can still shrink and make a joint action uncertified that the "
-                              "plan over the optimistic feasible set (joint actions safe under the observed outcomes) takes "
-                              "in a state it reaches, >= 0 (joint planner)")
+    goal_bonus: float = Field(1.0, ge=0, description="bonus for each try of a blocking action of the optimistic plan, in "
+                              "units of the horizon H (the largest episode return): actions that can still shrink and make "
+                              "a joint action uncertified that the plan over the optimistic feasible set (joint actions safe "
+                              "under the observed outcomes) takes in a state it reaches; with >= 1 a try outweighs any "
+                              "episode's reward, so these tries come first (joint planner), >= 0")
     replan: Literal["counts", "doubling"] = Field("counts", description="counts: replan before an episode when a plausible "
                                                   "set changed or a (cell, action) count doubled since the last plan (the "
                                                   "UCRL2 epoch rule); doubling: after episodes 1, 2, 4, 8, ...")
@@ -174,7 +175,7 @@ class GraphSafeAgent(AgentPlugin):
 
         Joint planner: the bonus per (cell, action) is the count bonus, plus ``expand_bonus`` when the
         action can still shrink and blocks a joint action of the optimistic feasible set somewhere, plus
-        ``goal_bonus`` when it blocks a joint action that the optimal plan over the optimistic feasible set
+        ``goal_bonus * H`` per try when it blocks a joint action that the optimal plan over the optimistic feasible set
         (count bonus included) takes in a state that plan reaches from the current start states (with
         probability > 1e-4 under the estimated dynamics). The plan itself is restricted to certified joint
         actions, so these bonuses direct tries, within the certified set, to where the certified set must
@@ -215,7 +216,8 @@ class GraphSafeAgent(AgentPlugin):
                     bb = opt.policy[tt, ss]
                     blocked = ~allowed[ss, bb]
                     self.goal_expanding = self._mark(shrink, ss[blocked], bb[blocked])
-                b = b + self.params.expand_bonus * self.expanding + self.params.goal_bonus * self.goal_expanding
+                # the joint bonus averages over agents: N * H * goal_bonus makes one agent's try worth H * goal_bonus
+                b = b + self.params.expand_bonus * self.expanding + (self.params.goal_bonus * self.H * self.N) * self.goal_expanding
             bonus = np.zeros(allowed.shape)
             for i in range(self.N):
                 bonus += b[cs[:, i][:, None], ab[:, i][None, :]]
