@@ -43,6 +43,10 @@ _PROBE = U.MOVE_AMOUNT * _DIRS[2:6]
 assert U.MAP_WIDTH == U.MAP_HEIGHT  # the bounds tests below use one constant for both axes
 
 
+def _whole(a: np.ndarray) -> np.ndarray:
+    return a
+
+
 def _splitmix(z: np.ndarray) -> np.ndarray:
     """SplitMix64 finaliser of a uint64 array (wrapping arithmetic: numpy never checks array overflow)."""
     z = z + _C1
@@ -224,12 +228,16 @@ class SMACCore(ScenarioCore):
         # masks of the current positions (set by every observation); code that edits the unit arrays directly
         # (tests) sets it to None, and the next action_masks() or step() then recomputes every cache
         self._masks: np.ndarray | None = None
+        self._obs: np.ndarray | None = None  # the last observation of the whole batch (never handed out)
         self._d_ae: np.ndarray | None = None  # ally-enemy distances [E, A, M] of the positions _masks was built on
         self._arange_u64: dict[int, np.ndarray] = {}
         self._rows_ea = np.arange(E * A)
         self._e_idx = np.arange(E)[:, None]
         self._m_idx = np.arange(M)[None, :]
         self._not_eye = ~np.eye(Un, dtype=bool)[None]
+        self._pair_base = np.arange(E * Un) * Un  # flat index of (e, u, 0) in [E, U, U]
+        self._pw_buf = tuple(np.empty((E, Un, Un), np.float32) for _ in range(4))  # work arrays of _pairwise
+        self._close_buf = np.empty((E, Un, Un), bool)
         n_dir = N_MOVE_ACTIONS + max(A, M)
         self._dir_of = np.zeros((n_dir, 2), np.float32)  # move direction of each action index (attacks: none)
         self._dir_of[:N_MOVE_ACTIONS] = _DIRS
@@ -259,6 +267,7 @@ class SMACCore(ScenarioCore):
         """Per-unit arrays that depend only on the unit types (types change only in ``reset``)."""
         t, A = self._type, self.n_allies
         ta, te = t[:, :A], t[:, A:]
+        self._cached_type = t.copy()
         r = U.RADIUS[t]
         self._radius = r
         self._rsum = r[:, :, None] + r[:, None, :]
@@ -336,14 +345,18 @@ class SMACCore(ScenarioCore):
         # SMAX's default enemy goal: own start reflected through the map centre
         centre = np.array([W / 2, H / 2], np.float32)
         self._enemy_goal[ids] = 2 * centre - self._pos[ids, A:]
-        self._cache_types()
+        if self.map.procedural_race is not None or not np.array_equal(self._type, self._cached_type):
+            self._cache_types()
         envs = np.zeros(E, bool)
         envs[ids] = True
-        live = self._unit_alive & envs[:, None]
-        self._push_apart(live[:, :, None] & live[:, None, :] & self._not_eye)
+        self._push_apart(self._rsum2_live(self._unit_alive & envs[:, None]))
         if self._record:
             self._record_frame(ids)
-        return self._observe()
+        if env_ids is None or self._obs is None or self._masks is None or 2 * len(ids) > E:
+            self._obs = self._observe()
+        else:  # the other envs did not change since the last observation: observe the reset ones only
+            self._obs[ids] = self._observe(ids)  # self._obs is never handed out (copies are)
+        return self._obs.copy()
 
     def _start_positions(self, rng: np.random.Generator, types: np.ndarray) -> np.ndarray:
         A, M = self.n_allies, self.n_enemies
@@ -382,17 +395,20 @@ class SMACCore(ScenarioCore):
         out[..., :2] = self._pos[:, : self.n_allies]
         return out
 
-    def _move_feasible(self) -> np.ndarray:
-        """bool ``[E, n_allies, 4]``: a probe 2 units north/south/east/west is on the map and outside walls."""
-        probe = self._pos[:, : self.n_allies, None, :] + _PROBE
+    def _move_feasible(self, pos: np.ndarray | None = None) -> np.ndarray:
+        """bool ``[E, n_allies, 4]``: a probe 2 units north/south/east/west is on the map and outside walls
+        (``pos``: unit positions ``[E', U, 2]`` to use instead of the core's)."""
+        pos = self._pos if pos is None else pos
+        probe = pos[:, : self.n_allies, None, :] + _PROBE
         inside = (probe > 0) & (probe < U.MAP_WIDTH)
         ok = inside[..., 0] & inside[..., 1]
         for x0, y0, x1, y1 in self._walls:
             ok &= ~((probe[..., 0] > x0) & (probe[..., 0] < x1) & (probe[..., 1] > y0) & (probe[..., 1] < y1))
         return ok
 
-    def _dist(self, a: slice, b: slice) -> np.ndarray:
-        d = self._pos[:, a, None, :] - self._pos[:, None, b, :]
+    def _dist(self, a: slice, b: slice, pos: np.ndarray | None = None) -> np.ndarray:
+        pos = self._pos if pos is None else pos
+        d = pos[:, a, None, :] - pos[:, None, b, :]
         return np.sqrt((d * d).sum(-1))
 
     def action_masks(self) -> np.ndarray:
@@ -404,103 +420,122 @@ class SMACCore(ScenarioCore):
         return self._masks.copy()
 
     def _compute_masks(self, d_ae: np.ndarray | None = None, feasible: np.ndarray | None = None,
-                       alive: np.ndarray | None = None) -> np.ndarray:
-        E, A, M = self.num_envs, self.n_allies, self.n_enemies
+                       alive: np.ndarray | None = None, sel: np.ndarray | None = None) -> np.ndarray:
+        """Masks ``[E, A, n_actions]`` (``sel``: of those envs only, ``[len(sel), A, n_actions]``)."""
+        A, M = self.n_allies, self.n_enemies
+        g = _whole if sel is None else (lambda a: a[sel])
+        pos, ua = g(self._pos), g(self._unit_alive)
         if alive is None:
-            alive = self.alive
-        masks = np.empty((E, A, self.n_actions), bool)
+            alive = ua[:, :A] & ~g(self._over)[:, None]
+        masks = np.empty((len(pos), A, self.n_actions), bool)
         np.logical_not(alive, out=masks[..., NOOP])
         masks[..., STOP] = alive
         if feasible is None:
-            feasible = self._move_feasible()
-        np.logical_and(feasible, (alive & self._mobile_a)[..., None], out=masks[..., NORTH:WEST + 1])
+            feasible = self._move_feasible(pos)
+        np.logical_and(feasible, (alive & g(self._mobile_a))[..., None], out=masks[..., NORTH:WEST + 1])
         if d_ae is None:
-            d_ae = self._dist(slice(0, A), slice(A, None))
+            d_ae = self._dist(slice(0, A), slice(A, None), pos)
+        range_a = g(self._range_a)
         atk = masks[..., N_MOVE_ACTIONS:]
-        np.less(d_ae, self._range_a, out=atk)
-        atk &= self._unit_alive[:, None, A:]
-        atk &= (alive & self._attacker_a)[..., None]
+        np.less(d_ae, range_a, out=atk)
+        atk &= ua[:, None, A:]
+        atk &= (alive & g(self._attacker_a))[..., None]
         if self._any_heal_a:
-            ta = self._type[:, :A]
+            ta = g(self._type)[:, :A]
             k = min(A, M)
-            d_aa = self._dist(slice(0, A), slice(0, k))
-            heal = (d_aa < self._range_a) & (self._unit_alive[:, None, :k] & U.IS_BIOLOGICAL[ta[:, None, :k]])
-            heal &= ~np.eye(A, k, dtype=bool)[None] & (alive & self._t_healer[:, :A])[..., None]
+            d_aa = self._dist(slice(0, A), slice(0, k), pos)
+            heal = (d_aa < range_a) & (ua[:, None, :k] & U.IS_BIOLOGICAL[ta[:, None, :k]])
+            heal &= ~np.eye(A, k, dtype=bool)[None] & (alive & g(self._t_healer)[:, :A])[..., None]
             masks[..., N_MOVE_ACTIONS:N_MOVE_ACTIONS + k] |= heal
         return masks
 
     # ------------------------------------------------------------------ observations
-    def _observe(self) -> np.ndarray:
-        """Observations float32 ``[E, n_allies, obs_dim]`` (see the class doc); also caches masks and distances."""
-        E, A, M = self.num_envs, self.n_allies, self.n_enemies
+    def _observe(self, sel: np.ndarray | None = None) -> np.ndarray:
+        """Observations float32 ``[E, n_allies, obs_dim]`` (see the class doc); also caches masks and distances.
+
+        ``sel``: env indices; then only those envs are observed (``[len(sel), n_allies, obs_dim]``) and their
+        rows of the caches updated.
+        """
+        A, M = self.n_allies, self.n_enemies
         nb, Fe, Fa = self.unit_type_bits, self.enemy_feats, self.ally_feats
-        ua = self._unit_alive
-        alive = ua[:, :A] & ~self._over[:, None]
-        inv_sight = self._inv_sight_a  # [E, A, 1]
-        hfrac = self._health / self._t_hmax
-        out = np.zeros((E, A, self.obs_dim), np.float32)
-        feasible = self._move_feasible()
+        g = _whole if sel is None else (lambda a: a[sel])
+        pos, ua, health, shield = g(self._pos), g(self._unit_alive), g(self._health), g(self._shield)
+        E = len(pos)
+        alive = ua[:, :A] & ~g(self._over)[:, None]
+        inv_sight = g(self._inv_sight_a)  # [E, A, 1]
+        hfrac = health / g(self._t_hmax)
+        out = np.empty((E, A, self.obs_dim), np.float32)  # every feature below is written
+        feasible = self._move_feasible(pos)
         out[..., 0:4] = feasible
-        pos = self._pos
-        # enemies: written in place through a view [E, A, M, Fe]; (rel * inv_sight) * vis == rel * (inv_sight * vis)
-        # exactly, since vis is 0 or 1
-        rel = pos[:, None, A:, :] - pos[:, :A, None, :]  # [E, A, M, 2]
-        rx, ry = rel[..., 0], rel[..., 1]
+        # enemies: written in place through a view [E, A, M, Fe]; (rx * inv_sight) * vis == rx * (inv_sight * vis)
+        # exactly, since vis is 0 or 1. Per-axis arrays keep numpy's inner loops long (an inner axis of 2 is slow).
+        x, y = pos[..., 0], pos[..., 1]
+        rx = x[:, None, A:] - x[:, :A, None]  # [E, A, M]
+        ry = y[:, None, A:] - y[:, :A, None]
         dist = np.sqrt(rx * rx + ry * ry)
         dn = dist * inv_sight
         vis = (dn < 1.0) & ua[:, None, A:]
-        self._d_ae = dist
-        self._masks = masks = self._compute_masks(dist, feasible, alive)
+        masks = self._compute_masks(dist, feasible, alive, sel)
+        if sel is None:
+            self._d_ae, self._masks = dist, masks
+        else:
+            self._d_ae[sel], self._masks[sel] = dist, masks
         ev = out[..., 4:4 + M * Fe].reshape(E, A, M, Fe)
         visf = vis.astype(np.float32)
         att = masks[..., N_MOVE_ACTIONS:] & vis
         if self._any_heal_a:
-            att &= self._attacker_a[..., None]
+            att &= g(self._attacker_a)[..., None]
         ev[..., 0] = att
         np.multiply(dn, visf, out=ev[..., 1])
-        np.multiply(rel, (inv_sight * visf)[..., None], out=ev[..., 2:4])
+        scale = inv_sight * visf
+        np.multiply(rx, scale, out=ev[..., 2])
+        np.multiply(ry, scale, out=ev[..., 3])
         np.multiply(hfrac[:, None, A:], visf, out=ev[..., 4])
         f = 5
+        if self.enemy_shield or self.ally_shield:
+            sfrac = shield / g(self._t_smax1)
         if self.enemy_shield:
-            sfrac = self._shield / self._t_smax1
             np.multiply(sfrac[:, None, A:], visf, out=ev[..., 5])
             f = 6
+        onehot = g(self._onehot) if nb else None
         if nb:
-            ev[..., f:f + nb] = self._onehot[:, None, A:] & vis[..., None]
+            np.logical_and(onehot[:, None, A:], vis[..., None], out=ev[..., f:f + nb], casting="unsafe")
         # allies (others)
         if A > 1:
             oth = self._others
             o = 4 + M * Fe
             av = out[..., o:o + (A - 1) * Fa].reshape(E, A, A - 1, Fa)
-            pa = pos[:, :A]
-            rel = pa[:, oth] - pa[:, :, None, :]  # [E, A, A-1, 2]
-            rx, ry = rel[..., 0], rel[..., 1]
+            xa, ya = x[:, :A], y[:, :A]
+            rx = xa[:, oth] - xa[:, :, None]  # [E, A, A-1]
+            ry = ya[:, oth] - ya[:, :, None]
             dist = np.sqrt(rx * rx + ry * ry)
             dn = dist * inv_sight
             vis = (dn < 1.0) & ua[:, :A][:, oth]
             visf = vis.astype(np.float32)
             av[..., 0] = visf
             np.multiply(dn, visf, out=av[..., 1])
-            np.multiply(rel, (inv_sight * visf)[..., None], out=av[..., 2:4])
+            scale = inv_sight * visf
+            np.multiply(rx, scale, out=av[..., 2])
+            np.multiply(ry, scale, out=av[..., 3])
             np.multiply(hfrac[:, :A][:, oth], visf, out=av[..., 4])
             f = 5
             if self.ally_shield:
-                sfrac = self._shield / self._t_smax1
                 np.multiply(sfrac[:, :A][:, oth], visf, out=av[..., 5])
                 f = 6
             if nb:
-                av[..., f:f + nb] = self._onehot[:, :A][:, oth] & vis[..., None]
+                np.logical_and(onehot[:, :A][:, oth], vis[..., None], out=av[..., f:f + nb], casting="unsafe")
                 f += nb
             if self.params.obs_last_action:
-                av[..., f:f + self.n_actions] = (self._last_action[:, oth][..., None] == np.arange(self.n_actions)) & vis[..., None]
+                av[..., f:f + self.n_actions] = (g(self._last_action)[:, oth][..., None] == np.arange(self.n_actions)) & vis[..., None]
         o = self.obs_dim - self.own_feats
         out[..., o] = hfrac[:, :A]
         if self.ally_shield:
-            out[..., o + 1] = (self._shield[:, :A] / self._t_smax1[:, :A])
+            out[..., o + 1] = sfrac[:, :A]
             o += 1
         if nb:
-            out[..., o + 1:o + 1 + nb] = self._onehot[:, :A]
-        out *= alive[..., None]
+            out[..., o + 1:o + 1 + nb] = onehot[:, :A]
+        if not alive.all():  # dead agents see zeros (x * 0, as SMAC's zeroing; x * 1 leaves the others exact)
+            out *= alive[..., None]
         return out
 
     def state(self) -> np.ndarray:
@@ -583,20 +618,35 @@ class SMACCore(ScenarioCore):
         return np.where(alive_e, act, NOOP)
 
     # ------------------------------------------------------------------ step
-    def _push_apart(self, pair_ok: np.ndarray) -> None:
+    def _pairwise(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``dx, dy, d2`` float32 ``[E, U, U]``: ``p_i - p_j`` per axis and its squared length (preallocated
+        buffers, overwritten by the next call)."""
+        x, y = self._pos[..., 0], self._pos[..., 1]
+        dx, dy, d2, tmp = self._pw_buf
+        np.subtract(x[:, :, None], x[:, None, :], out=dx)
+        np.subtract(y[:, :, None], y[:, None, :], out=dy)
+        np.multiply(dx, dx, out=d2)
+        np.multiply(dy, dy, out=tmp)
+        d2 += tmp
+        return dx, dy, d2
+
+    def _rsum2_live(self, live: np.ndarray) -> np.ndarray:
+        """float32 ``[E, U, U]``: ``(r_i + r_j)^2`` where units ``i != j`` both live (bool ``live [E, U]``), else 0."""
+        ok = live[:, :, None] & live[:, None, :]
+        ok &= self._not_eye
+        return self._rsum2 * ok
+
+    def _push_apart(self, rsum2_live: np.ndarray, pairwise: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         """SMAX's push-apart of overlapping living units (immobile units stay).
 
-        Each unit moves by ``sum_j (p_i - p_j) * max(r_i + r_j - d_ij, 0) / d_ij / 2`` over the ``j`` with
-        ``pair_ok[e, i, j]`` (bool ``[E, U, U]``: both alive, ``i != j``); only overlapping pairs are gathered
-        (sparse), so the cost is one pairwise distance test per tick.
+        Each unit moves by ``sum_j (p_i - p_j) * max(r_i + r_j - d_ij, 0) / d_ij / 2`` over the living
+        ``j != i``; ``rsum2_live`` is :meth:`_rsum2_live` (0 marks the pairs left out: ``d^2 < 0`` never holds).
+        Only overlapping pairs are gathered (sparse), so the cost is one pairwise distance test per tick.
+        ``pairwise``: :meth:`_pairwise` of the current positions when the caller already has it.
         """
         pos = self._pos
-        x, y = pos[..., 0], pos[..., 1]
-        dx = x[:, :, None] - x[:, None, :]
-        dy = y[:, :, None] - y[:, None, :]
-        d2 = dx * dx + dy * dy
-        close = d2 < self._rsum2
-        close &= pair_ok
+        dx, dy, d2 = pairwise if pairwise is not None else self._pairwise()
+        close = np.less(d2, rsum2_live, out=self._close_buf)
         k = close.ravel().nonzero()[0]
         if k.size == 0:
             return
@@ -609,7 +659,8 @@ class SMACCore(ScenarioCore):
         n = self.num_envs * Un
         sx = np.bincount(flat, weights=dx.ravel()[k] * over, minlength=n)
         sy = np.bincount(flat, weights=dy.ravel()[k] * over, minlength=n)
-        pos += np.stack([sx, sy], -1).astype(np.float32).reshape(pos.shape)
+        pos[..., 0] += sx.astype(np.float32).reshape(self.num_envs, Un)
+        pos[..., 1] += sy.astype(np.float32).reshape(self.num_envs, Un)
         self._constrain()
 
     def _constrain(self) -> None:
@@ -673,6 +724,7 @@ class SMACCore(ScenarioCore):
         has_t = tgt >= 0
         tidx = np.maximum(tgt, 0)
         fidx = (self._flat + tidx).ravel()
+        pair_t = self._pair_base + tidx.ravel()  # flat index of (e, u, target of u) in [E, U, U]
         hit = _HIT[t, t.ravel()[fidx].reshape(E, Un)]
         any_splash, any_heal, any_shield = self._any_splash, self._any_heal, self._any_shield
         side = np.zeros(Un, bool)
@@ -685,24 +737,23 @@ class SMACCore(ScenarioCore):
         jitter_all = np.float32(lo) + np.float32(hi - lo) * self._uniform(U.TICKS_PER_STEP, Un)
         tick_act = np.float32(U.TICK_S) * act_col.astype(np.float32)
         posf = self._pos.reshape(-1, 2)
-        n_alive = -1
+        n_alive = np.count_nonzero(ua)
+        live = ua & act_col
+        rsum2_live = self._rsum2_live(live)
+        stale = True
         for k in range(U.TICKS_PER_STEP):
-            if n_alive < 0:  # first tick, or units died: everything that depends on who lives
-                n_alive = np.count_nonzero(ua)
-                live = ua & act_col
+            if stale:  # first tick, or units died in the last one: everything else that depends on who lives
+                stale = False
                 step_vec = vel * live[..., None]
                 cand = has_t & live & ua.ravel()[fidx].reshape(E, Un)
-                pair_ok = live[:, :, None] & live[:, None, :]
-                pair_ok &= self._not_eye
                 if any_shield:
                     regen_ok = live & self._t_has_shield
                 if any_heal:
                     energy_gain = np.float32(U.MEDIVAC_ENERGY_REGEN_PER_S * U.TICK_S) * (healer & live)
             self._pos += step_vec
             self._constrain()
-            tpos = posf[fidx].reshape(E, Un, 2)
-            dvec = tpos - self._pos
-            d = np.sqrt(np.einsum("eui,eui->eu", dvec, dvec))
+            pw = self._pairwise()  # one pairwise pass per tick serves the attacks and the push-apart
+            d = np.sqrt(pw[2].ravel()[pair_t]).reshape(E, Un)  # |p_u - p_target| == |p_target - p_u| bit for bit
             engaged = cand & (d < rng_)
             fire = engaged & (self._cooldown <= 0)
             if any_heal:
@@ -712,6 +763,8 @@ class SMACCore(ScenarioCore):
             if n_fire:
                 dmg = np.bincount(fidx, weights=(hit * fire).ravel(), minlength=n_flat)
                 if any_splash and (fire & self._t_splashy).any():
+                    tpos = posf[fidx].reshape(E, Un, 2)
+                    dvec = tpos - self._pos
                     dmg = dmg + self._splash(fire & self._t_splashy, tidx, tpos, dvec, d, live, side)
                     self._health[fire & self._t_suicide] = 0.0
                 dmg = dmg.reshape(E, Un).astype(np.float32)
@@ -751,12 +804,12 @@ class SMACCore(ScenarioCore):
                     np.copyto(self._shield, np.minimum(self._shield + np.float32(U.SHIELD_REGEN_PER_S * U.TICK_S), self._t_smax), where=regen)
             if n_fire:  # only damage kills
                 np.logical_and(ua, self._health > 0, out=ua)
-                if np.count_nonzero(ua) != n_alive:
-                    n_alive = -1
+                n = np.count_nonzero(ua)
+                if n != n_alive:
+                    n_alive, stale = n, True
                     live = ua & act_col
-                    pair_ok = live[:, :, None] & live[:, None, :]
-                    pair_ok &= self._not_eye
-            self._push_apart(pair_ok)
+                    rsum2_live = self._rsum2_live(live)
+            self._push_apart(rsum2_live, pw)
 
         # bookkeeping after the 8 ticks
         hp_after = self._health + self._shield
@@ -790,7 +843,7 @@ class SMACCore(ScenarioCore):
         self._over |= ended | timeout
         if self._record:
             self._record_frame(np.flatnonzero(active))
-        obs = self._observe()
+        self._obs = obs = self._observe()
         k = (0.0 if self.params.reward_sparse else _REWARD_SCALE / self._max_reward) * active  # terms on the return's scale
         info = {
             "reward/damage": (r_damage * k).astype(np.float32),
@@ -800,7 +853,7 @@ class SMACCore(ScenarioCore):
             "battle_won": win,
             "invalid_actions": invalid.sum(1).astype(np.int64),
         }
-        return StepResult(obs, reward.astype(np.float32), self._term.copy(), self._trunc.copy(), info)
+        return StepResult(obs.copy(), reward.astype(np.float32), self._term.copy(), self._trunc.copy(), info)
 
     def _splash(self, src: np.ndarray, tidx, tpos, dvec, d, live, side) -> np.ndarray:
         """Extra damage (flat ``[E * n_units]``) from baneling bursts and colossus beams fired this tick."""
