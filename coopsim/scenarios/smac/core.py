@@ -884,6 +884,16 @@ class SMACCore(ScenarioCore):
     # ------------------------------------------------------------------ metrics / replay / render
     def _record_frame(self, ids: np.ndarray) -> None:
         """Copy envs ``ids``' unit arrays into the replay buffers at each env's current step."""
+        if len(ids) == 0:
+            return
+        if self.num_envs == 1:  # basic indexing (the runner's case)
+            t = int(self._t[0])
+            self._rp_pos[t, 0] = self._pos[0]
+            self._rp_health[t, 0] = self._health[0]
+            self._rp_shield[t, 0] = self._shield[0]
+            self._rp_alive[t, 0] = self._unit_alive[0]
+            self._rp_target[t, 0] = self._fired_at[0]
+            return
         t = self._t[ids]
         self._rp_pos[t, ids] = self._pos[ids]
         self._rp_health[t, ids] = self._health[ids]
