@@ -21,7 +21,12 @@ or by its own ``update`` (intrinsic rewards), and saved in checkpoints through `
 
 Messages are data, like observations: they are produced without gradient and stored in the rollout as
 the receiver's input, so the policy learns to read them; a comm module that wants to learn what to send
-also implements :class:`AuxiliaryLoss` (the trainer then adds its loss too).
+also implements :class:`AuxiliaryLoss` (the trainer then adds its loss too), or -- to learn *apart from*
+the policy (DDACOM's decoupled message generation) -- three optional members of :class:`CommModule`:
+``reads_obs = True`` (``messages`` and ``receive`` then also get the agents' flattened observations as
+``obs``), ``on_feedback(fb)`` (the channel's per-sender delivery feedback after every ``deliver``) and
+``update(batch) -> stats`` (called once per rollout with the :class:`RolloutBatch`; the module trains
+itself with its own optimizer, and the trainer leaves its parameters out of the policy's optimizer).
 """
 from __future__ import annotations
 
@@ -161,6 +166,11 @@ class CommModule(Protocol):
     def receive(self, inbox: "MessageBatch", num_envs: int, num_agents: int) -> np.ndarray:
         """float32 ``[E, N, input_dim]`` policy input from the copies delivered this step (zeros if none)."""
         ...
+
+    # Optional members (looked up with getattr; see the module docstring):
+    #   reads_obs: bool = False -- messages(..., obs=) and receive(..., obs=) get float32 [E, N, D] observations
+    #   on_feedback(fb: Feedback | None) -> None -- per-sender delivery feedback after each deliver
+    #   update(batch: RolloutBatch) -> dict[str, float] -- self-training once per rollout (own optimizer)
 
 
 def load_hook(spec: Any, *, key: str, file: str | None = None) -> Any:

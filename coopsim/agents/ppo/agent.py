@@ -93,12 +93,25 @@ class PPOAgent(AgentPlugin):
             return torch.cat([base, self._eye.expand(e, -1, -1)], dim=-1)
         return base
 
-    def receive(self, inbox: MessageBatch | None, num_envs: int) -> np.ndarray | None:
+    def comm_obs(self, obs_flat: np.ndarray) -> dict[str, np.ndarray]:
+        """``{"obs": obs_flat}`` for a comm module with ``reads_obs`` (see :mod:`coopsim.platform.hooks`), else ``{}``."""
+        return {"obs": obs_flat} if getattr(self.comm, "reads_obs", False) else {}
+
+    def receive(self, inbox: MessageBatch | None, num_envs: int, obs: np.ndarray | None = None) -> np.ndarray | None:
+        """float32 ``[E, N, comm_dim]`` policy input from ``inbox`` (zeros if None); ``obs`` float32 ``[E, N, D]``
+        goes to a comm module that reads observations."""
         if self.comm is None:
             return None
         if inbox is None:
             return np.zeros((num_envs, self.num_agents, self.comm_dim), np.float32)
-        return np.asarray(self.comm.receive(inbox, num_envs, self.num_agents), dtype=np.float32)
+        kw = self.comm_obs(obs) if obs is not None else {}
+        return np.asarray(self.comm.receive(inbox, num_envs, self.num_agents, **kw), dtype=np.float32)
+
+    def on_feedback(self, feedback) -> None:
+        """Pass the channel's delivery feedback to the comm module (if it has ``on_feedback``)."""
+        fn = getattr(self.comm, "on_feedback", None)
+        if fn is not None:
+            fn(feedback)
 
     # --- AgentPlugin ------------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> None:
@@ -110,7 +123,7 @@ class PPOAgent(AgentPlugin):
     def act(self, obs, inbox: MessageBatch | None = None) -> tuple[np.ndarray, MessageBatch | None]:
         flat = flatten_obs(obs, self.obs_space)
         e, n = flat.shape[:2]
-        x = self.actor_input(flat, self.receive(inbox, e))
+        x = self.actor_input(flat, self.receive(inbox, e, obs=flat))
         masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
         with torch.no_grad():
             feat, h = self.net.features(x.reshape(e * n, -1), self._h if self.net.recurrent else None)
@@ -126,7 +139,7 @@ class PPOAgent(AgentPlugin):
         actions[~alive] = self.scenario.noop_action
         out = None
         if self.comm is not None:
-            out = self.comm.messages(feat.reshape(e, n, -1), alive, self._t, float(self.scenario.dt_s))
+            out = self.comm.messages(feat.reshape(e, n, -1), alive, self._t, float(self.scenario.dt_s), **self.comm_obs(flat))
         self._t += 1
         return actions, out
 

@@ -86,7 +86,8 @@ class PPOTrainer:
         for h in ([self.intrinsic] if self.intrinsic is not None else []) + self.aux:
             h.setup(ctx)
         params = list(self.net.parameters())
-        for m in self.aux + ([agent.comm] if agent.comm is not None else []):
+        self_trained = agent.comm is not None and callable(getattr(agent.comm, "update", None))
+        for m in self.aux + ([agent.comm] if agent.comm is not None and not self_trained else []):
             if isinstance(m, torch.nn.Module):
                 params += [p for p in m.parameters() if all(p is not q for q in params)]
         self.optimizer = torch.optim.Adam(params, lr=train.lr, eps=train.adam_eps)
@@ -154,7 +155,8 @@ class PPOTrainer:
             obs_b[t], mask_b[t], alive_b[t], starts_b[t] = self.obs, masks, alive, self.starts
             act_b[t], logp_b[t], val_b[t] = torch.as_tensor(actions), logp.reshape(E, N), v.reshape(E, N)
             if agent.comm is not None:  # [HOOK comm] messages of step t leave now, arrive at t + 1
-                self.channel.send(self.t, agent.comm.messages(feat.reshape(E, N, -1), alive, self.t, float(core.dt_s)))
+                self.channel.send(self.t, agent.comm.messages(feat.reshape(E, N, -1), alive, self.t, float(core.dt_s),
+                                                              **agent.comm_obs(self.obs)))
 
             res = core.step(actions)
             next_obs = flatten_obs(res.obs, agent.obs_space)
@@ -184,7 +186,8 @@ class PPOTrainer:
                 next_obs = flatten_obs(core.reset(env_ids=ids), agent.obs_space)
             self.obs = next_obs
             if agent.comm is not None:
-                self.inbox_in = agent.receive(self._fresh(self.channel.deliver(self.t)), E)
+                self.inbox_in = agent.receive(self._fresh(self.channel.deliver(self.t)), E, obs=self.obs)
+                agent.on_feedback(self.channel.feedback(self.t))
         self.env_steps += T * E
         self.iteration += 1
         t_update = time.perf_counter()
@@ -196,6 +199,8 @@ class PPOTrainer:
         batch = RolloutBatch(obs=torch.as_tensor(obs_b), next_obs=torch.as_tensor(next_obs_b), actions=act_b,
                              rewards=rewards, alive=alive_t, dones=torch.as_tensor(done_b))
         stats: dict[str, float] = {}
+        if agent.comm is not None and callable(getattr(agent.comm, "update", None)):  # [HOOK comm] self-training
+            stats.update({f"comm/{k}": v for k, v in agent.comm.update(batch).items()})
         if self.intrinsic is not None:  # [HOOK intrinsic] bonus joins the reward before GAE
             bonus = torch.as_tensor(self.intrinsic.reward(batch), dtype=torch.float32) * alive_t
             rewards = rewards + bonus
