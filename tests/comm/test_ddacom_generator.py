@@ -1,0 +1,155 @@
+"""DDACOM message generation (coopsim.agents.ddacom.generator): counterfactual arithmetic, masking of dropped
+copies, decoupling from the action policy, and the trainer's comm-hook wiring."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from coopsim.agents.ddacom.generator import DDACOMGenerator, MessageReceiver
+from coopsim.agents.ppo.agent import MAPPO
+from coopsim.agents.ppo.config import PPOTrainConfig
+from coopsim.agents.ppo.trainer import PPOTrainer
+from coopsim.comm.ideal import IdealChannel
+from coopsim.platform.comm import DEFAULT_HEADER_BYTES
+from coopsim.platform.hooks import HookContext
+from coopsim.platform.registry import make_component, make_scenario
+
+GEN = "coopsim.agents.ddacom.generator:DDACOMGenerator"
+
+
+def tiny_receiver(seed=0):
+    torch.manual_seed(seed)
+    return MessageReceiver(obs_dim=3, payload_dim=2, num_agents=3, hidden=4, attn_dim=2, value_dim=2).double()
+
+
+def test_marginal_value_equals_value_with_minus_value_without():
+    rec = tiny_receiver()
+    g = torch.Generator().manual_seed(1)
+    B, N = 6, 3
+    obs = torch.randn(B, 3, generator=g, dtype=torch.float64)
+    pay = torch.randn(B, N, 2, generator=g, dtype=torch.float64)
+    present = torch.tensor([[0, 1, 1], [0, 0, 1], [0, 0, 0], [1, 0, 1], [1, 1, 1], [1, 1, 0]], dtype=torch.bool)
+    cf = rec.counterfactual(obs, pay, present)
+    for b in range(B):
+        for j in range(N):
+            if not present[b, j]:
+                assert cf["delta"][b, j] == 0.0 and cf["alpha"][b, j] == 0.0
+                continue
+            # "without j": the copy removed from the receiver's input altogether (a garbage row, masked out)
+            p2, m2 = pay.clone(), present.clone()
+            p2[b, j], m2[b, j] = 1e6, False
+            v_wo = rec.value(obs[b:b + 1], p2[b:b + 1], m2[b:b + 1])[0][0]
+            assert torch.isclose(cf["v_without"][b, j], v_wo, rtol=0, atol=1e-12)
+            assert torch.isclose(cf["delta"][b, j], cf["v_with"][b] - v_wo, rtol=0, atol=1e-12)
+    # the null slot takes the rest of the attention; an empty inbox gives z = 0 and V = V(o, {})
+    assert torch.all(cf["alpha"].sum(1) < 1.0)
+    z, alpha, _ = rec.attend(obs, pay, torch.zeros(B, N, dtype=torch.bool))
+    assert torch.equal(z, torch.zeros_like(z)) and torch.equal(alpha, torch.zeros_like(alpha))
+
+
+def test_value_by_hand_for_one_copy():
+    """One delivered copy: alpha = sigmoid(s - b_null), z = alpha * v_j, V = head([h, z]) -- computed by hand."""
+    rec = tiny_receiver(3)
+    obs = torch.tensor([[0.3, -0.2, 0.5]], dtype=torch.float64)
+    pay = torch.tensor([[[9.0, 9.0], [0.4, -0.7], [9.0, 9.0]]], dtype=torch.float64)
+    present = torch.tensor([[False, True, False]])
+    with torch.no_grad():
+        hid = torch.tanh(rec.h[0](obs))
+        x = torch.cat([pay[0, 1], torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)])
+        s = rec.k(x) @ rec.q(hid)[0] / np.sqrt(2)
+        a = torch.sigmoid(s - rec.null)
+        z = a * rec.v(x)
+        v = rec.head(torch.cat([hid[0], z]))[0]
+        got_v, got_a = rec.value(obs, pay, present)
+    assert torch.isclose(got_a[0, 1], a, atol=1e-12) and torch.isclose(got_v[0], v, atol=1e-12)
+
+
+def make_gen(sender="broadcast", E=2, N=3, D=4, **kw):
+    torch.manual_seed(0)
+    gen = DDACOMGenerator(sender=sender, payload_dim=2, hidden=8, attn_dim=4, value_dim=3, **kw)
+    gen.setup(HookContext(obs_dim=D, feature_dim=8, num_agents=N, num_actions=5, state_dim=0, num_envs=E, dt_s=0.1, seed=0))
+    return gen
+
+
+def test_dropped_copies_are_absent_at_the_receiver():
+    E, N, D = 2, 3, 4
+    gen = make_gen(E=E, N=N, D=D)
+    obs = np.random.default_rng(0).standard_normal((E, N, D)).astype(np.float32)
+    out = gen.messages(torch.zeros(E, N, 8), np.ones((E, N), bool), 0, 0.1, obs=obs)
+    assert len(out) == E * N * (N - 1)  # full broadcast: one unicast copy per teammate
+    assert out.size_bytes()[0] == 2 * 4 + DEFAULT_HEADER_BYTES
+    with torch.no_grad():
+        np.testing.assert_allclose(out.payload, gen.encode(torch.as_tensor(obs))[out.env, out.src].numpy(), atol=1e-7)
+    keep = np.arange(len(out)) % 3 != 0  # the channel dropped every third copy
+    got = gen.receive(out.select(keep), E, N, obs=obs)
+    payload, present, sobs = gen.dense(out.select(keep), E, N)
+    exp_present = np.zeros((E, N, N), bool)
+    exp_present[out.env[keep], out.dst[keep], out.src[keep]] = True
+    np.testing.assert_array_equal(present, exp_present)
+    np.testing.assert_array_equal(sobs[present], obs[np.nonzero(present)[0], np.nonzero(present)[2]])
+    with torch.no_grad():
+        z, _, _ = gen.receiver.attend(torch.as_tensor(obs).reshape(-1, D), torch.as_tensor(payload).reshape(-1, N, 2),
+                                      torch.as_tensor(exp_present).reshape(-1, N))
+        # dropped copies carry no weight: scrambling their payload rows changes nothing
+        scrambled = torch.as_tensor(payload).reshape(-1, N, 2).clone()
+        scrambled[~torch.as_tensor(exp_present).reshape(-1, N)] = 123.0
+        z2, _, _ = gen.receiver.attend(torch.as_tensor(obs).reshape(-1, D), scrambled, torch.as_tensor(exp_present).reshape(-1, N))
+    np.testing.assert_allclose(got[..., :3], z.numpy().reshape(E, N, 3), atol=1e-6)
+    assert torch.equal(z, z2)
+    np.testing.assert_allclose(got[..., 3], exp_present.sum(-1) / (N - 1))
+
+
+def test_update_rejects_a_rollout_that_does_not_match_the_receive_calls():
+    gen = make_gen()
+    from coopsim.platform.hooks import RolloutBatch
+
+    z = torch.zeros(2, 2, 3, 4)
+    batch = RolloutBatch(obs=z, next_obs=z, actions=torch.zeros(2, 2, 3, dtype=torch.long), rewards=torch.zeros(2, 2, 3),
+                         alive=torch.ones(2, 2, 3, dtype=torch.bool), dones=torch.zeros(2, 2, 3, dtype=torch.bool))
+    with pytest.raises(ValueError, match="receive"):
+        gen.update(batch)
+
+
+def trainer(epochs, sender="ddacom", channel="markov", E=4):
+    core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=3, obs_radius_m=0.5)
+    torch.manual_seed(0)
+    ag = MAPPO(core, hidden=[16], comm={"module": GEN, "params": {"sender": sender, "epochs": epochs, "hidden": 8,
+                                                                      "lr": 1e-2}})
+    ch = IdealChannel() if channel == "ideal" else make_component(
+        "channel", "bandwidth-v0", trace={"kind": "constant", "rate": 7680.0}, queue_packets=4, latency_bound_s=0.1)
+    cfg = PPOTrainConfig(total_env_steps=10_000, num_envs=E, rollout_steps=10, epochs=2, minibatches=2,
+                         tensorboard=False, progress=False)
+    return PPOTrainer(ag, cfg, seed=0, channel=ch), ch
+
+
+def params(m):
+    return [p.detach().clone() for p in m.parameters()]
+
+
+def test_policy_gradients_do_not_reach_the_encoder():
+    tr, _ = trainer(epochs=0)
+    gen = tr.agent.comm
+    ppo_params = {id(p) for g in tr.optimizer.param_groups for p in g["params"]}
+    assert not any(id(p) in ppo_params for p in gen.parameters())  # left out of the policy's optimizer
+    enc0, rec0, pol0 = params(gen.encoder), params(gen.receiver), params(tr.net)
+    stats = tr.train_iteration()
+    assert all(torch.equal(a, b) for a, b in zip(enc0, params(gen.encoder)))  # PPO's update left them alone
+    assert all(torch.equal(a, b) for a, b in zip(rec0, params(gen.receiver)))
+    assert any(not torch.equal(a, b) for a, b in zip(pol0, params(tr.net)))  # while the policy did learn
+    assert all(p.grad is None for p in gen.encoder.parameters())
+    assert stats["comm/delivered_per_receiver"] > 0  # messages did reach the policy's input
+
+
+def test_encoder_trains_on_its_own_signal_and_the_probe_gets_feedback():
+    tr, ch = trainer(epochs=2)
+    gen = tr.agent.comm
+    enc0 = params(gen.encoder)
+    est0 = gen.sender.s.probe.estimate_bps.copy()
+    stats = tr.train_iteration()
+    assert any(not torch.equal(a, b) for a, b in zip(enc0, params(gen.encoder)))
+    assert {"comm/loss_encoder", "comm/marginal_value", "comm/attention_on_messages"} <= set(stats)
+    assert not np.array_equal(est0, gen.sender.s.probe.estimate_bps)  # delivery feedback reached DDACOM's probe
+    s = ch.stats()
+    # 7680 bit/s = 1.6 copies of 60 B per step and sender, below full broadcast (2): DDACOM's sender offers less
+    assert 0 < s["comm/delivered_copies"] <= s["comm/offered_copies"] < 10 * 4 * 3 * 2
