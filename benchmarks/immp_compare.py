@@ -1,22 +1,29 @@
 """IMMP evaluation table (issue 4) from `coopsim run` / `coopsim sweep` run directories.
 
-Reads every run directory under the given roots (``config.yaml`` for map, agents N, goals K and the agent
-id; ``metrics.jsonl`` for per-instance metrics keyed by seed = scen file), and prints, per map and (N, K):
+Reads every run directory under the given roots (``config.yaml`` for map, agents N, goals K, the agent id and
+the policy checkpoint; ``metrics.jsonl`` for per-instance metrics keyed by seed = scen file). A learned
+method's *training seed* is read from its checkpoint path (``.../seed-<s>/...``, the trainer's layout; the
+shipped checkpoint counts as training seed 0); an instance is then a (training seed, scen file) pair, and
+methods without a checkpoint (heuristics, the planner) are the same on every training seed. Per map and
+(N, K) it prints:
 
-* per method: instances run, solved, success rate, SoC/LB and makespan (mean and 95% CI, Student t over
-  instances), SoC on the instances *every* compared method solved (with their count);
-* the targets at 64 agents: IMMP's SoC reduction vs the decentralized PPO baseline on commonly solved
-  instances (per map and mean), and IMMP's excess cost (SoC - LB) vs PIBT's.
+* per method: instances run, solved, SoC/LB and makespan (mean and 95% CI, Student t over instances; an
+  unsolved instance counts ``max_steps`` for every unfinished agent), SoC and excess SoC - LB on the
+  instances every fully-covered method solved;
+* the targets at 64 agents: IMMP's SoC reduction vs the decentralized PPO baseline on the instances both
+  solve (per map, per training seed and pooled), IMMP's excess cost (SoC - LB) vs PIBT's, and the success
+  rates; the mean reduction over maps per K.
 
 It also writes ``immp_eval.png`` (SoC/LB, makespan and success vs agent count, one line per method, one
 column per map) and ``immp_eval.json`` next to it, in ``--out``.
 
-    .venv/bin/python benchmarks/immp_compare.py runs/immp-eval --out docs/immp
+    .venv/bin/python benchmarks/immp_compare.py runs/immp3-eval --out docs/immp
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -38,19 +45,43 @@ def ci95(x) -> tuple[float, float]:
     return float(x.mean()), float(h)
 
 
+def train_seed(cfg: dict):
+    """Training seed of a run's policy: ``seed-<s>`` in its checkpoint path, 0 for 'shipped', None without one."""
+    ck = ((cfg.get("agents") or {}).get("params") or {}).get("checkpoint")
+    if ck is None:
+        return None
+    m = re.search(r"seed-(\d+)", str(ck))
+    return int(m.group(1)) if m else 0
+
+
 def load(roots: list[str]) -> dict:
-    """``{(map, N, K): {agent_id: {seed: metrics}}}`` (later runs of the same cell overwrite earlier ones)."""
+    """``{(map, N, K): {agent_id: {(train_seed, scen_seed): metrics}}}`` (later runs of a cell overwrite earlier ones)."""
     data: dict = defaultdict(lambda: defaultdict(dict))
     dirs = sorted({p.parent for r in roots for p in Path(r).rglob("metrics.jsonl")}, key=lambda p: p.stat().st_mtime)
     for d in dirs:
         cfg = yaml.safe_load((d / "config.yaml").read_text())
         sp = cfg["scenario"]["params"]
         key = (sp["map"], int(sp["num_agents"]), int(sp["num_goals"]))
+        ts = train_seed(cfg)
         for line in (d / "metrics.jsonl").read_text().splitlines():
             if line.strip():
                 m = json.loads(line)
-                data[key][cfg["agents"]["id"]][int(m["episode_seed"])] = m
+                data[key][cfg["agents"]["id"]][(ts, int(m["episode_seed"]))] = m
     return data
+
+
+def instances(runs: dict, m: str, tseeds: list) -> dict:
+    """Method ``m``'s metrics per instance (train seed, scen); runs without a training seed cover every seed."""
+    out = {}
+    for (ts, sc), v in runs[m].items():
+        for t in (tseeds if ts is None else [ts]):
+            out[(t, sc)] = v
+    return out
+
+
+def _tseeds(runs: dict) -> list:
+    ts = sorted({t for r in runs.values() for (t, _) in r if t is not None})
+    return ts or [None]
 
 
 def table(data: dict) -> dict:
@@ -58,57 +89,84 @@ def table(data: dict) -> dict:
     for key in sorted(data):
         mp, n, k = key
         runs = data[key]
+        ts = _tseeds(runs)
         methods = [m for m in METHODS if m in runs] + sorted(set(runs) - set(METHODS))
-        seeds = sorted(set.intersection(*[set(runs[m]) for m in methods]))
-        common = [s for s in seeds if all(runs[m][s]["success"] == 1.0 for m in methods)]
-        print(f"\n== {mp}  N={n}  K={k}  instances={len(seeds)}  solved by all={len(common)}")
-        print(f"{'method':24s} {'solved':>7s} {'SoC/LB':>16s} {'makespan':>16s} {'SoC(common)':>12s} {'SoC-LB(common)':>14s}")
+        inst = {m: instances(runs, m, ts) for m in methods}
+        full = max(len(v) for v in inst.values())
+        covered = [m for m in methods if len(inst[m]) == full]
+        keys = sorted(set.intersection(*[set(inst[m]) for m in covered]), key=str)
+        common = [i for i in keys if all(inst[m][i]["success"] == 1.0 for m in covered)]
+        print(f"\n== {mp}  N={n}  K={k}  training seeds={ts}  instances={len(keys)}  solved by all={len(common)}")
+        print(f"{'method':24s} {'solved':>7s} {'SoC/LB (95% CI)':>17s} {'makespan (95% CI)':>18s} {'SoC(common)':>12s} "
+              f"{'SoC-LB(common)':>14s}")
         cell = {}
         for m in methods:
-            ms = [runs[m][s] for s in seeds]
+            ms = list(inst[m].values())
             solved = int(sum(x["success"] for x in ms))
             r, rh = ci95([x["soc_over_lb"] for x in ms])
             mk, mkh = ci95([x["makespan"] for x in ms])
-            soc_c = float(np.mean([runs[m][s]["soc"] for s in common])) if common else float("nan")
-            exc_c = float(np.mean([runs[m][s]["soc"] - runs[m][s]["lb"] for s in common])) if common else float("nan")
+            on = common if m in covered else []
+            soc_c = float(np.mean([inst[m][i]["soc"] for i in on])) if on else float("nan")
+            exc_c = float(np.mean([inst[m][i]["soc"] - inst[m][i]["lb"] for i in on])) if on else float("nan")
             cell[m] = dict(n=len(ms), solved=solved, success=solved / max(len(ms), 1), soc_over_lb=r, soc_over_lb_ci=rh,
-                           makespan=mk, makespan_ci=mkh, soc_common=soc_c, excess_common=exc_c, n_common=len(common))
-            print(f"{m:24s} {solved:>3d}/{len(ms):<3d} {r:8.3f}±{rh:<7.3f} {mk:8.1f}±{mkh:<7.1f} {soc_c:12.1f} {exc_c:14.1f}")
+                           makespan=mk, makespan_ci=mkh, soc_common=soc_c, excess_common=exc_c, n_common=len(on))
+            print(f"{m:24s} {solved:>3d}/{len(ms):<3d} {r:8.3f}±{rh:<7.3f} {mk:9.1f}±{mkh:<7.1f} {soc_c:12.1f} {exc_c:14.1f}")
         out[f"{mp}|{n}|{k}"] = cell
     return out
+
+
+def _pair(a: dict, b: dict, what: str, keys=None) -> dict | None:
+    both = [i for i in (keys if keys is not None else set(a) & set(b)) if i in a and i in b
+            and a[i]["success"] == 1.0 and b[i]["success"] == 1.0]
+    if not both:
+        return None
+    if what == "soc":
+        va, vb = np.mean([a[i]["soc"] for i in both]), np.mean([b[i]["soc"] for i in both])
+    else:
+        va = np.mean([a[i]["soc"] - a[i]["lb"] for i in both])
+        vb = np.mean([b[i]["soc"] - b[i]["lb"] for i in both])
+    return dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(both))
 
 
 def targets(data: dict) -> dict:
     """SoC reduction vs dppo and excess reduction vs PIBT at 64 agents, on instances both solve."""
     res: dict = {}
-    print("\n== targets at 64 agents (pairwise: instances both methods solve)")
+    print("\n== targets at 64 agents (pairwise: instances = (training seed, scen) both methods solve)")
     for (mp, n, k), runs in sorted(data.items()):
         if n != 64 or "mapf/immp-v0" not in runs:
             continue
+        ts = _tseeds(runs)
+        a = instances(runs, "mapf/immp-v0", ts)
         row = {}
         for base, what in (("mapf/dppo-v0", "soc"), ("mapf/pibt-v0", "excess")):
             if base not in runs:
                 continue
-            a, b = runs["mapf/immp-v0"], runs[base]
-            both = [s for s in set(a) & set(b) if a[s]["success"] == 1.0 and b[s]["success"] == 1.0]
-            if not both:
-                row[f"{what}_vs_{base}"] = None
-                continue
-            if what == "soc":
-                va, vb = np.mean([a[s]["soc"] for s in both]), np.mean([b[s]["soc"] for s in both])
-            else:
-                va = np.mean([a[s]["soc"] - a[s]["lb"] for s in both])
-                vb = np.mean([b[s]["soc"] - b[s]["lb"] for s in both])
-            row[f"{what}_vs_{base}"] = dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(both),
-                                            success_immp=float(np.mean([a[s]["success"] for s in a])),
-                                            success_base=float(np.mean([b[s]["success"] for s in b])))
+            b = instances(runs, base, ts)
+            r = _pair(a, b, what)
+            if r is not None:
+                keys = set(a) & set(b)
+                r["success_immp"] = float(np.mean([a[i]["success"] for i in keys]))
+                r["success_base"] = float(np.mean([b[i]["success"] for i in keys]))
+                r["per_train_seed"] = {str(t): _pair(a, b, what, [i for i in keys if i[0] == t]) for t in ts}
+            row[f"{what}_vs_{base}"] = r
         res[f"{mp}|K={k}"] = row
         for kk, v in row.items():
             if v is None:
-                print(f"{mp:24s} K={k} {kk:28s} no instance solved by both")
+                print(f"{mp:24s} K={k} {kk:24s} no instance solved by both")
             else:
-                print(f"{mp:24s} K={k} {kk:28s} reduction {100 * v['reduction']:6.1f}%  (IMMP {v['immp']:.1f} vs {v['base']:.1f}, "
-                      f"n={v['n']}, success {v['success_immp']:.2f} vs {v['success_base']:.2f})")
+                per = "  ".join(f"s{t}:" + ("n/a" if p is None else f"{100 * p['reduction']:.0f}%")
+                                for t, p in v["per_train_seed"].items())
+                print(f"{mp:24s} K={k} {kk:24s} reduction {100 * v['reduction']:6.1f}%  (IMMP {v['immp']:.1f} vs "
+                      f"{v['base']:.1f}, n={v['n']}, success {v['success_immp']:.2f} vs {v['success_base']:.2f}; "
+                      f"per training seed {per})")
+    for k in sorted({int(x.split("=")[1]) for x in res}):
+        for what in ("soc_vs_mapf/dppo-v0", "excess_vs_mapf/pibt-v0"):
+            vals = [(x, v.get(what)) for x, v in res.items() if x.endswith(f"K={k}")]
+            red = [v["reduction"] for _, v in vals if v]
+            miss = [x.split("|")[0] for x, v in vals if not v]
+            print(f"mean over maps K={k} {what}: {100 * np.mean(red):.1f}% over {len(red)} maps"
+                  + (f" (no common solved instance on {', '.join(miss)})" if miss else "") if red else
+                  f"mean over maps K={k} {what}: no map with a common solved instance")
     return res
 
 
@@ -129,7 +187,8 @@ def plot(data: dict, path: Path) -> None:
                 if not ns:
                     continue
                 for i, (metric, lab) in enumerate((("soc_over_lb", "SoC/LB"), ("makespan", "makespan"), ("success", "success"))):
-                    ys, hs = zip(*[ci95([x[metric] for x in data[(mp, n, kk)][m].values()]) for n in ns])
+                    ys, hs = zip(*[ci95([x[metric] for x in instances(data[(mp, n, kk)], m, _tseeds(data[(mp, n, kk)])).values()])
+                                   for n in ns])
                     axes[i, j].errorbar(ns, ys, yerr=np.nan_to_num(hs), marker="o", capsize=3,
                                         label=f"{m.split('/')[1]} K={kk}", linestyle="-" if kk == goals[0] else "--")
                     axes[i, j].set_ylabel(lab)
