@@ -234,3 +234,20 @@ def test_render_draws_units():
     blue = (frame[..., 2] > 200) & (frame[..., 0] < 120)
     red = (frame[..., 0] > 200) & (frame[..., 2] < 100) & (frame[..., 1] < 100)
     assert blue.sum() > 50 and red.sum() > 50
+
+
+def test_partial_reset_observes_only_reset_envs_and_matches_a_full_observation():
+    core = SMACCore(num_envs=5, map_name="2s3z")
+    core.reset(seed=1)
+    rng = np.random.default_rng(0)
+    for t in range(40):
+        m = core.action_masks()
+        res = core.step((rng.random(m.shape) * m).argmax(-1))
+        res.obs[...] = np.nan  # what a caller does to its copy must not leak into the core
+        ids = np.flatnonzero(core.done) if core.done.any() else np.array([t % 5])
+        obs = core.reset(env_ids=ids)
+        masks = core.action_masks()
+        full = core._observe()  # every env recomputed from the state
+        np.testing.assert_array_equal(obs, full)
+        np.testing.assert_array_equal(masks, core._masks)
+        obs[...] = np.nan
