@@ -1,0 +1,150 @@
+"""coopsim MAPPO vs BenchMARL MAPPO on simple_spread (N = 3, 25-step episodes), same step budget, same run.
+
+Both learners train for ``--frames`` environment steps (one per env per step; BenchMARL's "frames") per seed,
+one after the other in this process's run (never at the same time: the machine is shared), then act greedily
+for ``--episodes`` evaluation episodes. Reported per seed and as mean +- 95% CI half-width over seeds: the
+per-agent episode return (sum over the 25 steps of an agent's reward, mean over the 3 agents; BenchMARL's
+``eval/agents/reward/episode_reward_mean``) and the training wall time.
+
+* coopsim: ``ppo/mappo-v0`` (shared actor MLP [64, 64] tanh with agent-id one-hot, centralised critic on the
+  concatenated observations, value normalisation) on ``mpe/simple_spread-v0`` (full observation), 16 envs x 25
+  steps per rollout, lr 7e-4, 4 epochs x 2 minibatches, clip 0.2, entropy 0.01, GAE lambda 0.95, gamma 0.99
+  (the settings of ``coopsim.agents.ddacom.train``).
+* BenchMARL 1.5.2: its shipped MAPPO defaults (see ``benchmarks/peers/benchmarl_worker.py``) on PettingZoo's
+  ``simple_spread_v3`` (pettingzoo 1.24.3, the last release that ships MPE, which torchrl's wrapper imports)
+  with ``max_cycles = 25``, in ``bench-venvs/benchmarl`` (created on first use).
+
+Usage::
+
+    .venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames 198000 --seeds 3
+      -> benchmarks/results/mpe_mappo_vs_benchmarl.{json,md}
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV = ROOT / "bench-venvs" / "benchmarl"
+PEER_PIP = [["torch==2.13.0"], ["benchmarl==1.5.2"], ["pettingzoo[mpe]==1.24.3"]]
+
+
+def ensure_venv() -> Path:
+    """``bench-venvs/benchmarl/bin/python``, creating the venv on first use (torch first, then BenchMARL)."""
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        for pkgs in PEER_PIP:
+            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", *pkgs], check=True)
+    return py
+
+
+def coopsim_mappo(frames: int, seed: int, episodes: int, run_dir: Path) -> dict:
+    from coopsim.agents.ppo.agent import MAPPO
+    from coopsim.agents.ppo.config import PPOTrainConfig
+    from coopsim.agents.ppo.trainer import PPOTrainer
+    from coopsim.platform.registry import make_scenario
+    from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, fit
+
+    cfg = PPOTrainConfig(total_env_steps=frames, num_envs=16, rollout_steps=25, lr=7e-4, epochs=4, minibatches=2,
+                         checkpoint_every=20_000, tensorboard=False, progress=False)
+    torch.manual_seed(seed)
+    core = make_scenario("mpe/simple_spread-v0", num_envs=cfg.num_envs, num_agents=3)
+    tr = PPOTrainer(MAPPO(core, hidden=[64, 64]), cfg, seed)
+    s = fit(tr, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"coopsim mappo seed {seed}")
+    ev = make_scenario("mpe/simple_spread-v0", num_envs=episodes, num_agents=3)
+    agent = MAPPO(ev, hidden=[64, 64])
+    agent.load(run_dir / POLICY_NAME)
+    obs = ev.reset(seed=10_000 + seed)
+    ret = np.zeros(episodes)
+    while not ev.done.all():
+        res = ev.step(agent.act(obs)[0])
+        ret += res.reward.mean(axis=1)  # mean over agents of each agent's reward: per-agent return
+        obs = res.obs
+    return {"learner": "coopsim ppo/mappo-v0", "seed": seed, "frames": s["env_steps"], "wall_s": s["wall_time_s"],
+            "per_agent_return": float(ret.mean()), "episode_returns": ret.tolist()}
+
+
+def benchmarl_mappo(frames: int, seed: int, episodes: int) -> dict:
+    py = ensure_venv()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    out = subprocess.run(["nice", "-n", "10", str(py), str(ROOT / "benchmarks" / "peers" / "benchmarl_worker.py"),
+                          "--frames", str(frames), "--seed", str(seed), "--episodes", str(episodes)],
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"BenchMARL worker failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def ci95(x: list[float]) -> tuple[float, float]:
+    from scipy import stats
+
+    a = np.asarray(x, float)
+    if len(a) < 2:
+        return float(a.mean()), float("nan")
+    return float(a.mean()), float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
+
+
+def write(results: list[dict], args, out: Path, t0: float) -> None:
+    rows = {}
+    for name in ("coopsim ppo/mappo-v0", "benchmarl-1.5.2 MAPPO"):
+        rs = [r for r in results if r.get("learner", r.get("peer")) == name and "error" not in r]
+        if rs:
+            rows[name] = {"per_agent_return": ci95([r["per_agent_return"] for r in rs]),
+                          "wall_s": ci95([r["wall_s"] for r in rs]), "seeds": [r["seed"] for r in rs]}
+    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                                                    "total_wall_s": time.time() - t0, "rows": rows, "runs": results}, indent=1))
+    lines = [f"# MAPPO on simple_spread (N = 3, 25-step episodes): coopsim vs BenchMARL, {args.frames} frames per seed",
+             "", f"`.venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames {args.frames} --seeds {args.seeds} "
+             f"--episodes {args.episodes}` ({time.strftime('%Y-%m-%d', time.gmtime())}, shared 2-core machine under load from "
+             f"other jobs, both learners niced and one at a time; total wall time {time.time() - t0:.0f} s).", "",
+             "Per-agent episode return (sum of an agent's reward over 25 steps, mean over agents; greedy actions, "
+             f"{args.episodes} episodes per seed), mean +- 95% CI half-width over seeds.", "",
+             "| learner | per-agent return | training wall time (s) | seeds |", "|---|---|---|---|"]
+    for name, r in rows.items():
+        m, h = r["per_agent_return"]
+        w, wh = r["wall_s"]
+        lines.append(f"| {name} | {m:.2f} +- {h:.2f} | {w:.0f} +- {wh:.0f} | {r['seeds']} |")
+    lines += ["", "Settings: see the docstrings of `benchmarks/mpe_mappo_vs_benchmarl.py` and "
+              "`benchmarks/peers/benchmarl_worker.py` (each learner with its own defaults; BenchMARL's lr 5e-5 and "
+              "[256, 256] MLPs are tuned for budgets of millions of frames)."]
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--frames", type=int, default=198_000, help="env steps per learner and seed (multiple of 6000)")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--episodes", type=int, default=32)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mpe_mappo_vs_benchmarl"))
+    ap.add_argument("--run-dir", default=str(ROOT / "runs" / "bench_mappo"))
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.time()
+    results: list[dict] = []
+    for seed in range(a.seeds):
+        r = coopsim_mappo(a.frames, seed, a.episodes, Path(a.run_dir) / f"seed-{seed}")
+        results.append(r)
+        print(f"coopsim seed {seed}: {r['per_agent_return']:.2f} ({r['wall_s']:.0f} s)", flush=True)
+        write(results, a, Path(a.out), t0)
+        try:
+            r = benchmarl_mappo(a.frames, seed, a.episodes)
+        except RuntimeError as exc:  # keep coopsim's rows; the error is the peer's result
+            results.append({"peer": "benchmarl-1.5.2 MAPPO", "seed": seed, "error": str(exc)[-2000:]})
+            write(results, a, Path(a.out), t0)
+            raise
+        results.append(r)
+        print(f"benchmarl seed {seed}: {r['per_agent_return']:.2f} ({r['wall_s']:.0f} s)", flush=True)
+        write(results, a, Path(a.out), t0)
+
+
+if __name__ == "__main__":
+    main()
