@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from coopsim.platform.agent import AgentParams
 from coopsim.platform.trainer import TrainSchedule
@@ -45,13 +45,27 @@ class PPOTrainConfig(TrainSchedule):
     epochs: int = Field(4, ge=1, le=100, description="update epochs per rollout")
     minibatches: int = Field(4, ge=1, le=4096, description="minibatches per epoch (over agent-steps, or over sequences if recurrent)")
     ent_coef: float = Field(0.01, ge=0, description="entropy bonus coefficient")
+    ent_coef_end: float | None = Field(
+        None, ge=0, description="if set: the entropy coefficient goes linearly from ent_coef (at 0 env steps) to "
+                                "ent_coef_end (at total_env_steps); None: constant ent_coef")
     vf_coef: float = Field(0.5, ge=0, description="value loss coefficient")
     max_grad_norm: float = Field(0.5, gt=0, description="global gradient-norm clip")
     norm_adv: bool = Field(True, description="normalise advantages per minibatch (alive samples)")
     value_norm: bool = Field(True, description="running mean/std normalisation of value targets (MAPPO ValueNorm)")
     bootstrap_truncated: bool = Field(True, description="add gamma*V(final obs) to the reward of time-limit-truncated agents")
     team_reward: bool = Field(False, description="replace each agent's reward by the team's mean reward (fully cooperative credit)")
+    death_masking: bool = Field(
+        False, description="with team_reward: a slot that dies (alive turns False) keeps the team reward and the living "
+                           "agents' mean value until its env's episode ends, so GAE runs through its death (MAPPO's death "
+                           "masking); False: the slot's episode ends when it dies")
     intrinsic: dict[str, Any] | None = Field(
         None, description="intrinsic-reward hook {module, params} (coopsim.platform.hooks.IntrinsicReward)")
     aux_losses: list[dict[str, Any]] = Field(
         default_factory=list, description="auxiliary-loss hooks [{module, params}] (coopsim.platform.hooks.AuxiliaryLoss)")
+
+    @field_validator("death_masking")
+    @classmethod
+    def _death_masking_needs_team_reward(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and not info.data.get("team_reward", False):
+            raise ValueError("needs team_reward: true (a dead agent keeps the team's reward); set both or neither")
+        return v

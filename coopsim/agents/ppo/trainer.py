@@ -10,7 +10,9 @@
    losses [HOOK aux] (minibatches over agent-steps, or over whole (env, agent) sequences with a GRU);
 4. statistics.
 
-Dead or finished slots (``core.alive`` False) are masked out of every loss, bonus and statistic.
+Dead or finished slots (``core.alive`` False) are masked out of every loss, bonus and statistic. Their
+episode ends when they die, unless ``death_masking`` (team rewards): then a dead slot keeps the team reward
+and its teammates' mean value until the env's episode ends (:func:`death_mask_values`).
 """
 from __future__ import annotations
 
@@ -56,6 +58,36 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, last_values: torch.Tensor, 
     return adv
 
 
+def entropy_coef(cfg: PPOTrainConfig, env_steps: int) -> float:
+    """Entropy coefficient of the update after ``env_steps``: ``cfg.ent_coef``, or with ``cfg.ent_coef_end``
+    set, linear from ``ent_coef`` at 0 to ``ent_coef_end`` at ``total_env_steps`` (held there after it)."""
+    if cfg.ent_coef_end is None:
+        return float(cfg.ent_coef)
+    frac = min(max(env_steps / cfg.total_env_steps, 0.0), 1.0)
+    return float(cfg.ent_coef + (cfg.ent_coef_end - cfg.ent_coef) * frac)
+
+
+def death_mask_values(values: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
+    """Values of dead slots replaced by the mean value of their env's living slots (death masking).
+
+    With a team reward every living agent's critic estimates the same team return, so a dead agent's
+    value is its teammates' mean; GAE then runs through the agent's death to the end of the episode and
+    an agent is not credited for staying alive (MAPPO's death masking, Yu et al. 2022, sec. 5 and
+    appendix; here the dead agent's value is the team's instead of a learned zero-state value).
+
+    Args:
+        values: float32 ``[..., N]`` values of every agent slot (environment units).
+        alive: bool ``[..., N]`` the slot's unit is alive.
+
+    Returns:
+        float32 ``[..., N]``: ``values`` where alive, else the mean of ``values`` over the living slots
+        of the same env (0 if none is alive).
+    """
+    a = alive.to(values.dtype)
+    team = (values * a).sum(-1, keepdim=True) / a.sum(-1, keepdim=True).clamp(min=1.0)
+    return torch.where(alive, values, team.expand_as(values))
+
+
 class PPOTrainer:
     """Trains a :class:`PPOAgent` on its scenario core (``agent.scenario``, ``E = num_envs``).
 
@@ -98,6 +130,7 @@ class PPOTrainer:
         self.gen = torch.Generator().manual_seed(self.seed)
         self.env_steps = 0
         self.iteration = 0
+        self.ent_coef = entropy_coef(train, 0)
         # rollout carry-over between iterations
         E, N = self.core.num_envs, self.core.num_agents
         self.obs = flatten_obs(self.core.reset(seed=self.seed), agent.obs_space)
@@ -119,6 +152,7 @@ class PPOTrainer:
             frac = 1.0 - self.env_steps / cfg.total_env_steps
             for g in self.optimizer.param_groups:
                 g["lr"] = cfg.lr * max(frac, 0.0)
+        self.ent_coef = entropy_coef(cfg, self.env_steps)
         x_b, c_b = [], []
         obs_b = np.zeros((T, E, N, agent.obs_dim), np.float32)
         next_obs_b = np.zeros_like(obs_b)
@@ -129,6 +163,7 @@ class PPOTrainer:
         rew_b = np.zeros((T, E, N), np.float32)
         alive_b = np.zeros((T, E, N), bool)
         done_b = np.zeros((T, E, N), bool)
+        env_done_b = np.zeros((T, E), bool)
         starts_b = np.zeros((T, E), bool)
         h0 = self.h.clone()
         episodes: list[dict[str, float]] = []
@@ -173,6 +208,7 @@ class PPOTrainer:
                     reward = reward + np.where(cut, cfg.gamma * vf, 0.0).astype(np.float32)
             next_obs_b[t], rew_b[t], done_b[t] = next_obs, reward, done | ~alive
             env_done = np.asarray(core.done)
+            env_done_b[t] = env_done
             self.starts = env_done.copy()
             self.t += 1
             if env_done.any():
@@ -208,12 +244,17 @@ class PPOTrainer:
             stats.update({f"intrinsic/{k}": v for k, v in self.intrinsic.update(batch).items()})
         if cfg.team_reward:
             team = (rewards * alive_t).sum(-1, keepdim=True) / alive_t.sum(-1, keepdim=True).clamp(min=1)
-            rewards = team.expand_as(rewards) * alive_t
+            rewards = team.expand_as(rewards) * (alive_t | cfg.death_masking)
         with torch.no_grad():
             c_last = agent.critic_input(self.obs, core.state() if agent.state_dim else None)
             last_v = self._denorm(net.value(c_last.reshape(E * N, -1))).reshape(E, N)
         values = self._denorm(val_b)
-        adv = gae(rewards, values, last_v, torch.as_tensor(done_b), cfg.gamma, cfg.gae_lambda)
+        dones = torch.as_tensor(done_b)
+        if cfg.death_masking:  # a dead slot keeps the team's reward and value until its env's episode ends
+            values = death_mask_values(values, alive_t)
+            last_v = death_mask_values(last_v, torch.as_tensor(np.asarray(core.alive)))
+            dones = torch.as_tensor(env_done_b)[:, :, None].expand(T, E, N)
+        adv = gae(rewards, values, last_v, dones, cfg.gamma, cfg.gae_lambda)
         returns = adv + values
         if cfg.value_norm:
             self.vnorm.update(returns[alive_t])
@@ -256,6 +297,7 @@ class PPOTrainer:
         stats.update({k: float(np.mean(v)) for k, v in acc.items()})
         stats["reward/extrinsic"] = extrinsic_mean
         stats["lr"] = float(self.optimizer.param_groups[0]["lr"])
+        stats["ent_coef"] = self.ent_coef
         stats["episodes"] = float(len(episodes))
         keys = sorted({k for ep in episodes for k in ep})
         for k in keys:
@@ -282,7 +324,7 @@ class PPOTrainer:
         v = net.value(mb["c"])
         v_loss = 0.5 * (((v - mb["ret"]) ** 2) * w).sum() / n
         ent = (entropy * w).sum() / n
-        loss = pg - cfg.ent_coef * ent + cfg.vf_coef * v_loss
+        loss = pg - self.ent_coef * ent + cfg.vf_coef * v_loss
         if self.aux:  # [HOOK aux] extra losses on the policy's features
             amb = Minibatch(obs=mb["obs"], next_obs=mb["next_obs"], actions=mb["act"], agent=mb["agent"],
                             alive=mb["alive"], advantages=mb["adv"], returns=mb["ret"])
