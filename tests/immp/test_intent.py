@@ -83,3 +83,38 @@ def test_labels_match_the_simulator_ground_truth():
         obs = res.obs
     assert checked > 100
     assert ACTION_DELTAS.tolist() == [list(m) for m in MOVES]
+
+
+def test_move_risk_vertex_and_swap_from_intents():
+    """risk = predicted occupancy of the target + chance its occupant swaps into my cell; 0 for wait."""
+    from coopsim.agents.immp.net import move_risk
+
+    s, r, big = 7, 3, 30.0
+    agents = torch.zeros(1, s, s)
+    logits = torch.zeros(1, 5, s, s)
+    agents[0, r - 1, r] = 1.0          # neighbour above, predicted to wait: blocks "up"
+    logits[0, 0, r - 1, r] = big
+    agents[0, r, r + 1] = 1.0          # neighbour to the right, predicted to move left (into my cell): swap on "right"
+    logits[0, 3, r, r + 1] = big
+    agents[0, r + 2, r] = 1.0          # neighbour two below, predicted to move up: enters my "down" target
+    logits[0, 1, r + 2, r] = big
+    risk = move_risk(agents, logits)[0]
+    # wait, up, down, left, right
+    torch.testing.assert_close(risk, torch.tensor([0.0, 1.0, 1.0, 0.0, 1.0]), atol=1e-6, rtol=0)
+    logits[0, 3, r, r + 1] = 0.0       # uniform intent on the right neighbour: stays 1/5, swaps 1/5
+    torch.testing.assert_close(move_risk(agents, logits)[0, 4], torch.tensor(0.4), atol=1e-6, rtol=0)
+
+
+def test_policy_masks_obstacle_moves_from_its_own_window():
+    from coopsim.agents.immp.net import IMMPNet
+
+    s = 7
+    for intent in (False, True):
+        net = IMMPNet(s, 20, 5, [16], "relu", intent, 4)
+        x = torch.zeros(2, net.in_dim)
+        x[0, 2 * s + 3] = 1.0          # obstacle channel: cell above the centre (row 2, col 3)
+        x[1, 3 * s + 2] = 1.0          # cell left of the centre (row 3, col 2)
+        feat, _ = net.features(x)
+        lg = net.logits(feat, torch.ones(2, 5, dtype=torch.bool))
+        assert lg[0, 1] < -1e8 and lg[1, 3] < -1e8
+        assert (lg[0, [0, 2, 3, 4]] > -1e8).all() and (lg[1, [0, 1, 2, 4]] > -1e8).all()

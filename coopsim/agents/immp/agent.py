@@ -166,7 +166,8 @@ class IMMPAgent(PPOAgent):
             return self._last[1]
         return self._input(obs_flat, advance=False)
 
-    def receive(self, inbox, num_envs: int):
+    def receive(self, inbox, num_envs: int, obs=None):
+        """IMMP's low level sends no messages (only the high level's density map is shared): always None."""
         return None
 
     # --- AgentPlugin ------------------------------------------------------------------------------

@@ -61,8 +61,10 @@ class HighLevelParams(BaseModel):
     ordering: Literal["balanced", "nearest"] = Field(
         "balanced", description="'balanced': exhaustive order search with the congestion term and best-response rounds; "
                                 "'nearest': nearest-neighbour goal order (baselines)")
-    order_weight: float = Field(1.0, ge=0, le=100, description="moves charged per expected other agent on the tour, 0..100")
-    path_weight: float = Field(0.5, ge=0, le=100, description="extra entering cost per unit of others' density, 0..100")
+    order_weight: float = Field(0.1, ge=0, le=100, description="moves charged per expected other agent on the tour, 0..100 "
+                                "(0.1: tuned with the PIBT low level on held-out scen files 11-15, docs/immp.md)")
+    path_weight: float = Field(0.02, ge=0, le=100, description="extra entering cost per unit of others' density, 0..100 "
+                               "(0.02: tuned like order_weight)")
     rounds: int = Field(3, ge=0, le=20, description="best-response rounds at reset, 0..20")
     groups: int = Field(4, ge=1, le=64, description="Gauss-Seidel groups per round, 1..64")
     horizon: int = Field(64, ge=4, le=1024, description="plan length written into the density map (steps), 4..1024")
