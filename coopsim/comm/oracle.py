@@ -16,7 +16,7 @@ import numpy as np
 
 from coopsim.comm.bandwidth import BandwidthChannel
 from coopsim.comm.token_bucket import TokenBucket
-from coopsim.platform.comm import MessageBatch
+from coopsim.platform.comm import Channel, MessageBatch
 
 
 def safe_rate_oracle(channel: BandwidthChannel, num_steps: int, copy_bytes: int, rates_bps: np.ndarray, *,
@@ -37,41 +37,106 @@ def safe_rate_oracle(channel: BandwidthChannel, num_steps: int, copy_bytes: int,
     sim = BandwidthChannel(**channel.params.model_dump())
     sim.reset(0, num_envs=R * E, num_agents=N, dt_s=channel.dt_s)
     sim.capacity = np.tile(channel.capacity, (1, R, 1))  # same trace realization for every rate block
-    rate_env = np.repeat(rates, E)  # env r*E + e runs rate r
-    bucket = TokenBucket(np.repeat(rate_env[:, None], N, 1), 0, shape=(R * E, N), full=False)
-    # depth one step plus one packet: the long-run offered rate equals the rate (no rounding down to
-    # whole packets per step, which would make any rate up to the next packet count look safe)
-    bucket.set_burst(np.floor(np.repeat(rate_env[:, None], N, 1) * channel.dt_s / 8) + copy_bytes)
+    cbr = _CBR(np.repeat(rates, E), N, channel.dt_s, copy_bytes, channel.params.header_bytes)  # env r*E + e runs rate r
     offered = np.zeros((num_steps, R * E))
     lost = np.zeros((num_steps, R * E))
-    rr = np.zeros((R * E, N), np.int64)
-    max_k = int(np.ceil(rates.max() * channel.dt_s / 8 / copy_bytes)) + 1
-    width = max(copy_bytes - channel.params.header_bytes, 0) // 4
     for t in range(num_steps):
-        bucket.refill(channel.dt_s)
-        k = bucket.consume_up_to(max_k, copy_bytes)  # [R*E, N]
-        env, src = np.nonzero(k > 0)
-        reps = k[env, src]
-        env, src = np.repeat(env, reps), np.repeat(src, reps)
-        j = np.arange(len(env)) - np.repeat(np.cumsum(reps) - reps, reps)
-        dst = (src + 1 + (rr[env, src] + j) % (N - 1)) % N
-        rr += k
-        m = len(env)
-        sim.send(t, MessageBatch(env.astype(np.int32), src.astype(np.int32), dst.astype(np.int32),
-                                 np.zeros((m, width), np.float32), np.full(m, t * channel.dt_s)))
+        sim.send(t, cbr.batch(t))
         sim.deliver(t + 1)
         ls = sim.last_step
         offered[t] = ls["offered_bytes"].sum(axis=(1, 2))
         lost[t] = sum(ls[f"lost/{c}_bytes"] for c in ("overflow", "late", "burst")).sum(axis=(1, 2))
-    # window sums [t, t + window)
-    cs_o = np.vstack([np.zeros((1, R * E)), np.cumsum(offered, 0)])
-    cs_l = np.vstack([np.zeros((1, R * E)), np.cumsum(lost, 0)])
-    hi = np.minimum(np.arange(num_steps) + window, num_steps)
-    wo = cs_o[hi] - cs_o[:num_steps]
-    wl = cs_l[hi] - cs_l[:num_steps]
-    safe = (wl <= max_loss * wo).reshape(num_steps, R, E)  # [T, R, E]
+    return window_safe_rate(offered.reshape(num_steps, R, E), lost.reshape(num_steps, R, E), rates,
+                            window=window, max_loss=max_loss)
+
+
+class _CBR:
+    """Constant-bit-rate sources, one per (env, sender): a token bucket at the env's rate, depth one step plus
+    one packet (so the long-run offered rate equals the rate: no rounding down to whole packets per step,
+    which would make any rate up to the next packet count look safe), copies sent round-robin to the other
+    agents."""
+
+    def __init__(self, rate_per_env: np.ndarray, num_agents: int, dt_s: float, copy_bytes: int, header_bytes: int):
+        B, N = len(rate_per_env), num_agents
+        self.N, self.dt_s, self.copy_bytes = N, dt_s, int(copy_bytes)
+        r = np.repeat(np.asarray(rate_per_env, np.float64)[:, None], N, 1)
+        self.bucket = TokenBucket(r, 0, shape=(B, N), full=False)
+        self.bucket.set_burst(np.floor(r * dt_s / 8) + copy_bytes)
+        self.rr = np.zeros((B, N), np.int64)
+        self.max_k = int(np.ceil(r.max() * dt_s / 8 / copy_bytes)) + 1
+        self.width = max(copy_bytes - header_bytes, 0) // 4
+        if self.width * 4 + header_bytes != copy_bytes:
+            raise ValueError(f"copy_bytes ({copy_bytes}) - header_bytes ({header_bytes}) must be a multiple of 4 "
+                             "(float32 payloads)")
+
+    def batch(self, t: int) -> MessageBatch:
+        """The copies of step ``t`` (unicast, ``t_sent_s = t * dt_s``)."""
+        self.bucket.refill(self.dt_s)
+        k = self.bucket.consume_up_to(self.max_k, self.copy_bytes)  # [B, N]
+        env, src = np.nonzero(k > 0)
+        reps = k[env, src]
+        env, src = np.repeat(env, reps), np.repeat(src, reps)
+        j = np.arange(len(env)) - np.repeat(np.cumsum(reps) - reps, reps)
+        dst = (src + 1 + (self.rr[env, src] + j) % (self.N - 1)) % self.N
+        self.rr += k
+        m = len(env)
+        return MessageBatch(env.astype(np.int32), src.astype(np.int32), dst.astype(np.int32),
+                            np.zeros((m, self.width), np.float32), np.full(m, t * self.dt_s))
+
+
+def window_safe_rate(offered: np.ndarray, lost: np.ndarray, rates_bps: np.ndarray, *, window: int = 10,
+                     max_loss: float = 0.003) -> np.ndarray:
+    """Highest rate whose loss over steps ``[t, t + window)`` is at most ``max_loss``, float64 ``[T, E]``.
+
+    Args:
+        offered, lost: bytes offered at each step and lost of those, float ``[T, R, E]`` (rate r of ``rates_bps``).
+        rates_bps: increasing ``[R]``. Windows are cut at ``T``; 0 where no rate is safe.
+    """
+    T = offered.shape[0]
+    cs_o = np.concatenate([np.zeros((1,) + offered.shape[1:]), np.cumsum(offered, 0)])
+    cs_l = np.concatenate([np.zeros((1,) + lost.shape[1:]), np.cumsum(lost, 0)])
+    hi = np.minimum(np.arange(T) + window, T)
+    wo = cs_o[hi] - cs_o[:T]
+    wl = cs_l[hi] - cs_l[:T]
+    safe = wl <= max_loss * wo  # [T, R, E]
+    R = safe.shape[1]
     idx = np.where(safe.any(axis=1), R - 1 - np.argmax(safe[:, ::-1, :], axis=1), -1)
-    return np.where(idx >= 0, rates[np.maximum(idx, 0)], 0.0)
+    return np.where(idx >= 0, np.asarray(rates_bps, np.float64)[np.maximum(idx, 0)], 0.0)
+
+
+def safe_rate_sweep(channel: Channel, *, seed: int, num_envs: int, num_agents: int, dt_s: float, num_steps: int,
+                    copy_bytes: int, rates_bps: np.ndarray, scenario=None, drain_steps: int = 12, window: int = 10,
+                    max_loss: float = 0.003, progress=None) -> dict[str, np.ndarray]:
+    """The same oracle for a channel without a closed-form trace (``ns3-v0``): one run per rate.
+
+    For every rate of the grid the channel is reset with the same ``seed`` (so the same background
+    traffic and random streams), every sender of every env runs the constant-rate source of
+    :func:`safe_rate_oracle` for ``num_steps`` steps, then nothing is sent for ``drain_steps`` steps so every
+    copy's fate is decided; losses are attributed to their send step with the channel's
+    ``lost_bytes_by_send_step``.
+
+    Returns:
+        ``safe_bps`` float64 ``[T, E]``, and ``offered_bytes`` / ``lost_bytes`` float64 ``[R, T, E]``.
+    """
+    rates = np.asarray(rates_bps, np.float64)
+    R, E, N = len(rates), num_envs, num_agents
+    offered = np.zeros((R, num_steps, E))
+    lost = np.zeros((R, num_steps, E))
+    for r, rate in enumerate(rates):
+        channel.reset(seed, num_envs=E, num_agents=N, dt_s=dt_s, scenario=scenario)
+        cbr = _CBR(np.full(E, rate), N, dt_s, copy_bytes, channel.params.header_bytes)
+        for t in range(num_steps + drain_steps):
+            b = cbr.batch(t) if t < num_steps else None
+            if b is not None:
+                offered[r, t] = np.bincount(b.env, minlength=E) * copy_bytes
+            channel.send(t, b)
+            channel.deliver(t + 1)
+        lost[r] = channel.lost_bytes_by_send_step(num_steps)
+        if progress is not None:
+            progress(r, rate, lost[r].sum() / max(offered[r].sum(), 1))
+    safe = window_safe_rate(offered.transpose(1, 0, 2), lost.transpose(1, 0, 2), rates, window=window,
+                            max_loss=max_loss)
+    return {"safe_bps": safe, "offered_bytes": offered, "lost_bytes": lost}
 
 
 def utilization(delivered_bits: np.ndarray, safe_rate_bps: np.ndarray, demand_bps: float, num_senders: int,

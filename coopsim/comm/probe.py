@@ -30,7 +30,9 @@ that capacity, lowered to the linear extrapolation ``2 c_t - c_{t-1}`` when the 
 (by at most ``max_trend * c_t`` per report: a gradual fall continues, a jump does not), and,
 in a report with loss above the threshold, to at most the rate delivered in it. A loss the measured
 capacity does not explain (the offered bits fit within one step of it: queue overflow, collision, burst
-loss) sets a *loss ceiling* at the delivered rate, probed upward by the stepped rules above (hold, then
+loss) sets a *loss ceiling* at the delivered rate; ``max_growth`` caps the estimate at that multiple of
+the rate offered in the report plus one copy (on a shared medium a few copies pass quickly without showing what a
+sustained rate would meet); probed upward by the stepped rules above (hold, then
 ``up_factor`` per safe report, the hold doubling after each repeated failure until a report is safe at an
 offered rate above the failed one). The probing rate equals
 the estimate (no probe above it is needed: the dispersion measures capacity even when the sender sends
@@ -74,6 +76,10 @@ class SafeRateProbeParams(BaseModel):
     base_delay_s: float = Field(0.0, ge=0, description="delay-based: fixed delay (s) not due to queueing or "
                                 "transmission, subtracted from the latency, >= 0")
     extrapolate: bool = Field(True, description="delay-based: when capacity falls, use 2 c_t - c_(t-1)")
+    max_growth: Optional[float] = Field(None, gt=1, description="delay-based: the estimate is at most this times the "
+                                        "rate offered in the report, plus one copy (> 1); None = no cap. "
+                                        "On a shared medium (Wi-Fi) a few copies can pass quickly without showing what "
+                                        "a sustained rate would meet")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
 
@@ -201,6 +207,9 @@ class SafeRateProbe:
             beyond = safe & (offered_bps > self._ceil_fail_bps)
             self._ceil_hold_len = np.where(beyond, p.hold_steps, self._ceil_hold_len)
             self._ceil_fail_bps = np.where(beyond, np.inf, self._ceil_fail_bps)
+            if p.max_growth is not None:  # ... but always room for one more copy (of the report's mean size)
+                copy_bits = offered_bits / np.maximum(fb.delivered_copies + fb.lost_copies, 1)
+                est = np.where(offered_bits > 0, np.minimum(est, (p.max_growth * offered_bits + copy_bits) / p.dt_s), est)
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)
         est = np.clip(est, p.min_rate_bps, p.max_rate_bps)

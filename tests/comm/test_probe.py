@@ -124,6 +124,10 @@ def test_delay_based_probe_caps_at_a_queue_it_cannot_see_with_bounded_loss():
     sent, lost, est, ch = run_delay_probe({"kind": "constant", "rate": 64_000}, 300, queue_packets=8)
     assert (sent[100:] <= 9).all() and (sent[100:] >= 8).all()
     assert (sent[100:] == 8).mean() > 0.9
+    # one copy lost per re-probe, and the re-probes thin out: the hold doubles up to 40 reports
+    events = np.flatnonzero(lost[:, 0])
+    assert lost[events[1:], 0].tolist() == [1] * (len(events) - 1)
+    assert (np.diff(events)[-3:] >= 40).all() and len(events) <= 10
     s = ch.stats()
     assert s["comm/lost_copies"] == s["comm/lost_copies/overflow"]
     assert s["comm/lost_copies"] / s["comm/offered_copies"] < 0.01

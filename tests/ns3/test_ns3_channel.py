@@ -322,3 +322,32 @@ def test_standard_and_rate_set_explicitly_give_the_frame_airtime(ns3_bridge, sta
     if access_s is not None:
         assert lat_slow == pytest.approx(access_s + airtime_slow_s, abs=1e-6)
         assert lat_fast == pytest.approx(access_s + airtime_fast_s, abs=1e-6)
+
+
+def test_latency_bound_feedback_latency_and_the_safe_rate_sweep(ns3_bridge):
+    """latency_bound_s discards late copies (cause late), feedback carries the largest on-time latency, losses
+    are attributed to their send step, and the offline sweep separates a rate the link carries from one it
+    cannot (802.11a 6 Mbit/s: a 1028 B unicast frame + ACK takes ~1.7 ms, ~58 per 0.1 s step)."""
+    from coopsim.comm.oracle import safe_rate_sweep
+
+    pos = Positions([[[0.0, 0, 0], [3.0, 0, 0]]])
+    ch = Ns3Channel(latency_bound_s=0.1)
+    ch.reset(2, num_envs=1, num_agents=2, dt_s=DT, scenario=pos)
+    lat_max = []
+    for t in range(14):
+        k = 90 if t < 8 else 0  # 1.5x what the link carries, then drain
+        ch.send(t, MessageBatch(np.zeros(k, np.int32), np.zeros(k, np.int32), np.ones(k, np.int32),
+                                np.zeros((k, 250), np.float32), np.full(k, t * DT)))
+        ch.deliver(t + 1)
+        lat_max.append(ch.feedback(t + 1).latency_max_s[0, 0])
+    s = ch.stats()
+    assert s["comm/latency_max_s"] <= 0.1 + 1e-9 and 0.05 < max(lat_max) <= 0.1 + 1e-9
+    assert s["comm/lost_copies/late"] > 0 and s["comm/queued_copies"] == 0
+    assert s["comm/offered_copies"] == s["comm/delivered_copies"] + s["comm/lost_copies"] == 8 * 90
+    by_step = ch.lost_bytes_by_send_step(8)
+    assert by_step.sum() == s["comm/lost_bytes"] and by_step[0, 0] < by_step[-1, 0]  # the backlog grows
+    out = safe_rate_sweep(ch, seed=2, num_envs=1, num_agents=2, dt_s=DT, num_steps=10, copy_bytes=1028,
+                          rates_bps=np.array([20 * 1028 * 8 / DT, 90 * 1028 * 8 / DT]), scenario=pos, drain_steps=10)
+    ch.close()
+    assert out["lost_bytes"][0].sum() == 0 and out["lost_bytes"][1].sum() > 0.1 * out["offered_bytes"][1].sum()
+    assert (out["safe_bps"][:, 0] == 20 * 1028 * 8 / DT).all()

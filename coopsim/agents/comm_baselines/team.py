@@ -13,8 +13,10 @@ to be searched (within ``obs_radius_m`` of its own or a teammate's position of t
 known by sight or message) and heads to the nearest unsearched cell, preferring cells far from
 teammates.
 
-Messages: each agent's candidates are its own position and every landmark it believes in; one copy
-is ``3 * 4 + 28 = 40`` bytes. Full-broadcast demand per sender: ``(1 + N)(N - 1)`` copies per step.
+Messages: each agent's candidates are its own position and every landmark it believes in; a message is
+``[entity_id, x_m, y_m]`` zero-padded to ``payload_floats`` float32 values (the task's one payload size,
+3 by default: a copy is ``3 * 4 + 28 = 40`` bytes). Full-broadcast demand per sender: ``(1 + N)(N - 1)``
+copies per step.
 """
 from __future__ import annotations
 
@@ -56,6 +58,8 @@ class SpreadTeamParams(AgentParams):
     deadband_mps: float = Field(0.25, ge=0, description="velocity error below which the agent does not push (m/s)")
     explore_cells: int = Field(8, ge=2, le=64, description="exploration grid cells per axis over [-1, 1] m")
     spread_weight: float = Field(0.7, ge=0, description="preference for exploring cells far from teammates (m/m)")
+    payload_floats: int = Field(PAYLOAD, ge=PAYLOAD, le=368, description="message payload width (float32 values), "
+                                "[entity_id, x_m, y_m] then zeros; >= 3, <= 368 (a 1500 B IP packet)")
 
 
 class SpreadCommTeam(AgentPlugin):
@@ -78,12 +82,13 @@ class SpreadCommTeam(AgentPlugin):
         self.radius = sp.obs_radius_m
         self.dt_s = scenario.dt_s
         self.sender = _sender_cls(p.sender)(**p.sender_params)
-        self.copy_bytes = COPY_BYTES
-        self.demand_bps = (1 + self.N) * (self.N - 1) * COPY_BYTES * 8 / self.dt_s
-        self.sender.reset(self.E, self.N, 2 * self.N, self.dt_s, COPY_BYTES, self.demand_bps)
+        self.copy_bytes = p.payload_floats * 4 + DEFAULT_HEADER_BYTES
+        self.demand_bps = (1 + self.N) * (self.N - 1) * self.copy_bytes * 8 / self.dt_s
+        self.sender.reset(self.E, self.N, 2 * self.N, self.dt_s, self.copy_bytes, self.demand_bps)
         self.perms = np.array(list(itertools.permutations(range(self.N))), np.int64)  # [P, N]
         self._others = np.array([[j for j in range(self.N) if j != i] for i in range(self.N)])
         self.candidates_offered = 0  # full-broadcast equivalent copies (valid candidates x teammates)
+        self.candidates_per_env = np.zeros(self.E, np.int64)  # the same per env
         self.clock = 0  # steps since construction (send times are on this clock; `t` restarts each episode)
         self._reset_beliefs()
 
@@ -197,13 +202,14 @@ class SpreadCommTeam(AgentPlugin):
         self._update(np.asarray(obs), inbox)
         values, valid = self.candidates()
         self.candidates_offered += int(valid.sum()) * (self.N - 1)
+        self.candidates_per_env += valid.sum(axis=(1, 2)) * (self.N - 1)
         mask = self.sender.select(self.t, values, valid)
         self.sender.commit(mask, values)
         env, src, ent, dst = np.nonzero(mask)
         m = len(env)
-        payload = np.empty((m, PAYLOAD), np.float32)
+        payload = np.zeros((m, self.params.payload_floats), np.float32)
         payload[:, 0] = ent
-        payload[:, 1:] = values[env, src, ent]
+        payload[:, 1:PAYLOAD] = values[env, src, ent]
         out = MessageBatch(env.astype(np.int32), src.astype(np.int32), dst.astype(np.int32), payload,
                            np.full(m, self.clock * self.dt_s))
         actions = self._control(obs, self._targets(obs))

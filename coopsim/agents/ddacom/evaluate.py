@@ -36,14 +36,23 @@ _ORACLE_CACHE: dict[str, np.ndarray] = {}  # the oracle depends on the channel a
 
 def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = None, *, sender_params: dict | None = None,
         num_agents: int = 3, obs_radius_m: float | None = 0.5, num_envs: int = 32, episodes: int = 10, seed: int = 0,
-        oracle: bool = True) -> dict[str, Any]:
-    """Run one (sender, channel, seed) evaluation; returns its metrics (see module docstring)."""
+        oracle: bool = True, payload_floats: int = 3, record_series: bool = False, channel=None) -> dict[str, Any]:
+    """Run one (sender, channel, seed) evaluation; returns its metrics (see module docstring).
+
+    ``payload_floats`` is the task's message width (float32 values, >= 3). ``record_series`` adds ``series``:
+    per step and env, ``delivered_bits`` (arrived during the step), ``offered_copies``, ``broadcast_copies``
+    (the full-broadcast equivalent) and ``lost_copies`` (of the copies sent at that step), lists ``[T][E]``.
+    ``channel``: an already built channel object to reuse (e.g. one ns-3 child for many runs), reset here.
+    """
     core = make_scenario("mpe/simple_spread-v0", num_envs=num_envs, num_agents=num_agents, obs_radius_m=obs_radius_m)
-    team = SpreadCommTeam(core, sender=sender, sender_params=sender_params or {})
-    ch = make_component("channel", channel_id, **(channel_params or {}))
+    team = SpreadCommTeam(core, sender=sender, sender_params=sender_params or {}, payload_floats=payload_floats)
+    ch = channel if channel is not None else make_component("channel", channel_id, **(channel_params or {}))
     ch.reset(seed, num_envs=num_envs, num_agents=num_agents, dt_s=core.dt_s, scenario=core)
     T = episodes * core.params.max_steps
     delivered_bits = np.zeros((T, num_envs))
+    offered = np.zeros((T, num_envs))
+    bcast = np.zeros((T, num_envs))
+    lost = np.zeros((T, num_envs))
     returns = np.zeros((episodes, num_envs))
     t = 0
     inbox = None
@@ -54,16 +63,24 @@ def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = No
         while not core.done.all():
             if inbox is not None and len(inbox):
                 inbox = inbox.select(np.round(inbox.t_sent_s / core.dt_s).astype(np.int64) >= start)
+            before = team.candidates_per_env.copy()
             actions, out = team.act(obs, inbox)
+            bcast[t] = team.candidates_per_env - before
+            offered[t] = np.bincount(out.env, minlength=num_envs)
             ch.send(t, out)
             res = core.step(actions)
             inbox = ch.deliver(t + 1)
             team.on_feedback(ch.feedback(t + 1))
-            if hasattr(ch, "last_step"):
-                delivered_bits[t] = ch.last_step["delivered_bytes"].sum(axis=(1, 2)) * 8
+            delivered_bits[t] = np.bincount(inbox.env, minlength=num_envs) * team.copy_bytes * 8
+            if hasattr(ch, "last_step"):  # bandwidth-v0: a copy's fate is decided by the next step
+                ls = ch.last_step
+                lost[t] = (ls["lost_copies"] if "lost_copies" in ls else
+                           sum(v for k, v in ls.items() if k.startswith("lost/") and k.endswith("_copies"))).sum(axis=(1, 2))
             returns[ep] += res.reward.sum(axis=1)
             obs = res.obs
             t += 1
+    if hasattr(ch, "lost_bytes_by_send_step"):  # ns3-v0: losses are decided up to loss_timeout_s later
+        lost = ch.lost_bytes_by_send_step(T) / team.copy_bytes
     s = ch.stats()
     out: dict[str, Any] = {
         "sender": sender, "channel": channel_id, "seed": seed,
@@ -80,12 +97,18 @@ def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = No
         grid = np.linspace(0.01, 1.0, 100) * demand
         key = json.dumps([channel_id, channel_params, seed, num_envs, num_agents, T], sort_keys=True, default=str)
         if key not in _ORACLE_CACHE:
-            _ORACLE_CACHE[key] = safe_rate_oracle(ch, T, COPY_BYTES, grid)
+            _ORACLE_CACHE[key] = safe_rate_oracle(ch, T, team.copy_bytes, grid)
         safe = _ORACLE_CACHE[key]
         out["utilization"] = utilization(delivered_bits, safe, demand, num_agents, core.dt_s)
         out["mean_safe_rate_frac"] = float(np.minimum(safe, demand).mean() / demand)
     if hasattr(team.sender, "probe"):
         out["mean_estimate_frac"] = float(team.sender.probe.estimate_bps.mean() / team.demand_bps)
+    out["demand_bps"] = team.demand_bps
+    out["copy_bytes"] = team.copy_bytes
+    if record_series:
+        out["series"] = {"delivered_bits": delivered_bits.tolist(), "offered_copies": offered.tolist(),
+                         "broadcast_copies": bcast.tolist(), "lost_copies": lost.tolist(),
+                         "return_per_episode": returns.tolist()}
     return out
 
 

@@ -30,7 +30,11 @@ Loss accounting (application level, as ns-3's FlowMonitor does not see broadcast
 (env, sender, receiver) copy carries a per-receiver sequence number; when a receiver gets copy
 ``k`` from a sender, the earlier copies of that pair still missing are lost (cause ``seq_gap``: a
 sender's packets leave its single DCF queue in order), and a copy not received ``loss_timeout_s``
-after sending is lost (cause ``timeout``; ns-3 drops MAC-queued packets after 0.5 s). Invariant, in
+after sending is lost (cause ``timeout``; ns-3 drops MAC-queued packets after 0.5 s); with
+``latency_bound_s`` set, a copy not received within the bound after its step began is lost (cause
+``late``, as in ``bandwidth-v0``; decided when the bound passes, so its sender hears of it one step later
+when the bound is one step; if ns-3 delivers it afterwards it counts in ``comm/ns3/late_arrivals``).
+Invariant, in
 copies and bytes, at every call: ``offered = delivered + lost + queued`` (queued = in flight in ns-3,
 or received but not yet returned by ``deliver``).
 
@@ -61,7 +65,7 @@ from coopsim.errors import ChannelError, DependencyNotInstalled
 from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback
 from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
 
-CAUSES = ("seq_gap", "timeout")
+CAUSES = ("seq_gap", "timeout", "late")
 UDP_IP_HEADER_BYTES = 28
 
 _MODES = {
@@ -130,6 +134,11 @@ class Ns3Params(ChannelParams):
         (0.0, 0.0, 0.0), description="where the background pairs stand (m); pair k at (x + {0,1}, y + k, z)")
     fallback_spacing_m: float = Field(5.0, gt=0, description="agent spacing on a line when the scenario has no positions() (m)")
     loss_timeout_s: float = Field(1.0, ge=0.5, description="a copy not received this long after sending is lost (s), >= 0.5")
+    mac_queue_max_delay_s: float = Field(0.5, gt=0, le=10, description="ns-3 WifiMacQueue MaxDelay: a frame queued "
+                                         "longer is dropped by the MAC (s), in (0, 10]; ns-3's default 0.5")
+    latency_bound_s: Optional[float] = Field(None, gt=0, description="a copy received later than this after its step "
+                                             "began is discarded by its receiver and counts as lost (cause late), "
+                                             "as in bandwidth-v0 (s), > 0; None = no bound")
     step_timeout_s: float = Field(5.0, gt=0, description="deadline for ns-3 to finish one step (s), > 0")
     reset_timeout_s: float = Field(60.0, gt=0, description="deadline for ns-3 to build the networks at reset (s), > 0")
 
@@ -159,7 +168,7 @@ class Ns3Channel(Channel):
     """Network-in-the-loop channel over a real ns-3 802.11 ad-hoc network (see the module docstring).
 
     ``stats()`` keys (run totals since ``reset``): ``comm/{offered,delivered,lost,queued}_{bytes,copies}``,
-    ``comm/lost_{bytes,copies}/{seq_gap,timeout}``, ``comm/messages_sent``,
+    ``comm/lost_{bytes,copies}/{seq_gap,timeout,late}``, ``comm/messages_sent``,
     ``comm/latency_{mean,p50,p95,max}_s``, ``comm/ns3/background_{tx,rx}_bytes``,
     ``comm/ns3/sim_time_s``. :meth:`per_copy` gives int64 ``[E, N, N]`` (env, sender, receiver) counters.
 
@@ -193,6 +202,7 @@ class Ns3Channel(Channel):
             background_pairs=p.background_pairs, background_packet_bytes=p.background_packet_bytes,
             background_poisson=int(p.background_poisson), background_x_m=repr(p.background_position_m[0]),
             background_y_m=repr(p.background_position_m[1]), background_z_m=repr(p.background_position_m[2]),
+            mac_queue_max_delay_s=repr(p.mac_queue_max_delay_s),
         )
         return "".join(f"{k}={v}\n" for k, v in cfg.items()).encode()
 
@@ -262,6 +272,7 @@ class Ns3Channel(Channel):
         self._fb: dict[int, Feedback] = {}
         self._bg = np.zeros(2, np.int64)
         self._late_arrivals = 0
+        self._lost_log: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (send step, env, bytes) of lost copies
         self._sim_time_s = 0.0
         self._payload_dim = 0
         self.last_latencies_s = np.zeros(0)
@@ -322,11 +333,13 @@ class Ns3Channel(Channel):
         _scatter_add(self.totals[f"{key}_bytes"], (env, src, dst), size)
         _scatter_add(self.totals[f"{key}_copies"], (env, src, dst), None)
 
-    def _fate(self, decided: int, env, src, size, delivered: bool) -> None:
+    def _fate(self, decided: int, env, src, size, delivered: bool, latency_s=None) -> None:
         fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
         if delivered:
             _scatter_add(fb.delivered_copies, (env, src), None)
             _scatter_add(fb.delivered_bytes, (env, src), size)
+            if latency_s is not None and len(latency_s):
+                np.maximum.at(fb.latency_max_s, (np.asarray(env, np.int64), np.asarray(src, np.int64)), latency_s)
         else:
             _scatter_add(fb.lost_copies, (env, src), None)
             _scatter_add(fb.lost_bytes, (env, src), size)
@@ -343,6 +356,7 @@ class Ns3Channel(Channel):
     def _lose(self, mask: np.ndarray, cause: str, decided: int) -> None:
         if mask.any():
             c = self._take(mask)
+            self._lost_log.append((c["t_sent_step"], c["env"], c["size"]))
             self._count(f"lost/{cause}", c["env"], c["src"], c["dst"], c["size"])
             self._fate(decided, c["env"], c["src"], c["size"], False)
 
@@ -386,6 +400,21 @@ class Ns3Channel(Channel):
             t_rx[idx[found]] = rx["t"][found]
             got_t = t_rx[hit]
             c = self._take(hit)
+            if len(c["key"]) and self.params.latency_bound_s is not None:
+                # arrived after the bound: the receiver discards it (application level), a loss decided now
+                late = got_t - c["t_sent_step"] * self.dt_s > self.params.latency_bound_s + 1e-9
+                if late.any():
+                    self._lost_log.append((c["t_sent_step"][late], c["env"][late], c["size"][late]))
+                    self._count("lost/late", c["env"][late], c["src"][late], c["dst"][late], c["size"][late])
+                    self._fate(arrival, c["env"][late], c["src"][late], c["size"][late], False)
+                    seq_late = c["seq"][late], c["env"][late], c["src"][late], c["dst"][late]
+                    c = {k: v[~late] for k, v in c.items()}
+                    got_t = got_t[~late]
+                    # the late copies arrived: earlier missing copies of their pairs are lost too
+                    last_late = np.full((self.E, self.N, self.N), -1, np.int64)
+                    np.maximum.at(last_late, seq_late[1:], seq_late[0])
+                    q = self._q
+                    self._lose(q["seq"] < last_late[q["env"], q["src"], q["dst"]], "seq_gap", arrival)
             if len(c["key"]):
                 batch = MessageBatch(c["env"].astype(np.int32), c["src"].astype(np.int32), c["dst"].astype(np.int32),
                                      c["payload"], c["t_sent_step"] * self.dt_s)
@@ -396,6 +425,11 @@ class Ns3Channel(Channel):
                 q = self._q
                 self._lose(q["seq"] < last[q["env"], q["src"], q["dst"]], "seq_gap", arrival)
         q = self._q
+        if self.params.latency_bound_s is not None:
+            # not received within the bound: useless to its receiver, lost now (as bandwidth-v0 drops it), so
+            # its sender hears of it one step later; if ns-3 still delivers it, it is a late arrival
+            self._lose((arrival - q["t_sent_step"]) * self.dt_s >= self.params.latency_bound_s - 1e-9, "late", arrival)
+            q = self._q
         timeout_steps = self.params.loss_timeout_s / self.dt_s
         self._lose((arrival - q["t_sent_step"]) >= timeout_steps - 1e-9, "timeout", arrival)
 
@@ -484,7 +518,7 @@ class Ns3Channel(Channel):
             return MessageBatch.empty(self._payload_dim)
         for _, b, size, latency in ready:
             self._count("delivered", b.env, b.src, b.dst, size)
-            self._fate(t, b.env, b.src, size, True)
+            self._fate(t, b.env, b.src, size, True, latency)
             self._latencies.append(latency)
         self.last_latencies_s = np.concatenate([lat for _, _, _, lat in ready])
         return concat([b for _, b, _, _ in ready])
@@ -519,6 +553,15 @@ class Ns3Channel(Channel):
         if self._ready:
             self._collect()
         return per_copy_view(self.totals, self.queued(), CAUSES)
+
+    def lost_bytes_by_send_step(self, num_steps: int) -> np.ndarray:
+        """int64 ``[num_steps, E]``: bytes of the copies sent at each step (and env) that were declared lost so
+        far (a copy's fate is decided up to ``loss_timeout_s`` after sending; for oracles)."""
+        out = np.zeros((num_steps, self.E), np.int64)
+        for step, env, size in self._lost_log:
+            ok = step < num_steps
+            np.add.at(out, (step[ok], env[ok]), size[ok])
+        return out
 
     def latencies_s(self) -> np.ndarray:
         """float64 ns-3 latencies (s) of every copy delivered since reset (send time to ns-3 reception)."""

@@ -1,15 +1,23 @@
-"""DDACOM and the comm baselines on simple_spread over ``ns3-v0`` (configs/ns3/*.yaml).
+"""DDACOM and the comm baselines on simple_spread over ``ns3-v0`` (configs/ns3/*.yaml), with the issue-6 metrics.
 
-For each seed: the normalization anchors (no communication and full broadcast over ``ideal-v0``), then
-every sender of the config over the config's ns-3 channel, with :func:`coopsim.agents.ddacom.evaluate.run`
-(the runner loop plus channel feedback to the senders). Reported per sender, mean and 95% CI over seeds:
-normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)``, loss (lost / offered copies),
-messages as a fraction of full broadcast, and ``goodput_vs_broadcast``: copies delivered divided by those
-the saturating broadcast sender got through the same ns-3 channel and seed (ns-3 has no closed-form
-safe rate, so the issue's utilization oracle of ``bandwidth-v0`` does not apply; this is the
-empirical stand-in).
+For each seed: the normalization anchors (no communication and full broadcast over ``ideal-v0``); every
+sender of the config over the config's ns-3 channel (one ns-3 child reused, reset with the seed before each
+run), with :func:`coopsim.agents.ddacom.evaluate.run` (the runner loop plus channel feedback to the
+senders); then the safe-rate oracle of that channel and seed, :func:`coopsim.comm.oracle.safe_rate_sweep`
+(one run per constant rate of a grid, every sender at that rate, the same seed, so the same background
+traffic; agents stand at their positions of the first episode's start). Reported per sender, mean and 95%
+CI over seeds: normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)``, safe-rate utilization
+``sum delivered bits / sum N min(safe rate_t, demand) dt``, loss (lost / offered copies), messages as a
+fraction of full broadcast; and the same against time (1 s bins; normalized return per episode), printed
+and plotted with ``--plot``.
 
-    .venv/bin/python -m coopsim.comm.ns3.experiment configs/ns3/ddacom-spread.yaml --out runs/ns3-ddacom.json
+    .venv/bin/python -m coopsim.comm.ns3.experiment configs/ns3/ddacom-spread.yaml --out runs/ns3-ddacom.json \
+        --plot docs/ns3_ddacom.png
+
+``--calibrate 0,1e6,2e6`` instead measures, for each constant background load per pair (bit/s), the rate
+each agent gets through when all of them offer the full-broadcast demand, without the latency bound (the
+saturation throughput, an upper bound of the safe rate), as a fraction of the demand: the calibration of
+the background schedule.
 """
 from __future__ import annotations
 
@@ -18,12 +26,17 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from coopsim.agents.ddacom.evaluate import ci95, print_table, run, summarize
+from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError
+from coopsim.platform.comm import DEFAULT_HEADER_BYTES
+from coopsim.platform.registry import make_component, make_scenario
 
-_KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "channel"}
+_KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "channel", "oracle"}
+BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 
 
 def load(path: str) -> dict:
@@ -36,51 +49,189 @@ def load(path: str) -> dict:
         raise ConfigError(f"unknown keys {sorted(extra)}; valid: {sorted(_KEYS)}", file=path, key=sorted(extra)[0])
     if cfg.get("channel", {}).get("id") != "ns3-v0":
         raise ConfigError("channel.id must be ns3-v0", file=path, key="channel.id", value=cfg.get("channel"))
+    orc = cfg.get("oracle", {}) or {}
+    bad = set(orc) - {"rates", "min_frac", "max_frac", "drain_steps"}
+    if bad:
+        raise ConfigError(f"unknown keys {sorted(bad)}; valid: drain_steps, max_frac, min_frac, rates", file=path,
+                          key=f"oracle.{sorted(bad)[0]}")
     return cfg
+
+
+def _scenario_kw(cfg: dict) -> dict:
+    sc = cfg.get("scenario", {})
+    return dict(num_agents=int(sc.get("num_agents", 6)), obs_radius_m=sc.get("obs_radius_m", 0.5),
+                num_envs=int(cfg.get("num_envs", 2)), episodes=int(cfg.get("episodes", 4)),
+                payload_floats=int(sc.get("payload_floats", 3)))
+
+
+def _demand(kw: dict) -> tuple[int, float]:
+    n = kw["num_agents"]
+    copy_bytes = kw["payload_floats"] * 4 + DEFAULT_HEADER_BYTES
+    return copy_bytes, (1 + n) * (n - 1) * copy_bytes * 8 / 0.1
+
+
+def calibrate(cfg: dict, levels_bps: list[float], steps: int = 30, warmup: int = 5, seed: int = 0) -> list[dict]:
+    """Saturation goodput per agent (fraction of the full-broadcast demand) at each constant background load."""
+    kw = _scenario_kw(cfg)
+    N = kw["num_agents"]
+    copy_bytes, demand = _demand(kw)
+    core = make_scenario("mpe/simple_spread-v0", num_envs=1, num_agents=N, obs_radius_m=kw["obs_radius_m"])
+    core.reset(seed=seed)
+    # throughput, not timeliness: without the latency bound (a saturated FIFO makes every copy late)
+    params = {k: v for k, v in cfg["channel"].get("params", {}).items() if k not in (
+        "background_schedule", "background_period_s", "latency_bound_s")}
+    out = []
+    for level in levels_bps:
+        ch = make_component("channel", "ns3-v0", **{**params, "background_rate_bps": float(level)})
+        t0 = time.time()
+        ch.reset(seed, num_envs=1, num_agents=N, dt_s=0.1, scenario=core)
+        cbr = _CBR(np.full(1, demand), N, 0.1, copy_bytes, ch.params.header_bytes)
+        got = 0
+        lat = []
+        for t in range(steps):
+            ch.send(t, cbr.batch(t))
+            inbox = ch.deliver(t + 1)
+            if t >= warmup:
+                got += len(inbox)
+                lat.append(ch.last_latencies_s)
+        s = ch.stats()
+        ch.close()
+        frac = got * copy_bytes * 8 / ((steps - warmup) * 0.1) / N / demand
+        lat = np.concatenate(lat) if lat else np.zeros(1)
+        row = {"background_bps_per_pair": level, "goodput_frac_of_demand": frac,
+               "loss": s["comm/lost_copies"] / max(s["comm/offered_copies"], 1), "latency_p50_s": float(np.median(lat)),
+               "wall_s": time.time() - t0}
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
+def _bins(x: np.ndarray) -> np.ndarray:
+    """Sum ``[T, ...]`` over bins of BIN_STEPS steps -> ``[T // BIN_STEPS, ...]``."""
+    T = x.shape[0] // BIN_STEPS * BIN_STEPS
+    return x[:T].reshape(T // BIN_STEPS, BIN_STEPS, *x.shape[1:]).sum(axis=1)
+
+
+def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand: float) -> dict:
+    """Per sender: 1 s bins of utilization, loss, messages / broadcast (pooled over seeds and envs), the safe
+    rate as a fraction of demand, and the normalized return per episode (mean over seeds)."""
+    anchors = {(r["seed"], r["sender"]): np.asarray(r["series"]["return_per_episode"]).mean(axis=1)
+               for r in results if r["channel_name"] == "ideal"}
+    out: dict = {}
+    for snd in sorted({r["sender"] for r in results if r["channel_name"] == "ns3"}):
+        rs = [r for r in results if r["channel_name"] == "ns3" and r["sender"] == snd]
+        d = sum(_bins(np.asarray(r["series"]["delivered_bits"])).sum(1) for r in rs)
+        den = sum(_bins(N * np.minimum(safe[r["seed"]], demand) * 0.1).sum(1) for r in rs)
+        off = sum(_bins(np.asarray(r["series"]["offered_copies"])).sum(1) for r in rs)
+        lost = sum(_bins(np.asarray(r["series"]["lost_copies"])).sum(1) for r in rs)
+        bc = sum(_bins(np.asarray(r["series"]["broadcast_copies"])).sum(1) for r in rs)
+        nr = [(np.asarray(r["series"]["return_per_episode"]).mean(axis=1) - anchors[(r["seed"], "none")])
+              / (anchors[(r["seed"], "broadcast")] - anchors[(r["seed"], "none")]) for r in rs]
+        out[snd] = {"utilization": (d / np.maximum(den, 1e-9)).tolist(), "loss": (lost / np.maximum(off, 1)).tolist(),
+                    "messages_vs_broadcast": (off / np.maximum(bc, 1)).tolist(),
+                    "normalized_return_per_episode": np.mean(nr, axis=0).tolist()}
+    out["safe_rate_frac"] = (np.mean([_bins(safe[s]).mean(1) / BIN_STEPS for s in safe], axis=0) / demand).tolist()
+    return out
+
+
+def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(4, 1, figsize=(7, 9), sharex=True)
+    senders = [s for s in ts if s != "safe_rate_frac"]
+    tb = (np.arange(len(ts["safe_rate_frac"])) + 0.5) * BIN_STEPS * 0.1
+    for s in senders:
+        if s == "none":
+            continue
+        ax[0].plot(tb, ts[s]["utilization"], marker=".", label=s)
+        ax[1].plot(tb, np.asarray(ts[s]["loss"]) * 100, marker=".", label=s)
+        ax[2].plot(tb, ts[s]["messages_vs_broadcast"], marker=".", label=s)
+        te = (np.arange(len(ts[s]["normalized_return_per_episode"])) + 0.5) * episode_s
+        ax[3].plot(te, ts[s]["normalized_return_per_episode"], marker="o", label=s)
+    ax0b = ax[0].twinx()
+    ax0b.step(tb, ts["safe_rate_frac"], where="mid", color="k", ls="--", alpha=0.5)
+    ax0b.set_ylabel("oracle safe rate / demand (--)")
+    ax[0].set_ylabel("utilization")
+    ax[1].set_ylabel("loss %")
+    ax[1].set_yscale("symlog", linthresh=0.3)
+    ax[1].axhline(0.3, color="k", lw=0.5)
+    ax[2].set_ylabel("messages / broadcast")
+    ax[3].set_ylabel("normalized return")
+    ax[3].set_xlabel("time (s); normalized return per 2.5 s episode")
+    ax[0].legend(fontsize=7, ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--out", default="runs/ns3-experiment.json")
+    ap.add_argument("--plot", default=None, help="write the time-series figure here (png)")
+    ap.add_argument("--calibrate", default=None, help="comma-separated constant background loads per pair (bit/s)")
     a = ap.parse_args(argv)
     cfg = load(a.config)
-    sc = cfg.get("scenario", {})
-    kw = dict(num_agents=int(sc.get("num_agents", 6)), obs_radius_m=sc.get("obs_radius_m", 0.5),
-              num_envs=int(cfg.get("num_envs", 2)), episodes=int(cfg.get("episodes", 4)))
+    if a.calibrate:
+        rows = calibrate(cfg, [float(x) for x in a.calibrate.split(",")])
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps({"config": cfg, "calibration": rows}, indent=1))
+        return {"calibration": rows}
+    kw = _scenario_kw(cfg)
+    N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
+    copy_bytes, demand = _demand(kw)
+    orc = cfg.get("oracle", {}) or {}
+    rates = np.linspace(float(orc.get("min_frac", 0.1)), float(orc.get("max_frac", 0.6)), int(orc.get("rates", 21))) * demand
     cid, cparams = cfg["channel"]["id"], cfg["channel"].get("params", {})
-    results, t0 = [], time.time()
-    for seed in range(int(cfg.get("seeds", 2))):
-        for snd in ("none", "broadcast"):
-            r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, **kw)
-            r["channel_name"] = "ideal"
-            results.append(r)
-        ns3_runs = {}
-        for snd in cfg["senders"]:
-            sp = cfg.get("sender_params", {}).get(snd, {})
-            r = run(snd, cid, cparams, sender_params=sp, seed=seed, oracle=False, **kw)
-            r["channel_name"] = "ns3"
-            ns3_runs[snd] = r
-            results.append(r)
-            print(f"seed {seed} {snd}: return {r['return']:.2f} loss {r['loss']:.3f} "
-                  f"msgs/bcast {r['messages_vs_broadcast']:.3f} ({time.time() - t0:.0f} s)", flush=True)
-        if "broadcast" in ns3_runs:
-            ref = max(ns3_runs["broadcast"]["copies_delivered"], 1.0)
-            for r in ns3_runs.values():
-                r["goodput_vs_broadcast"] = r["copies_delivered"] / ref
-    summary = summarize(results)
-    for key, row in summary["rows"].items():
-        rs = [r for r in results if f"{r['channel_name']}/{r['sender']}" == key and "goodput_vs_broadcast" in r]
-        if rs:
-            row["goodput_vs_broadcast"] = ci95([r["goodput_vs_broadcast"] for r in rs])
+    ch = make_component("channel", cid, **cparams)
+    results, safe, t0 = [], {}, time.time()
+    try:
+        for seed in range(int(cfg.get("seeds", 2))):
+            for snd in ("none", "broadcast"):
+                r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=True, **kw)
+                r["channel_name"] = "ideal"
+                results.append(r)
+            core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N, obs_radius_m=kw["obs_radius_m"])
+            core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
+            orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=0.1, num_steps=T,
+                                      copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
+                                      drain_steps=int(orc.get("drain_steps", 12)))
+            safe[seed] = orc_out["safe_bps"]
+            sf = np.minimum(safe[seed], demand) / demand
+            print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max {sf.max():.3f} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
+            for snd in cfg["senders"]:
+                sp = cfg.get("sender_params", {}).get(snd, {})
+                r = run(snd, cid, cparams, sender_params=sp, seed=seed, oracle=False, record_series=True, channel=ch,
+                        **kw)
+                r["channel_name"] = "ns3"
+                delivered = np.asarray(r["series"]["delivered_bits"])
+                r["utilization"] = float(delivered.sum() / np.sum(N * np.minimum(safe[seed], demand) * 0.1))
+                r["latency_p95_s"] = ch.stats().get("comm/latency_p95_s", float("nan"))
+                results.append(r)
+                print(f"seed {seed} {snd}: return {r['return']:.2f} util {r['utilization']:.3f} loss {r['loss']:.4f} "
+                      f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {r['latency_p95_s']:.3f} s "
+                      f"({time.time() - t0:.0f} s)", flush=True)
+            summary = summarize(results)
+            ts = time_series(results, safe, N, demand)
+            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.out).write_text(json.dumps({
+                "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
+                "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
+                "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
+                "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
+    finally:
+        ch.close()
     print_table(summary)
-    for key, row in summary["rows"].items():
-        if "goodput_vs_broadcast" in row:
-            m, h = row["goodput_vs_broadcast"]
-            print(f"{key:<24} goodput vs broadcast {m:.3f} +- {h:.3f}")
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"config": cfg, "summary": summary, "runs": [
-        {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
+    for k, row in summary["rows"].items():
+        lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r]
+        if lat:
+            print(f"{k:<24} latency p95 {np.mean(lat):.3f} s")
+    if a.plot:
+        plot(ts, a.plot)
+    print(f"wall {time.time() - t0:.0f} s")
     return summary
 
 

@@ -282,6 +282,8 @@ BuildEpisode()
     const std::string dataMode = Cfg("data_mode");
     const double txPowerDbm = CfgD("tx_power_dbm");
     const double bgX = CfgD("background_x_m"), bgY = CfgD("background_y_m"), bgZ = CfgD("background_z_m");
+    // MAC queue lifetime: frames queued longer are dropped by the MAC itself (ns-3's default is 500 ms)
+    Config::SetDefault("ns3::WifiMacQueue::MaxDelay", TimeValue(Seconds(CfgD("mac_queue_max_delay_s"))));
 
     // explicit stream numbers: same RngSeed/RngRun -> same draws, whatever happened before in this process
     int64_t stream = 1;
