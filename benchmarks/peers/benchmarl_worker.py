@@ -34,12 +34,13 @@ def make_grab(callback_cls):
     class Grab(callback_cls):
         def on_evaluation_end(self, rollouts):
             lg = self.experiment.logger
+            groups = list(self.experiment.group_map)  # PettingZoo MPE: one group, "agent"
             rets = []
             for r in rollouts:
                 done = lg._get_global_done(r).squeeze(-1).nonzero(as_tuple=True)[0]
                 if done.numel():
                     r = r[: done[0] + 1]
-                rets.append(float(lg._get_reward("agents", r).sum(0).mean()))
+                rets.append(sum(float(lg._get_reward(g, r).sum(0).mean()) for g in groups) / len(groups))
             GRABBED["returns"] = rets
 
     Grab.__qualname__ = "Grab"
