@@ -9,7 +9,7 @@ methods without a checkpoint (heuristics, the planner) are the same on every tra
 
 * per method: instances run, solved, SoC/LB and makespan (mean and 95% CI, Student t over instances; an
   unsolved instance counts ``max_steps`` for every unfinished agent), SoC and excess SoC - LB on the
-  instances every fully-covered method solved;
+  instances that IMMP, decentralized PPO, PIBT and the prioritized planner (those run) all solved;
 * the targets at 64 agents: IMMP's SoC reduction vs the decentralized PPO baseline on the instances both
   solve (per map, per training seed and pooled), IMMP's excess cost (SoC - LB) vs PIBT's, and the success
   rates; the mean reduction over maps per K.
@@ -33,6 +33,9 @@ from scipy import stats
 
 METHODS = ["mapf/immp-v0", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0", "mapf/pibt-v0",
            "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
+#: methods whose commonly solved instances define the SoC(common) columns (ablations and greedy-waits are
+#: shown on those instances only if they solve all of them)
+CORE = ["mapf/immp-v0", "mapf/dppo-v0", "mapf/pibt-v0", "mapf/prioritized-v0"]
 
 
 def ci95(x) -> tuple[float, float]:
@@ -93,7 +96,7 @@ def table(data: dict) -> dict:
         methods = [m for m in METHODS if m in runs] + sorted(set(runs) - set(METHODS))
         inst = {m: instances(runs, m, ts) for m in methods}
         full = max(len(v) for v in inst.values())
-        covered = [m for m in methods if len(inst[m]) == full]
+        covered = [m for m in methods if len(inst[m]) == full and m in CORE] or [m for m in methods if len(inst[m]) == full]
         keys = sorted(set.intersection(*[set(inst[m]) for m in covered]), key=str)
         common = [i for i in keys if all(inst[m][i]["success"] == 1.0 for m in covered)]
         print(f"\n== {mp}  N={n}  K={k}  training seeds={ts}  instances={len(keys)}  solved by all={len(common)}")
@@ -101,11 +104,12 @@ def table(data: dict) -> dict:
               f"{'SoC-LB(common)':>14s}")
         cell = {}
         for m in methods:
-            ms = list(inst[m].values())
+            # statistics over distinct runs: a method without training seeds counts each scen file once
+            ms = list(inst[m].values()) if any(t is not None for t, _ in runs[m]) else list(runs[m].values())
             solved = int(sum(x["success"] for x in ms))
             r, rh = ci95([x["soc_over_lb"] for x in ms])
             mk, mkh = ci95([x["makespan"] for x in ms])
-            on = common if m in covered else []
+            on = common if all(i in inst[m] and inst[m][i]["success"] == 1.0 for i in common) else []
             soc_c = float(np.mean([inst[m][i]["soc"] for i in on])) if on else float("nan")
             exc_c = float(np.mean([inst[m][i]["soc"] - inst[m][i]["lb"] for i in on])) if on else float("nan")
             cell[m] = dict(n=len(ms), solved=solved, success=solved / max(len(ms), 1), soc_over_lb=r, soc_over_lb_ci=rh,
@@ -187,8 +191,7 @@ def plot(data: dict, path: Path) -> None:
                 if not ns:
                     continue
                 for i, (metric, lab) in enumerate((("soc_over_lb", "SoC/LB"), ("makespan", "makespan"), ("success", "success"))):
-                    ys, hs = zip(*[ci95([x[metric] for x in instances(data[(mp, n, kk)], m, _tseeds(data[(mp, n, kk)])).values()])
-                                   for n in ns])
+                    ys, hs = zip(*[ci95([x[metric] for x in data[(mp, n, kk)][m].values()]) for n in ns])
                     axes[i, j].errorbar(ns, ys, yerr=np.nan_to_num(hs), marker="o", capsize=3,
                                         label=f"{m.split('/')[1]} K={kk}", linestyle="-" if kk == goals[0] else "--")
                     axes[i, j].set_ylabel(lab)
