@@ -213,7 +213,7 @@ class QMIXTrainer:
         self.optimizer.step()
         n = filled.sum().clamp(min=1.0)
         return {"loss/td": float(loss.detach()), "loss/grad_norm": float(gnorm),
-                "q/taken_mean": float((tot * filled).sum() / n), "q/target_mean": float((targets * filled).sum() / n)}
+                "q/taken_mean": float((tot.detach() * filled).sum() / n), "q/target_mean": float((targets * filled).sum() / n)}
 
     def train_iteration(self) -> dict[str, float]:
         cfg = self.cfg
