@@ -99,7 +99,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
 def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           grid: List[str] = typer.Option(..., "--grid", help="key=v1,v2,... (repeatable); the product is run"),
           overrides: Optional[List[str]] = typer.Argument(None, help="fixed key.path=value overrides"),
-          jobs: int = typer.Option(0, help="parallel processes (default: one per core)")) -> None:
+          jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)")) -> None:
     """Run the product of --grid values, one `coopsim run` process per core, then compare them."""
     from coopsim.platform.config import check_buildable, load_config, parse_override
 
@@ -204,8 +204,10 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
         run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None)
     except CoopsimError as exc:
         _fail(exc)
-    except KeyboardInterrupt:
-        err_console.print("interrupted: the last checkpoint is kept; continue with --resume RUN_DIR")
+    except KeyboardInterrupt as exc:
+        where = getattr(exc, "run_dir", None) or "RUN_DIR"
+        err_console.print(f"interrupted: the last checkpoint is kept; continue with: coopsim train {config} --resume {where}",
+                          soft_wrap=True, highlight=False)
         raise typer.Exit(code=130)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 

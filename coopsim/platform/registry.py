@@ -123,16 +123,35 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
                 raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}",
                                   file=file, key=f"{key_prefix}{k}", value=params[k])
         params = {**factory.defaults, **params}
+    for k, v in params.items():
+        if isinstance(v, bool) and _numeric_field(factory.Params, k):
+            raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
+                              key=f"{key_prefix}{k}", value=v)
     try:
         return factory.Params(**params)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix) from None
 
 
+def _numeric_field(model: type[BaseModel], key: str) -> bool:
+    """True if ``model.key`` takes an int or a float but not a bool (pydantic would coerce True to 1)."""
+    import typing
+
+    f = model.model_fields.get(key)
+    if f is None:
+        return False
+    args = typing.get_args(f.annotation) or (f.annotation,)
+    return bool not in args and any(a in (int, float) for a in args)
+
+
 def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, file: str | None, key_prefix: str = "") -> ConfigError:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     value = err.get("input")
+    if err["type"] == "missing" and len(err["loc"]) > 1:
+        parent = ".".join(str(p) for p in err["loc"][:-1])
+        msg = f"missing required key '{loc}' ('{parent}' is given, so it needs its '{err['loc'][-1]}' too)"
+        return ConfigError(msg, file=file, key=f"{key_prefix}{loc}")
     if err["type"] == "missing":
         required = ", ".join(k for k, f in model.model_fields.items() if f.is_required())
         msg = f"missing required key '{loc}' (required keys: {required})"

@@ -54,8 +54,9 @@ class RunParts:
         if checkpoint is not None:
             from pathlib import Path as _P
 
-            if not _P(checkpoint).is_file():
-                raise ConfigError(f"checkpoint file not found: {checkpoint}", key="--checkpoint", value=str(checkpoint))
+            if not _P(checkpoint).exists():
+                raise ConfigError(f"checkpoint not found: {checkpoint} (give policy.pt, checkpoint.pt or a training "
+                                  "run's seed-<s> directory)", key="--checkpoint", value=str(checkpoint))
             self.agent.load(checkpoint)
         self.channel = registry.make_component("channel", cfg.channel.id, **cfg.channel.params)
         self.shield = registry.make_component("shield", cfg.shield.id, **cfg.shield.params)

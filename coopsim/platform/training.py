@@ -96,6 +96,13 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
             raise ConfigError(f"--resume needs a run directory written by coopsim train (with {CONFIG_NAME})",
                               file=str(run_dir))
         cfg = load_config(file, overrides)
+        given = load_config(str(config_path), overrides) if config_path else cfg
+        for what, a, b in (("name", given.name, cfg.name), ("scenario.id", given.scenario.id, cfg.scenario.id),
+                           ("agents.id", given.agents.id, cfg.agents.id)):
+            if a != b:
+                raise ConfigError(f"--resume continues the run's own config ({what} {b!r}), but {config_path} has "
+                                  f"{what} {a!r}; give the config the run was started with", file=str(run_dir), key=what,
+                                  value=a)
     else:
         file = str(config_path)
         cfg = load_config(file, overrides)
@@ -109,17 +116,21 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
         run_dir.mkdir(parents=True, exist_ok=False)
     atomic_write_text(dump_config(cfg), run_dir / CONFIG_NAME)
     per_seed: dict[str, Any] = {}
-    for seed in cfg.seeds:
-        sub = run_dir / f"seed-{seed}"
-        prev = sub / SUMMARY_NAME
-        if resume and prev.is_file():
-            done = json.loads(prev.read_text())
-            if done["env_steps"] >= schedule.total_env_steps:
-                per_seed[str(seed)] = done
-                continue
-        trainer = first if first is not None and seed == cfg.seeds[0] else build_trainer(cfg, seed, file=file)[0]
-        per_seed[str(seed)] = fit(trainer, schedule, sub, resume=bool(resume) and (sub / CHECKPOINT_NAME).is_file(),
-                                  description=f"{cfg.name} seed {seed}")
+    try:
+        for seed in cfg.seeds:
+            sub = run_dir / f"seed-{seed}"
+            prev = sub / SUMMARY_NAME
+            if resume and prev.is_file():
+                done = json.loads(prev.read_text())
+                if done["env_steps"] >= schedule.total_env_steps:
+                    per_seed[str(seed)] = done
+                    continue
+            trainer = first if first is not None and seed == cfg.seeds[0] else build_trainer(cfg, seed, file=file)[0]
+            per_seed[str(seed)] = fit(trainer, schedule, sub, resume=bool(resume) and (sub / CHECKPOINT_NAME).is_file(),
+                                      description=f"{cfg.name} seed {seed}")
+    except KeyboardInterrupt as exc:
+        exc.run_dir = run_dir  # the CLI names it in its resume hint
+        raise
     summary = {
         "config": str(run_dir / CONFIG_NAME),
         "agent": cfg.agents.id,

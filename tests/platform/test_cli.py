@@ -37,7 +37,7 @@ def test_run_then_report(tmp_path):
 
 def test_checkpoint_for_a_planner_and_bad_out_dir_are_clear_errors(tmp_path):
     r = cli("run", str(CFG), f"out_dir={tmp_path}", "--checkpoint", str(tmp_path / "nope.pt"))
-    assert r.returncode == 2 and "checkpoint file not found" in r.stderr
+    assert r.returncode == 2 and "checkpoint not found" in r.stderr
     (tmp_path / "f.pt").write_bytes(b"x")
     r = cli("run", str(CFG), f"out_dir={tmp_path}", "--checkpoint", str(tmp_path / "f.pt"))
     assert r.returncode == 2 and "takes no checkpoint" in r.stderr
@@ -70,3 +70,24 @@ def test_sweep_rejects_bad_grid_before_running(tmp_path):
     r = cli("sweep", str(CFG), "--grid", "scenario.params.num_agents=2,0", f"out_dir={tmp_path}")
     assert r.returncode == 2
     assert "scenario.params.num_agents" in r.stderr and not any(tmp_path.iterdir())
+
+
+def test_sweep_rejects_negative_jobs(tmp_path):
+    r = cli("sweep", str(CFG), "--grid", "episodes=1", "--jobs", "-1", f"out_dir={tmp_path}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--jobs" in r.stderr
+    assert not list(tmp_path.iterdir())
+
+
+def test_train_resume_with_another_config_is_refused_and_eval_takes_a_seed_dir(tmp_path):
+    train_cfg = CFG.parents[1] / "ppo" / "linewalk-mappo.yaml"
+    r = cli("train", str(train_cfg), f"out_dir={tmp_path}", "train.total_env_steps=1024", "train.num_envs=4",
+            "train.checkpoint_every=512", "train.progress=false")
+    assert r.returncode == 0, r.stderr
+    run_dir = Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    r = cli("train", str(CFG), "--resume", str(run_dir))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "name 'ppo-linewalk-mappo'" in r.stderr and "name 'line-random'" in r.stderr
+    r = cli("eval", str(train_cfg), "--checkpoint", str(run_dir / "seed-0"), f"out_dir={tmp_path}", "episodes=2")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1]) / "summary.json").read_text())
+    assert summary["episodes_finished"] == 2

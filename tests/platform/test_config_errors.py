@@ -41,6 +41,10 @@ def test_good_config_and_override(tmp_path):
     (GOOD, ["colour=red"], r"command-line override '[^']+' \(config .*c\.yaml\): key 'colour': unknown parameter 'colour' \(value 'red'\); valid parameters: agents, channel"),
     ("name: t\nscenario: {id: line/LineWalk-v0\nagents: x\n", [], r"c\.yaml: not valid YAML at line \d+, column \d+"),
     ("- a\n- b\n", [], r"c\.yaml: top level must be a mapping"),
+    (GOOD, ["scenario.params.num_agents=true"],
+     r"key 'scenario\.params\.num_agents': invalid value True: a number is required, not a boolean"),
+    (GOOD, ["shield.params.delta=2"],
+     r"key 'shield\.id': missing required key 'shield\.id' \('shield' is given, so it needs its 'id' too\)"),
 ])
 def test_bad_config_messages(tmp_path, text, overrides, pattern):
     with pytest.raises(ConfigError, match=pattern):
