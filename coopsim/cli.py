@@ -185,8 +185,12 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             if plot:
                 console.print(f"plot: {plot}", soft_wrap=True, highlight=False)
             if gif:
-                for g in render_replays(run_dirs[0]):
+                gifs = render_replays(run_dirs[0])
+                for g in gifs:
                     console.print(f"replay: {g}", soft_wrap=True, highlight=False)
+                if not gifs:
+                    console.print(f"no replay GIF: {run['config']['scenario']['id']} records no replays to animate",
+                                  soft_wrap=True, highlight=False)
         else:
             _report_many(list(run_dirs))
     except CoopsimError as exc:
@@ -214,17 +218,25 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
 
 @app.command("eval")
 def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
-             checkpoint: Path = typer.Option(..., help="checkpoint file written by `coopsim train`"),
-             overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
+             checkpoint: Path = typer.Option(..., help="policy.pt / checkpoint.pt written by `coopsim train`, or a "
+                                                       "training run's seed-<s> directory"),
+             overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
+             progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
+    from coopsim.platform.report import load_run, summary_table
+
     try:
         from coopsim.platform.training import eval_main
 
-        run_dir = eval_main(str(config), list(overrides or []), str(checkpoint))
+        run_dir = eval_main(str(config), list(overrides or []), str(checkpoint), progress=progress)
     except CoopsimError as exc:
         _fail(exc)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        where = getattr(exc, "run_dir", None)
+        err_console.print(f"interrupted: finished episodes and a valid summary are kept in {where}" if where
+                          else "interrupted before any episode finished", soft_wrap=True, highlight=False)
         raise typer.Exit(code=130)
+    console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 

@@ -170,6 +170,7 @@ class ScenarioEnv(ParallelEnv):
         self.possible_agents = list(core.agent_ids)
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self.agents: list[str] = []
+        self._was_reset = False
         self.dt_s = core.dt_s
         if core.state_space is not None:
             self.state_space = core.state_space
@@ -184,6 +185,7 @@ class ScenarioEnv(ParallelEnv):
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
         obs = self.core.reset(seed=seed)
+        self._was_reset = True
         alive = self.core.alive[0]
         self.agents = [a for a, i in self._index.items() if alive[i]]
         masks = self.core.action_masks()[0]
@@ -194,6 +196,11 @@ class ScenarioEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]) -> tuple[
         dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]
     ]:
+        if not self._was_reset:
+            raise RuntimeError("step() before reset(): call env.reset(seed=...) first")
+        unknown = [a for a in actions if a not in self._index]
+        if unknown:
+            raise KeyError(f"actions for unknown agents {unknown}; valid agents: {self.possible_agents}")
         joint = np.full((1, self.core.num_agents), self.core.noop_action, dtype=np.int64)
         for a, act in actions.items():
             joint[0, self._index[a]] = int(act)

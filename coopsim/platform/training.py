@@ -144,7 +144,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
     return run_dir
 
 
-def eval_main(config_path: str, overrides: list[str], checkpoint: str) -> Path:
+def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress: bool = True) -> Path:
     """Evaluate a trained policy like ``coopsim run``: the runner builds everything and calls ``agent.load(checkpoint)``.
 
     ``checkpoint`` may be a ``policy.pt``, a ``checkpoint.pt`` or a training seed directory. Returns the run dir.
@@ -155,4 +155,4 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str) -> Path:
                           file=str(checkpoint))
     from coopsim.platform.runner import run_config
 
-    return Path(run_config(cfg, checkpoint=checkpoint))
+    return Path(run_config(cfg, checkpoint=checkpoint, progress=progress))

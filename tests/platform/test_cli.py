@@ -87,7 +87,9 @@ def test_train_resume_with_another_config_is_refused_and_eval_takes_a_seed_dir(t
     r = cli("train", str(CFG), "--resume", str(run_dir))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "name 'ppo-linewalk-mappo'" in r.stderr and "name 'line-random'" in r.stderr
-    r = cli("eval", str(train_cfg), "--checkpoint", str(run_dir / "seed-0"), f"out_dir={tmp_path}", "episodes=2")
+    r = cli("eval", str(train_cfg), "--checkpoint", str(run_dir / "seed-0"), f"out_dir={tmp_path}", "episodes=2",
+            "--no-progress")
     assert r.returncode == 0, r.stderr
+    assert "episode_return" in r.stdout  # the summary table, as `run` prints it
     summary = json.loads((Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1]) / "summary.json").read_text())
     assert summary["episodes_finished"] == 2

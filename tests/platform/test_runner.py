@@ -76,3 +76,16 @@ def test_plugin_metrics_go_to_metrics_and_wall_times_to_timing(tmp_path):
     assert row["plan/failures"] == 0 and row["plan/soc"] == row["soc"] and "plan/time_s" not in row
     (timing,) = read_jsonl(d / "timing.jsonl")
     assert timing["plan/time_s"] > 0
+
+
+def test_env_step_before_reset_and_unknown_agent_are_clear_errors():
+    import pytest
+
+    from coopsim.platform.registry import make
+
+    env = make("line/LineWalk-v0", num_agents=2)
+    with pytest.raises(RuntimeError, match=r"step\(\) before reset\(\)"):
+        env.step({a: 0 for a in env.possible_agents})
+    env.reset(seed=0)
+    with pytest.raises(KeyError, match=r"unknown agents \['nope'\]; valid agents: \["):
+        env.step({"nope": 0})
