@@ -64,12 +64,11 @@ def run_json(cmd: list[str], cores: str, timeout: float = 1800) -> dict:
 
 
 # ----------------------------------------------------------------------------- coopsim workers
-def coopsim_speed(map_name: str, batch: int, seconds: float, seed: int = 0) -> dict:
+def random_stepper(core, seed: int = 0):
+    """Reset ``core`` (an ``SMACCore``) with ``seed``; return a function doing one vector step with uniformly
+    random valid actions, finished envs reset. Shared with ``smac_step_ab.py``."""
     import numpy as np
 
-    from coopsim.scenarios.smac import SMACCore
-
-    core = SMACCore(num_envs=batch, map_name=map_name)
     rng = np.random.default_rng(seed)
     core.reset(seed=seed)
 
@@ -80,6 +79,13 @@ def coopsim_speed(map_name: str, batch: int, seconds: float, seed: int = 0) -> d
         if d.any():
             core.reset(env_ids=np.nonzero(d)[0])
 
+    return one
+
+
+def coopsim_speed(map_name: str, batch: int, seconds: float, seed: int = 0) -> dict:
+    from coopsim.scenarios.smac import SMACCore
+
+    one = random_stepper(SMACCore(num_envs=batch, map_name=map_name), seed)
     one()
     n = 0
     t0, c0 = time.perf_counter(), time.process_time()

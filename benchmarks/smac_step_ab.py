@@ -8,6 +8,7 @@ Each block steps one core STEPS times (random valid actions, finished envs reset
 import importlib.util, sys, time
 import numpy as np
 import coopsim.scenarios.smac.core as new
+from smac_speed import random_stepper  # same directory (run as a script)
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.exec_module(m); return m
@@ -15,15 +16,7 @@ old = load(sys.argv[1], "oldcore")
 reps = int(sys.argv[2])
 cases = [a.split(":") for a in sys.argv[3:]]
 def make(cls, m, b):
-    core = cls(num_envs=b, map_name=m)
-    rng = np.random.default_rng(0)
-    core.reset(seed=0)
-    def one():
-        mk = core.action_masks()
-        core.step((rng.random(mk.shape) * mk).argmax(-1))
-        d = core.done
-        if d.any():
-            core.reset(env_ids=np.nonzero(d)[0])
+    one = random_stepper(cls(num_envs=b, map_name=m), seed=0)
     for _ in range(3): one()
     return one
 for m, b, n in cases:
