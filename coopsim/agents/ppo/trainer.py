@@ -118,8 +118,9 @@ class PPOTrainer:
         for h in ([self.intrinsic] if self.intrinsic is not None else []) + self.aux:
             h.setup(ctx)
         params = list(self.net.parameters())
-        self_trained = agent.comm is not None and callable(getattr(agent.comm, "update", None))
-        for m in self.aux + ([agent.comm] if agent.comm is not None and not self_trained else []):
+        # a comm module with update() trains itself ([HOOK comm] self-training): its parameters stay out of PPO's optimizer
+        self.comm_self_trained = agent.comm is not None and callable(getattr(agent.comm, "update", None))
+        for m in self.aux + ([agent.comm] if agent.comm is not None and not self.comm_self_trained else []):
             if isinstance(m, torch.nn.Module):
                 params += [p for p in m.parameters() if all(p is not q for q in params)]
         self.optimizer = torch.optim.Adam(params, lr=train.lr, eps=train.adam_eps)
@@ -235,7 +236,7 @@ class PPOTrainer:
         batch = RolloutBatch(obs=torch.as_tensor(obs_b), next_obs=torch.as_tensor(next_obs_b), actions=act_b,
                              rewards=rewards, alive=alive_t, dones=torch.as_tensor(done_b))
         stats: dict[str, float] = {}
-        if agent.comm is not None and callable(getattr(agent.comm, "update", None)):  # [HOOK comm] self-training
+        if self.comm_self_trained:  # [HOOK comm] self-training
             stats.update({f"comm/{k}": v for k, v in agent.comm.update(batch).items()})
         if self.intrinsic is not None:  # [HOOK intrinsic] bonus joins the reward before GAE
             bonus = torch.as_tensor(self.intrinsic.reward(batch), dtype=torch.float32) * alive_t
