@@ -219,12 +219,6 @@ class SMACCore(ScenarioCore):
         self._ctr = np.zeros(E, np.uint64)
         self._rngs: list[np.random.Generator] = [np.random.default_rng([0, e]) for e in range(E)]
         self._flat = (np.arange(E) * Un)[:, None]
-        self._eye_eps = np.eye(Un, dtype=np.float32)[None] + np.float32(1e-6)
-        r = U.RADIUS[self._type]
-        self._rsum = r[:, :, None] + r[:, None, :]
-        self._rsum2 = self._rsum * self._rsum
-        self._eye_bool = np.eye(Un, dtype=bool)[None]
-        self._any_immobile = False
         # masks of the current positions (set by every observation); code that edits the unit arrays directly
         # (tests) sets it to None, and the next action_masks() or step() then recomputes every cache
         self._masks: np.ndarray | None = None
