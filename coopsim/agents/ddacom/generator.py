@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from coopsim.agents.ppo.networks import ValueNorm
+from coopsim.agents.ppo.trainer import gae
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES, Feedback, MessageBatch
 from coopsim.platform.hooks import CommModule, HookContext, RolloutBatch
 
@@ -298,12 +299,7 @@ class DDACOMGenerator(nn.Module, CommModule):
 
     def returns(self, rewards: torch.Tensor, dones: torch.Tensor, last: torch.Tensor) -> torch.Tensor:
         """Discounted returns float32 ``[T, E, N]``: ``G_t = r_t + gamma (1 - done_t) G_{t+1}``, ``G_T = last``."""
-        G = torch.zeros_like(rewards)
-        nxt = last
-        for t in reversed(range(rewards.shape[0])):
-            nxt = rewards[t] + self.p.gamma * (~dones[t]).float() * nxt
-            G[t] = nxt
-        return G
+        return gae(rewards, torch.zeros_like(rewards), last, dones, self.p.gamma, 1.0)  # V = 0, lambda = 1
 
     def update(self, batch: RolloutBatch) -> dict[str, float]:
         """Train receiver and encoder on one rollout (see module docstring); returns statistics."""
