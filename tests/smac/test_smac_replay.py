@@ -67,7 +67,11 @@ def test_report_gif_of_focus_fire_run(tmp_path):
     frames = iio.imread(gif)
     alive = rp["alive"]
     assert frames.shape == (len(alive), 536, 512, 3)
-    assert len(alive) == int(np.load(run_dir / "replays" / "seed2_ep0.npz")["pos"].shape[0])
+    # the replay spans the whole recorded episode: one frame per step plus the initial state
+    import json
+
+    (episode,) = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(alive) == int(episode["episode_steps"]) + 1
     # every frame shows one team-coloured disc per living unit: the colour's pixel count / one disc's = units alive
     blue = np.array([_count(f, ALLY_RGB) for f in frames])
     red = np.array([_count(f, ENEMY_RGB) for f in frames])
