@@ -60,3 +60,18 @@ class ScenarioCheckError(CoopsimError, AssertionError):
 
 class ChannelError(CoopsimError, RuntimeError):
     """A channel backend failed (e.g. the ns-3 child process died or timed out)."""
+
+
+def run_script(main, argv=None):
+    """Run a module's ``main(argv)`` as the CLI does: a :class:`CoopsimError` prints its message to stderr and
+    exits with code 2 (no traceback); Ctrl-C exits with 130. For ``python -m coopsim.<...>`` scripts."""
+    import sys
+
+    try:
+        return main(argv)
+    except CoopsimError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

@@ -14,6 +14,11 @@ and plotted with ``--plot``.
     .venv/bin/python -m coopsim.comm.ns3.experiment configs/ns3/ddacom-spread.yaml --out runs/ns3-ddacom.json \
         --plot docs/ns3_ddacom.png
 
+The oracle's sweep is most of the wall time and does not depend on the senders, so it is cached on disk
+(``--oracle-cache``, default ``runs/ns3-oracle-cache``; one JSON file per seed, keyed by a hash of everything it
+depends on: channel id and params, oracle grid, scenario, envs, steps, seed); ``--senders ddacom`` and
+``--sender-param ddacom.target_utilization=0.6`` rerun some senders with other params against the cached oracle.
+
 ``--calibrate 0,1e6,2e6`` instead measures, for each constant background load per pair (bit/s), the rate
 each agent gets through when all of them offer the full-broadcast demand, without the latency bound (the
 saturation throughput, an upper bound of the safe rate), as a fraction of the demand: the calibration of
@@ -22,7 +27,9 @@ the background schedule.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import time
 from pathlib import Path
 
@@ -31,7 +38,7 @@ import yaml
 
 from coopsim.agents.ddacom.evaluate import ci95, print_table, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
-from coopsim.errors import ConfigError
+from coopsim.errors import ConfigError, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
 from coopsim.platform.registry import make_component, make_scenario
 
@@ -41,7 +48,12 @@ BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 
 def load(path: str) -> dict:
     """Read and check an experiment config; raises ConfigError naming the file and the bad key."""
-    cfg = yaml.safe_load(Path(path).read_text())
+    try:
+        cfg = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read the experiment config ({e.strerror or e})", file=path) from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"not valid YAML: {e}", file=path) from None
     if not isinstance(cfg, dict):
         raise ConfigError("expected a mapping at the top level", file=path)
     extra = set(cfg) - _KEYS
@@ -166,18 +178,69 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
     fig.savefig(path, dpi=80)
 
 
+ORACLE_CACHE_VERSION = 1
+
+
+def oracle_cache_key(cfg: dict, kw: dict, seed: int, rates: np.ndarray, num_steps: int) -> str:
+    """Hash (sha1 hex) of everything the oracle's sweep for one seed depends on; never of the senders."""
+    what = {"v": ORACLE_CACHE_VERSION, "channel": cfg["channel"], "oracle": cfg.get("oracle", {}) or {},
+            "scenario": {k: kw[k] for k in ("num_agents", "obs_radius_m", "num_envs", "payload_floats")},
+            "steps": int(num_steps), "seed": int(seed), "rates_bps": [float(r) for r in rates]}
+    return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _read_cached_oracle(path: Path) -> np.ndarray | None:
+    try:
+        return np.asarray(json.loads(path.read_text())["safe_bps"], np.float64)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent or unreadable: recompute (and overwrite it)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]:
+    """``["ddacom.target_utilization=0.6", ...]`` -> ``{"ddacom": {"target_utilization": 0.6}}`` (YAML values).
+
+    Raises:
+        ConfigError: an item without ``SENDER.KEY=VALUE`` form, or a sender the run does not include.
+    """
+    out: dict[str, dict] = {}
+    for item in items:
+        head, eq, value = item.partition("=")
+        snd, dot, key = head.partition(".")
+        if not (eq and dot and snd and key):
+            raise ConfigError("expected SENDER.KEY=VALUE", key="--sender-param", value=item)
+        if snd not in senders:
+            raise ConfigError(f"sender {snd!r} is not run; run senders: {senders}", key="--sender-param", value=item)
+        out.setdefault(snd, {})[key] = yaml.safe_load(value)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--out", default="runs/ns3-experiment.json")
     ap.add_argument("--plot", default=None, help="write the time-series figure here (png)")
     ap.add_argument("--calibrate", default=None, help="comma-separated constant background loads per pair (bit/s)")
+    ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache",
+                    help="folder of cached oracle sweeps (one JSON per seed and setting); '' turns caching off")
+    ap.add_argument("--senders", default=None, help="comma-separated senders to run instead of the config's")
+    ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
+                    help="override a sender param of the config (repeatable), e.g. ddacom.target_utilization=0.6")
     a = ap.parse_args(argv)
     cfg = load(a.config)
+    if a.senders:
+        cfg["senders"] = [x.strip() for x in a.senders.split(",") if x.strip()]
+    for snd, params in parse_sender_params(a.sender_param, list(cfg["senders"])).items():
+        cfg.setdefault("sender_params", {}).setdefault(snd, {}).update(params)
     if a.calibrate:
         rows = calibrate(cfg, [float(x) for x in a.calibrate.split(",")])
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"config": cfg, "calibration": rows}, indent=1))
+        _write_atomic(Path(a.out), json.dumps({"config": cfg, "calibration": rows}, indent=1))
         return {"calibration": rows}
     kw = _scenario_kw(cfg)
     N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
@@ -193,12 +256,23 @@ def main(argv: list[str] | None = None) -> dict:
                 r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=True, **kw)
                 r["channel_name"] = "ideal"
                 results.append(r)
-            core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N, obs_radius_m=kw["obs_radius_m"])
-            core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
-            orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=0.1, num_steps=T,
-                                      copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
-                                      drain_steps=int(orc.get("drain_steps", 12)))
-            safe[seed] = orc_out["safe_bps"]
+            cache = Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json" \
+                if a.oracle_cache else None
+            cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
+            if cached is not None and cached.shape == (T, E):
+                safe[seed] = cached
+                print(f"seed {seed} oracle: cached {cache}", flush=True)
+            else:
+                core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N, obs_radius_m=kw["obs_radius_m"])
+                core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
+                orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=0.1, num_steps=T,
+                                          copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
+                                          drain_steps=int(orc.get("drain_steps", 12)))
+                safe[seed] = orc_out["safe_bps"]
+                if cache is not None:
+                    _write_atomic(cache, json.dumps({"channel": cfg["channel"], "seed": seed,
+                                                     "rates_bps": rates.tolist(),
+                                                     "safe_bps": safe[seed].tolist()}))
             sf = np.minimum(safe[seed], demand) / demand
             print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max {sf.max():.3f} "
                   f"({time.time() - t0:.0f} s)", flush=True)
@@ -216,8 +290,7 @@ def main(argv: list[str] | None = None) -> dict:
                       f"({time.time() - t0:.0f} s)", flush=True)
             summary = summarize(results)
             ts = time_series(results, safe, N, demand)
-            Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(a.out).write_text(json.dumps({
+            _write_atomic(Path(a.out), json.dumps({
                 "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
@@ -236,4 +309,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

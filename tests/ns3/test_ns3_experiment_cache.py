@@ -1,0 +1,59 @@
+"""The ns-3 experiment caches its safe-rate oracle: a second run reads it back, and the cache key depends on
+everything the sweep depends on (channel, grid, scenario, seed) and on nothing it does not (the senders)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from coopsim.comm.ns3.experiment import main, oracle_cache_key, parse_sender_params
+from coopsim.errors import ConfigError
+
+SMALL = {
+    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
+    "senders": ["ddacom"],
+    "sender_params": {"ddacom": {"target_utilization": 0.5}},
+    "num_envs": 1, "episodes": 1, "seeds": 1,
+    "oracle": {"rates": 3, "min_frac": 0.1, "max_frac": 0.5, "drain_steps": 3},
+    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
+}
+KW = {"num_agents": 3, "obs_radius_m": 0.5, "num_envs": 1, "payload_floats": 24, "episodes": 1}
+
+
+def test_cache_key_ignores_senders_and_follows_the_channel():
+    rates = np.array([1e5, 2e5])
+    k = oracle_cache_key(SMALL, KW, 0, rates, 25)
+    other_senders = dict(SMALL, senders=["broadcast"], sender_params={"ddacom": {"target_utilization": 0.9}})
+    assert oracle_cache_key(other_senders, KW, 0, rates, 25) == k
+    assert oracle_cache_key(SMALL, KW, 1, rates, 25) != k  # seed
+    assert oracle_cache_key(SMALL, KW, 0, rates * 2, 25) != k  # grid
+    assert oracle_cache_key(SMALL, KW, 0, rates, 50) != k  # steps
+    louder = dict(SMALL, channel={"id": "ns3-v0", "params": {"latency_bound_s": 0.2}})
+    assert oracle_cache_key(louder, KW, 0, rates, 25) != k
+
+
+def test_sender_param_overrides_parse_yaml_values_and_name_bad_items():
+    assert parse_sender_params(["ddacom.target_utilization=0.6", "ddacom.max_growth=1.5"], ["ddacom"]) == {
+        "ddacom": {"target_utilization": 0.6, "max_growth": 1.5}}
+    with pytest.raises(ConfigError, match="SENDER.KEY=VALUE"):
+        parse_sender_params(["target_utilization=0.6"], ["ddacom"])
+    with pytest.raises(ConfigError, match="'periodic' is not run"):
+        parse_sender_params(["periodic.period_steps=2"], ["ddacom"])
+
+
+def test_second_run_reads_the_cached_oracle(ns3_bridge, tmp_path, capsys):
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump(SMALL))
+    cache = tmp_path / "cache"
+    args = [str(cfg), "--oracle-cache", str(cache)]
+    main(args + ["--out", str(tmp_path / "a.json")])
+    (entry,) = cache.glob("oracle-seed0-*.json")
+    assert "cached" not in capsys.readouterr().out
+    main(args + ["--out", str(tmp_path / "b.json"), "--sender-param", "ddacom.target_utilization=0.7"])
+    assert f"cached {entry}" in capsys.readouterr().out
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("a.json", "b.json"))
+    assert a["safe_bps"] == b["safe_bps"] == {"0": json.loads(entry.read_text())["safe_bps"]}
+    assert len(a["safe_bps"]["0"]) == 25  # one safe rate per step of the one 25-step episode
+    assert b["config"]["sender_params"]["ddacom"]["target_utilization"] == 0.7
