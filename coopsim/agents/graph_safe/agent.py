@@ -50,6 +50,12 @@ class GraphSafeParams(AgentParams):
                               "a joint action uncertified that the plan over the optimistic feasible set (joint actions safe "
                               "under the observed outcomes) takes in a state it reaches; with >= 1 a try outweighs any "
                               "episode's reward, so these tries come first (joint planner), >= 0")
+    resolve_bonus: float = Field(0.0, ge=0, description="bonus for each try of an unresolved action once the optimistic "
+                                 "plan is settled (no goal-directed expansion left), in units of the horizon H: actions that "
+                                 "can still shrink and make some joint action of the optimistic feasible set uncertified; "
+                                 "with >= 1 the plan spends whole episodes on such tries (inside certified joint actions) "
+                                 "until every one it can reach is resolved, driving the certified set towards every truly "
+                                 "safe joint action that can be certified at all (joint planner; 0 = off), >= 0")
     replan: Literal["counts", "doubling"] = Field("counts", description="counts: replan before an episode when a plausible "
                                                   "set changed or a (cell, action) count doubled since the last plan (the "
                                                   "UCRL2 epoch rule); doubling: after episodes 1, 2, 4, 8, ...")
@@ -177,7 +183,9 @@ class GraphSafeAgent(AgentPlugin):
         action can still shrink and blocks a joint action of the optimistic feasible set somewhere, plus
         ``goal_bonus * H`` per try when it blocks a joint action that the optimal plan over the optimistic feasible set
         (count bonus included) takes in a state that plan reaches from the current start states (with
-        probability > 1e-4 under the estimated dynamics). The plan itself is restricted to certified joint
+        probability > 1e-4 under the estimated dynamics), plus, once no such action is left (the optimal plan
+        is settled), ``resolve_bonus * H`` per try of any action that can still shrink and blocks a joint
+        action of the optimistic feasible set (the resolve phase). The plan itself is restricted to certified joint
         actions, so these bonuses direct tries, within the certified set, to where the certified set must
         grow for the learner to reach the optimum (safe expansion as in SafeMDP, Turchetta et al. 2016, and
         SNO-MDP, Wachi & Sui 2020).
@@ -197,12 +205,14 @@ class GraphSafeAgent(AgentPlugin):
             R = team_reward(self.world, self.targets)
             self.expanding = np.zeros(b.shape, bool)
             self.goal_expanding = np.zeros(b.shape, bool)
+            self.resolving = np.zeros(b.shape, bool)
             if not self.params.greedy:
                 shrink = self.can_shrink()
                 optimistic = tab.safe(self._plan_observed)  # superset of allowed
                 gap = optimistic & ~allowed
+                blockers = self._mark(shrink, *np.nonzero(gap)) if gap.any() else np.zeros(b.shape, bool)
                 if self.params.expand_bonus > 0:
-                    self.expanding = self._mark(shrink, *np.nonzero(gap))
+                    self.expanding = blockers
                 # with no gap the optimistic plan takes certified joint actions only: nothing blocks it
                 if self.params.goal_bonus > 0 and shrink.any() and gap.any():
                     pair = np.zeros(allowed.shape)
@@ -216,8 +226,12 @@ class GraphSafeAgent(AgentPlugin):
                     bb = opt.policy[tt, ss]
                     blocked = ~allowed[ss, bb]
                     self.goal_expanding = self._mark(shrink, ss[blocked], bb[blocked])
+                if self.params.resolve_bonus > 0 and not self.goal_expanding.any():
+                    # the optimal plan is settled: spend tries on every remaining blocker (resolve phase)
+                    self.resolving = blockers
                 # the joint bonus averages over agents: N * H * goal_bonus makes one agent's try worth H * goal_bonus
-                b = b + self.params.expand_bonus * self.expanding + (self.params.goal_bonus * self.H * self.N) * self.goal_expanding
+                b = (b + self.params.expand_bonus * self.expanding + (self.params.goal_bonus * self.H * self.N) * self.goal_expanding
+                     + (self.params.resolve_bonus * self.H * self.N) * self.resolving)
             bonus = np.zeros(allowed.shape)
             for i in range(self.N):
                 bonus += b[cs[:, i][:, None], ab[:, i][None, :]]
@@ -308,6 +322,7 @@ class GraphSafeAgent(AgentPlugin):
         out = {"plans": float(self.plans_made), "outcomes_removed": float(((self.world.prior >= 0) & ~sup).sum())}
         if self.mode == "joint":
             out["expanding_actions"] = float((getattr(self, "expanding", 0) | getattr(self, "goal_expanding", 0)).sum())
+            out["resolving_actions"] = float(getattr(self, "resolving", np.zeros(1, bool)).sum())
             if hasattr(self.scenario, "world"):
                 key = sup.tobytes()
                 if getattr(self, "_cons_key", None) != key:

@@ -37,28 +37,53 @@ def _atomic_json(obj, path: Path) -> None:
     os.replace(tmp, path)
 
 
+LEARNER = "graph_safe-v0 (counts replans, goal-directed expansion, training shield sharing the learner's counts)"
+
+
+def _git_head() -> str:
+    try:
+        import subprocess
+
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except Exception:  # noqa: BLE001 - provenance only
+        return "unknown"
+
+
 def violations(config_files: list[str], train_episodes: int | None, eval_episodes: int | None, out: Path,
                seeds: list[int] | None = None) -> None:
+    """Violation study; the JSON of a config is rewritten after every seed (``complete`` false until its last
+    seed), so an interrupted run resumes at the next seed. A file from another learner version or another
+    episode budget is replaced."""
     from coopsim.agents.graph_safe.train import train_seed
     from coopsim.platform.config import load_config
 
     for f in config_files:
         cfg = load_config(f)
         path = out / f"violations-{cfg.name}.json"
-        if path.exists():
-            print(f"{cfg.name}: done already ({path})")
-            continue
         n_train = train_episodes if train_episodes is not None else cfg.episodes
         n_eval = eval_episodes if eval_episodes is not None else max(1, n_train // 4)
+        todo = list(seeds if seeds is not None else cfg.seeds)
         rows = []
-        print(f"\n{cfg.name}: {n_train} training + {n_eval} evaluation episodes per seed")
+        if path.exists():
+            old = json.loads(path.read_text())
+            same = (old.get("learner") == LEARNER and old.get("train_episodes") == n_train
+                    and old.get("eval_episodes") == n_eval)
+            if same:
+                rows = old["rows"]
+                done = {r["seed"] for r in rows}
+                todo = [s for s in todo if s not in done]
+                if not todo:
+                    print(f"{cfg.name}: done already ({path})")
+                    continue
+        print(f"\n{cfg.name}: {n_train} training + {n_eval} evaluation episodes per seed; seeds to run {todo}")
         print(f"{'seed':>4} {'gs train viol':>13} {'gs eval viol':>12} {'gs steps':>8} {'gs wall s':>9} "
               f"{'gs return':>9} {'iql viol (no shield)':>20} {'iql steps':>9}")
-        for seed in (seeds if seeds is not None else cfg.seeds):
+        for seed in todo:
             t0 = time.perf_counter()
             recs = train_seed(cfg.scenario.id, cfg.scenario_params(), cfg.agents.id, cfg.agents.params, cfg.shield.id,
                               cfg.shield.params, seed, n_train, n_eval)
             wall = time.perf_counter() - t0
+            t1 = time.perf_counter()
             iql = train_seed(cfg.scenario.id, cfg.scenario_params(), "safe_baselines/iql-v0", {"seed": seed},
                              "passthrough-v0", {}, seed, n_train + n_eval)
             row = {
@@ -72,13 +97,16 @@ def violations(config_files: list[str], train_episodes: int | None, eval_episode
                 "gs_eval_return": float(np.mean([r["episode/return"] for r in recs if r["phase"] == 1])),
                 "iql_violations": sum(r["violations"] for r in iql),
                 "iql_steps": sum(r["steps"] for r in iql),
+                "iql_wall_s": time.perf_counter() - t1,
                 "iql_eval_return": float(np.mean([r["episode/return"] for r in iql[-n_eval:]])),
             }
             rows.append(row)
             print(f"{seed:>4} {row['gs_train_violations']:>13.0f} {row['gs_eval_violations']:>12.0f} {row['gs_steps']:>8.0f} "
                   f"{wall:>9.1f} {row['gs_eval_return']:>9.2f} {row['iql_violations']:>20.0f} {row['iql_steps']:>9.0f}", flush=True)
-        _atomic_json({"config": f, "name": cfg.name, "train_episodes": n_train, "eval_episodes": n_eval,
-                      "agents": cfg.agents.model_dump(), "shield": cfg.shield.model_dump(), "rows": rows}, path)
+            rows.sort(key=lambda r: r["seed"])
+            _atomic_json({"config": f, "name": cfg.name, "train_episodes": n_train, "eval_episodes": n_eval,
+                          "learner": LEARNER, "commit": _git_head(), "complete": len(rows) >= len(cfg.seeds),
+                          "agents": cfg.agents.model_dump(), "shield": cfg.shield.model_dump(), "rows": rows}, path)
 
 
 REGRET_CASES = {
@@ -120,9 +148,11 @@ def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out:
             params = {"num_runs": 360, "p_min": p_min}
             agent_params = dict(params) if expand_bonus is None else {**params, "expand_bonus": expand_bonus}
             agent_params.update(agent_extra or {})
+            box: list = []
             recs = train_seed(sid, sp, "graph_safe-v0", agent_params, "certificate-v0", params, seed, episodes, 10,
-                              v_star=v_star, true_support_every=max(1, episodes // 20))
+                              v_star=v_star, true_support_every=max(1, episodes // 20), agent_out=box)
             wall = time.perf_counter() - t0
+            diag_end, certifiable = _diagnosis(box[0])
             train = [r for r in recs if r["phase"] == 0]
             real = np.cumsum([r["regret"] for r in train])
             reg = np.cumsum([r["expected_regret"] for r in train])
@@ -135,14 +165,33 @@ def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out:
                    "steps": sum(r["steps"] for r in recs),
                    "eval_return": float(np.mean([r["episode/return"] for r in recs if r["phase"] == 1])),
                    "conservativeness": [(r["episode"], r["conservativeness"], r["conservativeness_visited"])
-                                        for r in recs if "conservativeness" in r]}
+                                        for r in recs if "conservativeness" in r],
+                   "truly_safe": diag_end["truly_safe"], "certifiable": certifiable, "diagnosis_end": diag_end}
             if iql:
                 base = train_seed(sid, sp, "safe_baselines/iql-v0", {"seed": seed}, "passthrough-v0", {}, seed, episodes + 10)
                 res["iql_violations"] = sum(r["violations"] for r in base)
             c = res["conservativeness"]
             print(f"{seed:>4} {reg[-1]:>11.1f} {slope:>6.3f} {res['eval_return']:>11.3f} {res['violations']:>13.0f} "
-                  f"{res.get('iql_violations', float('nan')):>20.0f} {c[0][1]:>7.3f} -> {c[-1][1]:.3f} {wall:>7.0f}", flush=True)
+                  f"{res.get('iql_violations', float('nan')):>20.0f} {c[0][1]:>7.3f} -> {c[-1][1]:.3f} {wall:>7.0f}"
+                  f"  (of certifiable: {diag_end['of_certifiable']:.3f}; uncertified {diag_end['classes']})", flush=True)
             _atomic_json(res, path)
+
+
+def _diagnosis(agent) -> tuple[dict, int]:
+    """End-of-run conservativeness diagnosis of a joint-planner agent (:mod:`coopsim.agents.graph_safe.diagnose`),
+    and the number of truly safe joint actions certifiable at all: the closure from the prior plausible sets
+    (what any learner could certify from these start cells; it contains every certified set)."""
+    from coopsim.agents.graph_safe.diagnose import diagnose, diagnose_agent
+
+    d = diagnose_agent(agent)
+    sc = agent.scenario
+    prior = agent.world.prior >= 0
+    prior[:, 0, 1:] = False
+    d0 = diagnose(agent.ensure_table(), agent.world, prior, sc.world().true_prob > 0, np.asarray(sc.starts()), agent.H)
+    assert d.certified <= d0.certifiable, "a certified joint action lies outside the closure from the prior"
+    out = d.summary()
+    out["of_certifiable_prior"] = d.certified / max(d0.certifiable, 1)
+    return out, d0.certifiable
 
 
 def tables(out: Path) -> str:

@@ -137,11 +137,12 @@ def make_trainer(cls, agent, train: GraphSafeTrainConfig, seed: int, *, channel=
 
 def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_params: dict, shield_id: str,
                shield_params: dict, seed: int, episodes: int, eval_episodes: int = 0, *, v_star: float | None = None,
-               true_support_every: int = 0) -> list[dict[str, float]]:
+               true_support_every: int = 0, agent_out: list | None = None) -> list[dict[str, float]]:
     """Train ``episodes`` and then evaluate ``eval_episodes`` (greedy) in one seed; one record per episode.
 
     Records have ``phase`` 0 (train) / 1 (eval), ``episode``, and the keys of :func:`run_episode`; with
     ``true_support_every > 0`` graph-safe records also get ``conservativeness`` every that many episodes.
+    ``agent_out``: when given, the trained agent is appended to it (for diagnostics after the run).
     """
     from coopsim.platform import registry
 
@@ -149,6 +150,8 @@ def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_par
     agent = registry.make_component("agent", agent_id, sc, **agent_params)
     shield = registry.make_component("shield", shield_id, **shield_params)
     _share(shield, agent)
+    if agent_out is not None:
+        agent_out.append(agent)
     recs = []
     plan_value: dict[int, float] = {}
     for ep in range(episodes + eval_episodes):
