@@ -60,7 +60,7 @@ class PPOAgent(AgentPlugin):
             comm_dim = int(self.comm.input_dim)
         self.comm_dim = comm_dim
         in_dim = self.obs_dim + self.id_dim + comm_dim
-        critic_dim = (self.state_dim if p.critic == "central" else self.obs_dim) + self.id_dim
+        critic_dim = (self.state_dim + (self.obs_dim if p.critic_obs else 0) if p.critic == "central" else self.obs_dim) + self.id_dim
         self.net = ActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation, p.recurrent)
         self.value_norm = ValueNorm()
         self._eye = torch.eye(self.num_agents)
@@ -83,10 +83,12 @@ class PPOAgent(AgentPlugin):
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def critic_input(self, obs_flat: np.ndarray, state: np.ndarray | None) -> torch.Tensor:
-        """float32 ``[E, N, S + N?]`` (central) or ``[E, N, D + N?]`` (local)."""
+        """float32 ``[E, N, S + D? + N?]`` (central; ``D`` with ``critic_obs``) or ``[E, N, D + N?]`` (local)."""
         e, n = obs_flat.shape[:2]
         if self.params.critic == "central":
             base = torch.as_tensor(np.asarray(state, dtype=np.float32).reshape(e, -1)).unsqueeze(1).expand(-1, n, -1)
+            if self.params.critic_obs:  # agent-specific global state: state() followed by the agent's own observation
+                base = torch.cat([base, torch.as_tensor(obs_flat, dtype=torch.float32)], dim=-1)
         else:
             base = torch.as_tensor(obs_flat, dtype=torch.float32)
         if self.id_dim:
@@ -174,9 +176,9 @@ class PPOAgent(AgentPlugin):
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:
                 raise ConfigError(f"checkpoint has {k}={ck[k]} but this scenario gives {k}={mine[k]}", file=str(path), key=k)
-        arch = ("critic", "hidden", "activation", "recurrent", "agent_id", "comm")
-        for k in arch:
-            if ck["params"].get(k) != mine["params"].get(k):
+        arch = ("critic", "hidden", "activation", "recurrent", "agent_id", "comm", "critic_obs")
+        for k in arch:  # a key missing from an older file takes its default
+            if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
         self.net.load_state_dict(ck["net"])

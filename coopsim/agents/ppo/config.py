@@ -18,10 +18,20 @@ class PPOAgentParams(AgentParams):
     activation: Literal["tanh", "relu"] = Field("tanh", description="hidden activation")
     recurrent: bool = Field(False, description="a GRU after the encoder (actor memory); the critic stays feed-forward")
     agent_id: bool = Field(True, description="append a one-hot of the agent slot to actor and critic inputs (shared parameters)")
+    critic_obs: bool = Field(
+        False, description="central critic only: append the agent's own observation to the global state (MAPPO's "
+                           "agent-specific global state, Yu et al. 2022); False: state() + agent id")
     comm: dict[str, Any] | None = Field(
         None, description="communication module {module: 'pkg.mod:Class', params: {...}} (coopsim.platform.hooks.CommModule)")
     deterministic: bool = Field(True, description="act by argmax (True, evaluation) or by sampling (False)")
     seed: int = Field(0, ge=0, description="seed of the sampling generator when deterministic is False")
+
+    @field_validator("critic_obs")
+    @classmethod
+    def _critic_obs_needs_central(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("critic", "central") != "central":
+            raise ValueError("only for the central (MAPPO) critic; the local critic already reads the observation")
+        return v
 
     @field_validator("hidden")
     @classmethod
@@ -49,6 +59,10 @@ class PPOTrainConfig(TrainSchedule):
         None, ge=0, description="if set: the entropy coefficient goes linearly from ent_coef (at 0 env steps) to "
                                 "ent_coef_end (at total_env_steps); None: constant ent_coef")
     vf_coef: float = Field(0.5, ge=0, description="value loss coefficient")
+    value_loss: Literal["mse", "huber"] = Field(
+        "mse", description="'mse': 0.5 * (v - target)^2; 'huber': Huber loss with huber_delta (MAPPO), on the "
+                           "normalised targets when value_norm is on")
+    huber_delta: float = Field(10.0, gt=0, description="Huber loss threshold (value_loss: huber)")
     max_grad_norm: float = Field(0.5, gt=0, description="global gradient-norm clip")
     norm_adv: bool = Field(True, description="normalise advantages per minibatch (alive samples)")
     value_norm: bool = Field(True, description="running mean/std normalisation of value targets (MAPPO ValueNorm)")

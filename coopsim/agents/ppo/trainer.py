@@ -58,6 +58,17 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, last_values: torch.Tensor, 
     return adv
 
 
+def value_loss(v: torch.Tensor, target: torch.Tensor, kind: str = "mse", delta: float = 10.0) -> torch.Tensor:
+    """Per-sample value loss: ``0.5 * e^2`` ('mse') or Huber ('huber': ``0.5 * e^2`` for ``|e| <= delta``, else
+    ``delta * (|e| - 0.5 * delta)``), with ``e = v - target``. Huber's gradient is clipped at ``delta``, which
+    keeps rare large targets from dominating the critic (MAPPO, Yu et al. 2022, uses delta 10)."""
+    e = v - target
+    if kind == "mse":
+        return 0.5 * e * e
+    a = e.abs()
+    return torch.where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta))
+
+
 def entropy_coef(cfg: PPOTrainConfig, env_steps: int) -> float:
     """Entropy coefficient of the update after ``env_steps``: ``cfg.ent_coef``, or with ``cfg.ent_coef_end``
     set, linear from ``ent_coef`` at 0 to ``ent_coef_end`` at ``total_env_steps`` (held there after it)."""
@@ -323,7 +334,7 @@ class PPOTrainer:
             adv = (adv - m) / (s + 1e-8)
         pg = (torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip, 1 + cfg.clip)) * w).sum() / n
         v = net.value(mb["c"])
-        v_loss = 0.5 * (((v - mb["ret"]) ** 2) * w).sum() / n
+        v_loss = (value_loss(v, mb["ret"], cfg.value_loss, cfg.huber_delta) * w).sum() / n
         ent = (entropy * w).sum() / n
         loss = pg - self.ent_coef * ent + cfg.vf_coef * v_loss
         if self.aux:  # [HOOK aux] extra losses on the policy's features
