@@ -27,7 +27,9 @@ BBR's delivery-rate sample, Cardwell et al. 2016). The copies a sender offers in
 so the last one delivered arrives after all of them were served: ``capacity = delivered bits /
 (latency_max_s - base_delay_s)`` (packet-train dispersion). The estimate is ``target_utilization`` times
 that capacity, lowered to the linear extrapolation ``2 c_t - c_{t-1}`` when the capacity is falling gradually
-(by at most ``max_trend * c_t`` per report: a gradual fall continues, a jump does not), and,
+(by at most ``max_trend * c_t`` per report: a gradual fall continues, a jump does not); with ``curvature``
+the prediction is second order, ``min(c_t, c_t + 2 d_t - d_(t-1))`` with ``d_t = c_t - c_(t-1)`` when both
+changes are gradual, so a rise that slows (the top of a smooth swell) lowers the estimate before the fall; and,
 in a report with loss above the threshold, to at most the rate delivered in it. A loss the measured
 capacity does not explain (the offered bits fit within one step of it: queue overflow, collision, burst
 loss) sets a *loss ceiling* at the delivered rate; ``max_growth`` caps the estimate at that multiple of
@@ -76,6 +78,10 @@ class SafeRateProbeParams(BaseModel):
     base_delay_s: float = Field(0.0, ge=0, description="delay-based: fixed delay (s) not due to queueing or "
                                 "transmission, subtracted from the latency, >= 0")
     extrapolate: bool = Field(True, description="delay-based: when capacity falls, use 2 c_t - c_(t-1)")
+    curvature: bool = Field(False, description="delay-based, with extrapolate: continue a gradual change with its "
+                            "curvature too, predicting min(c_t, c_t + 2 d_t - d_(t-1)) with d_t = c_t - c_(t-1), so "
+                            "a rise that slows down (a smooth maximum) is taken as the turn it announces; a "
+                            "steady fall predicts c_t + d_t as without it")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: the estimate is at most this times the "
                                         "rate offered in the report, plus one copy (> 1); None = no cap. "
                                         "On a shared medium (Wi-Fi) a few copies can pass quickly without showing what "
@@ -113,6 +119,7 @@ class SafeRateProbe:
         self._step = np.full(self.shape, p.up_factor)
         self.ceiling_bps = np.full(self.shape, np.inf)  # lowest recently failed probing rate
         self.capacity_bps = np.full(self.shape, np.nan)  # delay-based: last measured capacity (bit/s)
+        self._capacity_prev_bps = np.full(self.shape, np.nan)  # delay-based: the measurement before it
         self.loss_ceiling_bps = np.full(self.shape, np.inf)  # delay-based: cap after losses delay did not explain
         self._ceil_hold = np.zeros(self.shape, np.int64)
         self._ceil_hold_len = np.full(self.shape, p.hold_steps, np.int64)
@@ -184,6 +191,15 @@ class SafeRateProbe:
             fall = prev - cap  # a gradual fall continues; a jump (more than max_trend * cap) does not
             gradual = np.isfinite(prev) & (fall > 0) & (fall <= p.max_trend * cap)
             pred = np.where(gradual, cap - np.where(gradual, fall, 0.0), cap)
+            if p.curvature:
+                # second order: with d_t = c_t - c_(t-1), the next change is about 2 d_t - d_(t-1) when both
+                # changes are gradual (at most max_trend * c_t); only a predicted fall is used (min with c_t)
+                d = cap - prev
+                d_prev = prev - self._capacity_prev_bps
+                smooth = (np.isfinite(d) & np.isfinite(d_prev) & (np.abs(d) <= p.max_trend * cap)
+                          & (np.abs(d_prev) <= p.max_trend * cap))
+                quad = cap + 2 * np.where(smooth, d, 0.0) - np.where(smooth, d_prev, 0.0)
+                pred = np.where(smooth, np.minimum(np.minimum(quad, cap), pred), pred)
         est = p.target_utilization * pred
         if p.dt_s is not None:
             # a loss the measured capacity does not explain (the offered bits fit in one step of it: a queue
@@ -213,6 +229,7 @@ class SafeRateProbe:
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)
         est = np.clip(est, p.min_rate_bps, p.max_rate_bps)
+        self._capacity_prev_bps = np.where(meas, self.capacity_bps, self._capacity_prev_bps)
         self.capacity_bps = np.where(meas, cap, self.capacity_bps)
         self.estimate_bps = np.where(meas, est, self.estimate_bps)
         self.rate_bps = np.where(meas, est, self.rate_bps)

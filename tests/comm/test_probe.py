@@ -70,12 +70,12 @@ def test_probe_falls_back_on_failed_probe_steps_down_on_capacity_drop_and_holds(
     assert p.rate_bps[0] == pytest.approx(8500 * 1.05)
 
 
-def run_delay_probe(trace, steps, queue_packets=64, E=2, N=2):
+def run_delay_probe(trace, steps, queue_packets=64, E=2, N=2, **probe_kw):
     """Sender 0 of each env sends what a one-step token bucket at the delay-based probe's rate allows."""
     ch = BandwidthChannel(trace=trace, latency_bound_s=0.1, queue_packets=queue_packets)
     ch.reset(0, num_envs=E, num_agents=N, dt_s=0.1)
     probe = SafeRateProbe((E, N), initial_rate_bps=4000, min_rate_bps=1000, max_rate_bps=400_000,
-                          dt_s=0.1, delay_based=True, hold_steps=5, max_hold_steps=40)
+                          dt_s=0.1, delay_based=True, hold_steps=5, max_hold_steps=40, **probe_kw)
     bucket = TokenBucket(probe.rate_bps, burst_bytes=0, shape=(E, N), full=False)
     sent, lost, est = [], [], []
     for t in range(steps):
@@ -131,3 +131,22 @@ def test_delay_based_probe_caps_at_a_queue_it_cannot_see_with_bounded_loss():
     s = ch.stats()
     assert s["comm/lost_copies"] == s["comm/lost_copies/overflow"]
     assert s["comm/lost_copies"] / s["comm/offered_copies"] < 0.01
+
+
+@pytest.mark.parametrize("curvature", [False, True])
+def test_delay_based_probe_curvature_sees_the_top_of_a_smooth_swell(curvature):
+    # capacity 10400 + 2400 sin(2 pi t / 10 s): exactly 4 copies of 320 bits per step at step 25 (the peak),
+    # 3.998 at steps 24 and 26. First order, the sender reads 4.000 at step 25 and rising, sends 4 copies at
+    # step 26 and loses one per peak; second order, the rise slowed (12781, 12795, 12800 bit/s at steps
+    # 23-25: d = 14 then 5), so the prediction 12800 + 2 * 5 - 14 = 12796 bit/s < 4 copies: step 26 sends 3
+    trace = {"kind": "sinusoid", "mean": 10_400, "amplitude": 2_400, "period_s": 10.0}
+    sent, lost, est, ch = run_delay_probe(trace, 230, curvature=curvature)
+    if curvature:
+        assert lost.sum() == 0 and ch.stats()["comm/lost_copies"] == 0
+        assert sent[26].tolist() == [3, 3]
+    else:
+        assert sent[26].tolist() == [4, 4] and lost[26].tolist() == [1, 1]
+        assert lost.sum() == 6 and lost[[26, 126, 226]].sum() == 6  # one per sender and peak
+    # away from the peaks both send what the capacity serves in a step, or one copy less
+    cap = np.floor(10_400 + 2_400 * np.sin(2 * np.pi * np.arange(230) * 0.1 / 10)) * 0.1 // 320
+    assert (sent[2:, 0] <= cap[2:]).sum() >= 228 - 3 and (sent[2:, 0] >= cap[2:] - 1).all()

@@ -51,6 +51,8 @@ class DDACOMSenderParams(SenderParams):
                               "before loss); falls back to loss-based probing where no latency is reported")
     target_utilization: float = Field(1.0, gt=0, le=1, description="delay-based: fraction of the measured capacity used")
     base_delay_s: float = Field(0.0, ge=0, description="delay-based: the channel's fixed delay (s)")
+    curvature: bool = Field(True, description="delay-based: second-order prediction of a gradual capacity change "
+                            "(a slowing rise announces a maximum; see SafeRateProbeParams.curvature)")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
 
@@ -70,7 +72,8 @@ class DDACOMSender(Sender):
                                    up_factor=p.up_factor, max_up_factor=p.max_up_factor, down_factor=p.down_factor, loss_threshold=p.loss_threshold,
                                    up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
                                    dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
-                                   base_delay_s=p.base_delay_s, max_growth=p.max_growth)
+                                   base_delay_s=p.base_delay_s, max_growth=p.max_growth,
+                                   curvature=p.curvature)
         self.bucket = TokenBucket(0, 0, shape=shape, full=False)
         self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
         self._limited = np.ones(shape, bool)
