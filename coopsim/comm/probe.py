@@ -36,7 +36,8 @@ loss) sets a *loss ceiling* at the delivered rate; ``max_growth`` caps the estim
 the rate offered in the report plus one copy (on a shared medium a few copies pass quickly without showing what a
 sustained rate would meet); probed upward by the stepped rules above (hold, then
 ``up_factor`` per safe report, the hold doubling after each repeated failure until a report is safe at an
-offered rate above the failed one). The probing rate equals
+offered rate above the failed one; with ``ceiling_limited_only`` only safe reports in which the ceiling limited the
+sender count for the hold and the raises, so a ceiling is not forgotten while capacity is below it). The probing rate equals
 the estimate (no probe above it is needed: the dispersion measures capacity even when the sender sends
 less). Reports with no delivered copy, or from a channel without latency (``latency_max_s is None``),
 fall back to the loss-based rules above.
@@ -86,6 +87,11 @@ class SafeRateProbeParams(BaseModel):
                                         "rate offered in the report, plus one copy (> 1); None = no cap. "
                                         "On a shared medium (Wi-Fi) a few copies can pass quickly without showing what "
                                         "a sustained rate would meet")
+    ceiling_limited_only: bool = Field(False, description="delay-based: the loss ceiling's hold counts, and its "
+                                       "raises happen in, only safe reports whose offered rate was limited by it "
+                                       "(one more copy would have exceeded it), so a sender that stayed below the "
+                                       "ceiling (capacity lower for a while) does not forget it, as a congestion "
+                                       "window is not grown while application-limited (RFC 7661)")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
 
@@ -214,8 +220,11 @@ class SafeRateProbe:
             self._ceil_hold_len = np.where(repeat, np.minimum(self._ceil_hold_len * 2, hold_max), self._ceil_hold_len)
             self.loss_ceiling_bps = np.where(unexplained, np.maximum(delivered_bps, p.min_rate_bps), self.loss_ceiling_bps)
             safe = (fb.delivered_bytes + fb.lost_bytes > 0) & ~bad
-            self._ceil_hold = np.where(unexplained, self._ceil_hold_len, np.maximum(self._ceil_hold - safe, 0))
             offered_bps = offered_bits / p.dt_s
+            copy_bits = offered_bits / np.maximum(fb.delivered_copies + fb.lost_copies, 1)
+            if p.ceiling_limited_only:  # only reports pressing against the ceiling test it
+                safe = safe & ((offered_bits + copy_bits) > self.loss_ceiling_bps * p.dt_s)
+            self._ceil_hold = np.where(unexplained, self._ceil_hold_len, np.maximum(self._ceil_hold - safe, 0))
             self._ceil_fail_bps = np.where(unexplained, offered_bps, self._ceil_fail_bps)
             raise_ = safe & (self._ceil_hold == 0) & np.isfinite(self.loss_ceiling_bps)
             self.loss_ceiling_bps = np.where(raise_, self.loss_ceiling_bps * p.up_factor, self.loss_ceiling_bps)
@@ -224,7 +233,6 @@ class SafeRateProbe:
             self._ceil_hold_len = np.where(beyond, p.hold_steps, self._ceil_hold_len)
             self._ceil_fail_bps = np.where(beyond, np.inf, self._ceil_fail_bps)
             if p.max_growth is not None:  # ... but always room for one more copy (of the report's mean size)
-                copy_bits = offered_bits / np.maximum(fb.delivered_copies + fb.lost_copies, 1)
                 est = np.where(offered_bits > 0, np.minimum(est, (p.max_growth * offered_bits + copy_bits) / p.dt_s), est)
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)

@@ -150,3 +150,25 @@ def test_delay_based_probe_curvature_sees_the_top_of_a_smooth_swell(curvature):
     # away from the peaks both send what the capacity serves in a step, or one copy less
     cap = np.floor(10_400 + 2_400 * np.sin(2 * np.pi * np.arange(230) * 0.1 / 10)) * 0.1 // 320
     assert (sent[2:, 0] <= cap[2:]).sum() >= 228 - 3 and (sent[2:, 0] >= cap[2:] - 1).all()
+
+
+@pytest.mark.parametrize("limited_only", [False, True])
+def test_delay_based_probe_keeps_its_loss_ceiling_while_capacity_is_below_it(limited_only):
+    # 20 copies per step behind an 8-packet queue, then 5 per step for 10 s, then 20 again. The loss ceiling
+    # (8 copies) is learnt in the first phase; in the second the sender sends 5 (capacity-limited). Counting
+    # those reports as tests of the ceiling raises it to nothing, and recovery sends 20 copies into the queue
+    # (12 overflow); counting only reports limited by the ceiling keeps it and recovery sends 8
+    trace = {"kind": "step", "high": 64_000, "low": 16_000, "drop_at_s": 10.0, "recover_at_s": 20.0}
+    sent, lost, est, ch = run_delay_probe(trace, 300, queue_packets=8, ceiling_limited_only=limited_only)
+    assert (sent[101:200, 0] == 5).all() and lost[100, 0] == 3  # the drop step: 8 sent, 5 served
+    events = np.flatnonzero(lost[:, 0])
+    assert events[events <= 100].tolist() == [1, 9, 22, 45, 88, 100]  # identical up to the drop
+    s = ch.stats()
+    if limited_only:
+        assert sent[201, 0] == 8
+        assert events[events > 100].tolist() == [232, 275] and lost[[232, 275], 0].tolist() == [1, 1]
+        assert s["comm/lost_copies/overflow"] == 36
+    else:
+        assert sent[201, 0] == 20 and lost[201, 0] == 12
+        assert s["comm/lost_copies/overflow"] == 60
+    assert s["comm/lost_copies/late"] == 6  # 3 per env at the drop

@@ -53,6 +53,8 @@ class DDACOMSenderParams(SenderParams):
     base_delay_s: float = Field(0.0, ge=0, description="delay-based: the channel's fixed delay (s)")
     curvature: bool = Field(True, description="delay-based: second-order prediction of a gradual capacity change "
                             "(a slowing rise announces a maximum; see SafeRateProbeParams.curvature)")
+    ceiling_limited_only: bool = Field(True, description="delay-based: the probe's loss ceiling (a queue limit the "
+                                       "delay cannot show) is re-probed only while the sender is limited by it")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
 
@@ -73,7 +75,7 @@ class DDACOMSender(Sender):
                                    up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
                                    dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
                                    base_delay_s=p.base_delay_s, max_growth=p.max_growth,
-                                   curvature=p.curvature)
+                                   curvature=p.curvature, ceiling_limited_only=p.ceiling_limited_only)
         self.bucket = TokenBucket(0, 0, shape=shape, full=False)
         self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
         self._limited = np.ones(shape, bool)
