@@ -31,8 +31,10 @@ import numpy as np
 import yaml
 from scipy import stats
 
-METHODS = ["mapf/immp-v0", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0", "mapf/pibt-v0",
-           "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
+METHODS = ["mapf/immp-v0", "mapf/immp-v0-nocspibt", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0",
+           "mapf/dppo-v0+cspibt", "mapf/pibt-v0", "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
+#: the low-level decision rule each learned variant uses by default (``agents.params.cs_pibt``)
+CS_DEFAULT = {"mapf/dppo-v0": False}
 #: methods whose commonly solved instances define the SoC(common) columns (ablations and greedy-waits are
 #: shown on those instances only if they solve all of them)
 CORE = ["mapf/immp-v0", "mapf/dppo-v0", "mapf/pibt-v0", "mapf/prioritized-v0"]
@@ -57,6 +59,16 @@ def train_seed(cfg: dict):
     return int(m.group(1)) if m else 0
 
 
+def method(cfg: dict) -> str:
+    """Row label: the agent id, with ``-nocspibt`` / ``+cspibt`` when ``agents.params.cs_pibt`` departs from the
+    variant's default (IMMP variants: CS-PIBT on; ``mapf/dppo-v0``: off)."""
+    aid = cfg["agents"]["id"]
+    cs = ((cfg.get("agents") or {}).get("params") or {}).get("cs_pibt")
+    if cs is None or not aid.startswith(("mapf/immp", "mapf/dppo")) or bool(cs) == CS_DEFAULT.get(aid, True):
+        return aid
+    return aid + ("+cspibt" if cs else "-nocspibt")
+
+
 def load(roots: list[str]) -> dict:
     """``{(map, N, K): {agent_id: {(train_seed, scen_seed): metrics}}}`` (later runs of a cell overwrite earlier ones)."""
     data: dict = defaultdict(lambda: defaultdict(dict))
@@ -69,7 +81,7 @@ def load(roots: list[str]) -> dict:
         for line in (d / "metrics.jsonl").read_text().splitlines():
             if line.strip():
                 m = json.loads(line)
-                data[key][cfg["agents"]["id"]][(ts, int(m["episode_seed"]))] = m
+                data[key][method(cfg)][(ts, int(m["episode_seed"]))] = m
     return data
 
 
@@ -142,20 +154,31 @@ def targets(data: dict) -> dict:
         ts = _tseeds(runs)
         a = instances(runs, "mapf/immp-v0", ts)
         row = {}
-        for base, what in (("mapf/dppo-v0", "soc"), ("mapf/pibt-v0", "excess")):
+        for base, what in (("mapf/dppo-v0", "soc"), ("mapf/dppo-v0+cspibt", "soc"), ("mapf/pibt-v0", "excess")):
             if base not in runs:
                 continue
             b = instances(runs, base, ts)
+            keys = set(a) & set(b)
             r = _pair(a, b, what)
+            # every instance, an unsolved one at max_steps for each unfinished agent (secondary, no common set needed)
+            va = np.mean([a[i]["soc"] - (a[i]["lb"] if what == "excess" else 0) for i in keys])
+            vb = np.mean([b[i]["soc"] - (b[i]["lb"] if what == "excess" else 0) for i in keys])
+            every = dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(keys),
+                         success_immp=float(np.mean([a[i]["success"] for i in keys])),
+                         success_base=float(np.mean([b[i]["success"] for i in keys])))
             if r is not None:
-                keys = set(a) & set(b)
-                r["success_immp"] = float(np.mean([a[i]["success"] for i in keys]))
-                r["success_base"] = float(np.mean([b[i]["success"] for i in keys]))
+                r["success_immp"], r["success_base"] = every["success_immp"], every["success_base"]
                 r["per_train_seed"] = {str(t): _pair(a, b, what, [i for i in keys if i[0] == t]) for t in ts}
+                r["all_instances"] = every
             row[f"{what}_vs_{base}"] = r
+            row[f"{what}_vs_{base}_all_instances"] = every
         res[f"{mp}|K={k}"] = row
         for kk, v in row.items():
-            if v is None:
+            if kk.endswith("_all_instances"):
+                print(f"{mp:24s} K={k} {kk:24s} reduction {100 * v['reduction']:6.1f}%  (IMMP {v['immp']:.1f} vs "
+                      f"{v['base']:.1f}, n={v['n']} incl. unsolved at max_steps, success {v['success_immp']:.2f} vs "
+                      f"{v['success_base']:.2f})")
+            elif v is None:
                 print(f"{mp:24s} K={k} {kk:24s} no instance solved by both")
             else:
                 per = "  ".join(f"s{t}:" + ("n/a" if p is None else f"{100 * p['reduction']:.0f}%")
@@ -164,11 +187,13 @@ def targets(data: dict) -> dict:
                       f"{v['base']:.1f}, n={v['n']}, success {v['success_immp']:.2f} vs {v['success_base']:.2f}; "
                       f"per training seed {per})")
     for k in sorted({int(x.split("=")[1]) for x in res}):
-        for what in ("soc_vs_mapf/dppo-v0", "excess_vs_mapf/pibt-v0"):
-            vals = [(x, v.get(what)) for x, v in res.items() if x.endswith(f"K={k}")]
+        for what in ("soc_vs_mapf/dppo-v0", "soc_vs_mapf/dppo-v0+cspibt", "excess_vs_mapf/pibt-v0",
+                     "soc_vs_mapf/dppo-v0_all_instances"):
+            vals = [(x, v.get(what)) for x, v in res.items() if x.endswith(f"K={k}") and what in v]
             red = [v["reduction"] for _, v in vals if v]
             miss = [x.split("|")[0] for x, v in vals if not v]
             print(f"mean over maps K={k} {what}: {100 * np.mean(red):.1f}% over {len(red)} maps"
+                  + (f", lowest map {100 * min(red):.1f}%" if red else "")
                   + (f" (no common solved instance on {', '.join(miss)})" if miss else "") if red else
                   f"mean over maps K={k} {what}: no map with a common solved instance")
     return res

@@ -18,6 +18,15 @@ mapf/immp-nointent-v0 no           balanced, weighted  0.5          ablation: no
 mapf/dppo-v0          no           nearest, unweighted 0            decentralized PPO baseline
 ===================== ============ =================== ============ ============================================
 
+Low-level decision rule (``cs_pibt``, on for the IMMP variants, off for ``mapf/dppo-v0``): CS-PIBT (Veerapaneni,
+Wang, Li, Sycara et al., "Improving Learnt Local MAPF Policies with Heuristic Search", ICAPS 2024). The policy's
+masked logits (with IMMP's intent-based risk term) order each agent's five actions, and PIBT's one-step
+priority inheritance with backtracking (:func:`coopsim.agents.pibt.pibt.pibt_actions`, the same code as
+``mapf/pibt-v0``) turns the orders into a joint move without vertex or swap conflicts. ``cs_order`` picks the
+order: by probability ('sorted'), sampled without replacement ('sampled'), or sorted until the agent stalls on
+its cost-to-go for ``cs_patience`` steps and sampled at ``cs_temperature`` afterwards ('adaptive', default).
+CS-PIBT acts at decision time only; training (the shared PPO trainer samples from the policy) is unchanged.
+
 The policy is independent of the number of agents and of goals (no agent id, no K-dependent input), so a
 policy trained on generated 17-32 maps runs on MovingAI maps with any N and K, as long as ``obs_radius`` and
 ``num_waypoints`` match the checkpoint.
@@ -59,7 +68,23 @@ class IMMPParams(AgentParams):
     team_weight: float = Field(0.5, ge=0, le=1, description="share of the team-mean reward in each agent's reward, 0..1")
     goal_bonus: float = Field(2.0, ge=0, le=100, description="shaping reward per goal visited (reward units), 0..100")
     highlevel: HighLevelParams = Field(default_factory=HighLevelParams, description="high-level planner parameters")
-    deterministic: bool = Field(True, description="act by argmax (True) or by sampling (False)")
+    deterministic: bool = Field(True, description="without cs_pibt: act by argmax (True) or by sampling (False); "
+                                                   "ignored with cs_pibt (see cs_order)")
+    cs_pibt: bool = Field(True, description="low-level decision rule: the policy's action distribution is the preference "
+                                            "order of a PIBT one-step collision resolution (CS-PIBT, Veerapaneni et al. "
+                                            "ICAPS 2024); false = act on the policy's own choice (the ablation, and the "
+                                            "rule of the decentralized PPO baseline mapf/dppo-v0)")
+    cs_order: Literal["sorted", "sampled", "adaptive"] = Field(
+        "adaptive", description="CS-PIBT preference order: 'sorted' = actions by decreasing policy probability; 'sampled' = "
+                                "a sample without replacement from softmax(logits / cs_temperature); 'adaptive' = sorted "
+                                "while the agent progresses, sampled once it made no progress on its cost-to-go for "
+                                "cs_patience steps or has finished (breaks the livelocks of a fixed order)")
+    cs_temperature: float = Field(3.0, gt=0, le=100, description="temperature of the sampled CS-PIBT orders, in (0, 100]; "
+                                                                 "1 = the policy itself")
+    cs_patience: int = Field(16, ge=1, le=10000, description="'adaptive' order: steps without a new best cost-to-go after "
+                                                             "which an agent samples its order, 1..10000")
+    cs_finished: Literal["sorted", "sampled"] = Field("sorted", description="'adaptive' order of agents that have "
+                                                                             "finished all their goals")
     seed: int = Field(0, ge=0, description="seed of the sampling generator")
     checkpoint: Optional[str] = Field(None, description="policy file loaded at construction (so `coopsim run` evaluates "
                                                         "it); 'shipped' = the checkpoint shipped for this variant")
@@ -166,6 +191,78 @@ class IMMPAgent(PPOAgent):
             return self._last[1]
         return self._input(obs_flat, advance=False)
 
+    # --- low-level decision rule ----------------------------------------------------------------------
+    def act(self, obs, inbox=None):
+        """Actions int64 ``[E, N]``. With ``cs_pibt`` (default for IMMP) the policy's logits ``[E, N, 5]`` (with
+        the risk term and masks already in them) become preference keys and :meth:`resolve` turns them into a
+        conflict-free joint move; without it, the policy's own argmax / sample (:meth:`PPOAgent.act`)."""
+        if not self.params.cs_pibt:
+            return super().act(obs, inbox)
+        p: IMMPParams = self.params
+        flat = flatten_obs(obs, self.obs_space)
+        e, n = flat.shape[:2]
+        x = self.actor_input(flat, None)
+        masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
+        with torch.no_grad():
+            feat, _ = self.net.features(x.reshape(e * n, -1), None)
+            logits = self.net.logits(feat, masks)
+            if p.cs_order != "sorted":
+                # Gumbel-max: the first preference is a sample of softmax(logits / T), the whole order a sample
+                # without replacement (Plackett-Luce)
+                u = torch.rand(logits.shape, generator=self._gen).clamp_(1e-20, 1.0)
+                sampled = logits / p.cs_temperature - torch.log(-torch.log(u))
+                if p.cs_order == "sampled":
+                    logits = sampled
+                else:
+                    stuck = torch.as_tensor(self._stalled().reshape(-1))
+                    logits = torch.where(stuck[:, None], sampled, logits)
+        actions = self.resolve(-logits.reshape(e, n, -1).numpy().astype(np.float64))
+        actions[~np.asarray(self.scenario.alive)] = self.scenario.noop_action
+        self._t += 1
+        return actions, None
+
+    def _stalled(self) -> np.ndarray:
+        """bool ``[E, N]``: agents whose cost-to-go (high-level field at their cell) has not reached a new minimum
+        for ``cs_patience`` steps (the counter restarts when the agent visits a goal, i.e. gets a new field), and,
+        with ``cs_finished: sampled``, finished agents. Local: each agent reads only its own field and goals."""
+        core = self.scenario
+        xy = core.agent_xy().astype(np.int64)
+        vis = core.goals_visited()
+        nvis = vis.sum(-1)
+        t = self.hl.step_counters()
+        envs = self.hl.planner.envs
+        cost = np.stack([envs[e].fields[np.arange(xy.shape[1]), xy[e, :, 1] * envs[e].w + xy[e, :, 0]]
+                         for e in range(xy.shape[0])]).astype(np.float64)
+        if self._best is None or self._best.shape != cost.shape:
+            self._best, self._stall, self._nvis = cost.copy(), np.zeros(cost.shape, np.int64), nvis.copy()
+        restart = (nvis != self._nvis) | (t == 0)[:, None]
+        better = cost < self._best - 1e-6
+        self._stall = np.where(restart | better, 0, self._stall + 1)
+        self._best = np.where(restart, cost, np.minimum(self._best, cost))
+        self._nvis = nvis
+        out = self._stall >= self.params.cs_patience
+        if self.params.cs_finished == "sampled":
+            out |= vis.all(-1)
+        return out
+
+    def resolve(self, key: np.ndarray) -> np.ndarray:
+        """CS-PIBT step: preference keys float ``[E, N, 5]`` (lower = preferred, per action) -> int64 actions
+        ``[E, N]`` free of vertex and swap conflicts, by :func:`coopsim.agents.pibt.pibt.pibt_actions` with PIBT's
+        priorities (:class:`coopsim.agents.pibt.pibt.PIBTPriorities`: steps since the last goal visit)."""
+        from coopsim.agents.pibt.pibt import PIBTPriorities, pibt_actions  # here: pibt imports the immp high level
+
+        core = self.scenario
+        if self._prios is None or self._prios.prio.shape != key.shape[:2]:
+            self._prios = PIBTPriorities(*key.shape[:2])
+        prio = self._prios.update(self.hl.step_counters(), core.goals_visited())
+        xy = core.agent_xy().astype(np.int64)
+        out = np.zeros(key.shape[:2], np.int64)
+        for e in range(key.shape[0]):
+            env = self.hl.planner.envs[e]
+            cur = xy[e, :, 1] * env.w + xy[e, :, 0]
+            out[e] = pibt_actions(cur, env.nbr, key[e], prio[e], env.w, env.h * env.w)
+        return out
+
     def receive(self, inbox, num_envs: int, obs=None):
         """IMMP's low level sends no messages (only the high level's density map is shared): always None."""
         return None
@@ -176,6 +273,8 @@ class IMMPAgent(PPOAgent):
         self._prev_win = None
         self._prev_xy = None
         self._last = None
+        self._prios = None
+        self._best = self._stall = self._nvis = None
         self.hl.invalidate()
 
     def checkpoint(self) -> dict[str, Any]:
@@ -238,6 +337,8 @@ IMMP_NOCONG = Variant(IMMPAgent, defaults={"highlevel": _NOCONG})
 """``mapf/immp-nocong-v0``: ablation without the congestion term (shortest tours, unweighted paths)."""
 IMMP_NOINTENT = Variant(IMMPAgent, defaults={"intent": False}, fixed=("intent",))
 """``mapf/immp-nointent-v0``: ablation without intent prediction."""
-DPPO = Variant(IMMPAgent, defaults={"intent": False, "team_weight": 0.0, "highlevel": _BASE_HL}, fixed=("intent",))
+DPPO = Variant(IMMPAgent, defaults={"intent": False, "team_weight": 0.0, "highlevel": _BASE_HL, "cs_pibt": False},
+               fixed=("intent",))
 """``mapf/dppo-v0``: decentralized PPO baseline (same observation and waypoints; no intents, no congestion,
-nearest-neighbour goal order, individual reward)."""
+nearest-neighbour goal order, individual reward; acts on its own choice -- ``cs_pibt: true`` gives the
+mechanism-for-mechanism comparison row)."""

@@ -1,5 +1,5 @@
 """Decentralized MG-MAPF heuristics: PIBT-style local priorities (``mapf/pibt-v0``) and greedy with waits
 (``mapf/greedy-waits-v0``). See :mod:`.pibt`."""
-from .pibt import GreedyWaitsAgent, PIBTAgent, pibt_step
+from .pibt import GreedyWaitsAgent, PIBTAgent, PIBTPriorities, pibt_actions, pibt_step, preference_order
 
-__all__ = ["GreedyWaitsAgent", "PIBTAgent", "pibt_step"]
+__all__ = ["GreedyWaitsAgent", "PIBTAgent", "PIBTPriorities", "pibt_actions", "pibt_step", "preference_order"]

@@ -102,6 +102,65 @@ def pibt_step(cur: np.ndarray, cand: np.ndarray, prio: np.ndarray, num_cells: in
     return nxt
 
 
+def _action_of(cur: np.ndarray, nxt: np.ndarray, w: int) -> np.ndarray:
+    """Action 0..4 (wait, up, down, left, right: flat offsets 0, -w, +w, -1, +1) taking ``cur`` to ``nxt``."""
+    d = nxt - cur
+    return np.select([d == 0, d == -w, d == w, d == -1, d == 1], [0, 1, 2, 3, 4], 0)
+
+
+def preference_order(cand: np.ndarray, key: np.ndarray, num_cells: int) -> np.ndarray:
+    """Candidate cells ``cand`` int64 ``[N, 5]`` (action order: wait, up, down, left, right; ``num_cells`` =
+    blocked) sorted per agent by ``key`` float ``[N, 5]`` (lower = preferred; blocked cells go last). Stable,
+    so equal keys keep the action order. Vectorized over agents."""
+    key = np.where(cand == num_cells, np.inf, key)
+    order = np.argsort(key, axis=1, kind="stable")
+    return np.take_along_axis(cand, order, 1)
+
+
+def pibt_actions(cur: np.ndarray, nbr: np.ndarray, key: np.ndarray, prio: np.ndarray, w: int, num_cells: int) -> np.ndarray:
+    """PIBT joint actions of one environment with a given per-agent preference over the five actions.
+
+    This is the one PIBT of the code base: :class:`PIBTAgent` calls it with ``key`` = distance to the goal
+    (plus a random tie-break), IMMP's CS-PIBT low level (:mod:`coopsim.agents.immp.agent`) with ``key`` =
+    minus the policy's (perturbed) logits.
+
+    Args:
+        cur: int64 ``[N]`` current flat cells ``y*w + x`` (distinct).
+        nbr: int64 ``[H*W + 1, 5]`` neighbour table (action order; ``num_cells`` where the move is off the
+            map or into an obstacle).
+        key: float ``[N, 5]`` preference key per action (lower = tried first).
+        prio: float ``[N]`` distinct priorities (higher resolves first).
+        w: map width; num_cells: ``H * W``.
+
+    Returns:
+        int64 ``[N]`` actions 0..4 whose joint move has no vertex and no swap conflict.
+    """
+    cand = preference_order(nbr[cur], key, num_cells)
+    return _action_of(cur, pibt_step(cur, cand, prio, num_cells), w)
+
+
+class PIBTPriorities:
+    """PIBT's priorities per environment ``[E, N]``: +1 per step while an agent has a goal left, back to the
+    tie-break value ``i / N`` when it visits a goal, finishes, or the episode restarts (Okumura et al.)."""
+
+    def __init__(self, num_envs: int, num_agents: int):
+        self.base = np.arange(num_agents) / num_agents
+        self.prio = np.tile(self.base, (num_envs, 1))
+        self.nvis: np.ndarray | None = None
+
+    def update(self, t: np.ndarray, visited: np.ndarray) -> np.ndarray:
+        """``t`` int ``[E]`` step counters, ``visited`` bool ``[E, N, K]`` -> priorities float ``[E, N]``."""
+        nvis = visited.sum(-1)
+        if self.nvis is None or self.nvis.shape != nvis.shape:
+            self.nvis = nvis.copy()
+        fresh = t == 0
+        self.prio[fresh] = self.base
+        reached = (nvis > self.nvis) & ~fresh[:, None]
+        self.prio = np.where(reached | visited.all(-1), self.base, self.prio + 1.0)
+        self.nvis = nvis
+        return self.prio
+
+
 class _BaselineFollower(AgentPlugin):
     """Shared set-up of the decentralized baselines: nearest-neighbour goal order and unweighted shortest
     paths from the baseline high level (no congestion term), read through the scenario's capabilities."""
@@ -123,41 +182,27 @@ class PIBTAgent(_BaselineFollower):
     def reset(self, seed: int | None = None) -> None:
         e, n = self.scenario.num_envs, self.scenario.num_agents
         self.rng = np.random.default_rng([self.params.seed if seed is None else int(seed), 23])
-        self.prio = np.tile(np.arange(n) / n, (e, 1))
-        self.nvis = None
+        self.prios = PIBTPriorities(e, n)
         self.hl.invalidate()
+
+    def preference_keys(self, env, cur: np.ndarray) -> np.ndarray:
+        """float ``[N, 5]``: distance to the current goal after each action plus a random tie-break in [0, 0.5)."""
+        n = len(cur)
+        f = env.fields[np.arange(n)[:, None], env.nbr[cur]]
+        return f + 0.5 * self.rng.random(f.shape)
 
     def act(self, obs, inbox=None):
         core = self.scenario
         self.hl.sync()
-        t = self.hl.step_counters()
-        vis = core.goals_visited()
-        nvis = vis.sum(-1)
-        e_, n = nvis.shape
-        base = np.arange(n) / n
-        if self.nvis is None:
-            self.nvis = nvis.copy()
-        fresh = t == 0
-        self.prio[fresh] = base
-        reached = (nvis > self.nvis) & ~fresh[:, None]
-        finished = vis.all(-1)
-        self.prio = np.where(reached | finished, base, self.prio + 1.0)
-        self.nvis = nvis
+        prio = self.prios.update(self.hl.step_counters(), core.goals_visited())
         xy = core.agent_xy().astype(np.int64)
+        e_, n = xy.shape[:2]
         out = np.zeros((e_, n), np.int64)
         for e in range(e_):
             env = self.hl.planner.envs[e]
             hw = env.h * env.w
             cur = xy[e, :, 1] * env.w + xy[e, :, 0]
-            cand = env.nbr[cur]                                          # [N, 5]
-            f = env.fields[np.arange(n)[:, None], cand]
-            key = f + 0.5 * self.rng.random(f.shape)                      # random tie-break among equal distances
-            key[cand == hw] = np.inf
-            order = np.argsort(key, axis=1, kind="stable")
-            cand = np.take_along_axis(cand, order, 1)
-            nxt = pibt_step(cur, cand, self.prio[e], hw)
-            d = nxt - cur
-            out[e] = np.select([d == 0, d == -env.w, d == env.w, d == -1, d == 1], [0, 1, 2, 3, 4], 0)
+            out[e] = pibt_actions(cur, env.nbr, self.preference_keys(env, cur), prio[e], env.w, hw)
         out[~core.alive] = core.noop_action
         return out, None
 
