@@ -57,6 +57,7 @@ def violations(config_files: list[str], train_episodes: int | None, eval_episode
     from coopsim.agents.graph_safe.train import train_seed
     from coopsim.platform.config import load_config
 
+    commit = _git_head()  # the code this process loaded (HEAD at start; other commits may land during the run)
     for f in config_files:
         cfg = load_config(f)
         path = out / f"violations-{cfg.name}.json"
@@ -105,7 +106,7 @@ def violations(config_files: list[str], train_episodes: int | None, eval_episode
                   f"{wall:>9.1f} {row['gs_eval_return']:>9.2f} {row['iql_violations']:>20.0f} {row['iql_steps']:>9.0f}", flush=True)
             rows.sort(key=lambda r: r["seed"])
             _atomic_json({"config": f, "name": cfg.name, "train_episodes": n_train, "eval_episodes": n_eval,
-                          "learner": LEARNER, "commit": _git_head(), "complete": len(rows) >= len(cfg.seeds),
+                          "learner": LEARNER, "commit": commit, "complete": len(rows) >= len(cfg.seeds),
                           "agents": cfg.agents.model_dump(), "shield": cfg.shield.model_dump(), "rows": rows}, path)
 
 
