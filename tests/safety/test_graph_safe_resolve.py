@@ -133,3 +133,24 @@ def test_without_resolve_bonus_the_off_path_action_stays_uncertified():
     assert ag.model.tries[pair] < ag.model.n_remove
     c = ag.conservativeness(w.true_prob > 0)
     assert c == pytest.approx(d0.certified / d0.truly_safe) and c < 1.0
+
+
+def test_violation_study_checkpoints_per_seed_and_resumes(tmp_path, capsys):
+    import json
+
+    from coopsim.agents.graph_safe.experiments import LEARNER, violations
+
+    cfg = "configs/safety/coop-grid4x4-2ag-resource.yaml"
+    path = tmp_path / "violations-coop-grid4x4-2ag-resource.json"
+    violations([cfg], 1, 1, tmp_path, seeds=[3])
+    d = json.loads(path.read_text())
+    assert [r["seed"] for r in d["rows"]] == [3] and d["learner"] == LEARNER and d["complete"] is False
+    row3 = d["rows"][0]
+    assert row3["gs_steps"] == 2 * 8 and row3["gs_train_violations"] == row3["gs_eval_violations"] == 0
+    violations([cfg], 1, 1, tmp_path, seeds=[1, 3])  # seed 3 is kept, not re-run; seed 1 is added in order
+    d = json.loads(path.read_text())
+    assert [r["seed"] for r in d["rows"]] == [1, 3] and d["rows"][1] == row3
+    assert "seeds to run [1]" in capsys.readouterr().out
+    violations([cfg], 2, 1, tmp_path, seeds=[1])  # another episode budget replaces the file
+    d = json.loads(path.read_text())
+    assert [r["seed"] for r in d["rows"]] == [1] and d["train_episodes"] == 2
