@@ -60,6 +60,9 @@ class BandwidthParams(ChannelParams):
 
 
 _FIELDS = ("env", "src", "dst", "t_sent_us", "size", "rem", "seq", "arrive_us", "inflight")
+# the queue is one int64 array [len(_FIELDS), M] (one row per field, one column per queued or in-flight copy,
+# in FIFO order), so keeping or dropping copies is one column selection, not one per field
+_ENV, _SRC, _DST, _TSENT, _SIZE, _REM, _SEQ, _ARR, _INFL = range(len(_FIELDS))
 
 
 class BandwidthChannel(Channel):
@@ -83,7 +86,7 @@ class BandwidthChannel(Channel):
         self.capacity = np.floor(p.trace.sample(p.horizon_steps, self.E, self.N, self.dt_s, rng)).astype(np.int64)
         self.bound_us = None if p.latency_bound_s is None else seconds_to_us(p.latency_bound_s)
         self.delay_us = seconds_to_us(p.delay_s)
-        self._q = {k: np.zeros(0, np.int64) for k in _FIELDS}
+        self._qa = np.zeros((len(_FIELDS), 0), np.int64)
         self._payload = None
         self._seq = 0
         self._served_to = 0  # intervals [0, _served_to) have been served
@@ -101,118 +104,129 @@ class BandwidthChannel(Channel):
         return self.capacity[t % self.capacity.shape[0]]
 
     # ------------------------------------------------------------------ bookkeeping helpers
-    def _count(self, key, env, src, dst, size, step=None):
-        """Add copies to the run totals (sparse update) and to this step's event list."""
+    def _count(self, key, env, src, dst, size):
+        """Add copies to the run totals (sparse, in place) and to this step's event list."""
         if len(env) == 0:
             return
         N = self.N
         idx = (np.asarray(env, np.int64) * N + src) * N + dst
-        u, inv = np.unique(idx, return_inverse=True)
-        nb = np.bincount(inv, weights=size).astype(np.int64)
-        nc = np.bincount(inv)
-        self.totals[f"{key}_bytes"].reshape(-1)[u] += nb
-        self.totals[f"{key}_copies"].reshape(-1)[u] += nc
-        self._step_events.append((key, u, nb, nc))
+        np.add.at(self.totals[f"{key}_bytes"].reshape(-1), idx, size)
+        np.add.at(self.totals[f"{key}_copies"].reshape(-1), idx, 1)
+        self._step_events.append((key, idx, size))
 
     @property
     def last_step(self) -> dict[str, np.ndarray]:
         """Counters of the latest step (since the last ``send``), int64 ``[E, N, N]`` per key (built on access)."""
         out = {k: np.zeros_like(v) for k, v in self.totals.items()}
-        for key, u, nb, nc in self._step_events:
-            out[f"{key}_bytes"].reshape(-1)[u] += nb
-            out[f"{key}_copies"].reshape(-1)[u] += nc
+        for key, idx, size in self._step_events:
+            np.add.at(out[f"{key}_bytes"].reshape(-1), idx, size)
+            np.add.at(out[f"{key}_copies"].reshape(-1), idx, 1)
         return out
 
     def _fate(self, decided, env, src, size, delivered: bool, latency_s=None):
         if len(env) == 0:
             return
-        fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
-        idx = np.asarray(env, np.int64) * self.N + src
-        nb = np.bincount(idx, weights=size, minlength=self.E * self.N).astype(np.int64).reshape(self.E, self.N)
-        nc = np.bincount(idx, minlength=self.E * self.N).reshape(self.E, self.N)
+        fb = self._fb.get(decided)
+        if fb is None:
+            fb = self._fb[decided] = Feedback.zeros(self.E, self.N)
+        idx = env * self.N + src
         if delivered:
-            fb.delivered_copies += nc
-            fb.delivered_bytes += nb
+            np.add.at(fb.delivered_copies.reshape(-1), idx, 1)
+            np.add.at(fb.delivered_bytes.reshape(-1), idx, size)
             if latency_s is not None:
                 np.maximum.at(fb.latency_max_s.reshape(-1), idx, latency_s)
         else:
-            fb.lost_copies += nc
-            fb.lost_bytes += nb
+            np.add.at(fb.lost_copies.reshape(-1), idx, 1)
+            np.add.at(fb.lost_bytes.reshape(-1), idx, size)
 
     def _lose(self, mask, cause, decided):
-        q = self._q
-        self._count(f"lost/{cause}", q["env"][mask], q["src"][mask], q["dst"][mask], q["size"][mask])
-        self._fate(decided, q["env"][mask], q["src"][mask], q["size"][mask], False)
+        """Count the queue's copies where ``mask`` as lost by ``cause`` (fate reported at ``decided``) and drop them."""
+        sel = np.flatnonzero(mask)
+        q = self._qa[:, sel]
+        self._count(f"lost/{cause}", q[_ENV], q[_SRC], q[_DST], q[_SIZE])
+        self._fate(decided, q[_ENV], q[_SRC], q[_SIZE], False)
         self._keep(~mask)
 
     def _keep(self, keep):
-        self._q = {k: v[keep] for k, v in self._q.items()}
+        idx = np.flatnonzero(keep)
+        self._qa = self._qa[:, idx]
         if self._payload is not None:
-            self._payload = self._payload[keep]
+            self._payload = self._payload[idx]
 
     # ------------------------------------------------------------------ the link
     def _serve(self, k: int) -> None:
         """Serve every sender's queue during interval ``[k dt, (k+1) dt)``."""
-        q = self._q
         start_us = k * self.dt_us
         if self.bound_us is not None:
             self._drop_stale(start_us, k)
-            q = self._q
-        queued = ~q["inflight"].astype(bool)
+        q = self._qa
         ge = self.params.gilbert_elliott
         if ge is not None:
             u = self._rng.random((self.E, self.N))
             self._ge_bad = np.where(self._ge_bad, u >= ge.p_bad_to_good, u < ge.p_good_to_bad)
-        if not queued.any():
+        idx = np.flatnonzero(q[_INFL] == 0)  # waiting copies, in FIFO order
+        if len(idx) == 0:
             if self.bound_us is not None:
                 self._drop_stale((k + 1) * self.dt_us, k + 1)
             return
         cap = self.capacity_bps(k)
-        idx = np.flatnonzero(queued)
-        sender = q["env"][idx] * self.N + q["src"][idx]
-        order = np.argsort(sender, kind="stable")  # the queue arrays are kept in seq (FIFO) order
-        idx, sender = idx[order], sender[order]
-        rem = q["rem"][idx]
+        sender = q[_ENV, idx] * self.N + q[_SRC, idx]
+        if len(sender) > 1 and (sender[1:] < sender[:-1]).any():
+            order = np.argsort(sender, kind="stable")  # the queue is kept in seq (FIFO) order
+            idx, sender = idx[order], sender[order]
+        rem = q[_REM, idx]
         cum = np.cumsum(rem)
-        first = np.r_[True, sender[1:] != sender[:-1]]
+        first = np.empty(len(idx), bool)
+        first[0] = True
+        np.not_equal(sender[1:], sender[:-1], out=first[1:])
         seg_start = np.maximum.accumulate(np.where(first, np.arange(len(idx)), 0))
-        before = np.r_[0, cum[:-1]]
+        before = cum - rem  # bits of the copies ahead, over all senders
         cum_in = cum - before[seg_start]  # segmented cumsum: bits up to and including this copy
         prev_in = cum_in - rem
         rate = cap.reshape(-1)[sender]
         credit = rate * self.dt_us
         done = (cum_in <= credit) & (rate > 0)
         partial = ~done & (prev_in < credit)
-        q["rem"][idx[partial]] -= credit[partial] - prev_in[partial]
+        if partial.any():
+            q[_REM, idx[partial]] -= credit[partial] - prev_in[partial]
         if not done.any():
             if self.bound_us is not None:
                 self._drop_stale((k + 1) * self.dt_us, k + 1)
             return
         di = idx[done]
         finish_us = start_us + cum_in[done] / np.maximum(rate[done], 1)
-        q["rem"][di] = 0
-        q["inflight"][di] = 1
-        q["arrive_us"][di] = np.ceil(finish_us - _EPS_US).astype(np.int64) + self.delay_us
+        q[_REM, di] = 0
+        q[_INFL, di] = 1
+        q[_ARR, di] = np.ceil(finish_us - _EPS_US).astype(np.int64) + self.delay_us
+        # only the copies that finished now can be newly late (earlier ones were checked when they finished)
+        late_di = None if self.bound_us is None else q[_ARR, di] - q[_TSENT, di] > self.bound_us
         if ge is not None:
-            pl = np.where(self._ge_bad[q["env"][di], q["src"][di]], ge.loss_bad, ge.loss_good)
+            pl = np.where(self._ge_bad[q[_ENV, di], q[_SRC, di]], ge.loss_bad, ge.loss_good)
             burst = self._rng.random(len(di)) < pl
-            lost_b = np.zeros(len(q["env"]), bool)
-            lost_b[di[burst]] = True
-            if lost_b.any():
+            if burst.any():
+                lost_b = np.zeros(q.shape[1], bool)
+                lost_b[di[burst]] = True
+                if late_di is not None:  # a copy lost to the burst is not also late
+                    late_di = late_di & ~burst
                 self._lose(lost_b, "burst", k + 1)
-                q = self._q
+                di = di[~burst] - np.searchsorted(np.flatnonzero(lost_b), di[~burst])  # columns after the removal
+                q = self._qa
+                if late_di is not None:
+                    late_di = late_di[~burst]
         if self.bound_us is not None:
-            late = q["inflight"].astype(bool) & (q["arrive_us"] - q["t_sent_us"] > self.bound_us)
-            if late.any():
+            if late_di.any():
+                late = np.zeros(q.shape[1], bool)
+                late[di[late_di]] = True
                 self._lose(late, "late", k + 1)
             self._drop_stale((k + 1) * self.dt_us, k + 1)
 
     def _drop_stale(self, now_us: int, decided: int) -> None:
         """Drop queued copies that can no longer arrive within the latency bound (cause ``late``)."""
-        q = self._q
-        queued = ~q["inflight"].astype(bool)
+        q = self._qa
+        if q.shape[1] == 0:
+            return
         # a queued copy has bits left, so it finishes after `now`: it is late if now + delay - t_sent >= bound
-        stale = queued & (now_us + self.delay_us - q["t_sent_us"] >= self.bound_us)
+        stale = (q[_INFL] == 0) & (q[_TSENT] <= now_us + self.delay_us - self.bound_us)
         if stale.any():
             self._lose(stale, "late", decided)
 
@@ -236,47 +250,67 @@ class BandwidthChannel(Channel):
         m = len(c)
         size = c.size_bytes(self.params.header_bytes)
         self._count("offered", c.env, c.src, c.dst, size)
+        if m == 0:
+            return
         # drop-tail: rank of each new copy within its sender, after the copies already queued
-        q = self._q
+        q = self._qa
         sender = c.env.astype(np.int64) * self.N + c.src
-        queued_now = np.bincount((q["env"] * self.N + q["src"])[~q["inflight"].astype(bool)],
-                                 minlength=self.E * self.N)
-        order = np.argsort(sender, kind="stable")
-        s_sorted = sender[order]
-        first = np.r_[True, s_sorted[1:] != s_sorted[:-1]]
+        waiting = q[_INFL] == 0
+        queued_now = np.bincount(q[_ENV, waiting] * self.N + q[_SRC, waiting], minlength=self.E * self.N)
+        if m > 1 and (sender[1:] < sender[:-1]).any():
+            order = np.argsort(sender, kind="stable")
+            s_sorted = sender[order]
+        else:  # already grouped by sender (the usual batch order): no sort needed
+            order, s_sorted = None, sender
+        first = np.empty(m, bool)
+        first[0] = True
+        np.not_equal(s_sorted[1:], s_sorted[:-1], out=first[1:])
         start = np.maximum.accumulate(np.where(first, np.arange(m), 0))
-        rank = np.empty(m, np.int64)
-        rank[order] = np.arange(m) - start
+        if order is None:
+            rank = np.arange(m) - start
+        else:
+            rank = np.empty(m, np.int64)
+            rank[order] = np.arange(m) - start
         fits = queued_now[sender] + rank < self.params.queue_packets
-        if (~fits).any():
+        env64, src64, dst64 = c.env.astype(np.int64), c.src.astype(np.int64), c.dst.astype(np.int64)
+        if fits.all():
+            keep = None
+            n = m
+        else:
             drop = ~fits
-            self._count("lost/overflow", c.env[drop], c.src[drop], c.dst[drop], size[drop])
-            self._fate(t, c.env[drop], c.src[drop], size[drop], False)
-        keep = np.flatnonzero(fits)  # ascending: keeps each sender's order (FIFO)
-        n = len(keep)
-        new = dict(env=c.env[keep].astype(np.int64), src=c.src[keep].astype(np.int64), dst=c.dst[keep].astype(np.int64),
-                   t_sent_us=np.full(n, t * self.dt_us, np.int64), size=size[keep],
-                   rem=size[keep] * 8 * SCALE, seq=self._seq + np.arange(n, dtype=np.int64),
-                   arrive_us=np.zeros(n, np.int64), inflight=np.zeros(n, np.int64))
+            self._count("lost/overflow", env64[drop], src64[drop], dst64[drop], size[drop])
+            self._fate(t, env64[drop], src64[drop], size[drop], False)
+            keep = np.flatnonzero(fits)  # ascending: keeps each sender's order (FIFO)
+            n = len(keep)
+        new = np.empty((len(_FIELDS), n), np.int64)
+        sel = (lambda a: a) if keep is None else (lambda a: a[keep])
+        new[_ENV], new[_SRC], new[_DST] = sel(env64), sel(src64), sel(dst64)
+        new[_TSENT] = t * self.dt_us
+        new[_SIZE] = sel(size)
+        new[_REM] = new[_SIZE] * 8 * SCALE
+        new[_SEQ] = self._seq + np.arange(n, dtype=np.int64)
+        new[_ARR] = 0
+        new[_INFL] = 0
         self._seq += n
-        self._q = {k: np.concatenate([q[k], new[k]]) for k in _FIELDS}
-        pay = c.payload[keep]
+        self._qa = np.concatenate([q, new], axis=1) if q.shape[1] else new
+        pay = sel(c.payload)
         self._payload = pay if self._payload is None or len(self._payload) == 0 else np.concatenate([self._payload, pay])
 
     def deliver(self, t: int) -> MessageBatch:
         """Copies that arrived by ``t * dt_s`` (serves every interval before step ``t`` first)."""
         self._advance_to(t)
-        q = self._q
-        arrived = q["inflight"].astype(bool) & (q["arrive_us"] <= t * self.dt_us)
-        if not arrived.any():
+        q = self._qa
+        arrived = (q[_INFL] != 0) & (q[_ARR] <= t * self.dt_us)
+        a = np.flatnonzero(arrived)
+        if len(a) == 0:
             width = 0 if self._payload is None else self._payload.shape[1]
             return MessageBatch.empty(width)
-        a = np.flatnonzero(arrived)
-        out = MessageBatch(q["env"][a].astype(np.int32), q["src"][a].astype(np.int32), q["dst"][a].astype(np.int32),
-                           self._payload[a], q["t_sent_us"][a] / 1e6)
-        lat = (q["arrive_us"][a] - q["t_sent_us"][a]) / 1e6
-        self._count("delivered", q["env"][a], q["src"][a], q["dst"][a], q["size"][a])
-        self._fate(t, q["env"][a], q["src"][a], q["size"][a], True, lat)
+        qa = q[:, a]
+        out = MessageBatch(qa[_ENV].astype(np.int32), qa[_SRC].astype(np.int32), qa[_DST].astype(np.int32),
+                           self._payload[a], qa[_TSENT] / 1e6)
+        lat = (qa[_ARR] - qa[_TSENT]) / 1e6
+        self._count("delivered", qa[_ENV], qa[_SRC], qa[_DST], qa[_SIZE])
+        self._fate(t, qa[_ENV], qa[_SRC], qa[_SIZE], True, lat)
         self._latencies.append(lat)
         self._keep(~arrived)
         return out
@@ -293,11 +327,11 @@ class BandwidthChannel(Channel):
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
         """int64 ``[E, N, N]`` copies and bytes waiting in queues or in flight."""
-        q = self._q
+        q = self._qa
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
-        np.add.at(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
-        np.add.at(out["queued_copies"], (q["env"], q["src"], q["dst"]), 1)
+        np.add.at(out["queued_bytes"], (q[_ENV], q[_SRC], q[_DST]), q[_SIZE])
+        np.add.at(out["queued_copies"], (q[_ENV], q[_SRC], q[_DST]), 1)
         return out
 
     def per_copy(self) -> dict[str, np.ndarray]:

@@ -173,3 +173,42 @@ def test_bad_params_name_the_key():
         make_component("channel", "bandwidth-v0", queue_packets=0)
     with pytest.raises(ConfigError, match="trace"):
         make_component("channel", "bandwidth-v0", trace={"kind": "step", "high": 1, "low": 1, "drop_at_s": 2, "recover_at_s": 1})
+
+
+@pytest.mark.parametrize("ge", [None, {"p_good_to_bad": 0.3, "p_bad_to_good": 0.3, "loss_good": 0.1, "loss_bad": 0.8}])
+def test_batch_order_across_senders_changes_nothing(ge):
+    # the channel takes a fast path when a batch is grouped by sender and sorts otherwise; interleaving the
+    # senders' copies (each sender's own order kept) must give the same fates, latencies and counters
+    E, N, T = 3, 4, 40
+    rng = np.random.default_rng(7)
+    chans = []
+    for _ in range(2):
+        ch = BandwidthChannel(trace={"kind": "markov", "levels": [3000, 9000, 20000], "switch_prob": 0.2},
+                              queue_packets=5, latency_bound_s=0.2, delay_s=0.01, gilbert_elliott=ge)
+        ch.reset(3, num_envs=E, num_agents=N, dt_s=0.1)
+        chans.append(ch)
+    for t in range(T):
+        m = int(rng.integers(0, 30))
+        env, src = rng.integers(0, E, m), rng.integers(0, N, m)
+        dst = (src + rng.integers(1, N, m)) % N
+        pay = np.arange(m * 3, dtype=np.float32).reshape(m, 3) + 1000 * t
+        grouped = np.lexsort((np.arange(m), src, env))  # by sender, each sender's copies in their order
+        outs, fbs = [], []
+        for ch, o in zip(chans, (grouped, np.arange(m))):
+            ch.send(t, MessageBatch(env[o].astype(np.int32), src[o].astype(np.int32), dst[o].astype(np.int32),
+                                    pay[o], np.full(m, t * 0.1)))
+            d = ch.deliver(t + 1)
+            key = np.lexsort((d.payload[:, 0], d.src, d.env)) if len(d) else np.zeros(0, int)
+            outs.append((d.env[key], d.src[key], d.dst[key], d.payload[key]))
+            fbs.append(ch.feedback(t + 1))
+        for a, b in zip(*outs):
+            np.testing.assert_array_equal(a, b)
+        for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes", "latency_max_s"):
+            np.testing.assert_array_equal(getattr(fbs[0], name), getattr(fbs[1], name))
+        for k, v in chans[0].last_step.items():
+            np.testing.assert_array_equal(v, chans[1].last_step[k])
+    pa, pb = chans[0].per_copy(), chans[1].per_copy()
+    for k in pa:
+        np.testing.assert_array_equal(pa[k], pb[k])
+    assert pa["offered_copies"].sum() > 300 and pa["lost/overflow_copies"].sum() > 0 and pa["lost/late_copies"].sum() > 0
+    np.testing.assert_array_equal(np.sort(chans[0].latencies_s()), np.sort(chans[1].latencies_s()))
