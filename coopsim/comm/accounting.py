@@ -39,8 +39,11 @@ def flat_stats(per_copy: dict[str, np.ndarray], causes: Iterable[str], messages_
 
 def pop_feedback(pending: dict[int, Feedback], t: int, num_envs: int, num_agents: int) -> Feedback:
     """Sum (latency: max) and remove every pending per-step :class:`Feedback` recorded at a step ``<= t`` (``[E, N]`` arrays)."""
+    due = [k for k in pending if k <= t]
+    if len(due) == 1 and pending[due[0]].latency_max_s is not None:  # the usual case: one report, handed over as is
+        return pending.pop(due[0])
     out = Feedback.zeros(num_envs, num_agents)
-    for k in [k for k in pending if k <= t]:
+    for k in due:
         fb = pending.pop(k)
         for name in ("delivered_copies", "lost_copies", "delivered_bytes", "lost_bytes"):
             getattr(out, name)[...] += getattr(fb, name)

@@ -141,14 +141,14 @@ class BandwidthChannel(Channel):
 
     def _lose(self, mask, cause, decided):
         """Count the queue's copies where ``mask`` as lost by ``cause`` (fate reported at ``decided``) and drop them."""
-        sel = np.flatnonzero(mask)
+        sel = mask.nonzero()[0]
         q = self._qa[:, sel]
         self._count(f"lost/{cause}", q[_ENV], q[_SRC], q[_DST], q[_SIZE])
         self._fate(decided, q[_ENV], q[_SRC], q[_SIZE], False)
         self._keep(~mask)
 
     def _keep(self, keep):
-        idx = np.flatnonzero(keep)
+        idx = keep.nonzero()[0]
         self._qa = self._qa[:, idx]
         if self._payload is not None:
             self._payload = self._payload[idx]
@@ -164,7 +164,7 @@ class BandwidthChannel(Channel):
         if ge is not None:
             u = self._rng.random((self.E, self.N))
             self._ge_bad = np.where(self._ge_bad, u >= ge.p_bad_to_good, u < ge.p_good_to_bad)
-        idx = np.flatnonzero(q[_INFL] == 0)  # waiting copies, in FIFO order
+        idx = (q[_INFL] == 0).nonzero()[0]  # waiting copies, in FIFO order
         if len(idx) == 0:
             if self.bound_us is not None:
                 self._drop_stale((k + 1) * self.dt_us, k + 1)
@@ -209,7 +209,7 @@ class BandwidthChannel(Channel):
                 if late_di is not None:  # a copy lost to the burst is not also late
                     late_di = late_di & ~burst
                 self._lose(lost_b, "burst", k + 1)
-                di = di[~burst] - np.searchsorted(np.flatnonzero(lost_b), di[~burst])  # columns after the removal
+                di = di[~burst] - np.searchsorted(lost_b.nonzero()[0], di[~burst])  # columns after the removal
                 q = self._qa
                 if late_di is not None:
                     late_di = late_di[~burst]
@@ -280,7 +280,7 @@ class BandwidthChannel(Channel):
             drop = ~fits
             self._count("lost/overflow", env64[drop], src64[drop], dst64[drop], size[drop])
             self._fate(t, env64[drop], src64[drop], size[drop], False)
-            keep = np.flatnonzero(fits)  # ascending: keeps each sender's order (FIFO)
+            keep = fits.nonzero()[0]  # ascending: keeps each sender's order (FIFO)
             n = len(keep)
         new = np.empty((len(_FIELDS), n), np.int64)
         sel = (lambda a: a) if keep is None else (lambda a: a[keep])
@@ -301,7 +301,7 @@ class BandwidthChannel(Channel):
         self._advance_to(t)
         q = self._qa
         arrived = (q[_INFL] != 0) & (q[_ARR] <= t * self.dt_us)
-        a = np.flatnonzero(arrived)
+        a = arrived.nonzero()[0]
         if len(a) == 0:
             width = 0 if self._payload is None else self._payload.shape[1]
             return MessageBatch.empty(width)

@@ -122,9 +122,15 @@ class TokenBucket:
         Returns:
             int64 array of ``shape``: packets sent, ``min(count, floor(tokens / size))`` (tokens taken).
         """
-        cost = np.broadcast_to(np.asarray(size_bytes, np.int64) * 8 * SCALE, self.shape)
-        cnt = np.broadcast_to(np.asarray(count, np.int64), self.shape)
-        fit = np.where(cost > 0, self._tokens // np.maximum(cost, 1), cnt)
+        cost = np.asarray(size_bytes, np.int64) * 8 * SCALE
+        cnt = np.asarray(count, np.int64)
+        if cnt.shape != self.shape:
+            cnt = np.broadcast_to(cnt, self.shape)
+        if cost.ndim == 0 and cost > 0:  # one packet size for all buckets (the usual case)
+            fit = self._tokens // cost
+        else:
+            cost = np.broadcast_to(cost, self.shape)
+            fit = np.where(cost > 0, self._tokens // np.maximum(cost, 1), cnt)
         sent = np.minimum(cnt, fit)
         self._tokens = self._tokens - sent * cost
         return sent
