@@ -251,3 +251,25 @@ def test_partial_reset_observes_only_reset_envs_and_matches_a_full_observation()
         np.testing.assert_array_equal(obs, full)
         np.testing.assert_array_equal(masks, core._masks)
         obs[...] = np.nan
+
+
+def test_obs_own_cooldown_appends_the_normalised_weapon_cooldown():
+    plain = SMACCore(num_envs=3, map_name="3m")
+    core = SMACCore(num_envs=3, map_name="3m", obs_own_cooldown=True)
+    assert core.obs_dim == plain.obs_dim + 1 == 31 and core.state().shape == plain.state().shape
+    o, p = core.reset(seed=5), plain.reset(seed=5)
+    np.testing.assert_array_equal(o[..., -1], 0.0)  # weapons start ready
+    isolate(core, 0, 0, (10.0, 16.0), (14.0, 16.0))
+    isolate(plain, 0, 0, (10.0, 16.0), (14.0, 16.0))
+    a = np.array([[6, 0, 0], [STOP] * 3, [STOP] * 3])
+    o, p = core.step(a).obs, plain.step(a).obs
+    np.testing.assert_array_equal(o[..., :-1], p)  # the SMAC blocks are unchanged
+    # the marine fired in the step's first tick: base 0.61 s + jitter in [-1/16, 2/16] s, then 7 ticks counted down
+    cd = float(core._cooldown[0, 0])
+    assert 0.61 - 1 / 16 - 7 / 16 - 1e-6 <= cd <= 0.61 + 2 / 16 - 7 / 16 + 1e-6
+    assert o[0, 0, -1] == pytest.approx(cd / 0.61, abs=1e-6) and o[0, 0, -1] > 0.2
+    np.testing.assert_array_equal(o[1:, :, -1], 0.0)  # never fired: cooldown below 0 is shown as 0
+    assert (o[0, 1:] == 0).all()  # dead agents see zeros, the cooldown included
+    # a partial reset observes the same way as a full observation
+    obs = core.reset(env_ids=np.array([1]))
+    np.testing.assert_array_equal(obs, core._observe())

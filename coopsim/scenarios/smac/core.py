@@ -64,6 +64,9 @@ class SMACParams(ScenarioParams):
                                                                        "None = the map's SMAC limit")
     reward_sparse: bool = Field(False, description="True: +1 win, -1 loss, 0 otherwise (SMAC's sparse option)")
     obs_last_action: bool = Field(False, description="append each ally's last action (one-hot) to the ally block")
+    obs_own_cooldown: bool = Field(False, description="append the agent's own weapon cooldown / base cooldown (medivac: "
+                                                       "energy / 200) to the own block (SMAX's own features have it; "
+                                                       "SMAC's do not)")
     state_last_action: bool = Field(True, description="append every ally's last action (one-hot) to state()")
     start_positions: Literal["line", "surrounded", "reflect", "surrounded_and_reflect"] | None = Field(
         None, description="start layout; None = the map's ('line' for SMAC maps, 'surrounded_and_reflect' "
@@ -181,7 +184,7 @@ class SMACCore(ScenarioCore):
         nb = self.unit_type_bits
         self.enemy_feats = 5 + self.enemy_shield + nb
         self.ally_feats = 5 + self.ally_shield + nb + (self.n_actions if p.obs_last_action else 0)
-        self.own_feats = 1 + self.ally_shield + nb
+        self.own_feats = 1 + self.ally_shield + nb + (1 if p.obs_own_cooldown else 0)
         self.obs_dim = 4 + M * self.enemy_feats + (A - 1) * self.ally_feats + self.own_feats
         self.state_ally_feats = 4 + self.ally_shield + nb
         self.state_enemy_feats = 3 + self.enemy_shield + nb
@@ -528,6 +531,10 @@ class SMACCore(ScenarioCore):
             o += 1
         if nb:
             out[..., o + 1:o + 1 + nb] = onehot[:, :A]
+        if self.params.obs_own_cooldown:
+            ta = g(self._type)[:, :A]
+            out[..., -1] = np.where(U.IS_HEALER[ta], g(self._energy)[:, :A] / U.MEDIVAC_ENERGY_MAX,
+                                    np.clip(g(self._cooldown)[:, :A] / U.COOLDOWN_NORM_S[ta], 0.0, 1.0))
         if not alive.all():  # dead agents see zeros (x * 0, as SMAC's zeroing; x * 1 leaves the others exact)
             out *= alive[..., None]
         return out
