@@ -8,6 +8,9 @@ the neighbours whose next move is identifiable from the agent's two consecutive 
 * ``repeat last``: the neighbour's previous move (labelled the same way one step earlier);
 * ``always wait``: move 0.
 
+The agent acts with IMMP's low level (CS-PIBT on the policy's preferences; ``--no-cs-pibt``: the policy's
+own samples, the second round's measurement).
+
     .venv/bin/python benchmarks/immp_intent_accuracy.py [--map random-32-32-10] [--agents 64] [--steps 150]
 """
 from __future__ import annotations
@@ -42,11 +45,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=150)
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--checkpoint", default="shipped")
+    ap.add_argument("--no-cs-pibt", action="store_true", help="act on the policy's own samples (the ablation's low level)")
+    ap.add_argument("--seed0", type=int, default=0, help="first episode seed (scen file seed0+1)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     tot = {"intent": 0, "repeat last": 0, "always wait": 0}
     n_all, n_int_all, hit_int_all = 0, 0, 0
-    for seed in range(a.seeds):
+    for seed in range(a.seed0, a.seed0 + a.seeds):
         core = MGMAPFCore(1, map=a.map, num_agents=a.agents, num_goals=a.goals, obs_radius=3, max_steps=a.steps)
         agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=a.checkpoint, deterministic=False)
         obs = core.reset(seed=seed)
@@ -58,10 +63,13 @@ def main() -> None:
             x = agent.actor_input(flat)
             with torch.no_grad():
                 logits = agent.net.intent_logits(x.reshape(-1, x.shape[-1]))
-                feat, _ = agent.net.features(x.reshape(-1, x.shape[-1]))
-                masks = torch.as_tensor(core.action_masks()).reshape(-1, 5)
-                act = torch.distributions.Categorical(logits=agent.net.logits(feat, masks)).sample()
-            res = core.step(act.reshape(1, -1).numpy())
+                if a.no_cs_pibt:
+                    feat, _ = agent.net.features(x.reshape(-1, x.shape[-1]))
+                    masks = torch.as_tensor(core.action_masks()).reshape(-1, 5)
+                    act = torch.distributions.Categorical(logits=agent.net.logits(feat, masks)).sample().reshape(1, -1).numpy()
+            if not a.no_cs_pibt:
+                act = agent.decide(x)                           # IMMP's low level: CS-PIBT on the same input
+            res = core.step(act)
             o0 = torch.as_tensor(flat).reshape(-1, flat.shape[-1])
             o1 = torch.as_tensor(flatten_obs(res.obs, agent.obs_space)).reshape(-1, flat.shape[-1])
             d, valid = own_displacement(o0, o1, k, s)
@@ -81,7 +89,8 @@ def main() -> None:
                 tot["always wait"] += int(((lab == 0) & both).sum())
             prev_lab, prev_d = lab, d
             obs = res.obs
-    print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps")
+    print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps, "
+          f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {a.checkpoint}")
     print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
     for kk, v in tot.items():
         print(f"  {kk:12s} {v / max(n_all, 1):.3f}")

@@ -55,6 +55,9 @@ from .rewards import CollaborativeReward
 CHECKPOINT_FORMAT = "coopsim.immp/1"
 SHIPPED_CHECKPOINT = Path(__file__).parent / "checkpoints" / "immp-v0.pt"
 SHIPPED_BASELINE = Path(__file__).parent / "checkpoints" / "dppo-v0.pt"
+#: IMMP's policy as PPO trained it (training seed 0, second round), before the intent module was fine-tuned on
+#: CS-PIBT rollouts (``benchmarks/immp_intent_finetune.py``; every other tensor of ``immp-v0.pt`` is this file's)
+SHIPPED_PPO = Path(__file__).parent / "checkpoints" / "immp-v0-ppo.pt"
 
 
 class IMMPParams(AgentParams):
@@ -87,7 +90,9 @@ class IMMPParams(AgentParams):
                                                                              "finished all their goals")
     seed: int = Field(0, ge=0, description="seed of the sampling generator")
     checkpoint: Optional[str] = Field(None, description="policy file loaded at construction (so `coopsim run` evaluates "
-                                                        "it); 'shipped' = the checkpoint shipped for this variant")
+                                                        "it); 'shipped' = the checkpoint shipped for this variant; "
+                                                        "'shipped-ppo' = IMMP's shipped policy before the intent "
+                                                        "module's fine-tuning on CS-PIBT rollouts")
 
     @field_validator("hidden")
     @classmethod
@@ -133,7 +138,7 @@ class IMMPAgent(PPOAgent):
         self.hl = ScenarioPlanner(scenario, p.highlevel)
         self.reset(p.seed)
         if p.checkpoint is not None:
-            self.load(self.shipped_checkpoint() if p.checkpoint == "shipped" else p.checkpoint)
+            self.load(self.shipped_checkpoint() if p.checkpoint in ("shipped", "shipped-ppo") else p.checkpoint)
 
     def shipped_checkpoint(self) -> Path:
         """The policy shipped for this configuration: the baseline's for an agent without the intent module
@@ -143,7 +148,7 @@ class IMMPAgent(PPOAgent):
             ConfigError: no shipped checkpoint matches.
         """
         p: IMMPParams = self.params
-        path = SHIPPED_CHECKPOINT if p.intent else SHIPPED_BASELINE
+        path = (SHIPPED_PPO if p.checkpoint == "shipped-ppo" else SHIPPED_CHECKPOINT) if p.intent else SHIPPED_BASELINE
         if not path.is_file():
             raise ConfigError(f"no shipped checkpoint {path.name}; train one with coopsim train configs/mapf/immp-train-*.yaml",
                               key="agents.params.checkpoint", value=p.checkpoint)
@@ -198,10 +203,16 @@ class IMMPAgent(PPOAgent):
         conflict-free joint move; without it, the policy's own argmax / sample (:meth:`PPOAgent.act`)."""
         if not self.params.cs_pibt:
             return super().act(obs, inbox)
-        p: IMMPParams = self.params
         flat = flatten_obs(obs, self.obs_space)
-        e, n = flat.shape[:2]
-        x = self.actor_input(flat, None)
+        actions = self.decide(self.actor_input(flat, None))
+        self._t += 1
+        return actions, None
+
+    def decide(self, x: torch.Tensor) -> np.ndarray:
+        """CS-PIBT decision from the actor input ``x [E, N, D]`` (:meth:`actor_input`, already advanced):
+        int64 actions ``[E, N]`` (benchmarks that read the intent logits of the same input call this)."""
+        p: IMMPParams = self.params
+        e, n = x.shape[:2]
         masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
         with torch.no_grad():
             feat, _ = self.net.features(x.reshape(e * n, -1), None)
@@ -218,8 +229,7 @@ class IMMPAgent(PPOAgent):
                     logits = torch.where(stuck[:, None], sampled, logits)
         actions = self.resolve(-logits.reshape(e, n, -1).numpy().astype(np.float64))
         actions[~np.asarray(self.scenario.alive)] = self.scenario.noop_action
-        self._t += 1
-        return actions, None
+        return actions
 
     def _stalled(self) -> np.ndarray:
         """bool ``[E, N]``: agents whose cost-to-go (high-level field at their cell) has not reached a new minimum

@@ -1,0 +1,118 @@
+"""Fine-tune IMMP's neighbour-intent module on rollouts of IMMP's own CS-PIBT low level (issue 4).
+
+The intent module of the shipped policy was trained with PPO rollouts in which agents acted on their own
+samples (many waits); under the CS-PIBT low level neighbours wait far less, so its predictions are stale.
+This script, on the *training* distribution only (generated random maps, 17-32 cells a side, 20 % obstacles,
+3 goals; MovingAI maps stay unseen), alternates a few times (DAgger style, since the module's predictions
+feed the policy, the behaviour moves with it):
+
+1. roll out IMMP (CS-PIBT, current intent module) and record every agent's actor input and the labels of its
+   neighbours' actual next moves, read from its own two consecutive windows
+   (:func:`coopsim.agents.immp.intent.move_labels`, no privileged information);
+2. train the intent module only (cross-entropy, Adam) on everything collected so far; the encoder, actor,
+   gains and critic are frozen.
+
+It writes a policy file with the new intent module (every other tensor unchanged) and prints the budget.
+
+    .venv/bin/python benchmarks/immp_intent_finetune.py --out coopsim/agents/immp/checkpoints/immp-v0.pt
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from coopsim.agents.immp.intent import IGNORE, move_labels, own_displacement
+from coopsim.agents.ppo.networks import flatten_obs
+from coopsim.platform import registry
+from coopsim.scenarios.mapf import MGMAPFCore
+
+
+def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int):
+    xs, labs = [], []
+    for ep in range(episodes):
+        n = agents[ep % len(agents)]
+        core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=0.2, num_agents=n, num_goals=k,
+                          goal_order="free", conflicts="block", obs_radius=3, max_steps=128)
+        agent = registry.make_component("agent", "mapf/immp-v0", core, **agent_params)
+        if state is not None:
+            agent.net.load_state_dict(state)
+        obs = core.reset(seed=seed0 + ep)
+        agent.reset(seed0 + ep)
+        s = agent.s
+        while not core.done.all():
+            flat = flatten_obs(obs, agent.obs_space)
+            x = agent.actor_input(flat)
+            act = agent.decide(x)
+            res = core.step(act)
+            o0 = torch.as_tensor(flat).reshape(-1, flat.shape[-1])
+            o1 = torch.as_tensor(flatten_obs(res.obs, agent.obs_space)).reshape(-1, flat.shape[-1])
+            d, valid = own_displacement(o0, o1, k, s)
+            lab = move_labels(o0[:, 4 * k:].reshape(-1, 3, s, s)[:, 1], o1[:, 4 * k:].reshape(-1, 3, s, s)[:, 1], d, valid)
+            keep = (lab != IGNORE).flatten(1).any(1)
+            xs.append(x.reshape(-1, x.shape[-1])[keep].clone())
+            labs.append(lab[keep].clone())
+            obs = res.obs
+    return torch.cat(xs), torch.cat(labs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", default="shipped", help="policy to start from")
+    ap.add_argument("--out", required=True, help="policy file to write")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--episodes", type=int, default=12, help="rollout episodes per round")
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    torch.manual_seed(a.seed)
+    t0, c0 = time.time(), time.process_time()
+    params = dict(checkpoint=a.checkpoint)
+    probe = registry.make_component("agent", "mapf/immp-v0", MGMAPFCore(1, map="random", random_size=[17, 32],
+                                    num_agents=8, num_goals=3, obs_radius=3), **params)
+    net = probe.net
+    opt = torch.optim.Adam(net.intent.parameters(), lr=a.lr)
+    X, Y = [], []
+    env_steps = 0
+    for r in range(a.rounds):
+        x, y = collect(params, net.state_dict(), a.episodes, 10_000 * (a.seed + 1) + 100 * r, (24, 48), 3)
+        X.append(x)
+        Y.append(y)
+        xa, ya = torch.cat(X), torch.cat(Y)
+        with torch.no_grad():
+            pred = net.intent_logits(x).argmax(1)
+        known = y != IGNORE
+        acc_before = float(((pred == y) & known).sum() / known.sum())
+        g = torch.Generator().manual_seed(a.seed * 100 + r)
+        for _ in range(a.epochs):
+            perm = torch.randperm(len(xa), generator=g)
+            for i in range(0, len(xa), 256):
+                b = perm[i:i + 256]
+                lg = net.intent_logits(xa[b])
+                loss = F.cross_entropy(lg, ya[b], ignore_index=IGNORE)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        with torch.no_grad():
+            pred = net.intent_logits(x).argmax(1)
+        acc_after = float(((pred == y) & known).sum() / known.sum())
+        print(f"round {r}: {len(x)} samples, {int(known.sum())} labelled neighbour moves (total {int((ya != IGNORE).sum())}); "
+              f"accuracy on this round's rollouts {acc_before:.3f} -> {acc_after:.3f} (train); "
+              f"{time.process_time() - c0:.0f} CPU s", flush=True)
+    ck = probe.checkpoint()
+    ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
+                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "cpu_s": time.process_time() - c0,
+                             "maps": "generated random 17-32, density 0.2, 24/48 agents, 3 goals, 128 steps"}
+    from coopsim.platform.trainer import atomic_save
+
+    atomic_save(ck, a.out)
+    print(f"wrote {a.out}; budget {time.process_time() - c0:.0f} CPU s, {time.time() - t0:.0f} s wall")
+
+
+if __name__ == "__main__":
+    main()
