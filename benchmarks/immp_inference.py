@@ -4,7 +4,8 @@ Times, on one thread, for ``N`` agents on a MovingAI map (instance from scen fil
 
 * ``policy``: one IMMP decision step for the whole team *after* the high level is in sync -- building the
   inputs (window, aligned previous window, waypoint features), the intent module, the policy MLP and the
-  action choice (``agent.act`` with the high level already synced, so its own sync finds nothing to do);
+  action choice, by default the CS-PIBT resolution (``agent.act`` with the high level already synced, so its
+  own sync finds nothing to do); the same without CS-PIBT is a separate row;
 * ``high level, reset``: the full plan at reset (distance tables, balanced orders with best-response
   rounds, density map, congestion-weighted fields);
 * ``high level, per step``: the incremental replanning of agents that visited a goal (mean over steps);
@@ -64,7 +65,8 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(1)
     rows = [
-        ("IMMP (mapf/immp-v0)", "mapf/immp-v0", {}),
+        ("IMMP (mapf/immp-v0, CS-PIBT)", "mapf/immp-v0", {}),
+        ("IMMP without CS-PIBT", "mapf/immp-v0", {"cs_pibt": False}),
         ("decentralized PPO (mapf/dppo-v0)", "mapf/dppo-v0", {}),
         ("PIBT (mapf/pibt-v0)", "mapf/pibt-v0", {}),
     ]
@@ -73,7 +75,7 @@ def main() -> None:
     out = {}
     for name, aid, params in rows:
         r = time_agent(aid, a.map, a.agents, a.goals, a.steps, params)
-        out[aid] = r
+        out.setdefault(aid, r)
         print(f"{name:34s} {r['policy_ms']:17.2f} {r['policy_p90_ms']:8.2f} {r['policy_cpu_ms']:12.2f} {r['reset_ms']:12.1f} "
               f"{r['hl_step_ms']:15.2f}")
     imm = out["mapf/immp-v0"]["policy_ms"]
