@@ -61,8 +61,10 @@ class BandwidthParams(ChannelParams):
 
 _FIELDS = ("env", "src", "dst", "t_sent_us", "size", "rem", "seq", "arrive_us", "inflight")
 # the queue is one int64 array [len(_FIELDS), M] (one row per field, one column per queued or in-flight copy,
-# in FIFO order), so keeping or dropping copies is one column selection, not one per field
+# in FIFO order), so keeping or dropping copies is one column selection, not one per field. Row "inflight" is
+# 0 = waiting, 1 = transmitted (in flight), 2 = lost (counted already, column removed at the next compaction)
 _ENV, _SRC, _DST, _TSENT, _SIZE, _REM, _SEQ, _ARR, _INFL = range(len(_FIELDS))
+_WAITING, _INFLIGHT, _GONE = 0, 1, 2
 
 
 class BandwidthChannel(Channel):
@@ -87,6 +89,7 @@ class BandwidthChannel(Channel):
         self.bound_us = None if p.latency_bound_s is None else seconds_to_us(p.latency_bound_s)
         self.delay_us = seconds_to_us(p.delay_s)
         self._qa = np.zeros((len(_FIELDS), 0), np.int64)
+        self._gone = False  # some columns of _qa are lost copies awaiting compaction
         self._payload = None
         self._seq = 0
         self._served_to = 0  # intervals [0, _served_to) have been served
@@ -145,9 +148,14 @@ class BandwidthChannel(Channel):
         q = self._qa[:, sel]
         self._count(f"lost/{cause}", q[_ENV], q[_SRC], q[_DST], q[_SIZE])
         self._fate(decided, q[_ENV], q[_SRC], q[_SIZE], False)
-        self._keep(~mask)
+        self._qa[_INFL, sel] = _GONE  # removed at the next compaction (column indices stay valid until then)
+        self._gone = True
 
     def _keep(self, keep):
+        """Keep only the queue's columns where ``keep`` (and compact away lost ones)."""
+        if self._gone:
+            keep = keep & (self._qa[_INFL] != _GONE)
+            self._gone = False
         idx = keep.nonzero()[0]
         self._qa = self._qa[:, idx]
         if self._payload is not None:
@@ -164,7 +172,7 @@ class BandwidthChannel(Channel):
         if ge is not None:
             u = self._rng.random((self.E, self.N))
             self._ge_bad = np.where(self._ge_bad, u >= ge.p_bad_to_good, u < ge.p_good_to_bad)
-        idx = (q[_INFL] == 0).nonzero()[0]  # waiting copies, in FIFO order
+        idx = (q[_INFL] == _WAITING).nonzero()[0]  # waiting copies, in FIFO order
         if len(idx) == 0:
             if self.bound_us is not None:
                 self._drop_stale((k + 1) * self.dt_us, k + 1)
@@ -196,7 +204,7 @@ class BandwidthChannel(Channel):
         di = idx[done]
         finish_us = start_us + cum_in[done] / np.maximum(rate[done], 1)
         q[_REM, di] = 0
-        q[_INFL, di] = 1
+        q[_INFL, di] = _INFLIGHT
         q[_ARR, di] = np.ceil(finish_us - _EPS_US).astype(np.int64) + self.delay_us
         # only the copies that finished now can be newly late (earlier ones were checked when they finished)
         late_di = None if self.bound_us is None else q[_ARR, di] - q[_TSENT, di] > self.bound_us
@@ -209,10 +217,6 @@ class BandwidthChannel(Channel):
                 if late_di is not None:  # a copy lost to the burst is not also late
                     late_di = late_di & ~burst
                 self._lose(lost_b, "burst", k + 1)
-                di = di[~burst] - np.searchsorted(lost_b.nonzero()[0], di[~burst])  # columns after the removal
-                q = self._qa
-                if late_di is not None:
-                    late_di = late_di[~burst]
         if self.bound_us is not None:
             if late_di.any():
                 late = np.zeros(q.shape[1], bool)
@@ -226,14 +230,16 @@ class BandwidthChannel(Channel):
         if q.shape[1] == 0:
             return
         # a queued copy has bits left, so it finishes after `now`: it is late if now + delay - t_sent >= bound
-        stale = (q[_INFL] == 0) & (q[_TSENT] <= now_us + self.delay_us - self.bound_us)
+        stale = (q[_INFL] == _WAITING) & (q[_TSENT] <= now_us + self.delay_us - self.bound_us)
         if stale.any():
             self._lose(stale, "late", decided)
 
-    def _advance_to(self, k: int) -> None:
+    def _advance_to(self, k: int, compact: bool = True) -> None:
         while self._served_to < k:
             self._serve(self._served_to)
             self._served_to += 1
+        if compact and self._gone:
+            self._keep(np.ones(self._qa.shape[1], bool))
 
     # ------------------------------------------------------------------ Channel API
     def send(self, t: int, batch: MessageBatch | None) -> None:
@@ -255,7 +261,7 @@ class BandwidthChannel(Channel):
         # drop-tail: rank of each new copy within its sender, after the copies already queued
         q = self._qa
         sender = c.env.astype(np.int64) * self.N + c.src
-        waiting = q[_INFL] == 0
+        waiting = q[_INFL] == _WAITING
         queued_now = np.bincount(q[_ENV, waiting] * self.N + q[_SRC, waiting], minlength=self.E * self.N)
         if m > 1 and (sender[1:] < sender[:-1]).any():
             order = np.argsort(sender, kind="stable")
@@ -290,7 +296,7 @@ class BandwidthChannel(Channel):
         new[_REM] = new[_SIZE] * 8 * SCALE
         new[_SEQ] = self._seq + np.arange(n, dtype=np.int64)
         new[_ARR] = 0
-        new[_INFL] = 0
+        new[_INFL] = _WAITING
         self._seq += n
         self._qa = np.concatenate([q, new], axis=1) if q.shape[1] else new
         pay = sel(c.payload)
@@ -298,11 +304,13 @@ class BandwidthChannel(Channel):
 
     def deliver(self, t: int) -> MessageBatch:
         """Copies that arrived by ``t * dt_s`` (serves every interval before step ``t`` first)."""
-        self._advance_to(t)
+        self._advance_to(t, compact=False)  # the lost columns go with the delivered ones, in one compaction
         q = self._qa
-        arrived = (q[_INFL] != 0) & (q[_ARR] <= t * self.dt_us)
+        arrived = (q[_INFL] == _INFLIGHT) & (q[_ARR] <= t * self.dt_us)
         a = arrived.nonzero()[0]
         if len(a) == 0:
+            if self._gone:
+                self._keep(np.ones(q.shape[1], bool))
             width = 0 if self._payload is None else self._payload.shape[1]
             return MessageBatch.empty(width)
         qa = q[:, a]
@@ -327,7 +335,7 @@ class BandwidthChannel(Channel):
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
         """int64 ``[E, N, N]`` copies and bytes waiting in queues or in flight."""
-        q = self._qa
+        q = self._qa[:, self._qa[_INFL] != _GONE]
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
         np.add.at(out["queued_bytes"], (q[_ENV], q[_SRC], q[_DST]), q[_SIZE])
