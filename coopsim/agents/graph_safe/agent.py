@@ -11,8 +11,12 @@ violation needs a wrong removal (probability at most ``delta'`` per run). Two pl
   (UCRL/UCBVI-style optimism; Jaksch et al. 2010, Azar et al. 2017) and an ``expand_bonus`` on actions
   whose plausible set can still shrink (trying them is what grows the certified set, as the
   "expanders" of SafeMDP, Turchetta et al. 2016), restricted to the joint actions
-  certified at every state (:class:`~coopsim.scenarios.coop_game.solver.SafeTable`); replanned with a
-  doubling schedule (after episodes 1, 2, 4, 8, ...).
+  certified at every state (:class:`~coopsim.scenarios.coop_game.solver.SafeTable`), plus the
+  goal-directed expansion bonus (``goal_bonus``: blockers of the plan over the optimistic feasible set)
+  and, once that plan is settled, the resolve bonus (``resolve_bonus``, off by default: every remaining
+  blocker, to drive the certified set to the truly safe one; see
+  :mod:`coopsim.agents.graph_safe.diagnose` for what can be certified at all); replanned by the UCRL2
+  epoch rule (``replan: counts``) or after episodes 1, 2, 4, 8, ... (``replan: doubling``).
 * ``factored`` (any N): per-agent optimistic values ``Q_i(t, s_i, a)`` (team reward is a sum of
   per-agent terms), and the joint action maximizing ``sum_i Q_i`` over certified joint actions,
   solved exactly per coupling-graph component by enumeration (variable elimination on a component
