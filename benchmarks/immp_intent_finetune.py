@@ -14,7 +14,8 @@ feed the policy, the behaviour moves with it):
 
 It writes a policy file with the new intent module (every other tensor unchanged) and prints the budget.
 
-    .venv/bin/python benchmarks/immp_intent_finetune.py --out coopsim/agents/immp/checkpoints/immp-v0.pt
+    .venv/bin/python benchmarks/immp_intent_finetune.py --rounds 6 --episodes 16 --epochs 10 \
+        --out coopsim/agents/immp/checkpoints/immp-v0.pt      # the shipped file (from checkpoint shipped-ppo)
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, a
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="shipped", help="policy to start from")
+    ap.add_argument("--checkpoint", default="shipped-ppo", help="policy to start from (default: the PPO-trained shipped one)")
     ap.add_argument("--out", required=True, help="policy file to write")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--episodes", type=int, default=12, help="rollout episodes per round")
