@@ -15,7 +15,10 @@ IMMP only in how a step is chosen.
   (backtracking). The recursion only reaches agents on adjacent cells, so the protocol is local (each agent
   talks to its neighbours); it yields joint moves without vertex or swap conflicts, so under
   ``conflicts: allow`` it records zero collisions. The recursion is sequential by nature (a Python loop over
-  agents; candidate orders are computed vectorized).
+  agents; candidate orders are computed vectorized). The preference order is a parameter
+  (:func:`pibt_actions` takes a key per action): ``mapf/pibt-v0`` orders by distance to the goal, IMMP's
+  CS-PIBT low level (:meth:`coopsim.agents.immp.agent.IMMPAgent.resolve`) by its policy's logits, with the same
+  priorities (:class:`PIBTPriorities`) and the same resolution.
 * :class:`GreedyWaitsAgent` (``mapf/greedy-waits-v0``): each agent takes a move that shortens its distance
   to its current goal, preferring one whose cell is free now (other agents seen in its window); if every
   shortening move leads into an occupied cell it waits, and after ``patience`` consecutive blocked steps it
