@@ -1,0 +1,100 @@
+"""Time to a greedy win rate: train a SMAC config seed by seed and evaluate the greedy policy as it trains.
+
+Each seed is trained exactly as ``coopsim train CONFIG`` trains it (same config loader, ``build_trainer`` and
+``fit``; the run directory, metrics, checkpoints and ``policy.pt`` are written the same way). Every
+``--eval-every`` env steps the current policy is copied into a separate batched core of ``--eval-episodes``
+envs (its own reset seed, never the training envs) and played once with argmax actions; the greedy win rate,
+the env steps and the training wall time (evaluation time excluded) are recorded. With ``--stop``, a seed
+stops at the first evaluation at or above ``--target``; otherwise it runs its full budget.
+
+Usage::
+
+    .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/3m-mappo.yaml --seeds 0 1 2 3 4
+    .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/3m-mappo.yaml --seeds 0 train.total_env_steps=2000000
+
+Prints one line per evaluation and writes ``<run dir>/time_to_win.json`` (per seed: the evaluations, the first
+one at or above the target, the final one).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from coopsim.platform import registry
+from coopsim.platform.config import dump_config, load_config
+from coopsim.platform.trainer import atomic_write_text, fit
+from coopsim.platform.training import build_trainer, trainable_class, train_config
+
+
+def greedy_win_rate(agent, scenario_id: str, scenario_params: dict, episodes: int, seed: int) -> float:
+    """Mean win of ``episodes`` envs played once with argmax actions by a copy of ``agent``'s policy."""
+    core = registry.make_scenario(scenario_id, num_envs=episodes, **scenario_params)
+    params = dict(agent.params.model_dump())
+    params["deterministic"] = True
+    ev = type(agent)(core, **params)
+    ev.net.load_state_dict(agent.net.state_dict())
+    obs = core.reset(seed=seed)
+    ev.reset(seed)
+    while not np.all(core.done):
+        a, _ = ev.act(obs)
+        obs = core.step(a).obs
+    return float(np.mean([m["win"] for m in core.episode_metrics()]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("config")
+    ap.add_argument("overrides", nargs="*", help="key.path=value overrides (as coopsim train)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the config's)")
+    ap.add_argument("--eval-every", type=int, default=50_000, help="env steps between greedy evaluations")
+    ap.add_argument("--eval-episodes", type=int, default=256, help="episodes per evaluation (one batched core)")
+    ap.add_argument("--eval-seed", type=int, default=10_000, help="reset seed of the evaluation core")
+    ap.add_argument("--target", type=float, default=0.95)
+    ap.add_argument("--stop", action="store_true", help="stop a seed at the first evaluation >= target")
+    args = ap.parse_intermixed_args(argv)
+
+    cfg = load_config(args.config, list(args.overrides))
+    _, cls = trainable_class(cfg, file=args.config)
+    schedule = train_config(cfg, cls, file=args.config)
+    seeds = args.seeds if args.seeds is not None else list(cfg.seeds)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    run_dir = Path(cfg.out_dir) / f"{cfg.name}-ttw-{stamp}-{uuid.uuid4().hex[:6]}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    atomic_write_text(dump_config(cfg), run_dir / "config.yaml")
+    print(f"run directory: {run_dir}", flush=True)
+    out: dict = {"config": args.config, "overrides": list(args.overrides), "target": args.target,
+                 "eval_episodes": args.eval_episodes, "eval_every": args.eval_every, "per_seed": {}}
+    for seed in seeds:
+        trainer, _ = build_trainer(cfg, seed, file=args.config)
+        evals: list[dict] = []
+        state = {"next": args.eval_every, "eval_s": 0.0, "t0": time.perf_counter()}
+
+        def on_iteration(tr, metrics) -> bool:
+            if tr.env_steps < state["next"] and tr.env_steps < schedule.total_env_steps:
+                return False
+            state["next"] += args.eval_every
+            t = time.perf_counter()
+            win = greedy_win_rate(tr.agent, cfg.scenario.id, cfg.scenario_params(), args.eval_episodes, args.eval_seed)
+            state["eval_s"] += time.perf_counter() - t
+            wall = time.perf_counter() - state["t0"] - state["eval_s"]
+            evals.append({"env_steps": tr.env_steps, "train_wall_s": round(wall, 1), "greedy_win": win})
+            print(f"seed {seed} steps {tr.env_steps:>8d} train wall {wall:7.1f} s greedy win {win:.3f}", flush=True)
+            return bool(args.stop and win >= args.target)
+
+        fit(trainer, schedule, run_dir / f"seed-{seed}", description=f"{cfg.name} seed {seed}", on_iteration=on_iteration)
+        first = next((e for e in evals if e["greedy_win"] >= args.target), None)
+        out["per_seed"][str(seed)] = {"evals": evals, "first_at_target": first, "final": evals[-1] if evals else None}
+        atomic_write_text(json.dumps(out, indent=2), run_dir / "time_to_win.json")
+    return 0
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    sys.exit(main())
