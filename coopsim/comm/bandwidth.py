@@ -65,6 +65,10 @@ _FIELDS = ("env", "src", "dst", "t_sent_us", "size", "rem", "seq", "arrive_us", 
 # 0 = waiting, 1 = transmitted (in flight), 2 = lost (counted already, column removed at the next compaction)
 _ENV, _SRC, _DST, _TSENT, _SIZE, _REM, _SEQ, _ARR, _INFL = range(len(_FIELDS))
 _WAITING, _INFLIGHT, _GONE = 0, 1, 2
+# run totals are folded in once this many copies (or events) are pending: per-copy scattered adds into
+# [E, N, N] counters cost a cache miss each at large E, one dense bincount per counter does not
+_FLUSH_COPIES = 1 << 20
+_FLUSH_EVENTS = 4096
 
 
 class BandwidthChannel(Channel):
@@ -96,7 +100,9 @@ class BandwidthChannel(Channel):
         self._ge_bad = np.zeros((self.E, self.N), bool)
         shape = (self.E, self.N, self.N)
         keys = ["offered", "delivered"] + [f"lost/{c}" for c in CAUSES]
-        self.totals = {f"{k}_{u}": np.zeros(shape, np.int64) for k in keys for u in ("bytes", "copies")}
+        self._totals = {f"{k}_{u}": np.zeros(shape, np.int64) for k in keys for u in ("bytes", "copies")}
+        self._pending: list = []  # (key, flat index, size) events not yet folded into the totals
+        self._pending_n = 0
         self._step_events: list = []
         self._messages = 0
         self._latencies: list[np.ndarray] = []
@@ -108,19 +114,48 @@ class BandwidthChannel(Channel):
 
     # ------------------------------------------------------------------ bookkeeping helpers
     def _count(self, key, env, src, dst, size):
-        """Add copies to the run totals (sparse, in place) and to this step's event list."""
+        """Record copies for the run totals (folded in lazily, see :meth:`_flush`) and this step's event list."""
         if len(env) == 0:
             return
         N = self.N
-        idx = (np.asarray(env, np.int64) * N + src) * N + dst
-        np.add.at(self.totals[f"{key}_bytes"].reshape(-1), idx, size)
-        np.add.at(self.totals[f"{key}_copies"].reshape(-1), idx, 1)
-        self._step_events.append((key, idx, size))
+        ev = (key, (np.asarray(env, np.int64) * N + src) * N + dst, np.asarray(size, np.int64))
+        self._step_events.append(ev)
+        self._pending.append(ev)
+        self._pending_n += len(env)
+        if self._pending_n > _FLUSH_COPIES or len(self._pending) > _FLUSH_EVENTS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Fold the pending events into the run totals: one dense bincount per counter (exact: integer sums)."""
+        if not self._pending:
+            return
+        size_all = self.E * self.N * self.N
+        by_key: dict[str, list] = {}
+        for key, idx, size in self._pending:
+            by_key.setdefault(key, []).append((idx, size))
+        for key, evs in by_key.items():
+            idx = np.concatenate([e[0] for e in evs])
+            size = np.concatenate([e[1] for e in evs])
+            self._totals[f"{key}_copies"].reshape(-1)[...] += np.bincount(idx, minlength=size_all)
+            if (size == size[0]).all():  # one copy size (the usual case): bytes = copies x size, no float sums
+                self._totals[f"{key}_bytes"].reshape(-1)[...] += np.bincount(idx, minlength=size_all) * size[0]
+            else:
+                b = np.zeros(size_all, np.int64)
+                np.add.at(b, idx, size)
+                self._totals[f"{key}_bytes"].reshape(-1)[...] += b
+        self._pending = []
+        self._pending_n = 0
+
+    @property
+    def totals(self) -> dict[str, np.ndarray]:
+        """Run totals since ``reset``, int64 ``[E, N, N]`` per counter (``offered_bytes``, ``lost/late_copies``, ...)."""
+        self._flush()
+        return self._totals
 
     @property
     def last_step(self) -> dict[str, np.ndarray]:
         """Counters of the latest step (since the last ``send``), int64 ``[E, N, N]`` per key (built on access)."""
-        out = {k: np.zeros_like(v) for k, v in self.totals.items()}
+        out = {k: np.zeros_like(v) for k, v in self._totals.items()}
         for key, idx, size in self._step_events:
             np.add.at(out[f"{key}_bytes"].reshape(-1), idx, size)
             np.add.at(out[f"{key}_copies"].reshape(-1), idx, 1)

@@ -212,3 +212,47 @@ def test_batch_order_across_senders_changes_nothing(ge):
         np.testing.assert_array_equal(pa[k], pb[k])
     assert pa["offered_copies"].sum() > 300 and pa["lost/overflow_copies"].sum() > 0 and pa["lost/late_copies"].sum() > 0
     np.testing.assert_array_equal(np.sort(chans[0].latencies_s()), np.sort(chans[1].latencies_s()))
+
+
+def test_lazily_folded_totals_equal_eager_ones(monkeypatch):
+    # run totals are folded in from pending events (dense bincounts) when read or when enough are pending;
+    # folding after every event must give the same counters
+    import coopsim.comm.bandwidth as bw
+
+    def run(flush_events):
+        monkeypatch.setattr(bw, "_FLUSH_EVENTS", flush_events)
+        ch = BandwidthChannel(trace={"kind": "markov", "levels": [3000, 9000, 20000], "switch_prob": 0.2},
+                              queue_packets=5, latency_bound_s=0.2)
+        ch.reset(1, num_envs=2, num_agents=3, dt_s=0.1)
+        rng = np.random.default_rng(0)
+        steps = []
+        for t in range(30):
+            m = int(rng.integers(0, 12))
+            env, src = rng.integers(0, 2, m), rng.integers(0, 3, m)
+            dst = np.where(rng.random(m) < 0.3, BROADCAST, (src + rng.integers(1, 3, m)) % 3)
+            ch.send(t, MessageBatch(env.astype(np.int32), src.astype(np.int32), dst.astype(np.int32),
+                                    np.zeros((m, 3), np.float32), np.full(m, t * 0.1)))
+            ch.deliver(t + 1)
+            steps.append({k: v.copy() for k, v in ch.last_step.items()})
+        return ch.per_copy(), steps
+
+    lazy, lazy_steps = run(4096)
+    eager, eager_steps = run(1)
+    for k in lazy:
+        np.testing.assert_array_equal(lazy[k], eager[k])
+    for a, b in zip(lazy_steps, eager_steps):
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+    assert lazy["offered_bytes"].sum() == 40 * sum(int(s["offered_copies"].sum()) for s in lazy_steps) > 0
+    np.testing.assert_array_equal(lazy["offered_bytes"], lazy["delivered_bytes"] + lazy["lost_bytes"] + lazy["queued_bytes"])
+
+
+def test_folding_totals_of_mixed_copy_sizes_is_exact():
+    ch = BandwidthChannel(trace={"kind": "constant", "rate": 1000})
+    ch.reset(0, num_envs=2, num_agents=3, dt_s=0.1)
+    ch._count("offered", np.array([0, 1, 1]), np.array([0, 2, 2]), np.array([1, 0, 0]), np.array([40, 48, 52]))
+    ch._count("offered", np.array([1]), np.array([2]), np.array([0]), np.array([40]))
+    tot = ch.totals
+    assert tot["offered_bytes"][0, 0, 1] == 40 and tot["offered_copies"][0, 0, 1] == 1
+    assert tot["offered_bytes"][1, 2, 0] == 140 and tot["offered_copies"][1, 2, 0] == 3
+    assert tot["offered_bytes"].sum() == 180 and tot["offered_copies"].sum() == 4
