@@ -13,7 +13,8 @@ Usage::
     .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/3m-mappo.yaml --seeds 0 train.total_env_steps=2000000
 
 Prints one line per evaluation and writes ``<run dir>/time_to_win.json`` (per seed: the evaluations, the first
-one at or above the target, the final one).
+one at or above the target, the final one). ``--plot RUN_DIR OUT.png`` draws the greedy win rate of every seed
+against env steps and training wall time from a finished run's ``time_to_win.json`` (no training).
 """
 from __future__ import annotations
 
@@ -48,7 +49,36 @@ def greedy_win_rate(agent, scenario_id: str, scenario_params: dict, episodes: in
     return float(np.mean([m["win"] for m in core.episode_metrics()]))
 
 
+def plot(run_dir: str, out: str) -> None:
+    """Greedy win rate per seed vs env steps (left) and vs training wall time (right), target line dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    d = json.loads((Path(run_dir) / "time_to_win.json").read_text())
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    for seed, p in d["per_seed"].items():
+        ev = p["evals"]
+        axes[0].plot([e["env_steps"] / 1e6 for e in ev], [e["greedy_win"] for e in ev], marker=".", label=f"seed {seed}")
+        axes[1].plot([e["train_wall_s"] / 60 for e in ev], [e["greedy_win"] for e in ev], marker=".")
+    for ax, xl in zip(axes, ("env steps (M)", "training wall time (min)")):
+        ax.axhline(d["target"], ls="--", c="grey", lw=1)
+        ax.set_xlabel(xl)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(f"greedy win rate ({d['eval_episodes']} episodes)")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{Path(d['config']).name} {' '.join(d['overrides'])}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--plot"]:
+        plot(argv[1], argv[2])
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("config")
     ap.add_argument("overrides", nargs="*", help="key.path=value overrides (as coopsim train)")
