@@ -167,14 +167,56 @@ def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
 
     parts = RunParts(cfg)
     try:
-        for s in cfg.seeds:
-            parts.scenario.reset(seed=s * cfg.episodes)
-    except (ValueError, KeyError, IndexError) as exc:
-        if isinstance(exc, CoopsimError):
-            raise
-        raise ConfigError(f"the scenario cannot be built with these params: {exc}", file=file, key="scenario.params") from None
+        try:
+            for s in cfg.seeds:
+                parts.scenario.reset(seed=s * cfg.episodes)
+        except (ValueError, KeyError, IndexError) as exc:
+            if isinstance(exc, CoopsimError):
+                raise
+            raise ConfigError(f"the scenario cannot be built with these params: {exc}", file=file,
+                              key="scenario.params") from None
+        _check_one_step(parts, cfg, file=file)
     finally:
         parts.close()
+
+
+def _check_one_step(parts, cfg: RunConfig, *, file: str | None = None) -> None:
+    """The agent acts once on the first seed's first reset, its joint action is checked against the
+    scenario's action space, and the scenario steps once with it: an agent built for another scenario
+    family fails here, with a message, instead of deep inside the run.
+
+    Raises:
+        ConfigError: key ``agents.id``; the agent raised, returned a joint action of the wrong shape, or
+            actions outside ``Discrete(n)``; or the scenario could not step with it.
+    """
+    import numpy as np
+
+    sc, seed = parts.scenario, cfg.seeds[0] * cfg.episodes
+    what = f"agent '{cfg.agents.id}' cannot act on scenario '{cfg.scenario.id}'"
+    try:
+        obs = sc.reset(seed=seed)
+        parts.agent.reset(seed)
+        actions, _ = parts.agent.act(obs, None)
+    except CoopsimError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
+        raise ConfigError(f"{what}: its first act() raised {type(exc).__name__}: {exc}", file=file, key="agents.id",
+                          value=cfg.agents.id) from None
+    a = np.asarray(actions)
+    n = int(getattr(sc.action_space, "n", 0) or 0)
+    if a.shape != (sc.num_envs, sc.num_agents):
+        raise ConfigError(f"{what}: its joint action has shape {a.shape}, the scenario needs ({sc.num_envs}, "
+                          f"{sc.num_agents})", file=file, key="agents.id", value=cfg.agents.id)
+    if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n):
+        raise ConfigError(f"{what}: its actions span [{a.min()}, {a.max()}] ({a.dtype}), the scenario's action space "
+                          f"is Discrete({n}): integers 0..{n - 1}", file=file, key="agents.id", value=cfg.agents.id)
+    try:
+        sc.step(a)
+    except CoopsimError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigError(f"{what}: the scenario could not step with its joint action ({type(exc).__name__}: "
+                          f"{exc})", file=file, key="agents.id", value=cfg.agents.id) from None
 
 
 def validate_config(data: dict[str, Any], *, file: str | None = None, check_components: bool = True) -> RunConfig:

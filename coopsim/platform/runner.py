@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from coopsim.errors import ConfigError
+from coopsim.errors import ConfigError, CoopsimError
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
@@ -66,6 +66,15 @@ class RunParts:
         self.scenario.close()
 
 
+def _check_joint_action(actions: np.ndarray, n: int, num_envs: int, num_agents: int, t: int) -> None:
+    """Raise CoopsimError unless ``actions`` is an integer ``[num_envs, num_agents]`` array in ``0..n-1``."""
+    a = np.asarray(actions)
+    if a.shape != (num_envs, num_agents) or not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n:
+        raise CoopsimError(f"the agent's joint action at step {t} is not valid for the scenario: shape {a.shape} "
+                           f"({a.dtype}), values [{a.min() if a.size else '-'}, {a.max() if a.size else '-'}]; "
+                           f"needed: integers 0..{n - 1}, shape ({num_envs}, {num_agents}) (key 'agents.id')")
+
+
 def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
     """Run one episode to its end; returns its metrics and the scenario's replay arrays (or None)."""
     sc, agent, channel, shield = parts.scenario, parts.agent, parts.channel, parts.shield
@@ -80,8 +89,11 @@ def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], d
     certified_steps = 0
     costs: dict[str, float] = {}
     terms: dict[str, float] = {}
+    n_actions = int(getattr(sc.action_space, "n", 0) or 0)
     while True:
         actions, outgoing = agent.act(obs, inbox)
+        if n_actions:
+            _check_joint_action(actions, n_actions, sc.num_envs, sc.num_agents, t)
         safety_state = sc.constraints() if shield.needs_state else None
         safe, cert = shield.filter(safety_state, actions)
         interventions += int(np.count_nonzero(cert.changed))

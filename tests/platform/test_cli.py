@@ -93,3 +93,30 @@ def test_train_resume_with_another_config_is_refused_and_eval_takes_a_seed_dir(t
     assert "episode_return" in r.stdout  # the summary table, as `run` prints it
     summary = json.loads((Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1]) / "summary.json").read_text())
     assert summary["episodes_finished"] == 2
+
+
+def test_agent_of_another_scenario_family_is_a_config_error_before_any_run_dir(tmp_path):
+    # SMAC's focus fire on the line world: its first act() fails; validate and run both say so, exit 2, no run dir
+    for cmd in ("validate", "run"):
+        r = cli(cmd, str(CFG), f"out_dir={tmp_path}", "agents.id=smac/focus-fire-v0")
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        assert "key 'agents.id'" in r.stderr and "cannot act on scenario 'line/LineWalk-v0'" in r.stderr
+        assert "Traceback" not in r.stderr
+    # MG-MAPF's random mover needs Discrete(5); the line world has Discrete(3)
+    r = cli("run", str(CFG), f"out_dir={tmp_path}", "agents.id=mapf/random-v0")
+    assert r.returncode == 2 and "Discrete(3)" in r.stderr and "random-v0" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_runner_rejects_joint_actions_outside_the_action_space():
+    import numpy as np
+    import pytest
+
+    from coopsim.errors import CoopsimError
+    from coopsim.platform.runner import _check_joint_action
+
+    _check_joint_action(np.array([[0, 2]]), 3, 1, 2, 0)  # valid: no error
+    for bad, what in ((np.array([[0, 3]]), r"values \[0, 3\]"), (np.array([[-1, 0]]), r"values \[-1, 0\]"),
+                      (np.array([[0.0, 1.0]]), "float64"), (np.array([0, 1]), r"shape \(2,\)")):
+        with pytest.raises(CoopsimError, match=what):
+            _check_joint_action(bad, 3, 1, 2, 7)

@@ -35,6 +35,13 @@ class RandomMAPFAgent(AgentPlugin):
 
     def __init__(self, scenario: Any, **params: Any):
         super().__init__(scenario, **params)
+        n = getattr(getattr(scenario, "action_space", None), "n", None)
+        if n is not None and int(n) != 5:
+            from coopsim.errors import ConfigError
+
+            raise ConfigError(f"mapf/random-v0 moves on grids with Discrete(5) actions (wait, up, down, left, right); "
+                              f"this scenario has Discrete({int(n)}): use random-v0 for any discrete scenario",
+                              key="agents.id", value="mapf/random-v0")
         self._seed = int(self.params.seed)
         self._t = np.zeros(scenario.num_envs, dtype=np.uint64)
         self._envs = np.arange(scenario.num_envs, dtype=np.uint64)
