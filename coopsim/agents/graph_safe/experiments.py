@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from coopsim.errors import ConfigError, run_script
+
 OUT = Path("docs/safety_results")
 
 
@@ -50,7 +52,7 @@ def _git_head() -> str:
 
 
 def violations(config_files: list[str], train_episodes: int | None, eval_episodes: int | None, out: Path,
-               seeds: list[int] | None = None) -> None:
+               seeds: list[int] | None = None, replace: bool = False) -> None:
     """Violation study; the JSON of a config is rewritten after every seed (``complete`` false until its last
     seed), so an interrupted run resumes at the next seed. A file from another learner version or another
     episode budget is replaced."""
@@ -76,6 +78,11 @@ def violations(config_files: list[str], train_episodes: int | None, eval_episode
                 if not todo:
                     print(f"{cfg.name}: done already ({path})")
                     continue
+            elif not replace:
+                raise ConfigError(f"{path} holds {old.get('train_episodes')} + {old.get('eval_episodes')} episodes per "
+                                  f"seed of learner {old.get('learner')!r}, not {n_train} + {n_eval} of this one; "
+                                  "pass --replace to overwrite it, or --out DIR to write elsewhere",
+                                  key="--train-episodes", value=n_train)
         print(f"\n{cfg.name}: {n_train} training + {n_eval} evaluation episodes per seed; seeds to run {todo}")
         print(f"{'seed':>4} {'gs train viol':>13} {'gs eval viol':>12} {'gs steps':>8} {'gs wall s':>9} "
               f"{'gs return':>9} {'iql viol (no shield)':>20} {'iql steps':>9}")
@@ -127,7 +134,7 @@ def _slope(cum: np.ndarray) -> float:
 
 
 def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out: Path, expand_bonus: float | None = None,
-           tag: str = "", agent_extra: dict | None = None, iql: bool = False) -> None:
+           tag: str = "", agent_extra: dict | None = None, iql: bool = False, replace: bool = False) -> None:
     from coopsim.agents.graph_safe.train import train_seed
     from coopsim.platform.registry import make_scenario
     from coopsim.scenarios.coop_game.solver import solve_scenario
@@ -142,13 +149,23 @@ def regret(cases: list[str], episodes: int, seeds: list[int], p_min: float, out:
               f"{'conservativeness':>17} {'wall s':>7}")
         for seed in seeds:
             path = out / f"regret-{name}{tag}-seed{seed}.json"
-            if path.exists():
-                print(f"{seed:>4} done already ({path})")
-                continue
-            t0 = time.perf_counter()
             params = {"num_runs": 360, "p_min": p_min}
             agent_params = dict(params) if expand_bonus is None else {**params, "expand_bonus": expand_bonus}
             agent_params.update(agent_extra or {})
+            if path.exists():
+                try:
+                    old = json.loads(path.read_text())
+                except ValueError:
+                    old = {}
+                if old.get("episodes") == episodes and old.get("agent_params") == agent_params:
+                    print(f"{seed:>4} done already ({path})")
+                    continue
+                if not replace:
+                    raise ConfigError(f"{path} holds a run of {old.get('episodes')} episodes with agent params "
+                                      f"{old.get('agent_params')}, not {episodes} with {agent_params}; pass --replace "
+                                      "to overwrite it, --tag to name this setting apart, or --out DIR",
+                                      key="--episodes", value=episodes)
+            t0 = time.perf_counter()
             box: list = []
             recs = train_seed(sid, sp, "graph_safe-v0", agent_params, "certificate-v0", params, seed, episodes, 10,
                               v_star=v_star, true_support_every=max(1, episodes // 20), agent_out=box)
@@ -352,33 +369,72 @@ def mapf_greedy(seeds: list[int], num_agents: int = 64) -> None:
               f"{out[0][4]:>10.2f}/{out[1][4]:.2f}", flush=True)
 
 
-def main() -> None:
+def _count(minimum: int):
+    """argparse type: an integer >= ``minimum``, with a message naming what is valid."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}; give an integer >= {minimum}")
+        return value
+    return parse
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not in (0, 1]")
+    return value
+
+
+def _json_dict(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({e}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"resolve_bonus\": 1.0}}', got {text!r}")
+    return value
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("violations")
     v.add_argument("--configs", nargs="*", default=sorted(glob.glob("configs/safety/*.yaml")))
-    v.add_argument("--train-episodes", type=int, default=None)
-    v.add_argument("--eval-episodes", type=int, default=None)
-    v.add_argument("--seeds", type=int, nargs="*", default=None)
+    v.add_argument("--train-episodes", type=_count(1), default=None)
+    v.add_argument("--eval-episodes", type=_count(1), default=None)
+    v.add_argument("--seeds", type=_count(0), nargs="*", default=None)
     r = sub.add_parser("regret")
-    r.add_argument("--cases", nargs="*", default=list(REGRET_CASES))
-    r.add_argument("--episodes", type=int, default=1500)
-    r.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
-    r.add_argument("--p-min", type=float, default=0.1)
+    r.add_argument("--cases", nargs="*", default=list(REGRET_CASES), choices=list(REGRET_CASES))
+    r.add_argument("--episodes", type=_count(1), default=1500)
+    r.add_argument("--seeds", type=_count(0), nargs="*", default=[0, 1, 2])
+    r.add_argument("--p-min", type=_probability, default=0.1)
     r.add_argument("--expand-bonus", type=float, default=None, help="override the agent's expand_bonus")
     r.add_argument("--tag", default="", help="suffix of the case name in the result files")
-    r.add_argument("--agent-params", type=json.loads, default=None, help="JSON dict of extra graph_safe-v0 params")
+    r.add_argument("--agent-params", type=_json_dict, default=None, help="JSON dict of extra graph_safe-v0 params")
     r.add_argument("--iql", action="store_true", help="also train unshielded independent Q-learning per seed (violations)")
     sub.add_parser("tables")
     m = sub.add_parser("mapf")
-    m.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4])
+    m.add_argument("--seeds", type=_count(0), nargs="*", default=[0, 1, 2, 3, 4])
     for p in (v, r):
-        p.add_argument("--out", type=Path, default=OUT)
-    a = ap.parse_args()
+        p.add_argument("--out", type=Path, default=OUT, help=f"results folder (default {OUT}: the shipped results)")
+        p.add_argument("--replace", action="store_true",
+                       help="overwrite a result file of another episode budget or setting (default: refuse)")
+    a = ap.parse_args(argv)
     if a.cmd == "violations":
-        violations(a.configs, a.train_episodes, a.eval_episodes, a.out, a.seeds)
+        missing = [c for c in a.configs if not Path(c).is_file()]
+        if missing:
+            raise ConfigError(f"config file not found: {missing[0]}", key="--configs", value=missing[0])
+        violations(a.configs, a.train_episodes, a.eval_episodes, a.out, a.seeds, replace=a.replace)
     elif a.cmd == "regret":
-        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out, a.expand_bonus, a.tag, a.agent_params, a.iql)
+        regret(a.cases, a.episodes, a.seeds, a.p_min, a.out, a.expand_bonus, a.tag, a.agent_params, a.iql,
+               replace=a.replace)
     elif a.cmd == "mapf":
         mapf_greedy(a.seeds)
     else:
@@ -386,4 +442,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)
