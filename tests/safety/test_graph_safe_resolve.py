@@ -13,6 +13,7 @@ import pytest
 from coopsim.agents.graph_safe import GraphSafeAgent
 from coopsim.agents.graph_safe.diagnose import closure, diagnose, diagnose_agent, reachable
 from coopsim.agents.graph_safe.train import _share, run_episode
+from coopsim.errors import ConfigError
 from coopsim.safety.shields import CertificateShield
 from coopsim.scenarios.coop_game import CoopGameCore
 from coopsim.scenarios.coop_game.solver import joint_index
@@ -151,6 +152,9 @@ def test_violation_study_checkpoints_per_seed_and_resumes(tmp_path, capsys):
     d = json.loads(path.read_text())
     assert [r["seed"] for r in d["rows"]] == [1, 3] and d["rows"][1] == row3
     assert "seeds to run [1]" in capsys.readouterr().out
-    violations([cfg], 2, 1, tmp_path, seeds=[1])  # another episode budget replaces the file
+    with pytest.raises(ConfigError, match="pass --replace"):  # another episode budget is refused ...
+        violations([cfg], 2, 1, tmp_path, seeds=[1])
+    assert json.loads(path.read_text())["train_episodes"] == 1
+    violations([cfg], 2, 1, tmp_path, seeds=[1], replace=True)  # ... and replaces the file when asked
     d = json.loads(path.read_text())
     assert [r["seed"] for r in d["rows"]] == [1] and d["train_episodes"] == 2
