@@ -58,6 +58,9 @@ def train_config(cfg: RunConfig, cls: type, *, file: str | None = None) -> Train
     if cfg.train is None:
         raise ConfigError("missing the train: section, e.g. train: {total_env_steps: 200000, num_envs: 16}",
                           file=file, key="train")
+    from coopsim.platform.config import reject_bools
+
+    reject_bools(cfg.train, cls.TrainConfig, file=file, key_prefix="train.")
     try:
         return cls.TrainConfig(**cfg.train)
     except ValidationError as exc:
