@@ -84,6 +84,32 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> ConfigError:
     return ConfigError(f"not valid YAML{where}: {problem}", file=path)
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, line: int):
+        super().__init__(f"duplicate key {key!r}")
+        self.key, self.line = key, line
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (plain YAML keeps the last one)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    dup = key in seen
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if dup:
+                    raise _DuplicateKey(key, key_node.start_mark.line + 1)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"scenario.params.num_agents=128"`` -> (``["scenario", "params", "num_agents"]``, ``128``).
 
@@ -123,7 +149,10 @@ def load_raw(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise ConfigError("file not found (give the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml)", file=path)
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as exc:
+        raise ConfigError(f"duplicate key {exc.key!r} (each key may appear once in a mapping; remove one)",
+                          file=f"{path}, line {exc.line}") from None
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
     if not isinstance(data, dict):
