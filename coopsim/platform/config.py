@@ -146,6 +146,9 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
 def load_raw(path: str | Path) -> dict[str, Any]:
     path = str(path)
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError("is a directory, not a file (give the path of a YAML run config, e.g. "
+                          "configs/mapf/random-32-32-10.yaml)", file=path)
     if not p.is_file():
         raise ConfigError("file not found (give the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml)", file=path)
     try:

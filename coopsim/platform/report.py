@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -37,14 +38,36 @@ def _mpl():
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
     d = Path(run_dir)
+    if not d.exists():
+        raise CoopsimError(f"{d}: does not exist; give a run directory that `coopsim run` wrote under runs/")
+    if not d.is_dir():
+        raise CoopsimError(f"{d}: is a file, not a run directory; give a folder that `coopsim run` wrote under runs/")
     if not (d / "config.yaml").is_file():
         raise CoopsimError(f"{d}: not a run directory (no config.yaml); give a folder that `coopsim run` wrote under runs/")
-    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    try:
+        cfg = yaml.safe_load((d / "config.yaml").read_text())
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise CoopsimError(f"{d / 'config.yaml'}: not valid YAML{where} ({getattr(exc, 'problem', None) or exc}); "
+                           f"the run directory is damaged") from None
+    if not (isinstance(cfg, dict) and isinstance(cfg.get("scenario"), dict) and "id" in cfg["scenario"]):
+        raise CoopsimError(f"{d / 'config.yaml'}: not a run config (needs a mapping with scenario: {{id: ...}}); "
+                           f"the run directory is damaged")
     rows = read_jsonl(d / "metrics.jsonl")
     if not rows:
         raise CoopsimError(f"{d}: no finished episode in metrics.jsonl (the run was stopped before its first episode ended)")
     summ_path = d / "summary.json"
-    summary = json.loads(summ_path.read_text()) if summ_path.exists() else {"metrics": summarize(rows)}
+    summary = {"metrics": summarize(rows)}
+    if summ_path.exists():
+        try:
+            summary = json.loads(summ_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CoopsimError(f"{summ_path}: not valid JSON ({exc}); delete it and `coopsim report` rebuilds the "
+                               f"summary from metrics.jsonl") from None
+        if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
+            raise CoopsimError(f"{summ_path}: not a run summary (no 'metrics' mapping); delete it and `coopsim report` "
+                               f"rebuilds the summary from metrics.jsonl")
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary}
 
 
@@ -138,8 +161,12 @@ def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> l
         return []
     outs = []
     for path in sorted((Path(run_dir) / "replays").glob("*.npz"))[:max_replays]:
-        with np.load(path) as z:
-            frames = render({k: z[k] for k in z.files})
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                replay = {k: z[k] for k in z.files}
+        except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+            raise CoopsimError(f"{path}: not a replay file (a .npz written by `coopsim run`): {exc}") from None
+        frames = render(replay)
         out = Path(run_dir) / f"replay_{path.stem}.gif"
         import io
 
