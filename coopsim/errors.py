@@ -62,6 +62,24 @@ class ChannelError(CoopsimError, RuntimeError):
     """A channel backend failed (e.g. the ns-3 child process died or timed out)."""
 
 
+def int_at_least(minimum: int):
+    """An ``argparse`` ``type=`` that accepts integers >= ``minimum`` and otherwise makes argparse print
+    ``argument --x: invalid value '-1': an integer >= 1 is required`` and exit 2."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer >= {minimum} is required") from None
+        if v < minimum:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer >= {minimum} is required")
+        return v
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
 def run_script(main, argv=None):
     """Run a module's ``main(argv)`` as the CLI does: a :class:`CoopsimError` prints its message to stderr and
     exits with code 2 (no traceback); Ctrl-C exits with 130. For ``python -m coopsim.<...>`` scripts."""

@@ -27,6 +27,7 @@ import yaml
 
 from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam
 from coopsim.comm.oracle import safe_rate_oracle, utilization
+from coopsim.errors import int_at_least, run_script
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.registry import make_component, make_scenario
 
@@ -134,16 +135,16 @@ def ci95(x: list[float]) -> tuple[float, float]:
     return float(a.mean()), float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--num-agents", type=int, default=3)
+    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1")
+    ap.add_argument("--num-agents", type=int_at_least(2), default=3, help="agents and landmarks N, >= 2")
     ap.add_argument("--radius", type=float, default=0.5)
-    ap.add_argument("--num-envs", type=int, default=32)
-    ap.add_argument("--episodes", type=int, default=10)
+    ap.add_argument("--num-envs", type=int_at_least(1), default=32)
+    ap.add_argument("--episodes", type=int_at_least(1), default=10)
     ap.add_argument("--senders", default="none,broadcast,periodic,novelty,ddacom")
     ap.add_argument("--out", default="runs/ddacom_eval.json")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     channels = load_channels(a.num_agents)
     senders = a.senders.split(",")
     results = []
@@ -201,4 +202,4 @@ def print_table(summary: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -35,13 +35,16 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import ValidationError
 
 from coopsim.agents.ddacom.evaluate import ci95, load_channels
 from coopsim.agents.ppo.agent import MAPPO
 from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
+from coopsim.errors import int_at_least, run_script
 from coopsim.platform.registry import make_component, make_scenario
+from coopsim.platform.registry import pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
 
 GEN = "coopsim.agents.ddacom.generator:DDACOMGenerator"
@@ -143,22 +146,28 @@ def summarize(evals: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=60000, help="env steps per (variant, seed)")
-    ap.add_argument("--num-envs", type=int, default=16)
+    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1")
+    ap.add_argument("--steps", type=int_at_least(1), default=60000, help="env steps per (variant, seed), >= 1")
+    ap.add_argument("--num-envs", type=int_at_least(1), default=16)
     ap.add_argument("--radius", type=float, default=0.5, help="partial-observation radius (m)")
-    ap.add_argument("--eval-envs", type=int, default=32)
-    ap.add_argument("--eval-episodes", type=int, default=10)
+    ap.add_argument("--eval-envs", type=int_at_least(1), default=32)
+    ap.add_argument("--eval-episodes", type=int_at_least(1), default=10)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out", default="runs/ddacom_gen")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    variants = [v.strip() for v in a.variants.split(",")]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants:
+        ap.error(f"argument --variants: unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(VARIANTS)}")
     torch.set_num_threads(1)
     out = Path(a.out)
-    cfg = PPOTrainConfig(total_env_steps=a.steps, num_envs=a.num_envs, rollout_steps=25, lr=7e-4, epochs=4,
-                         minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
-    variants = a.variants.split(",")
+    try:
+        cfg = PPOTrainConfig(total_env_steps=a.steps, num_envs=a.num_envs, rollout_steps=25, lr=7e-4, epochs=4,
+                             minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
     evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
     wall: dict[str, list[float]] = {v: [] for v in variants}
     t0 = time.time()
@@ -178,4 +187,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

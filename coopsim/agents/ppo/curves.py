@@ -11,9 +11,12 @@ import argparse
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
+
+from coopsim.errors import CoopsimError, int_at_least, run_script
 
 DEFAULT_METRICS = ("episode/success", "episode/soc_over_lb", "episode/goal_fraction")
 
@@ -84,17 +87,23 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_ME
     return final
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--metric", action="append", default=None)
-    ap.add_argument("--smooth", type=int, default=10)
+    ap.add_argument("--smooth", type=int_at_least(1), default=10)
     ap.add_argument("--title", default=None)
-    a = ap.parse_args()
-    res = plot(a.out, a.runs, tuple(a.metric) if a.metric else DEFAULT_METRICS, a.smooth, a.title)
+    a = ap.parse_args(argv)
+    try:
+        res = plot(a.out, a.runs, tuple(a.metric) if a.metric else DEFAULT_METRICS, a.smooth, a.title)
+    except FileNotFoundError as exc:
+        raise CoopsimError(f"{exc} (give `coopsim train` run directories, which hold seed-<s>/metrics.csv)") from None
     print(json.dumps(res, indent=2))
+    if not any(res["metrics"].values()):
+        print(f"note: none of the metrics {', '.join(res['metrics'])} is in these runs' metrics.csv, so {a.out} has "
+              f"empty panels; choose columns with --metric", file=sys.stderr)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)
