@@ -17,7 +17,12 @@ methods without a checkpoint (heuristics, the planner) are the same on every tra
 It also writes ``immp_eval.png`` (SoC/LB, makespan and success vs agent count, one line per method, one
 column per map) and ``immp_eval.json`` next to it, in ``--out``.
 
-    .venv/bin/python benchmarks/immp_compare.py runs/immp3-eval --out docs/immp
+With several training seeds it also prints, per learned method, each training seed's SoC/LB (mean over its
+scen files, solved count) and the mean and 95% CI (Student t) of those per-seed means over training seeds, and
+for each target the reduction per training seed and the mean and 95% CI over training seeds of the per-seed
+means over maps.
+
+    .venv/bin/python benchmarks/immp_compare.py runs/immp4-eval runs/immp5-eval --out docs/immp
 """
 from __future__ import annotations
 
@@ -113,7 +118,7 @@ def table(data: dict) -> dict:
         common = [i for i in keys if all(inst[m][i]["success"] == 1.0 for m in covered)]
         print(f"\n== {mp}  N={n}  K={k}  training seeds={ts}  instances={len(keys)}  solved by all={len(common)}")
         print(f"{'method':24s} {'solved':>7s} {'SoC/LB (95% CI)':>17s} {'makespan (95% CI)':>18s} {'SoC(common)':>12s} "
-              f"{'SoC-LB(common)':>14s}")
+              f"{'SoC-LB(common)':>14s}  {'SoC/LB over train seeds':>23s}  per train seed: SoC/LB (solved)")
         cell = {}
         for m in methods:
             # statistics over distinct runs: a method without training seeds counts each scen file once
@@ -126,7 +131,22 @@ def table(data: dict) -> dict:
             exc_c = float(np.mean([inst[m][i]["soc"] - inst[m][i]["lb"] for i in on])) if on else float("nan")
             cell[m] = dict(n=len(ms), solved=solved, success=solved / max(len(ms), 1), soc_over_lb=r, soc_over_lb_ci=rh,
                            makespan=mk, makespan_ci=mkh, soc_common=soc_c, excess_common=exc_c, n_common=len(on))
-            print(f"{m:24s} {solved:>3d}/{len(ms):<3d} {r:8.3f}±{rh:<7.3f} {mk:9.1f}±{mkh:<7.1f} {soc_c:12.1f} {exc_c:14.1f}")
+            # a learned method: per-training-seed means (over its scen files) and their mean and 95% CI over seeds
+            mts = sorted({t for t, _ in runs[m] if t is not None})
+            per = {t: [v for (tt, _), v in runs[m].items() if tt == t] for t in mts}
+            sd = {str(t): dict(soc_over_lb=float(np.mean([x["soc_over_lb"] for x in v])),
+                               makespan=float(np.mean([x["makespan"] for x in v])),
+                               solved=int(sum(x["success"] for x in v)), n=len(v)) for t, v in per.items()}
+            if sd:
+                cell[m]["per_train_seed"] = sd
+                sm, sh = ci95([v["soc_over_lb"] for v in sd.values()])
+                cell[m]["soc_over_lb_over_train_seeds"], cell[m]["soc_over_lb_over_train_seeds_ci"] = sm, sh
+                over = f"{sm:8.3f}±{sh:<7.3f} ({len(sd)} seeds)"
+                pts = "  ".join(f"s{t}:{v['soc_over_lb']:.3f}({v['solved']}/{v['n']})" for t, v in sd.items())
+            else:
+                over, pts = f"{'-':>23s}", "(no policy: same on every training seed)"
+            print(f"{m:24s} {solved:>3d}/{len(ms):<3d} {r:8.3f}±{rh:<7.3f} {mk:9.1f}±{mkh:<7.1f} {soc_c:12.1f} {exc_c:14.1f}  "
+                  f"{over:>23s}  {pts}")
         out[f"{mp}|{n}|{k}"] = cell
     return out
 
@@ -142,6 +162,15 @@ def _pair(a: dict, b: dict, what: str, keys=None) -> dict | None:
         va = np.mean([a[i]["soc"] - a[i]["lb"] for i in both])
         vb = np.mean([b[i]["soc"] - b[i]["lb"] for i in both])
     return dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(both))
+
+
+def _every(a: dict, b: dict, what: str, keys) -> dict:
+    """Reduction over every instance in ``keys`` (an unsolved one at max_steps for each unfinished agent)."""
+    va = np.mean([a[i]["soc"] - (a[i]["lb"] if what == "excess" else 0) for i in keys])
+    vb = np.mean([b[i]["soc"] - (b[i]["lb"] if what == "excess" else 0) for i in keys])
+    return dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(keys),
+                success_immp=float(np.mean([a[i]["success"] for i in keys])),
+                success_base=float(np.mean([b[i]["success"] for i in keys])))
 
 
 def targets(data: dict) -> dict:
@@ -166,18 +195,30 @@ def targets(data: dict) -> dict:
             every = dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(keys),
                          success_immp=float(np.mean([a[i]["success"] for i in keys])),
                          success_base=float(np.mean([b[i]["success"] for i in keys])))
+            every["per_train_seed"] = {str(t): _every(a, b, what, [i for i in keys if i[0] == t]) for t in ts
+                                       if any(i[0] == t for i in keys)}
             if r is not None:
                 r["success_immp"], r["success_base"] = every["success_immp"], every["success_base"]
-                r["per_train_seed"] = {str(t): _pair(a, b, what, [i for i in keys if i[0] == t]) for t in ts}
+                r["per_train_seed"] = {str(t): _pair(a, b, what, [i for i in keys if i[0] == t]) for t in ts
+                                       if str(t) in every["per_train_seed"]}
+                for t, p in r["per_train_seed"].items():
+                    if p is not None:
+                        p["success_immp"] = every["per_train_seed"][t]["success_immp"]
+                        p["success_base"] = every["per_train_seed"][t]["success_base"]
+                red = [p["reduction"] for p in r["per_train_seed"].values() if p is not None]
+                r["over_train_seeds"] = dict(zip(("mean", "ci"), ci95(red)), n_seeds=len(red))
                 r["all_instances"] = every
             row[f"{what}_vs_{base}"] = r
             row[f"{what}_vs_{base}_all_instances"] = every
         res[f"{mp}|K={k}"] = row
         for kk, v in row.items():
             if kk.endswith("_all_instances"):
+                red = [p["reduction"] for p in v["per_train_seed"].values()]
+                v["over_train_seeds"] = dict(zip(("mean", "ci"), ci95(red)), n_seeds=len(red))
+                per = "  ".join(f"s{t}:{100 * p['reduction']:.0f}%" for t, p in v["per_train_seed"].items())
                 print(f"{mp:24s} K={k} {kk:24s} reduction {100 * v['reduction']:6.1f}%  (IMMP {v['immp']:.1f} vs "
                       f"{v['base']:.1f}, n={v['n']} incl. unsolved at max_steps, success {v['success_immp']:.2f} vs "
-                      f"{v['success_base']:.2f})")
+                      f"{v['success_base']:.2f}; per training seed {per})")
             elif v is None:
                 print(f"{mp:24s} K={k} {kk:24s} no instance solved by both")
             else:
@@ -186,9 +227,10 @@ def targets(data: dict) -> dict:
                 print(f"{mp:24s} K={k} {kk:24s} reduction {100 * v['reduction']:6.1f}%  (IMMP {v['immp']:.1f} vs "
                       f"{v['base']:.1f}, n={v['n']}, success {v['success_immp']:.2f} vs {v['success_base']:.2f}; "
                       f"per training seed {per})")
+    summary: dict = {}
     for k in sorted({int(x.split("=")[1]) for x in res}):
         for what in ("soc_vs_mapf/dppo-v0", "soc_vs_mapf/dppo-v0+cspibt", "excess_vs_mapf/pibt-v0",
-                     "soc_vs_mapf/dppo-v0_all_instances"):
+                     "soc_vs_mapf/dppo-v0_all_instances", "excess_vs_mapf/pibt-v0_all_instances"):
             vals = [(x, v.get(what)) for x, v in res.items() if x.endswith(f"K={k}") and what in v]
             red = [v["reduction"] for _, v in vals if v]
             miss = [x.split("|")[0] for x, v in vals if not v]
@@ -196,6 +238,22 @@ def targets(data: dict) -> dict:
                   + (f", lowest map {100 * min(red):.1f}%" if red else "")
                   + (f" (no common solved instance on {', '.join(miss)})" if miss else "") if red else
                   f"mean over maps K={k} {what}: no map with a common solved instance")
+            # per training seed: the mean over the maps where that seed has a common solved instance; then mean and
+            # 95% CI (Student t) of those per-seed means over training seeds
+            seeds = sorted({t for _, v in vals if v for t in v["per_train_seed"]}, key=int)
+            by = {}
+            for t in seeds:
+                rs = [v["per_train_seed"][t]["reduction"] for _, v in vals
+                      if v and v["per_train_seed"].get(t) is not None]
+                if rs:
+                    by[t] = dict(mean=float(np.mean(rs)), n_maps=len(rs), lowest=float(min(rs)))
+            if by:
+                mm, hh = ci95([v["mean"] for v in by.values()])
+                summary.setdefault(f"mean_over_maps|K={k}", {})[what] = dict(per_train_seed=by, mean=mm, ci=hh)
+                print(f"    over training seeds: {100 * mm:.1f}% ± {100 * hh:.1f}% (95% CI, {len(by)} seeds; "
+                      + "  ".join(f"s{t}: {100 * v['mean']:.1f}% over {v['n_maps']} maps, lowest {100 * v['lowest']:.1f}%"
+                                  for t, v in by.items()) + ")")
+    res.update(summary)
     return res
 
 
