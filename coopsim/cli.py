@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import itertools
 import os
+import contextlib
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -27,6 +30,38 @@ err_console = Console(stderr=True)
 def _fail(exc: Exception) -> None:
     err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
+
+
+_TERMINATED = False  # set by the SIGTERM handler: the run was stopped by SIGTERM, not Ctrl-C
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a job scheduler), raised where Ctrl-C would be: results are kept the same way."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """Turn the first SIGTERM into a KeyboardInterrupt (later ones are ignored so the summary write finishes)."""
+    def handler(signum, frame):
+        global _TERMINATED
+        _TERMINATED = True
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise _Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (e.g. called from a test runner's worker): leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _interrupt_code() -> int:
+    """130 after Ctrl-C/SIGINT, 143 after SIGTERM (the shell's 128 + signal number)."""
+    return 143 if _TERMINATED else 130
 
 
 @app.command("list")
@@ -80,14 +115,12 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     try:
         cfg = load_config(config, overrides or [])
         check_buildable(cfg, file=str(config))  # an agent/scenario mismatch fails here, before a run dir exists
-        run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress)
+        with _sigterm_as_interrupt():
+            run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress)
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
-        where = getattr(exc, "run_dir", None)
-        err_console.print(f"interrupted: finished episodes and a valid summary are kept in {where}" if where
-                          else "interrupted before any episode finished", soft_wrap=True, highlight=False)
-        raise typer.Exit(code=130)
+        _interrupted_run(exc)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     if (run_dir / "replays").is_dir():
@@ -127,31 +160,111 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     procs: list[tuple[list[str], subprocess.Popen]] = []
     run_dirs: list[str] = []
     pending = list(combos)
-    failed = 0
+    failed: list[list[str]] = []
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     try:
-        while pending or procs:
-            while pending and len(procs) < jobs:
-                c = pending.pop(0)
-                cmd = [sys.executable, "-m", "coopsim.cli", "run", str(config), *c, "--no-progress"]
-                procs.append((c, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)))
-            c, p = procs.pop(0)
-            out, _ = p.communicate()
-            line = [ln for ln in out.splitlines() if ln.startswith("run directory: ")]
-            if p.returncode == 0 and line:
-                run_dirs.append(line[-1].split(": ", 1)[1])
-                console.print(f"[green]done[/] {' '.join(shlex.quote(x) for x in c)} -> {run_dirs[-1]}")
-            else:
-                failed += 1
-                console.print(f"[red]failed[/] {' '.join(c)}:\n{out[-2000:]}")
+        with _sigterm_as_interrupt():
+            while pending or procs:
+                while pending and len(procs) < jobs:
+                    c = pending.pop(0)
+                    cmd = [sys.executable, "-m", "coopsim.cli", "run", str(config), *c, "--no-progress"]
+                    # own session: a terminal's Ctrl-C reaches only the sweep, which forwards one SIGINT to each child
+                    procs.append((c, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                                      env=env, start_new_session=True, preexec_fn=_child_signals)))
+                c, p = procs[0]
+                out, _ = p.communicate()  # the child stays in procs until it has exited, so an interrupt reaches it
+                procs.pop(0)
+                _sweep_result(c, p.returncode, out, run_dirs, failed)
     except KeyboardInterrupt:
-        for _, p in procs:
-            p.terminate()
-        raise typer.Exit(code=130)
+        code = _interrupt_code()
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the children's summaries short
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        err_console.print(f"sweep {'terminated' if code == 143 else 'interrupted'}: stopping {len(procs)} running "
+                          f"run(s) (each keeps its finished episodes and writes its summary)", highlight=False)
+        kept = list(run_dirs)
+        for c, out in _stop_children(procs):
+            line = [ln for ln in out.splitlines() if "are kept in " in ln or ln.startswith("run directory: ")]
+            where = line[-1].split("are kept in ", 1)[-1].split("run directory: ", 1)[-1] if line else None
+            label = " ".join(shlex.quote(x) for x in c)
+            if where:
+                kept.append(where)
+                err_console.print(f"  kept (interrupted) {label} -> {where}", soft_wrap=True, highlight=False)
+            elif "(killed: " in out:
+                err_console.print(f"  killed (it did not stop within 60 s; its finished episodes are in metrics.jsonl "
+                                  f"of its run directory, `coopsim report` rebuilds the summary): {label}",
+                                  soft_wrap=True, highlight=False)
+            else:
+                err_console.print(f"  stopped before any episode finished: {label}", soft_wrap=True, highlight=False)
+        for d in run_dirs:
+            err_console.print(f"  kept (finished) -> {d}", soft_wrap=True, highlight=False)
+        if pending:
+            err_console.print(f"  not started: {len(pending)} run(s)", highlight=False)
+        err_console.print(f"run directories kept: {len(kept)}" + ("" if not kept else
+                          f"; compare them with: coopsim report {' '.join(kept)}"), soft_wrap=True, highlight=False)
+        raise typer.Exit(code=code)
     if len(run_dirs) > 1:
         _report_many([Path(d) for d in run_dirs])
     if failed:
         raise typer.Exit(code=1)
+
+
+def _sweep_result(c: list[str], returncode: int, out: str, run_dirs: list[str], failed: list) -> None:
+    line = [ln for ln in out.splitlines() if ln.startswith("run directory: ")]
+    if returncode == 0 and line:
+        run_dirs.append(line[-1].split(": ", 1)[1])
+        console.print(f"[green]done[/] {' '.join(shlex.quote(x) for x in c)} -> {run_dirs[-1]}")
+    else:
+        failed.append(c)
+        console.print(f"[red]failed[/] {' '.join(c)}:\n{out[-2000:]}")
+
+
+def _interrupted_run(exc: BaseException) -> None:
+    """The message and exit code of a `run`/`eval` stopped by Ctrl-C (130) or SIGTERM (143)."""
+    code = _interrupt_code()
+    word = "terminated" if code == 143 else "interrupted"
+    where = getattr(exc, "run_dir", None)
+    err_console.print(f"{word}: finished episodes and a valid summary are kept in {where}" if where
+                      else f"{word} before any episode finished", soft_wrap=True, highlight=False)
+    raise typer.Exit(code=code)
+
+
+def _stop_children(procs: list, grace_s: float = 10.0, timeout_s: float = 60.0) -> list[tuple[list[str], str]]:
+    """Stop every live `coopsim run` child so that each keeps its finished episodes and writes its summary:
+    SIGINT first; SIGTERM (which `run` handles the same way) to those still running after ``grace_s``; SIGKILL
+    to those still running after ``timeout_s``. Returns (overrides, output) per child."""
+    def signal_live(sig):
+        for _, p in procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    p.send_signal(sig)
+
+    signal_live(signal.SIGINT)
+    t0 = time.monotonic()
+    while any(p.poll() is None for _, p in procs) and time.monotonic() - t0 < grace_s:
+        time.sleep(0.1)
+    signal_live(signal.SIGTERM)
+    deadline = t0 + timeout_s
+    outs = []
+    for c, p in procs:
+        if p.stdout is None or p.stdout.closed:  # its output was read already (it had just exited)
+            p.wait()
+            outs.append((c, ""))
+            continue
+        try:
+            out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            p.kill()
+            out, _ = p.communicate()
+            out = (out or "") + "\n(killed: it did not stop within the timeout)"
+        outs.append((c, out or ""))
+    return outs
+
+
+def _child_signals() -> None:
+    """In a sweep's child, before exec: SIGINT raises KeyboardInterrupt even if the sweep was started with
+    SIGINT ignored (as a background job of a script is)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _slug(text: str) -> str:
@@ -206,14 +319,16 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
     try:
         from coopsim.platform.training import train_main
 
-        run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None)
+        with _sigterm_as_interrupt():
+            run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None)
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
+        code = _interrupt_code()
         where = getattr(exc, "run_dir", None) or "RUN_DIR"
-        err_console.print(f"interrupted: the last checkpoint is kept; continue with: coopsim train {config} --resume {where}",
-                          soft_wrap=True, highlight=False)
-        raise typer.Exit(code=130)
+        err_console.print(f"{'terminated' if code == 143 else 'interrupted'}: the last checkpoint is kept; continue "
+                          f"with: coopsim train {config} --resume {where}", soft_wrap=True, highlight=False)
+        raise typer.Exit(code=code)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 
@@ -229,14 +344,12 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
     try:
         from coopsim.platform.training import eval_main
 
-        run_dir = eval_main(str(config), list(overrides or []), str(checkpoint), progress=progress)
+        with _sigterm_as_interrupt():
+            run_dir = eval_main(str(config), list(overrides or []), str(checkpoint), progress=progress)
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
-        where = getattr(exc, "run_dir", None)
-        err_console.print(f"interrupted: finished episodes and a valid summary are kept in {where}" if where
-                          else "interrupted before any episode finished", soft_wrap=True, highlight=False)
-        raise typer.Exit(code=130)
+        _interrupted_run(exc)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 

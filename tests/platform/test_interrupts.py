@@ -1,0 +1,81 @@
+"""SIGINT to `coopsim sweep` stops every child (including the one it waits on) so each keeps its summary;
+SIGTERM to `coopsim run` keeps the finished episodes and a valid summary like Ctrl-C does."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CFG = Path(__file__).resolve().parents[2] / "configs" / "examples" / "line-random.yaml"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _wait_for_episodes(out_dir: Path, n_dirs: int, timeout_s: float = 90.0) -> list[Path]:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        dirs = [d for d in out_dir.iterdir() if d.is_dir()]
+        if len(dirs) >= n_dirs and all((d / "metrics.jsonl").is_file() and (d / "metrics.jsonl").stat().st_size > 0
+                                       for d in dirs):
+            return dirs
+        time.sleep(0.3)
+    raise AssertionError(f"no episodes written under {out_dir} in {timeout_s} s")
+
+
+def _live_children_mentioning(text: str) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                cmd = (p / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmd and "coopsim.cli" in cmd:
+                pids.append(int(p.name))
+    return pids
+
+
+def test_sigint_to_sweep_stops_every_child_and_keeps_summaries(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "sweep", str(CFG), "--grid",
+                          "scenario.params.num_agents=2,3,4", "--jobs", "2", f"out_dir={tmp_path}", "seeds=[0]",
+                          "episodes=1000000", "max_steps=5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=ENV)
+    try:
+        dirs = _wait_for_episodes(tmp_path, 2)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, (out, err)
+    assert "Traceback" not in out + err
+    assert err.count("kept (interrupted)") == 2, err
+    assert "not started: 1 run(s)" in err
+    time.sleep(0.5)
+    left = _live_children_mentioning(str(tmp_path))
+    for pid in left:  # do not leave them running if the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "a coopsim run child outlived the sweep"
+    for d in dirs:
+        assert str(d) in err
+        summary = json.loads((d / "summary.json").read_text())
+        assert summary["interrupted"] is True and summary["episodes_finished"] >= 1
+
+
+def test_sigterm_to_run_keeps_episodes_and_summary(tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "run", str(CFG), f"out_dir={tmp_path}", "seeds=[0]",
+                          "episodes=1000000", "max_steps=5", "--no-progress"], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        (d,) = _wait_for_episodes(tmp_path, 1)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 143, (out, err)
+    assert "Traceback" not in out + err
+    assert f"terminated: finished episodes and a valid summary are kept in {d}" in err
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["episodes_finished"] >= 1
