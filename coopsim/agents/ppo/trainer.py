@@ -99,6 +99,35 @@ def death_mask_values(values: torch.Tensor, alive: torch.Tensor) -> torch.Tensor
     return torch.where(alive, values, team.expand_as(values))
 
 
+#: fewest samples a minibatch may hold: with 1, per-minibatch advantage normalisation makes every advantage 0
+MIN_MINIBATCH_SAMPLES = 2
+
+
+def check_minibatches(cfg: PPOTrainConfig, num_envs: int, num_agents: int, recurrent: bool, *,
+                      file: str | None = None) -> None:
+    """Refuse a ``train.minibatches`` that leaves fewer than :data:`MIN_MINIBATCH_SAMPLES` samples per minibatch.
+
+    A rollout holds ``num_envs x rollout_steps x num_agents`` agent-steps (feed-forward policy) or
+    ``num_envs x num_agents`` whole sequences (recurrent policy); the minibatches split them.
+
+    Raises:
+        ConfigError: key ``train.minibatches``, with the valid range.
+    """
+    from coopsim.errors import ConfigError
+
+    if recurrent:
+        samples, what = num_envs * num_agents, f"num_envs {num_envs} x {num_agents} agents sequences (recurrent policy)"
+    else:
+        samples = num_envs * cfg.rollout_steps * num_agents
+        what = f"num_envs {num_envs} x rollout_steps {cfg.rollout_steps} x {num_agents} agents agent-steps"
+    most = max(1, samples // MIN_MINIBATCH_SAMPLES)
+    if cfg.minibatches > most:
+        raise ConfigError(f"invalid value {cfg.minibatches}: a rollout holds {samples} samples ({what}), so a minibatch "
+                          f"would hold {samples / cfg.minibatches:.2g} (at least {MIN_MINIBATCH_SAMPLES} are needed: "
+                          f"advantages are normalised per minibatch); valid: 1..{most}", file=file,
+                          key="train.minibatches", value=cfg.minibatches)
+
+
 class PPOTrainer:
     """Trains a :class:`PPOAgent` on its scenario core (``agent.scenario``, ``E = num_envs``).
 
@@ -120,6 +149,7 @@ class PPOTrainer:
         self.agent, self.cfg, self.seed = agent, train, int(seed)
         self.core = agent.scenario
         self.net, self.vnorm = agent.net, agent.value_norm
+        check_minibatches(train, self.core.num_envs, self.core.num_agents, self.net.recurrent, file=file)
         ctx = agent._context(self.net.feature_dim, seed=self.seed)
         self.intrinsic = intrinsic if intrinsic is not None else load_hook(train.intrinsic, key="train.intrinsic", file=file)
         self.aux = [load_hook(s, key=f"train.aux_losses.{i}", file=file) for i, s in enumerate(train.aux_losses)]
