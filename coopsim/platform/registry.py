@@ -130,7 +130,7 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
     try:
         return factory.Params(**params)
     except ValidationError as exc:
-        raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix) from None
+        raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix, owner=f"'{id_}'") from None
 
 
 def _numeric_field(model: type[BaseModel], key: str) -> bool:
@@ -144,7 +144,8 @@ def _numeric_field(model: type[BaseModel], key: str) -> bool:
     return bool not in args and any(a in (int, float) for a in args)
 
 
-def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, file: str | None, key_prefix: str = "") -> ConfigError:
+def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, file: str | None, key_prefix: str = "",
+                             owner: str | None = None) -> ConfigError:
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"])
     value = err.get("input")
@@ -158,7 +159,11 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         return ConfigError(msg, file=file, key=f"{key_prefix}{loc}")
     if err["type"] == "extra_forbidden":
         valid = ", ".join(sorted(model.model_fields))
-        msg = f"unknown parameter {loc!r} (value {value!r}); valid parameters: {valid}"
+        msg = (f"unknown parameter {loc!r} (value {value!r}); valid parameters: {valid}" if valid else
+               f"unknown parameter {loc!r} (value {value!r}); {owner or 'it'} takes no parameters (remove params)")
+    elif err["type"] == "model_type":  # e.g. `agents: random-v0`; do not name the internal pydantic class
+        eg = f", e.g. {{id: {value}}}" if isinstance(value, str) else ""
+        msg = f"invalid value {value!r}: must be a mapping {{id: ..., params: {{...}}}}{eg}"
     else:
         finfo = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
         desc = f" ({finfo.description})" if finfo is not None and finfo.description else ""
