@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coopsim.errors import ConfigError, run_script
+from coopsim.errors import ConfigError, int_at_least, run_script
 
 OUT = Path("docs/safety_results")
 
@@ -369,19 +369,6 @@ def mapf_greedy(seeds: list[int], num_agents: int = 64) -> None:
               f"{out[0][4]:>10.2f}/{out[1][4]:.2f}", flush=True)
 
 
-def _count(minimum: int):
-    """argparse type: an integer >= ``minimum``, with a message naming what is valid."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is below {minimum}; give an integer >= {minimum}")
-        return value
-    return parse
-
-
 def _probability(text: str) -> float:
     try:
         value = float(text)
@@ -407,13 +394,13 @@ def main(argv: list[str] | None = None) -> None:
     sub = ap.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("violations")
     v.add_argument("--configs", nargs="*", default=sorted(glob.glob("configs/safety/*.yaml")))
-    v.add_argument("--train-episodes", type=_count(1), default=None)
-    v.add_argument("--eval-episodes", type=_count(1), default=None)
-    v.add_argument("--seeds", type=_count(0), nargs="*", default=None)
+    v.add_argument("--train-episodes", type=int_at_least(1), default=None)
+    v.add_argument("--eval-episodes", type=int_at_least(1), default=None)
+    v.add_argument("--seeds", type=int_at_least(0), nargs="*", default=None)
     r = sub.add_parser("regret")
     r.add_argument("--cases", nargs="*", default=list(REGRET_CASES), choices=list(REGRET_CASES))
-    r.add_argument("--episodes", type=_count(1), default=1500)
-    r.add_argument("--seeds", type=_count(0), nargs="*", default=[0, 1, 2])
+    r.add_argument("--episodes", type=int_at_least(1), default=1500)
+    r.add_argument("--seeds", type=int_at_least(0), nargs="*", default=[0, 1, 2])
     r.add_argument("--p-min", type=_probability, default=0.1)
     r.add_argument("--expand-bonus", type=float, default=None, help="override the agent's expand_bonus")
     r.add_argument("--tag", default="", help="suffix of the case name in the result files")
@@ -421,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--iql", action="store_true", help="also train unshielded independent Q-learning per seed (violations)")
     sub.add_parser("tables")
     m = sub.add_parser("mapf")
-    m.add_argument("--seeds", type=_count(0), nargs="*", default=[0, 1, 2, 3, 4])
+    m.add_argument("--seeds", type=int_at_least(0), nargs="*", default=[0, 1, 2, 3, 4])
     for p in (v, r):
         p.add_argument("--out", type=Path, default=OUT, help=f"results folder (default {OUT}: the shipped results)")
         p.add_argument("--replace", action="store_true",
