@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from coopsim.platform import registry
+from coopsim.platform.runner import play_episode
 from coopsim.scenarios.mapf import MGMAPFCore
 
 MAPS = ("random-32-32-10", "room-32-32-4", "warehouse-10-20-10-2-1")
@@ -58,12 +59,7 @@ def main() -> None:
                 core = MGMAPFCore(1, map=mp, num_agents=a.agents, num_goals=a.goals, obs_radius=3, goal_order="free",
                                   conflicts="block", max_steps=768 if mp.startswith("warehouse") else 384)
                 agent = registry.make_component("agent", a.agent, core, checkpoint=a.checkpoint, **params_of(setting))
-                obs = core.reset(seed=seed)
-                agent.reset(seed)
-                while not core.done.all():
-                    act, _ = agent.act(obs)
-                    obs = core.step(act).obs
-                m = core.episode_metrics()[0]
+                m = play_episode(core, agent, seed)
                 r.append((m["soc_over_lb"], m["success"]))
             r = np.array(r)
             cells.append(f"{mp} {r[:, 0].mean():.3f} ({int(r[:, 1].sum())}/{len(r)})")

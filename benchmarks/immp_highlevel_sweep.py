@@ -16,6 +16,7 @@ import numpy as np
 
 from coopsim.agents.immp.highlevel import HighLevelParams, ScenarioPlanner
 from coopsim.platform import registry
+from coopsim.platform.runner import play_episode
 from coopsim.scenarios.mapf import MGMAPFCore
 
 MAPS = ("random-32-32-10", "room-32-32-4", "warehouse-10-20-10-2-1")
@@ -29,12 +30,7 @@ def run(mp: str, hl: HighLevelParams | None, seeds: range, n: int, k: int) -> np
         agent = registry.make_component("agent", "mapf/pibt-v0", core)
         if hl is not None:
             agent.hl = ScenarioPlanner(core, hl)
-        obs = core.reset(seed=seed)
-        agent.reset(seed)
-        while not core.done.all():
-            a, _ = agent.act(obs)
-            obs = core.step(a).obs
-        m = core.episode_metrics()[0]
+        m = play_episode(core, agent, seed)
         out.append((m["soc_over_lb"], m["success"]))
     return np.array(out)
 

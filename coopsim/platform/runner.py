@@ -66,6 +66,18 @@ class RunParts:
         self.scenario.close()
 
 
+def play_episode(core, agent, seed: int) -> dict[str, float]:
+    """Reset ``core`` and ``agent`` with ``seed`` and step them until every env is done, with no channel and no
+    shield (planners, benchmarks, tests); returns env 0's ``episode_metrics()``. :func:`run_episode` is the full
+    loop with the layers and the recorder."""
+    obs = core.reset(seed=seed)
+    agent.reset(seed)
+    while not core.done.all():
+        actions, _ = agent.act(obs)
+        obs = core.step(actions).obs
+    return core.episode_metrics()[0]
+
+
 def _check_joint_action(actions: np.ndarray, n: int, num_envs: int, num_agents: int, t: int) -> None:
     """Raise CoopsimError unless ``actions`` is an integer ``[num_envs, num_agents]`` array in ``0..n-1``."""
     a = np.asarray(actions)

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from coopsim.agents.immp import IMMPAgent
+from coopsim.platform.runner import play_episode
 from coopsim.agents.immp.agent import SHIPPED_CHECKPOINT
 from coopsim.agents.immp.intent import IntentLoss
 from coopsim.agents.immp.rewards import CollaborativeReward
@@ -99,12 +100,7 @@ def test_shipped_checkpoint_end_to_end_under_allow(capsys):
         assert isinstance(agent, IMMPAgent)
         successes, collisions = [], []
         for seed in range(3):
-            obs = core.reset(seed=seed)
-            agent.reset(seed)
-            while not core.done.all():
-                a, _ = agent.act(obs)
-                obs = core.step(a).obs
-            m = core.episode_metrics()[0]
+            m = play_episode(core, agent, seed)
             successes.append(m["success"])
             collisions.append(m["collisions"])
             assert m["soc"] >= m["lb"]
