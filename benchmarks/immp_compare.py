@@ -190,11 +190,7 @@ def targets(data: dict) -> dict:
             keys = set(a) & set(b)
             r = _pair(a, b, what)
             # every instance, an unsolved one at max_steps for each unfinished agent (secondary, no common set needed)
-            va = np.mean([a[i]["soc"] - (a[i]["lb"] if what == "excess" else 0) for i in keys])
-            vb = np.mean([b[i]["soc"] - (b[i]["lb"] if what == "excess" else 0) for i in keys])
-            every = dict(reduction=float(1 - va / vb), immp=float(va), base=float(vb), n=len(keys),
-                         success_immp=float(np.mean([a[i]["success"] for i in keys])),
-                         success_base=float(np.mean([b[i]["success"] for i in keys])))
+            every = _every(a, b, what, keys)
             every["per_train_seed"] = {str(t): _every(a, b, what, [i for i in keys if i[0] == t]) for t in ts
                                        if any(i[0] == t for i in keys)}
             if r is not None:
