@@ -136,9 +136,10 @@ class BandwidthChannel(Channel):
         for key, evs in by_key.items():
             idx = np.concatenate([e[0] for e in evs])
             size = np.concatenate([e[1] for e in evs])
-            self._totals[f"{key}_copies"].reshape(-1)[...] += np.bincount(idx, minlength=size_all)
+            copies = np.bincount(idx, minlength=size_all)
+            self._totals[f"{key}_copies"].reshape(-1)[...] += copies
             if (size == size[0]).all():  # one copy size (the usual case): bytes = copies x size, no float sums
-                self._totals[f"{key}_bytes"].reshape(-1)[...] += np.bincount(idx, minlength=size_all) * size[0]
+                self._totals[f"{key}_bytes"].reshape(-1)[...] += copies * size[0]
             else:
                 b = np.zeros(size_all, np.int64)
                 np.add.at(b, idx, size)
