@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 
@@ -40,6 +39,7 @@ from coopsim.agents.ddacom.evaluate import ci95, print_table, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
+from coopsim.platform.recorder import atomic_write_text
 from coopsim.platform.registry import make_component, make_scenario
 
 _KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "channel", "oracle"}
@@ -196,13 +196,6 @@ def _read_cached_oracle(path: Path) -> np.ndarray | None:
         return None  # absent or unreadable: recompute (and overwrite it)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]:
     """``["ddacom.target_utilization=0.6", ...]`` -> ``{"ddacom": {"target_utilization": 0.6}}`` (YAML values).
 
@@ -240,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg.setdefault("sender_params", {}).setdefault(snd, {}).update(params)
     if a.calibrate:
         rows = calibrate(cfg, [float(x) for x in a.calibrate.split(",")])
-        _write_atomic(Path(a.out), json.dumps({"config": cfg, "calibration": rows}, indent=1))
+        atomic_write_text(Path(a.out), json.dumps({"config": cfg, "calibration": rows}, indent=1))
         return {"calibration": rows}
     kw = _scenario_kw(cfg)
     N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
@@ -270,7 +263,7 @@ def main(argv: list[str] | None = None) -> dict:
                                           drain_steps=int(orc.get("drain_steps", 12)))
                 safe[seed] = orc_out["safe_bps"]
                 if cache is not None:
-                    _write_atomic(cache, json.dumps({"channel": cfg["channel"], "seed": seed,
+                    atomic_write_text(cache, json.dumps({"channel": cfg["channel"], "seed": seed,
                                                      "rates_bps": rates.tolist(),
                                                      "safe_bps": safe[seed].tolist()}))
             sf = np.minimum(safe[seed], demand) / demand
@@ -290,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict:
                       f"({time.time() - t0:.0f} s)", flush=True)
             summary = summarize(results)
             ts = time_series(results, safe, N, demand)
-            _write_atomic(Path(a.out), json.dumps({
+            atomic_write_text(Path(a.out), json.dumps({
                 "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
