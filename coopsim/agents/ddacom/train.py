@@ -43,8 +43,7 @@ from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
 from coopsim.errors import int_at_least, run_script
-from coopsim.platform.registry import make_component, make_scenario
-from coopsim.platform.registry import pydantic_to_config_error
+from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
 
 GEN = "coopsim.agents.ddacom.generator:DDACOMGenerator"
