@@ -234,14 +234,13 @@ def _check_one_step(parts, cfg: RunConfig, *, file: str | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
         raise ConfigError(f"{what}: its first act() raised {type(exc).__name__}: {exc}", file=file, key="agents.id",
                           value=cfg.agents.id) from None
+    from coopsim.platform.runner import joint_action_problem
+
     a = np.asarray(actions)
     n = int(getattr(sc.action_space, "n", 0) or 0)
-    if a.shape != (sc.num_envs, sc.num_agents):
-        raise ConfigError(f"{what}: its joint action has shape {a.shape}, the scenario needs ({sc.num_envs}, "
-                          f"{sc.num_agents})", file=file, key="agents.id", value=cfg.agents.id)
-    if n and (not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n):
-        raise ConfigError(f"{what}: its actions span [{a.min()}, {a.max()}] ({a.dtype}), the scenario's action space "
-                          f"is Discrete({n}): integers 0..{n - 1}", file=file, key="agents.id", value=cfg.agents.id)
+    problem = joint_action_problem(a, n, sc.num_envs, sc.num_agents, 0) if n else None  # the runner's own check
+    if problem:
+        raise ConfigError(f"{what}: {problem}", file=file, key="agents.id", value=cfg.agents.id)
     try:
         sc.step(a)
     except CoopsimError:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from coopsim.errors import ConfigError, CoopsimError
+from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
@@ -78,13 +78,15 @@ def play_episode(core, agent, seed: int) -> dict[str, float]:
     return core.episode_metrics()[0]
 
 
-def _check_joint_action(actions: np.ndarray, n: int, num_envs: int, num_agents: int, t: int) -> None:
-    """Raise CoopsimError unless ``actions`` is an integer ``[num_envs, num_agents]`` array in ``0..n-1``."""
+def joint_action_problem(actions: np.ndarray, n: int, num_envs: int, num_agents: int, t: int) -> str | None:
+    """What is wrong with ``actions`` as an integer ``[num_envs, num_agents]`` joint action in ``0..n-1`` at step
+    ``t``, or None when it is valid (the runner's per-step check; ``check_buildable`` asks it before a run)."""
     a = np.asarray(actions)
-    if a.shape != (num_envs, num_agents) or not np.issubdtype(a.dtype, np.integer) or a.min() < 0 or a.max() >= n:
-        raise CoopsimError(f"the agent's joint action at step {t} is not valid for the scenario: shape {a.shape} "
-                           f"({a.dtype}), values [{a.min() if a.size else '-'}, {a.max() if a.size else '-'}]; "
-                           f"needed: integers 0..{n - 1}, shape ({num_envs}, {num_agents}) (key 'agents.id')")
+    if a.shape == (num_envs, num_agents) and np.issubdtype(a.dtype, np.integer) and a.min() >= 0 and a.max() < n:
+        return None
+    return (f"the agent's joint action at step {t} is not valid for the scenario: shape {a.shape} ({a.dtype}), "
+            f"values [{a.min() if a.size else '-'}, {a.max() if a.size else '-'}]; needed: integers 0..{n - 1} "
+            f"(Discrete({n})), shape ({num_envs}, {num_agents})")
 
 
 def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
@@ -104,8 +106,9 @@ def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], d
     n_actions = int(getattr(sc.action_space, "n", 0) or 0)
     while True:
         actions, outgoing = agent.act(obs, inbox)
-        if n_actions:
-            _check_joint_action(actions, n_actions, sc.num_envs, sc.num_agents, t)
+        problem = joint_action_problem(actions, n_actions, sc.num_envs, sc.num_agents, t) if n_actions else None
+        if problem:
+            raise ConfigError(problem, key="agents.id")
         safety_state = sc.constraints() if shield.needs_state else None
         safe, cert = shield.filter(safety_state, actions)
         interventions += int(np.count_nonzero(cert.changed))

@@ -110,13 +110,11 @@ def test_agent_of_another_scenario_family_is_a_config_error_before_any_run_dir(t
 
 def test_runner_rejects_joint_actions_outside_the_action_space():
     import numpy as np
-    import pytest
 
-    from coopsim.errors import CoopsimError
-    from coopsim.platform.runner import _check_joint_action
+    from coopsim.platform.runner import joint_action_problem
 
-    _check_joint_action(np.array([[0, 2]]), 3, 1, 2, 0)  # valid: no error
-    for bad, what in ((np.array([[0, 3]]), r"values \[0, 3\]"), (np.array([[-1, 0]]), r"values \[-1, 0\]"),
-                      (np.array([[0.0, 1.0]]), "float64"), (np.array([0, 1]), r"shape \(2,\)")):
-        with pytest.raises(CoopsimError, match=what):
-            _check_joint_action(bad, 3, 1, 2, 7)
+    assert joint_action_problem(np.array([[0, 2]]), 3, 1, 2, 0) is None  # valid
+    for bad, what in ((np.array([[0, 3]]), "values [0, 3]"), (np.array([[-1, 0]]), "values [-1, 0]"),
+                      (np.array([[0.0, 1.0]]), "float64"), (np.array([0, 1]), "shape (2,)")):
+        problem = joint_action_problem(bad, 3, 1, 2, 7)
+        assert what in problem and "at step 7" in problem and "integers 0..2 (Discrete(3))" in problem
