@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 import torch
 
 from coopsim.agents.immp.intent import IGNORE, MOVES, move_labels, own_displacement, shift, shift_per_sample

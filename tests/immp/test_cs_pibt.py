@@ -3,10 +3,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import torch
 
 from coopsim.agents.immp.agent import SHIPPED_BASELINE, SHIPPED_CHECKPOINT
-from coopsim.agents.pibt import PIBTAgent, PIBTPriorities, pibt_actions, preference_order
+from coopsim.agents.pibt import PIBTPriorities, pibt_actions, preference_order
 from coopsim.agents.immp.highlevel import neighbour_table
 from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from coopsim.agents.graph_safe import GraphSafeAgent
-from coopsim.agents.graph_safe.diagnose import closure, diagnose, diagnose_agent, reachable
+from coopsim.agents.graph_safe.diagnose import closure, diagnose_agent, reachable
 from coopsim.agents.graph_safe.train import _share, run_episode
 from coopsim.errors import ConfigError
 from coopsim.safety.shields import CertificateShield
