@@ -27,7 +27,7 @@ from coopsim.agents.ddacom.evaluate import load_channels
 from coopsim.comm.bandwidth import BandwidthChannel
 from coopsim.comm.oracle import safe_rate_oracle, utilization
 
-_ORACLE: dict = {}  # (N, E, channel, seed) -> safe rate [T, E]: the oracle depends on the channel and seed only
+_ORACLE: dict = {}  # (N, E, channel, seed, steps) -> safe rate [T, E]: the oracle does not depend on the sender
 
 
 def reactive_loss(num_agents: int, num_envs: int, channel_params: dict, seeds=range(5), steps: int = 250) -> float:
@@ -49,8 +49,9 @@ def headroom_trade(num_agents: int, num_envs: int, channel_params: dict, margin:
     """(loss, utilization) of the reactive sender aiming at ``margin * C_(t-1)``, pooled over ``seeds``."""
     bits = COPY_BYTES * 8
     demand = (1 + num_agents) * (num_agents - 1)
+    dem_bps = demand * bits / 0.1
     lost = sent = 0.0
-    util_num = util_den = 0.0
+    delivered_bits, safe = [], []  # [T, E] per seed
     for seed in seeds:
         ch = BandwidthChannel(**channel_params)
         ch.reset(seed, num_envs=num_envs, num_agents=num_agents, dt_s=0.1)
@@ -72,12 +73,9 @@ def headroom_trade(num_agents: int, num_envs: int, channel_params: dict, margin:
         key = (num_agents, num_envs, repr(channel_params), seed, steps)
         if key not in _ORACLE:
             _ORACLE[key] = safe_rate_oracle(ch, steps, COPY_BYTES, np.linspace(0.01, 1.0, 100) * demand * bits / 0.1)
-        safe = _ORACLE[key]
-        delivered_bits = got.sum(axis=2) * bits
-        dem_bps = demand * bits / 0.1
-        util_num += delivered_bits.sum()
-        util_den += delivered_bits.sum() / utilization(delivered_bits, safe, dem_bps, num_agents, 0.1)
-    return lost / sent, util_num / util_den
+        safe.append(_ORACLE[key])
+        delivered_bits.append(got.sum(axis=2) * bits)
+    return lost / sent, utilization(np.concatenate(delivered_bits), np.concatenate(safe), dem_bps, num_agents, 0.1)
 
 
 def main() -> None:
