@@ -62,11 +62,9 @@ def value_loss(v: torch.Tensor, target: torch.Tensor, kind: str = "mse", delta: 
     """Per-sample value loss: ``0.5 * e^2`` ('mse') or Huber ('huber': ``0.5 * e^2`` for ``|e| <= delta``, else
     ``delta * (|e| - 0.5 * delta)``), with ``e = v - target``. Huber's gradient is clipped at ``delta``, which
     keeps rare large targets from dominating the critic (MAPPO, Yu et al. 2022, uses delta 10)."""
-    e = v - target
     if kind == "mse":
-        return 0.5 * e * e
-    a = e.abs()
-    return torch.where(a <= delta, 0.5 * e * e, delta * (a - 0.5 * delta))
+        return 0.5 * (v - target) ** 2
+    return torch.nn.functional.huber_loss(v, target, reduction="none", delta=delta)
 
 
 def entropy_coef(cfg: PPOTrainConfig, env_steps: int) -> float:
