@@ -291,12 +291,13 @@ class BandwidthChannel(Channel):
         c = batch.expand_broadcast(self.N)
         m = len(c)
         size = c.size_bytes(self.params.header_bytes)
-        self._count("offered", c.env, c.src, c.dst, size)
+        env64, src64, dst64 = c.env.astype(np.int64), c.src.astype(np.int64), c.dst.astype(np.int64)
+        self._count("offered", env64, src64, dst64, size)
         if m == 0:
             return
         # drop-tail: rank of each new copy within its sender, after the copies already queued
         q = self._qa
-        sender = c.env.astype(np.int64) * self.N + c.src
+        sender = env64 * self.N + src64
         waiting = q[_INFL] == _WAITING
         queued_now = np.bincount(q[_ENV, waiting] * self.N + q[_SRC, waiting], minlength=self.E * self.N)
         if m > 1 and (sender[1:] < sender[:-1]).any():
@@ -314,7 +315,6 @@ class BandwidthChannel(Channel):
             rank = np.empty(m, np.int64)
             rank[order] = np.arange(m) - start
         fits = queued_now[sender] + rank < self.params.queue_packets
-        env64, src64, dst64 = c.env.astype(np.int64), c.src.astype(np.int64), c.dst.astype(np.int64)
         if fits.all():
             keep = None
             n = m
