@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from coopsim.agents.graph_safe.diagnose import pairs_of
 from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.model import PlausibleModel
@@ -149,12 +150,9 @@ class GraphSafeAgent(AgentPlugin):
         return self.params.bonus / np.sqrt(np.maximum(self.model.tries, 1))
 
     def _mark(self, mask: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """bool ``[V, A]``: the (cell, action) of every agent in joint entries ``(rows, cols)`` of the table."""
-        tab, w = self._table, self.world
-        out = np.zeros((w.num_cells, w.num_actions), bool)
-        for i in range(self.N):
-            out[tab.states[rows, i], tab.actions[cols, i]] = True
-        return out & mask
+        """bool ``[V, A]``: the (cell, action) of every agent in joint entries ``(rows, cols)`` of the table,
+        within ``mask``."""
+        return pairs_of(self._table, rows, cols, self.world.num_cells, self.world.num_actions) & mask
 
     def reach(self, policy: np.ndarray, starts: np.ndarray, tol: float = 1e-4) -> np.ndarray:
         """float64 ``[H, S]``: probability of each joint state at each step following ``policy`` int ``[H, S]``
