@@ -199,13 +199,12 @@ class SafeRateProbe:
             pred = np.where(gradual, cap - np.where(gradual, fall, 0.0), cap)
             if p.curvature:
                 # second order: with d_t = c_t - c_(t-1), the next change is about 2 d_t - d_(t-1) when both
-                # changes are gradual (at most max_trend * c_t); only a predicted fall is used (min with c_t)
+                # changes are gradual (at most max_trend * c_t); only a predicted fall is used (pred <= c_t already)
                 d = cap - prev
                 d_prev = prev - self._capacity_prev_bps
                 smooth = (np.isfinite(d) & np.isfinite(d_prev) & (np.abs(d) <= p.max_trend * cap)
                           & (np.abs(d_prev) <= p.max_trend * cap))
-                quad = cap + 2 * np.where(smooth, d, 0.0) - np.where(smooth, d_prev, 0.0)
-                pred = np.where(smooth, np.minimum(np.minimum(quad, cap), pred), pred)
+                pred = np.where(smooth, np.minimum(cap + 2 * d - d_prev, pred), pred)
         est = p.target_utilization * pred
         if p.dt_s is not None:
             # a loss the measured capacity does not explain (the offered bits fit in one step of it: a queue
