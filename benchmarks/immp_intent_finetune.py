@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from coopsim.agents.immp.intent import IGNORE, move_labels, own_displacement
+from coopsim.agents.immp.intent import IGNORE, move_labels, own_displacement, split_obs
 from coopsim.agents.ppo.networks import flatten_obs
 from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore
@@ -51,7 +51,7 @@ def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, a
             o0 = torch.as_tensor(flat).reshape(-1, flat.shape[-1])
             o1 = torch.as_tensor(flatten_obs(res.obs, agent.obs_space)).reshape(-1, flat.shape[-1])
             d, valid = own_displacement(o0, o1, k, s)
-            lab = move_labels(o0[:, 4 * k:].reshape(-1, 3, s, s)[:, 1], o1[:, 4 * k:].reshape(-1, 3, s, s)[:, 1], d, valid)
+            lab = move_labels(split_obs(o0, k, s)[2][:, 1], split_obs(o1, k, s)[2][:, 1], d, valid)
             keep = (lab != IGNORE).flatten(1).any(1)
             xs.append(x.reshape(-1, x.shape[-1])[keep].clone())
             labs.append(lab[keep].clone())
