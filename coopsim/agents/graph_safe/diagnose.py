@@ -177,9 +177,8 @@ def diagnose(table, world, plausible: np.ndarray, true_support: np.ndarray, star
     if (cert & ~truly).any():
         raise AssertionError("a certified joint action is not truly safe: the plausible sets lost a true outcome")
     unresolved = (plausible & ~true_support).any(-1)
-    allowed = cert
-    reach_now = reachable(allowed, true_support, world, starts, horizon)
-    trial_now = triable(allowed, reach_now, table, V, A) & unresolved
+    reach_now = reachable(cert, true_support, world, starts, horizon)
+    trial_now = triable(cert, reach_now, table, V, A) & unresolved
     now_sup = np.where(trial_now[..., None], true_support, plausible)
     res_reach, sup_reach, rounds = closure(table, world, plausible, true_support, starts, horizon)
     res_any, sup_any, _ = closure(table, world, plausible, true_support, starts, horizon, use_reach=False)
