@@ -213,10 +213,8 @@ class IMMPAgent(PPOAgent):
         int64 actions ``[E, N]`` (benchmarks that read the intent logits of the same input call this)."""
         p: IMMPParams = self.params
         e, n = x.shape[:2]
-        masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
+        logits, _, _ = self.masked_logits(x)
         with torch.no_grad():
-            feat, _ = self.net.features(x.reshape(e * n, -1), None)
-            logits = self.net.logits(feat, masks)
             if p.cs_order != "sorted":
                 # Gumbel-max: the first preference is a sample of softmax(logits / T), the whole order a sample
                 # without replacement (Plackett-Luce)

@@ -122,14 +122,23 @@ class PPOAgent(AgentPlugin):
         self._t = 0
         self._gen = torch.Generator().manual_seed(self.params.seed if seed is None else int(seed))
 
+    def masked_logits(self, x: torch.Tensor, h: torch.Tensor | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """For the actor input ``x [E, N, D]``: policy logits ``[E*N, A]`` with invalid actions masked by the
+        scenario's ``action_masks()``, the features ``[E*N, F]`` they came from (a comm module reads them), and
+        the new recurrent state (None for a feed-forward net); no gradient."""
+        e, n = x.shape[:2]
+        masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
+        with torch.no_grad():
+            feat, h = self.net.features(x.reshape(e * n, -1), h)
+            return self.net.logits(feat, masks), feat, h
+
     def act(self, obs, inbox: MessageBatch | None = None) -> tuple[np.ndarray, MessageBatch | None]:
         flat = flatten_obs(obs, self.obs_space)
         e, n = flat.shape[:2]
         x = self.actor_input(flat, self.receive(inbox, e, obs=flat))
-        masks = torch.as_tensor(self.scenario.action_masks()).reshape(e * n, -1)
+        logits, feat, h = self.masked_logits(x, self._h if self.net.recurrent else None)
         with torch.no_grad():
-            feat, h = self.net.features(x.reshape(e * n, -1), self._h if self.net.recurrent else None)
-            logits = self.net.logits(feat, masks)
             if self.params.deterministic:
                 a = logits.argmax(-1)
             else:
