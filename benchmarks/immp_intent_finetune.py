@@ -31,13 +31,16 @@ from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore
 
 
-def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int):
+def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
+            last_move: bool = False):
     xs, labs = [], []
     for ep in range(episodes):
         n = agents[ep % len(agents)]
         core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=0.2, num_agents=n, num_goals=k,
                           goal_order="free", conflicts="block", obs_radius=3, max_steps=128)
         agent = registry.make_component("agent", "mapf/immp-v0", core, **agent_params)
+        if last_move:
+            agent.enable_intent_last_move()
         if state is not None:
             agent.net.load_state_dict(state)
         obs = core.reset(seed=seed0 + ep)
@@ -68,6 +71,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--last-move", action="store_true",
+                    help="give the intent module each neighbour's last move as input (intent_last_move; the new "
+                         "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -75,12 +81,14 @@ def main() -> None:
     params = dict(checkpoint=a.checkpoint)
     probe = registry.make_component("agent", "mapf/immp-v0", MGMAPFCore(1, map="random", random_size=[17, 32],
                                     num_agents=8, num_goals=3, obs_radius=3), **params)
+    if a.last_move:
+        probe.enable_intent_last_move()
     net = probe.net
     opt = torch.optim.Adam(net.intent.parameters(), lr=a.lr)
     X, Y = [], []
     env_steps = 0
     for r in range(a.rounds):
-        x, y = collect(params, net.state_dict(), a.episodes, 10_000 * (a.seed + 1) + 100 * r, (24, 48), 3)
+        x, y = collect(params, net.state_dict(), a.episodes, 10_000 * (a.seed + 1) + 100 * r, (24, 48), 3, a.last_move)
         X.append(x)
         Y.append(y)
         xa, ya = torch.cat(X), torch.cat(Y)
@@ -106,7 +114,7 @@ def main() -> None:
               f"{time.process_time() - c0:.0f} CPU s", flush=True)
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
-                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "cpu_s": time.process_time() - c0,
+                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "cpu_s": time.process_time() - c0,
                              "maps": "generated random 17-32, density 0.2, 24/48 agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 

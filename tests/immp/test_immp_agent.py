@@ -110,3 +110,19 @@ def test_shipped_checkpoint_end_to_end_under_allow(capsys):
             print(f"\nIMMP shipped policy, small map, conflicts=allow, cs_pibt={cs}: success {su}, collisions {co}")
     assert min(report[True][0]) == 1.0
     assert report[True][1] == [0.0, 0.0, 0.0]            # CS-PIBT's joint moves have no vertex or swap conflict
+
+
+def test_last_move_intent_checkpoint_round_trip(tmp_path):
+    """A policy whose intent module reads last moves reloads into a default config (the file's setting wins)."""
+    from coopsim.platform import registry
+    from coopsim.scenarios.mapf import MGMAPFCore
+
+    core = MGMAPFCore(1, map="random", random_size=[17, 17], num_agents=4, num_goals=3, obs_radius=3)
+    a = registry.make_component("agent", "mapf/immp-v0", core)
+    a.enable_intent_last_move()
+    path = tmp_path / "p.pt"
+    a.save(path)
+    b = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path))
+    assert b.params.intent_last_move and b.net.intent.last_move
+    for k, v in a.net.state_dict().items():
+        assert torch.equal(v, b.net.state_dict()[k]), k

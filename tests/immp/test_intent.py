@@ -118,3 +118,33 @@ def test_policy_masks_obstacle_moves_from_its_own_window():
         lg = net.logits(feat, torch.ones(2, 5, dtype=torch.bool))
         assert lg[0, 1] < -1e8 and lg[1, 3] < -1e8
         assert (lg[0, [0, 2, 3, 4]] > -1e8).all() and (lg[1, [0, 1, 2, 4]] > -1e8).all()
+
+
+def test_last_moves_hand_made():
+    from coopsim.agents.immp.intent import last_moves
+
+    s = 7
+    prev = torch.zeros(1, s, s)
+    cur = torch.zeros(1, s, s)
+    prev[0, 3, 2] = 1     # A at (x=2, y=3) moved right -> (3, 3)
+    cur[0, 3, 3] = 1
+    prev[0, 2, 4] = 1     # B at (4, 2) moved up -> (4, 1)
+    cur[0, 1, 4] = 1
+    prev[0, 5, 5] = 1     # C waited at (5, 5)
+    cur[0, 5, 5] = 1
+    lm = last_moves(prev, cur)[0]
+    assert sorted(map(tuple, lm.nonzero().tolist())) == [(0, 5, 5), (1, 1, 4), (4, 3, 3)]
+
+
+def test_intent_net_with_last_move_starts_equal_and_reads_the_new_input():
+    from coopsim.agents.immp.intent import IntentNet
+
+    torch.manual_seed(0)
+    base = IntentNet(8)
+    ext = base.with_last_move()
+    x = (torch.rand(32, 4, 7, 7) > 0.7).float()
+    assert ext.body[0].in_channels == 9 and ext.last_move
+    assert torch.allclose(base(x), ext(x))
+    with torch.no_grad():
+        ext.body[0].weight[:, 4:] += 1.0
+    assert not torch.allclose(base(x), ext(x))

@@ -48,7 +48,7 @@ from coopsim.platform.agent import AgentParams, AgentPlugin
 from coopsim.platform.registry import Variant
 
 from .highlevel import HighLevelParams, ScenarioPlanner, TeamPlanner
-from .intent import IntentLoss, shift_per_sample
+from .intent import IntentLoss, IntentNet, shift_per_sample
 from .net import IMMPNet
 from .rewards import CollaborativeReward
 
@@ -67,6 +67,9 @@ class IMMPParams(AgentParams):
     activation: Literal["tanh", "relu"] = Field("relu", description="hidden activation")
     intent: bool = Field(True, description="neighbour-intent module whose predictions feed the policy")
     intent_channels: int = Field(8, ge=1, le=256, description="conv width of the intent module, 1..256")
+    intent_last_move: bool = Field(False, description="the intent module also reads each visible neighbour's last move "
+                                                       "(derived from the agent's two consecutive windows); when a "
+                                                       "checkpoint is loaded, its own setting is used")
     intent_coef: float = Field(0.5, ge=0, le=100, description="weight of the intent loss in the PPO objective, 0..100")
     team_weight: float = Field(0.5, ge=0, le=1, description="share of the team-mean reward in each agent's reward, 0..1")
     goal_bonus: float = Field(2.0, ge=0, le=100, description="shaping reward per goal visited (reward units), 0..100")
@@ -133,7 +136,8 @@ class IMMPAgent(PPOAgent):
         self.k = int(scenario.params.num_goals)
         self.s = 2 * int(scenario.params.obs_radius) + 1
         self.wp_dim = TeamPlanner.feature_dim(p.highlevel.num_waypoints)
-        self.net = IMMPNet(self.s, self.wp_dim, self.num_actions, list(p.hidden), p.activation, p.intent, p.intent_channels)
+        self.net = IMMPNet(self.s, self.wp_dim, self.num_actions, list(p.hidden), p.activation, p.intent, p.intent_channels,
+                           intent_last_move=p.intent_last_move)
         self.value_norm = ValueNorm()
         self.hl = ScenarioPlanner(scenario, p.highlevel)
         self.reset(p.seed)
@@ -314,8 +318,21 @@ class IMMPAgent(PPOAgent):
             if ck["params"].get(key) != self.params.model_dump().get(key):
                 raise ConfigError(f"checkpoint was trained with {key}={ck['params'].get(key)!r}; the config says "
                                   f"{self.params.model_dump().get(key)!r}", file=str(path), key=f"agents.params.{key}")
+        lm = bool(ck["params"].get("intent_last_move", False))   # an input detail of the intent module: follow the file
+        if self.net.intent is not None and lm != self.net.intent.last_move:
+            self.net.intent = self.net.intent.with_last_move() if lm else IntentNet(self.params.intent_channels)
+            self.params = self.params.model_copy(update={"intent_last_move": lm})
         self.net.load_state_dict(ck["net"])
         self.value_norm.load_state_dict(ck["value_norm"])
+
+    def enable_intent_last_move(self) -> None:
+        """Give the intent module the neighbours' last moves as extra input (:meth:`.intent.IntentNet.with_last_move`:
+        same predictions until trained); used before fine-tuning a policy trained without them."""
+        if self.net.intent is None:
+            raise ConfigError("this agent has no intent module", key="agents.params.intent")
+        if not self.net.intent.last_move:
+            self.net.intent = self.net.intent.with_last_move()
+        self.params = self.params.model_copy(update={"intent_last_move": True})
 
     # --- training ---------------------------------------------------------------------------------
     @classmethod

@@ -10,8 +10,9 @@ window is shifted by the agent's own move) and *exactly one* of the five candida
 Every other neighbour cell is unlabeled (ignored by the loss and the accuracy).
 
 The predictor is a small convolutional net on the window (obstacles, agents, own goals) plus the previous
-step's agent channel aligned to the current frame; it outputs 5 move logits per cell ``[5, S, S]``,
-read at the cells holding a neighbour.
+step's agent channel aligned to the current frame (and, with ``last_move``, each neighbour's identified last
+move, :func:`last_moves`); it outputs 5 move logits per cell ``[5, S, S]``, read at the cells holding a
+neighbour.
 """
 from __future__ import annotations
 
@@ -94,18 +95,55 @@ def own_displacement(obs: torch.Tensor, next_obs: torch.Tensor, k: int, s: int) 
     return dd.clamp(-1, 1), valid
 
 
-class IntentNet(nn.Module):
-    """Per-cell neighbour move logits ``[B, 5, S, S]`` from ``[B, 4, S, S]`` (window + previous agent channel)."""
+def last_moves(prev: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
+    """Each visible neighbour's last move, one-hot at the cell it holds now.
 
-    def __init__(self, channels: int = 16):
+    Args:
+        prev: float ``[B, S, S]`` the previous step's agent channel, already aligned to the current frame.
+        agents: float ``[B, S, S]`` the current agent channel.
+
+    Returns:
+        float32 ``[B, 5, S, S]``: ``out[:, m, q] = 1`` where the neighbour now at ``q`` made move ``m``
+        (wait, up, down, left, right) in the last step, identified as in :func:`move_labels` (the neighbour's
+        previous cell and its four neighbours visible, exactly one candidate occupied now); all zero where the
+        move is not identifiable. These are the facts a "repeats its last move" predictor uses.
+    """
+    lab = move_labels(prev, agents, torch.zeros(len(prev), 2, dtype=torch.long),
+                      torch.ones(len(prev), dtype=torch.bool))                  # at the cell left, frame t
+    onehot = torch.stack([(lab == m).float() for m in range(5)], 1)          # [B, 5, S, S]
+    return torch.stack([shift(onehot[:, m], -dx, -dy) for m, (dx, dy) in enumerate(MOVES)], 1)
+
+
+class IntentNet(nn.Module):
+    """Per-cell neighbour move logits ``[B, 5, S, S]`` from ``[B, 4, S, S]`` (window + previous agent channel).
+
+    With ``last_move`` the input gains the five channels of :func:`last_moves` (computed here from the agent
+    and previous-agent channels, so the caller's input is unchanged): the module sees each neighbour's last
+    move explicitly, which a 2-layer 3x3 net otherwise has to infer from two occupancy maps.
+    """
+
+    def __init__(self, channels: int = 16, last_move: bool = False):
         super().__init__()
+        self.last_move = bool(last_move)
         self.body = nn.Sequential(
-            nn.Conv2d(4, channels, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(9 if last_move else 4, channels, 3, padding=1), nn.ReLU(),
             nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(),
             nn.Conv2d(channels, 5, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.last_move:
+            x = torch.cat([x, last_moves(x[:, 3], x[:, 1])], 1)
         return self.body(x)
+
+    def with_last_move(self) -> "IntentNet":
+        """A copy that also reads :func:`last_moves`, computing exactly what this module computes until trained
+        (the new input channels' first-layer weights are zero)."""
+        out = IntentNet(self.body[0].out_channels, last_move=True)
+        with torch.no_grad():
+            out.load_state_dict({k: v for k, v in self.state_dict().items() if k != "body.0.weight"}, strict=False)
+            out.body[0].weight.zero_()
+            out.body[0].weight[:, :self.body[0].in_channels] = self.body[0].weight
+        return out
 
 
 def expected_occupancy(agents: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,8 @@ Input ``x`` per agent (float32, widths for ``S = 2R + 1`` and ``F_w`` waypoint f
 
     [ window 3*S*S | previous agent channel, aligned, S*S | waypoint features F_w ]
 
-Actor: with the intent module, ``logits_int = IntentNet([window, previous agents])`` ``[5, S, S]`` and the
+Actor: with the intent module, ``logits_int = IntentNet([window, previous agents])`` ``[5, S, S]`` (with
+``intent_last_move``, plus the neighbours' last moves derived from those two channels) and the
 expected next occupancy ``occ [S, S]`` they imply are computed first; the encoder MLP reads ``[x | occ]``
 (so the predictions feed the policy, and the PPO gradient reaches the intent module too).
 
@@ -69,19 +70,21 @@ class IMMPNet(nn.Module):
 
     Args:
         window: S; waypoint_dim: F_w; num_actions: 5; hidden: MLP widths; activation: 'tanh' or 'relu';
-        intent: build the intent module; intent_channels: its conv width; pref_gain, risk_gain: initial gains.
+        intent: build the intent module; intent_channels: its conv width; pref_gain, risk_gain: initial gains;
+        intent_last_move: the intent module also reads each neighbour's last move (:func:`.intent.last_moves`).
     """
 
     recurrent = False
     gru = None
 
     def __init__(self, window: int, waypoint_dim: int, num_actions: int, hidden: list[int], activation: str,
-                 intent: bool, intent_channels: int = 16, pref_gain: float = 2.0, risk_gain: float = 3.0):
+                 intent: bool, intent_channels: int = 16, pref_gain: float = 2.0, risk_gain: float = 3.0,
+                 intent_last_move: bool = False):
         super().__init__()
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         s = self.s = int(window)
         self.in_dim = 4 * s * s + int(waypoint_dim)
-        self.intent = IntentNet(intent_channels) if intent else None
+        self.intent = IntentNet(intent_channels, intent_last_move) if intent else None
         self.encoder = _mlp(self.in_dim + (s * s if intent else 0), hidden, act)
         self.z_dim = hidden[-1]
         self.policy_dim = self.z_dim + 2 * num_actions + (num_actions if intent else 0)
