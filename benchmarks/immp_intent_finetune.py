@@ -32,15 +32,15 @@ from coopsim.scenarios.mapf import MGMAPFCore
 
 
 def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
-            last_move: bool = False):
+            intent: tuple[int, bool] | None = None):
     xs, labs = [], []
     for ep in range(episodes):
         n = agents[ep % len(agents)]
         core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=0.2, num_agents=n, num_goals=k,
                           goal_order="free", conflicts="block", obs_radius=3, max_steps=128)
         agent = registry.make_component("agent", "mapf/immp-v0", core, **agent_params)
-        if last_move:
-            agent.enable_intent_last_move()
+        if intent is not None:
+            agent.replace_intent(*intent)
         if state is not None:
             agent.net.load_state_dict(state)
         obs = core.reset(seed=seed0 + ep)
@@ -74,6 +74,8 @@ def main() -> None:
     ap.add_argument("--last-move", action="store_true",
                     help="give the intent module each neighbour's last move as input (intent_last_move; the new "
                          "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
+    ap.add_argument("--channels", type=int, default=0,
+                    help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -81,14 +83,18 @@ def main() -> None:
     params = dict(checkpoint=a.checkpoint)
     probe = registry.make_component("agent", "mapf/immp-v0", MGMAPFCore(1, map="random", random_size=[17, 32],
                                     num_agents=8, num_goals=3, obs_radius=3), **params)
-    if a.last_move:
-        probe.enable_intent_last_move()
+    fresh = bool(a.channels) and a.channels != probe.net.intent.body[0].out_channels
+    if a.last_move or a.channels:
+        probe.replace_intent(a.channels or probe.params.intent_channels, a.last_move)
     net = probe.net
     opt = torch.optim.Adam(net.intent.parameters(), lr=a.lr)
     X, Y = [], []
     env_steps = 0
     for r in range(a.rounds):
-        x, y = collect(params, net.state_dict(), a.episodes, 10_000 * (a.seed + 1) + 100 * r, (24, 48), 3, a.last_move)
+        # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
+        # rolls out with the checkpoint's own module
+        state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move))
+        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, (24, 48), 3, arch)
         X.append(x)
         Y.append(y)
         xa, ya = torch.cat(X), torch.cat(Y)
@@ -114,7 +120,7 @@ def main() -> None:
               f"{time.process_time() - c0:.0f} CPU s", flush=True)
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
-                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "cpu_s": time.process_time() - c0,
+                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
                              "maps": "generated random 17-32, density 0.2, 24/48 agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 

@@ -126,3 +126,11 @@ def test_last_move_intent_checkpoint_round_trip(tmp_path):
     assert b.params.intent_last_move and b.net.intent.last_move
     for k, v in a.net.state_dict().items():
         assert torch.equal(v, b.net.state_dict()[k]), k
+    # a wider module (fresh) is also the file's: a default-width config loads it with its width
+    a.replace_intent(32, True)
+    assert a.net.intent.body[0].out_channels == 32 and a.params.intent_channels == 32
+    a.save(path)
+    c = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path))
+    assert c.params.intent_channels == 32 and c.net.intent.body[0].in_channels == 9
+    x = torch.rand(6, c.net.in_dim)
+    assert torch.equal(a.net.intent_logits(x), c.net.intent_logits(x))

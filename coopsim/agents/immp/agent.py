@@ -314,25 +314,38 @@ class IMMPAgent(PPOAgent):
             if ck[key] != mine:
                 raise ConfigError(f"checkpoint has {key}={ck[key]} but this config gives {key}={mine} "
                                   "(obs_radius and highlevel.num_waypoints must match the checkpoint)", file=str(path), key=key)
-        for key in ("hidden", "activation", "intent", "intent_channels"):
+        for key in ("hidden", "activation", "intent"):
             if ck["params"].get(key) != self.params.model_dump().get(key):
                 raise ConfigError(f"checkpoint was trained with {key}={ck['params'].get(key)!r}; the config says "
                                   f"{self.params.model_dump().get(key)!r}", file=str(path), key=f"agents.params.{key}")
-        lm = bool(ck["params"].get("intent_last_move", False))   # an input detail of the intent module: follow the file
-        if self.net.intent is not None and lm != self.net.intent.last_move:
-            self.net.intent = self.net.intent.with_last_move() if lm else IntentNet(self.params.intent_channels)
-            self.params = self.params.model_copy(update={"intent_last_move": lm})
+        if self.net.intent is not None:   # the intent module's width and inputs are details of the file: follow it
+            self.replace_intent(int(ck["params"].get("intent_channels", self.params.intent_channels)),
+                                bool(ck["params"].get("intent_last_move", False)))
         self.net.load_state_dict(ck["net"])
         self.value_norm.load_state_dict(ck["value_norm"])
 
-    def enable_intent_last_move(self) -> None:
-        """Give the intent module the neighbours' last moves as extra input (:meth:`.intent.IntentNet.with_last_move`:
-        same predictions until trained); used before fine-tuning a policy trained without them."""
+    def replace_intent(self, channels: int, last_move: bool) -> None:
+        """Give the intent module ``channels`` conv width and (``last_move``) the neighbours' last moves as input.
+
+        Same width: the module is kept, and gaining the last-move input it predicts exactly as before until
+        trained (:meth:`.intent.IntentNet.with_last_move`); another width: a fresh, untrained module. Used by
+        :meth:`load` (the file's setting wins) and before fine-tuning a policy trained without them.
+
+        Raises:
+            ConfigError: this agent has no intent module.
+        """
         if self.net.intent is None:
             raise ConfigError("this agent has no intent module", key="agents.params.intent")
-        if not self.net.intent.last_move:
-            self.net.intent = self.net.intent.with_last_move()
-        self.params = self.params.model_copy(update={"intent_last_move": True})
+        cur = self.net.intent
+        if channels != cur.body[0].out_channels:
+            self.net.intent = IntentNet(channels, last_move)
+        elif last_move != cur.last_move:
+            self.net.intent = cur.with_last_move() if last_move else IntentNet(channels)
+        self.params = self.params.model_copy(update={"intent_last_move": bool(last_move), "intent_channels": int(channels)})
+
+    def enable_intent_last_move(self) -> None:
+        """:meth:`replace_intent` keeping the width, with the last-move input."""
+        self.replace_intent(self.net.intent.body[0].out_channels if self.net.intent is not None else 0, True)
 
     # --- training ---------------------------------------------------------------------------------
     @classmethod
