@@ -36,23 +36,13 @@ def last_move_map(lab_prev: torch.Tensor, d_prev: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--map", default="random-32-32-10")
-    ap.add_argument("--agents", type=int, default=64)
-    ap.add_argument("--goals", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--checkpoint", default="shipped")
-    ap.add_argument("--no-cs-pibt", action="store_true", help="act on the policy's own samples (the ablation's low level)")
-    ap.add_argument("--seed0", type=int, default=0, help="first episode seed (scen file seed0+1)")
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+def accuracy(a, checkpoint: str):
+    """(counts per predictor, neighbour-steps scored, identifiable neighbour-steps, intent hits on those)."""
     tot = {"intent": 0, "repeat last": 0, "always wait": 0}
     n_all, n_int_all, hit_int_all = 0, 0, 0
     for seed in range(a.seed0, a.seed0 + a.seeds):
         core = MGMAPFCore(1, map=a.map, num_agents=a.agents, num_goals=a.goals, obs_radius=3, max_steps=a.steps)
-        agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=a.checkpoint, deterministic=False)
+        agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=checkpoint, deterministic=False)
         obs = core.reset(seed=seed)
         agent.reset(seed)
         k, s = a.goals, agent.s
@@ -88,13 +78,45 @@ def main() -> None:
                 tot["always wait"] += int(((lab == 0) & both).sum())
             prev_lab, prev_d = lab, d
             obs = res.obs
-    print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps, "
-          f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {a.checkpoint}")
-    print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
-    for kk, v in tot.items():
-        print(f"  {kk:12s} {v / max(n_all, 1):.3f}")
-    print(f"intent module on all {n_int_all} identifiable neighbour-steps: {hit_int_all / max(n_int_all, 1):.3f}")
-    print(f"intent beats repeat-last: {'yes' if tot['intent'] > tot['repeat last'] else 'NO'}")
+    return tot, n_all, n_int_all, hit_int_all
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--map", default="random-32-32-10")
+    ap.add_argument("--agents", type=int, default=64)
+    ap.add_argument("--goals", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=150)
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--checkpoint", nargs="+", default=["shipped"],
+                    help="policy files (one per training seed); 'shipped' = training seed 0's")
+    ap.add_argument("--no-cs-pibt", action="store_true", help="act on the policy's own samples (the ablation's low level)")
+    ap.add_argument("--seed0", type=int, default=0, help="first episode seed (scen file seed0+1)")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    if a.seeds < 1 or a.agents < 1 or a.steps < 1:
+        ap.error("--seeds, --agents and --steps must be >= 1")
+    rows = []
+    for ck in a.checkpoint:
+        tot, n_all, n_int_all, hit_int_all = accuracy(a, ck)
+        rows.append((ck, tot, n_all))
+        print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps, "
+              f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {ck}")
+        print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
+        for kk, v in tot.items():
+            print(f"  {kk:12s} {v / max(n_all, 1):.3f}")
+        print(f"intent module on all {n_int_all} identifiable neighbour-steps: {hit_int_all / max(n_int_all, 1):.3f}")
+        print(f"intent beats repeat-last: {'yes' if tot['intent'] > tot['repeat last'] else 'NO'}", flush=True)
+    if len(rows) > 1:
+        import numpy as np
+        from scipy import stats
+
+        diff = np.array([(t["intent"] - t["repeat last"]) / max(n, 1) for _, t, n in rows])
+        h = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
+        print(f"over {len(rows)} policies: intent {np.mean([t['intent'] / max(n, 1) for _, t, n in rows]):.3f}, "
+              f"repeat last {np.mean([t['repeat last'] / max(n, 1) for _, t, n in rows]):.3f}; "
+              f"intent - repeat last = {diff.mean():+.4f} +- {h:.4f} (95% CI, Student t over policies); "
+              f"per policy {' '.join(f'{d:+.4f}' for d in diff)}")
 
 
 if __name__ == "__main__":

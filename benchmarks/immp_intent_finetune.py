@@ -74,6 +74,8 @@ def main() -> None:
     ap.add_argument("--last-move", action="store_true",
                     help="give the intent module each neighbour's last move as input (intent_last_move; the new "
                          "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
+    ap.add_argument("--agents", type=int, nargs="+", default=[24, 48],
+                    help="team sizes of the rollout episodes, cycled over episodes (the training config's is 24)")
     ap.add_argument("--channels", type=int, default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
@@ -94,7 +96,7 @@ def main() -> None:
         # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
         # rolls out with the checkpoint's own module
         state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move))
-        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, (24, 48), 3, arch)
+        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch)
         X.append(x)
         Y.append(y)
         xa, ya = torch.cat(X), torch.cat(Y)
@@ -121,7 +123,7 @@ def main() -> None:
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
                              "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
-                             "maps": "generated random 17-32, density 0.2, 24/48 agents, 3 goals, 128 steps"}
+                             "maps": f"generated random 17-32, density 0.2, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 
     atomic_save(ck, a.out)
