@@ -65,9 +65,10 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(1)
     rows = [
-        ("IMMP (mapf/immp-v0, CS-PIBT)", "mapf/immp-v0", {}),
-        ("IMMP without CS-PIBT", "mapf/immp-v0", {"cs_pibt": False}),
-        ("decentralized PPO (mapf/dppo-v0)", "mapf/dppo-v0", {}),
+        # the shipped policies: the architecture (e.g. the intent module's width) is the checkpoint's
+        ("IMMP (mapf/immp-v0, CS-PIBT)", "mapf/immp-v0", {"checkpoint": "shipped"}),
+        ("IMMP without CS-PIBT", "mapf/immp-v0", {"checkpoint": "shipped", "cs_pibt": False}),
+        ("decentralized PPO (mapf/dppo-v0)", "mapf/dppo-v0", {"checkpoint": "shipped"}),
         ("PIBT (mapf/pibt-v0)", "mapf/pibt-v0", {}),
     ]
     print(f"map {a.map}, {a.agents} agents, {a.goals} goals, 1 thread, median over up to {a.steps} steps")

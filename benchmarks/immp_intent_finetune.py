@@ -32,11 +32,12 @@ from coopsim.scenarios.mapf import MGMAPFCore
 
 
 def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
-            intent: tuple[int, bool] | None = None):
+            intent: tuple[int, bool] | None = None, densities: tuple[float, ...] = (0.2,)):
     xs, labs = [], []
     for ep in range(episodes):
         n = agents[ep % len(agents)]
-        core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=0.2, num_agents=n, num_goals=k,
+        density = densities[(ep // len(agents)) % len(densities)]
+        core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=density, num_agents=n, num_goals=k,
                           goal_order="free", conflicts="block", obs_radius=3, max_steps=128)
         agent = registry.make_component("agent", "mapf/immp-v0", core, **agent_params)
         if intent is not None:
@@ -76,6 +77,8 @@ def main() -> None:
                          "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
     ap.add_argument("--agents", type=int, nargs="+", default=[24, 48],
                     help="team sizes of the rollout episodes, cycled over episodes (the training config's is 24)")
+    ap.add_argument("--densities", type=float, nargs="+", default=[0.2],
+                    help="obstacle fractions of the generated maps (0.1..0.3), cycled after each pass over --agents")
     ap.add_argument("--channels", type=int, default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
@@ -96,7 +99,7 @@ def main() -> None:
         # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
         # rolls out with the checkpoint's own module
         state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move))
-        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch)
+        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch, tuple(a.densities))
         X.append(x)
         Y.append(y)
         xa, ya = torch.cat(X), torch.cat(Y)
@@ -123,7 +126,7 @@ def main() -> None:
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
                              "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
-                             "maps": f"generated random 17-32, density 0.2, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
+                             "maps": f"generated random 17-32, density {'/'.join(map(str, a.densities))}, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 
     atomic_save(ck, a.out)
