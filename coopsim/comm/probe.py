@@ -94,21 +94,6 @@ class SafeRateProbeParams(BaseModel):
                                        "window is not grown while application-limited (RFC 7661)")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
-    tail_frac: Optional[float] = Field(None, gt=0, le=1, description="delay-based latency-tail margin: a report whose "
-                                       "latency_max_s exceeds tail_frac x tail_bound_s (or that lost copies) is a tail "
-                                       "event; the share of tail events (EWMA over tail_window reports) lowers the "
-                                       "target utilization from target_utilization towards tail_min_utilization, "
-                                       "reaching it at share tail_share; None = off (fixed target_utilization)")
-    tail_bound_s: Optional[float] = Field(None, gt=0, description="latency-tail: the latency bound (s); None = dt_s")
-    tail_window: float = Field(10.0, ge=1, description="latency-tail: EWMA horizon of the tail share (reports), >= 1")
-    tail_rise_window: Optional[float] = Field(None, ge=1, description="latency-tail: EWMA horizon (reports) used when "
-                                              "the share rises (a tail event), >= 1; None = tail_window. Smaller than "
-                                              "tail_window: the margin widens at once and narrows slowly")
-    tail_initial_share: float = Field(0.0, ge=0, le=1, description="latency-tail: share before any report (1 = start "
-                                      "at tail_min_utilization and earn the higher target from clean reports)")
-    tail_share: float = Field(0.2, gt=0, le=1, description="latency-tail: share of tail events at which the target "
-                              "reaches tail_min_utilization, in (0, 1]")
-    tail_min_utilization: float = Field(0.4, gt=0, le=1, description="latency-tail: lowest target utilization")
 
 
 class SafeRateProbe:
@@ -131,8 +116,6 @@ class SafeRateProbe:
         if not p.min_rate_bps <= p.initial_rate_bps <= p.max_rate_bps:
             raise ValueError(f"need min_rate_bps <= initial_rate_bps <= max_rate_bps; got {p.min_rate_bps}, "
                              f"{p.initial_rate_bps}, {p.max_rate_bps}")
-        if p.tail_frac is not None and p.tail_bound_s is None and p.dt_s is None:
-            raise ValueError("tail_frac needs tail_bound_s or dt_s (the latency bound)")
         self.shape = tuple(shape)
         self.rate_bps = np.full(self.shape, p.initial_rate_bps)
         self.estimate_bps = np.full(self.shape, p.initial_rate_bps)
@@ -147,8 +130,6 @@ class SafeRateProbe:
         self._ceil_hold = np.zeros(self.shape, np.int64)
         self._ceil_hold_len = np.full(self.shape, p.hold_steps, np.int64)
         self._ceil_fail_bps = np.full(self.shape, np.inf)  # offered rate of the last unexplained loss
-        self.tail_share = np.full(self.shape, p.tail_initial_share)  # latency-tail: EWMA share of tail events
-        self.target_utilization = np.full(self.shape, p.target_utilization)  # delay-based: target in use
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -202,28 +183,6 @@ class SafeRateProbe:
             self._delay_update(fb, bad)
         return self.estimate_bps
 
-    def _tail_update(self, fb: Feedback, meas: np.ndarray, bad: np.ndarray) -> None:
-        """Latency-tail margin: fold this report's tail event into the share and set the target utilization.
-
-        A measured report is a tail event when its largest latency exceeds ``tail_frac`` of the bound, or when it
-        lost copies (the tail passed the bound); ``share <- share + (event - share) / w`` with ``w = tail_rise_window``
-        when the share rises and ``tail_window`` otherwise; then
-        ``target = tu - (tu - tu_min) * min(1, share / tail_share)`` (delay-based congestion control's queueing-delay
-        signal, as in TCP Vegas and LEDBAT, read here as how often the latency comes near the bound, so the
-        margin widens where the latency is variable, before copies are lost).
-        """
-        p = self.params
-        bound = p.tail_bound_s if p.tail_bound_s is not None else p.dt_s
-        lat = np.asarray(fb.latency_max_s, np.float64)
-        event = (lat > p.tail_frac * bound) | bad
-        seen = meas | bad
-        rise = p.tail_window if p.tail_rise_window is None else p.tail_rise_window
-        step = (event - self.tail_share) / np.where(event > self.tail_share, rise, p.tail_window)
-        self.tail_share = np.where(seen, self.tail_share + step, self.tail_share)
-        lo = min(p.tail_min_utilization, p.target_utilization)
-        self.target_utilization = p.target_utilization - (p.target_utilization - lo) * np.minimum(
-            1.0, self.tail_share / p.tail_share)
-
     def _delay_update(self, fb: Feedback, bad: np.ndarray) -> None:
         """Delay-based estimate for senders whose report has delivered copies with a latency."""
         p = self.params
@@ -246,9 +205,7 @@ class SafeRateProbe:
                 smooth = (np.isfinite(d) & np.isfinite(d_prev) & (np.abs(d) <= p.max_trend * cap)
                           & (np.abs(d_prev) <= p.max_trend * cap))
                 pred = np.where(smooth, np.minimum(cap + 2 * d - d_prev, pred), pred)
-        if p.tail_frac is not None:
-            self._tail_update(fb, meas, bad)
-        est = self.target_utilization * pred
+        est = p.target_utilization * pred
         if p.dt_s is not None:
             # a loss the measured capacity does not explain (the offered bits fit in one step of it: a queue
             # overflow, a collision, a burst loss) sets a ceiling at the delivered rate; it is held, then

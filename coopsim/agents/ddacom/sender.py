@@ -57,16 +57,6 @@ class DDACOMSenderParams(SenderParams):
                                        "delay cannot show) is re-probed only while the sender is limited by it")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
-    tail_frac: Optional[float] = Field(None, gt=0, le=1, description="delay-based latency-tail margin: reports whose "
-                                       "largest latency exceeds this fraction of the bound lower the target utilization "
-                                       "(see SafeRateProbeParams.tail_frac); None = off")
-    tail_bound_s: Optional[float] = Field(None, gt=0, description="latency-tail: the latency bound (s); None = one step")
-    tail_window: float = Field(10.0, ge=1, description="latency-tail: EWMA horizon of the tail share (reports)")
-    tail_share: float = Field(0.2, gt=0, le=1, description="latency-tail: share at which the target is lowest")
-    tail_rise_window: Optional[float] = Field(None, ge=1, description="latency-tail: EWMA horizon when the share rises; "
-                                              "None = tail_window")
-    tail_initial_share: float = Field(0.0, ge=0, le=1, description="latency-tail: share before any report")
-    tail_min_utilization: float = Field(0.4, gt=0, le=1, description="latency-tail: lowest target utilization")
 
 
 class DDACOMSender(Sender):
@@ -85,10 +75,7 @@ class DDACOMSender(Sender):
                                    up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
                                    dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
                                    base_delay_s=p.base_delay_s, max_growth=p.max_growth,
-                                   curvature=p.curvature, ceiling_limited_only=p.ceiling_limited_only,
-                                   tail_frac=p.tail_frac, tail_bound_s=p.tail_bound_s, tail_window=p.tail_window,
-                                   tail_share=p.tail_share, tail_min_utilization=p.tail_min_utilization,
-                                   tail_rise_window=p.tail_rise_window, tail_initial_share=p.tail_initial_share)
+                                   curvature=p.curvature, ceiling_limited_only=p.ceiling_limited_only)
         self.bucket = TokenBucket(0, 0, shape=shape, full=False)
         self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
         self._limited = np.ones(shape, bool)
