@@ -94,6 +94,14 @@ class SafeRateProbeParams(BaseModel):
                                        "window is not grown while application-limited (RFC 7661)")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
+    xtraffic_gain: Optional[float] = Field(None, gt=0, description="delay-based cross-traffic margin: the target "
+                                           "utilization is target_utilization - xtraffic_gain * sqrt(x), x = max(0, 1 - "
+                                           "smoothed capacity / its decaying maximum), the share of the sender's clean "
+                                           "capacity that cross traffic takes; None = off (fixed target_utilization)")
+    xtraffic_window: float = Field(5.0, ge=1, description="cross-traffic margin: EWMA horizon of the capacity (reports)")
+    xtraffic_ref_window: float = Field(100.0, ge=1, description="cross-traffic margin: the reference is the running "
+                                       "maximum of the smoothed capacity, decaying by 1/xtraffic_ref_window per report")
+    xtraffic_min_utilization: float = Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")
 
 
 class SafeRateProbe:
@@ -130,6 +138,9 @@ class SafeRateProbe:
         self._ceil_hold = np.zeros(self.shape, np.int64)
         self._ceil_hold_len = np.full(self.shape, p.hold_steps, np.int64)
         self._ceil_fail_bps = np.full(self.shape, np.inf)  # offered rate of the last unexplained loss
+        self.target_utilization = np.full(self.shape, p.target_utilization)  # delay-based: the target in use
+        self.capacity_smooth_bps = np.full(self.shape, np.nan)  # cross-traffic margin: EWMA of the capacity
+        self.capacity_ref_bps = np.full(self.shape, np.nan)  # cross-traffic margin: its decaying maximum
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -183,6 +194,27 @@ class SafeRateProbe:
             self._delay_update(fb, bad)
         return self.estimate_bps
 
+    def _xtraffic_update(self, meas: np.ndarray, cap: np.ndarray) -> None:
+        """Cross-traffic margin, for senders with a capacity measurement in this report.
+
+        ``s <- s + (c - s) / xtraffic_window`` (the first measurement sets it), ``ref <- max(s, ref * (1 - 1 /
+        xtraffic_ref_window))`` (a running maximum that forgets slowly, as BBR's windowed max bandwidth), ``x = max(0,
+        1 - s / ref)`` the share of the sender's clean capacity now taken by traffic it does not see, and ``target =
+        max(target_utilization - xtraffic_gain * sqrt(x), xtraffic_min_utilization)``: cross traffic made of
+        independent frames (Poisson) varies the time left in a step by about the square root of its load, so the aim
+        stays further below the bound the more of the medium others take, before any copy is lost.
+        """
+        p = self.params
+        s, ref = self.capacity_smooth_bps, self.capacity_ref_bps
+        c = np.where(meas, cap, 0.0)
+        s = np.where(meas, np.where(np.isfinite(s), s + (c - np.nan_to_num(s)) / p.xtraffic_window, c), s)
+        ref = np.where(meas, np.where(np.isfinite(ref), np.maximum(s, ref * (1 - 1 / p.xtraffic_ref_window)), s), ref)
+        self.capacity_smooth_bps, self.capacity_ref_bps = s, ref
+        ok = np.isfinite(ref) & (ref > 0)
+        x = np.where(ok, np.maximum(0.0, 1 - np.nan_to_num(s) / np.where(ok, ref, 1.0)), 0.0)
+        self.target_utilization = np.maximum(p.target_utilization - p.xtraffic_gain * np.sqrt(x),
+                                             min(p.xtraffic_min_utilization, p.target_utilization))
+
     def _delay_update(self, fb: Feedback, bad: np.ndarray) -> None:
         """Delay-based estimate for senders whose report has delivered copies with a latency."""
         p = self.params
@@ -205,7 +237,9 @@ class SafeRateProbe:
                 smooth = (np.isfinite(d) & np.isfinite(d_prev) & (np.abs(d) <= p.max_trend * cap)
                           & (np.abs(d_prev) <= p.max_trend * cap))
                 pred = np.where(smooth, np.minimum(cap + 2 * d - d_prev, pred), pred)
-        est = p.target_utilization * pred
+        if p.xtraffic_gain is not None:
+            self._xtraffic_update(meas, cap)
+        est = self.target_utilization * pred
         if p.dt_s is not None:
             # a loss the measured capacity does not explain (the offered bits fit in one step of it: a queue
             # overflow, a collision, a burst loss) sets a ceiling at the delivered rate; it is held, then
