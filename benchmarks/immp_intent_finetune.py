@@ -32,7 +32,7 @@ from coopsim.scenarios.mapf import MGMAPFCore
 
 
 def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
-            intent: tuple[int, bool, bool] | None = None, densities: tuple[float, ...] = (0.2,)):
+            intent: tuple[int, bool] | None = None, densities: tuple[float, ...] = (0.2,)):
     xs, labs = [], []
     for ep in range(episodes):
         n = agents[ep % len(agents)]
@@ -79,9 +79,6 @@ def main() -> None:
                     help="team sizes of the rollout episodes, cycled over episodes (the training config's is 24)")
     ap.add_argument("--densities", type=float, nargs="+", default=[0.2],
                     help="obstacle fractions of the generated maps (0.1..0.3), cycled after each pass over --agents")
-    ap.add_argument("--second-move", action="store_true",
-                    help="also give the intent module each neighbour's move before the last (intent_second_move; "
-                         "from a checkpoint of the same width the new input weights start at zero)")
     ap.add_argument("--channels", type=int, default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
@@ -92,9 +89,8 @@ def main() -> None:
     probe = registry.make_component("agent", "mapf/immp-v0", MGMAPFCore(1, map="random", random_size=[17, 32],
                                     num_agents=8, num_goals=3, obs_radius=3), **params)
     fresh = bool(a.channels) and a.channels != probe.net.intent.body[0].out_channels
-    if a.last_move or a.channels or a.second_move:
-        probe.replace_intent(a.channels or probe.params.intent_channels, a.last_move or probe.params.intent_last_move,
-                             a.second_move)
+    if a.last_move or a.channels:
+        probe.replace_intent(a.channels or probe.params.intent_channels, a.last_move)
     net = probe.net
     opt = torch.optim.Adam(net.intent.parameters(), lr=a.lr)
     X, Y = [], []
@@ -102,7 +98,7 @@ def main() -> None:
     for r in range(a.rounds):
         # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
         # rolls out with the checkpoint's own module
-        state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, probe.params.intent_last_move, probe.params.intent_second_move))
+        state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move))
         x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch, tuple(a.densities))
         X.append(x)
         Y.append(y)
@@ -129,7 +125,7 @@ def main() -> None:
               f"{time.process_time() - c0:.0f} CPU s", flush=True)
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
-                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": probe.params.intent_last_move, "second_move": a.second_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
+                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
                              "maps": f"generated random 17-32, density {'/'.join(map(str, a.densities))}, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 

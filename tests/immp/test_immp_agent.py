@@ -11,7 +11,6 @@ from coopsim.agents.immp.agent import SHIPPED_CHECKPOINT
 from coopsim.agents.immp.intent import IntentLoss
 from coopsim.agents.immp.rewards import CollaborativeReward
 from coopsim.agents.ppo.config import PPOTrainConfig
-from coopsim.agents.ppo.networks import flatten_obs
 from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.hooks import RolloutBatch
@@ -135,14 +134,3 @@ def test_last_move_intent_checkpoint_round_trip(tmp_path):
     assert c.params.intent_channels == 32 and c.net.intent.body[0].in_channels == 9
     x = torch.rand(6, c.net.in_dim)
     assert torch.equal(a.net.intent_logits(x), c.net.intent_logits(x))
-    # the second move widens the actor input by one S x S channel (the agents of two steps ago); the file's setting wins
-    a.replace_intent(32, True, True)
-    assert a.net.in_dim == c.net.in_dim + 49 and a.net.intent.body[0].in_channels == 14
-    a.save(path)
-    d = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path))
-    assert d.params.intent_second_move and d.net.in_dim == a.net.in_dim
-    obs = core.reset(seed=0)
-    d.reset(0)
-    x = d.actor_input(flatten_obs(obs, d.obs_space))
-    assert x.shape[-1] == d.net.in_dim
-    assert torch.equal(a.net.intent_logits(x[0]), d.net.intent_logits(x[0]))

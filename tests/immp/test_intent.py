@@ -148,25 +148,3 @@ def test_intent_net_with_last_move_starts_equal_and_reads_the_new_input():
     with torch.no_grad():
         ext.body[0].weight[:, 4:] += 1.0
     assert not torch.allclose(base(x), ext(x))
-
-
-def test_move_history_carries_the_earlier_move_along_the_last():
-    from coopsim.agents.immp.intent import IntentNet, move_history
-
-    s = 7
-    p2, p1, cur = torch.zeros(1, s, s), torch.zeros(1, s, s), torch.zeros(1, s, s)
-    p2[0, 2, 2] = 1      # A: (x=2, y=2) -right-> (3, 2) -down-> (3, 3)
-    p1[0, 2, 3] = 1
-    cur[0, 3, 3] = 1
-    p2[0, 5, 5] = 1      # B waits twice at (5, 5)
-    p1[0, 5, 5] = 1
-    cur[0, 5, 5] = 1
-    h = move_history(p2, p1, cur)[0]
-    assert sorted(map(tuple, h.nonzero().tolist())) == [(0, 5, 5), (2, 3, 3), (5, 5, 5), (5 + 4, 3, 3)]
-    # a module gaining the second move predicts as before until trained
-    torch.manual_seed(0)
-    base = IntentNet(8, last_move=True)
-    ext = base.with_second_move()
-    x = (torch.rand(16, 4, s, s) > 0.7).float()
-    x5 = torch.cat([x, (torch.rand(16, 1, s, s) > 0.7).float()], 1)
-    assert ext.body[0].in_channels == 14 and torch.allclose(base(x), ext(x5))

@@ -70,9 +70,6 @@ class IMMPParams(AgentParams):
     intent_last_move: bool = Field(False, description="the intent module also reads each visible neighbour's last move "
                                                        "(derived from the agent's two consecutive windows); when a "
                                                        "checkpoint is loaded, its own setting is used")
-    intent_second_move: bool = Field(False, description="the intent module also reads each neighbour's move before the "
-                                                         "last (from three consecutive windows); when a checkpoint is "
-                                                         "loaded, its own setting is used")
     intent_coef: float = Field(0.5, ge=0, le=100, description="weight of the intent loss in the PPO objective, 0..100")
     team_weight: float = Field(0.5, ge=0, le=1, description="share of the team-mean reward in each agent's reward, 0..1")
     goal_bonus: float = Field(2.0, ge=0, le=100, description="shaping reward per goal visited (reward units), 0..100")
@@ -140,7 +137,7 @@ class IMMPAgent(PPOAgent):
         self.s = 2 * int(scenario.params.obs_radius) + 1
         self.wp_dim = TeamPlanner.feature_dim(p.highlevel.num_waypoints)
         self.net = IMMPNet(self.s, self.wp_dim, self.num_actions, list(p.hidden), p.activation, p.intent, p.intent_channels,
-                           intent_last_move=p.intent_last_move, intent_second_move=p.intent_second_move)
+                           intent_last_move=p.intent_last_move)
         self.value_norm = ValueNorm()
         self.hl = ScenarioPlanner(scenario, p.highlevel)
         self.reset(p.seed)
@@ -178,22 +175,17 @@ class IMMPAgent(PPOAgent):
         agents = torch.as_tensor(win[..., s * s:2 * s * s].reshape(e * n, s, s))
         fresh = (t == 0)[:, None] | (self._prev_xy is None)
         if self._prev_xy is None or self._prev_win is None or self._prev_win.shape[0] != e * n:
-            prev = prev2 = agents
+            prev = agents
         else:
             d = torch.as_tensor(np.clip(xy - self._prev_xy, -1, 1).reshape(e * n, 2))
             prev = shift_per_sample(self._prev_win, d)
-            prev2 = shift_per_sample(self._prev_prev, d)                 # t-2, aligned at t-1, then to t
             fr = torch.as_tensor(np.broadcast_to(fresh, (e, n)).reshape(-1).copy())
             prev = torch.where(fr[:, None, None], agents, prev)
-            prev2 = torch.where(fr[:, None, None], prev, prev2)
         wp = self.hl.features()                                          # [E, N, F_w]
-        parts = [torch.as_tensor(win.reshape(e * n, -1), dtype=torch.float32), prev.reshape(e * n, -1).float(),
-                 torch.as_tensor(wp.reshape(e * n, -1))]
-        if self.net.intent is not None and self.net.intent.second_move:
-            parts.append(prev2.reshape(e * n, -1).float())
-        x = torch.cat(parts, dim=-1).reshape(e, n, -1)
+        x = torch.cat([torch.as_tensor(win.reshape(e * n, -1), dtype=torch.float32), prev.reshape(e * n, -1).float(),
+                       torch.as_tensor(wp.reshape(e * n, -1))], dim=-1).reshape(e, n, -1)
         if advance:
-            self._prev_win, self._prev_prev, self._prev_xy = agents.clone(), prev.clone(), xy.copy()
+            self._prev_win, self._prev_xy = agents.clone(), xy.copy()
         return x
 
     def actor_input(self, obs_flat: np.ndarray, inbox_in: np.ndarray | None = None) -> torch.Tensor:
@@ -291,7 +283,6 @@ class IMMPAgent(PPOAgent):
     def reset(self, seed: int | None = None) -> None:
         super().reset(seed)
         self._prev_win = None
-        self._prev_prev = None
         self._prev_xy = None
         self._last = None
         self._prios = None
@@ -329,18 +320,16 @@ class IMMPAgent(PPOAgent):
                                   f"{self.params.model_dump().get(key)!r}", file=str(path), key=f"agents.params.{key}")
         if self.net.intent is not None:   # the intent module's width and inputs are details of the file: follow it
             self.replace_intent(int(ck["params"].get("intent_channels", self.params.intent_channels)),
-                                bool(ck["params"].get("intent_last_move", False)),
-                                bool(ck["params"].get("intent_second_move", False)))
+                                bool(ck["params"].get("intent_last_move", False)))
         self.net.load_state_dict(ck["net"])
         self.value_norm.load_state_dict(ck["value_norm"])
 
-    def replace_intent(self, channels: int, last_move: bool, second_move: bool = False) -> None:
-        """Give the intent module ``channels`` conv width and (``last_move``) the neighbours' last moves, (``second_move``)
-        also their moves before, as input.
+    def replace_intent(self, channels: int, last_move: bool) -> None:
+        """Give the intent module ``channels`` conv width and (``last_move``) the neighbours' last moves as input.
 
-        Same width: the module is kept, and gaining the last-move or second-move input it predicts exactly as
-        before until trained (:meth:`.intent.IntentNet.with_last_move`, :meth:`~.intent.IntentNet.with_second_move`);
-        another width, or dropping an input: a fresh, untrained module. Used by :meth:`load` (the file's setting wins) and before fine-tuning a policy trained without them.
+        Same width: the module is kept, and gaining the last-move input it predicts exactly as before until
+        trained (:meth:`.intent.IntentNet.with_last_move`); another width: a fresh, untrained module. Used by
+        :meth:`load` (the file's setting wins) and before fine-tuning a policy trained without them.
 
         Raises:
             ConfigError: this agent has no intent module.
@@ -348,16 +337,11 @@ class IMMPAgent(PPOAgent):
         if self.net.intent is None:
             raise ConfigError("this agent has no intent module", key="agents.params.intent")
         cur = self.net.intent
-        last_move = bool(last_move) or bool(second_move)
-        if channels == cur.body[0].out_channels and second_move and not cur.second_move:
-            self.net.intent = cur.with_second_move()
-        elif channels != cur.body[0].out_channels or bool(second_move) != cur.second_move:
-            self.net.intent = IntentNet(channels, last_move, second_move)
+        if channels != cur.body[0].out_channels:
+            self.net.intent = IntentNet(channels, last_move)
         elif last_move != cur.last_move:
             self.net.intent = cur.with_last_move() if last_move else IntentNet(channels)
-        self.params = self.params.model_copy(update={"intent_last_move": last_move, "intent_channels": int(channels),
-                                                     "intent_second_move": bool(second_move)})
-        self._prev_win = self._prev_prev = None   # the input width may have changed
+        self.params = self.params.model_copy(update={"intent_last_move": bool(last_move), "intent_channels": int(channels)})
 
     def enable_intent_last_move(self) -> None:
         """:meth:`replace_intent` keeping the width, with the last-move input."""

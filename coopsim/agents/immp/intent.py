@@ -114,62 +114,26 @@ def last_moves(prev: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
     return torch.stack([shift(onehot[:, m], -dx, -dy) for m, (dx, dy) in enumerate(MOVES)], 1)
 
 
-def move_history(prev2: torch.Tensor, prev: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
-    """Each visible neighbour's last two moves, one-hot at the cell it holds now.
-
-    Args:
-        prev2, prev: float ``[B, S, S]`` the agent channels of two and one steps ago, aligned to the current frame.
-        agents: float ``[B, S, S]`` the current agent channel.
-
-    Returns:
-        float32 ``[B, 10, S, S]``: channels 0-4 are :func:`last_moves` (the move t-1 -> t), channels 5-9 the move
-        t-2 -> t-1 of the same neighbour, carried along its last move to the cell it holds now; zero where a move
-        is not identifiable.
-    """
-    lm1 = last_moves(prev, agents)
-    lm2 = last_moves(prev2, prev)                                  # at the cell held at t-1
-    carried = sum(lm1[:, m:m + 1] * shift(lm2, -dx, -dy) for m, (dx, dy) in enumerate(MOVES))
-    return torch.cat([lm1, carried], 1)
-
-
 class IntentNet(nn.Module):
     """Per-cell neighbour move logits ``[B, 5, S, S]`` from ``[B, 4, S, S]`` (window + previous agent channel).
 
     With ``last_move`` the input gains the five channels of :func:`last_moves` (computed here from the agent
     and previous-agent channels, so the caller's input is unchanged): the module sees each neighbour's last
-    move explicitly, which a 2-layer 3x3 net otherwise has to infer from two occupancy maps. With
-    ``second_move`` the caller also passes the agent channel of two steps ago and the module reads both last
-    moves (:func:`move_history`): whether a neighbour keeps going straight or has just turned.
+    move explicitly, which a 2-layer 3x3 net otherwise has to infer from two occupancy maps.
     """
 
-    def __init__(self, channels: int = 16, last_move: bool = False, second_move: bool = False):
+    def __init__(self, channels: int = 16, last_move: bool = False):
         super().__init__()
-        self.last_move = bool(last_move) or bool(second_move)
-        self.second_move = bool(second_move)
+        self.last_move = bool(last_move)
         self.body = nn.Sequential(
-            nn.Conv2d(14 if second_move else 9 if last_move else 4, channels, 3, padding=1), nn.ReLU(),
+            nn.Conv2d(9 if last_move else 4, channels, 3, padding=1), nn.ReLU(),
             nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(),
             nn.Conv2d(channels, 5, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, 4, S, S]`` (obstacles, agents, own goals, previous agents), with ``second_move`` ``[B, 5, S, S]``
-        (plus the agents of two steps ago, aligned) -> logits ``[B, 5, S, S]``."""
-        if self.second_move:
-            x = torch.cat([x[:, :4], move_history(x[:, 4], x[:, 3], x[:, 1])], 1)
-        elif self.last_move:
+        if self.last_move:
             x = torch.cat([x, last_moves(x[:, 3], x[:, 1])], 1)
         return self.body(x)
-
-    def with_second_move(self) -> "IntentNet":
-        """A copy that also reads the neighbours' moves before the last (:func:`move_history`; the caller then passes
-        the agents of two steps ago as a fifth channel), computing exactly what this module (with or without the
-        last-move input) computes until trained: the new first-layer weights are zero."""
-        out = IntentNet(self.body[0].out_channels, last_move=True, second_move=True)
-        with torch.no_grad():
-            out.load_state_dict({k: v for k, v in self.state_dict().items() if k != "body.0.weight"}, strict=False)
-            out.body[0].weight.zero_()
-            out.body[0].weight[:, :self.body[0].in_channels] = self.body[0].weight
-        return out
 
     def with_last_move(self) -> "IntentNet":
         """A copy that also reads :func:`last_moves`, computing exactly what this module computes until trained

@@ -3,7 +3,6 @@
 Input ``x`` per agent (float32, widths for ``S = 2R + 1`` and ``F_w`` waypoint features)::
 
     [ window 3*S*S | previous agent channel, aligned, S*S | waypoint features F_w ]
-    (+ [ agent channel of two steps ago, aligned, S*S ] when the intent module reads two moves)
 
 Actor: with the intent module, ``logits_int = IntentNet([window, previous agents])`` ``[5, S, S]`` (with
 ``intent_last_move``, plus the neighbours' last moves derived from those two channels) and the
@@ -80,13 +79,13 @@ class IMMPNet(nn.Module):
 
     def __init__(self, window: int, waypoint_dim: int, num_actions: int, hidden: list[int], activation: str,
                  intent: bool, intent_channels: int = 16, pref_gain: float = 2.0, risk_gain: float = 3.0,
-                 intent_last_move: bool = False, intent_second_move: bool = False):
+                 intent_last_move: bool = False):
         super().__init__()
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         s = self.s = int(window)
-        self.base_dim = 4 * s * s + int(waypoint_dim)
-        self.intent = IntentNet(intent_channels, intent_last_move, intent_second_move) if intent else None
-        self.encoder = _mlp(self.base_dim + (s * s if intent else 0), hidden, act)
+        self.in_dim = 4 * s * s + int(waypoint_dim)
+        self.intent = IntentNet(intent_channels, intent_last_move) if intent else None
+        self.encoder = _mlp(self.in_dim + (s * s if intent else 0), hidden, act)
         self.z_dim = hidden[-1]
         self.policy_dim = self.z_dim + 2 * num_actions + (num_actions if intent else 0)
         self.feature_dim = self.policy_dim + (5 * s * s if intent else 0)
@@ -94,22 +93,13 @@ class IMMPNet(nn.Module):
         self.pref_gain = nn.Parameter(torch.tensor(float(pref_gain)))
         if intent:
             self.risk_gain = nn.Parameter(torch.tensor(float(risk_gain)))
-        self.critic = nn.Sequential(_mlp(self.base_dim, hidden, act), _layer(hidden[-1], 1, 1.0))
+        self.critic = nn.Sequential(_mlp(self.in_dim, hidden, act), _layer(hidden[-1], 1, 1.0))
         self._rows, self._cols = target_cells(s)
-
-    @property
-    def in_dim(self) -> int:
-        """Width of ``x``: ``4 S^2 + F_w``, plus ``S^2`` (the agents of two steps ago) when the intent module reads
-        two moves (:attr:`.intent.IntentNet.second_move`)."""
-        return self.base_dim + (self.s * self.s if self.intent is not None and self.intent.second_move else 0)
 
     def intent_logits(self, x: torch.Tensor) -> torch.Tensor:
         """float32 ``[B, 5, S, S]`` neighbour move logits (requires the intent module)."""
         s = self.s
-        win = x[:, :4 * s * s].reshape(-1, 4, s, s)
-        if self.intent.second_move:
-            win = torch.cat([win, x[:, self.base_dim:self.base_dim + s * s].reshape(-1, 1, s, s)], 1)
-        return self.intent(win)
+        return self.intent(x[:, :4 * s * s].reshape(-1, 4, s, s))
 
     def features(self, x: torch.Tensor, h: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:
         """``x [B, in_dim]`` -> features ``[B, feature_dim]`` (see the module docstring), no recurrent state."""
@@ -118,11 +108,11 @@ class IMMPNet(nn.Module):
         valid = 1.0 - x[:, :s * s].reshape(-1, s, s)[:, self._rows, self._cols]
         valid[:, 0] = 1.0
         if self.intent is None:
-            return torch.cat([self.encoder(x[:, :self.base_dim]), pref, valid], dim=-1), None
+            return torch.cat([self.encoder(x), pref, valid], dim=-1), None
         lg = self.intent_logits(x)
         agents = x[:, s * s:2 * s * s].reshape(-1, s, s)
         occ = expected_occupancy(agents, lg)
-        z = self.encoder(torch.cat([x[:, :self.base_dim], occ.reshape(-1, s * s)], dim=-1))
+        z = self.encoder(torch.cat([x, occ.reshape(-1, s * s)], dim=-1))
         with torch.no_grad():
             risk = move_risk(agents, lg.detach(), occ.detach())
         return torch.cat([z, pref, valid, risk, lg.reshape(len(x), -1)], dim=-1), None
@@ -140,4 +130,4 @@ class IMMPNet(nn.Module):
         return out.masked_fill(~(mask & valid), NEG_INF)
 
     def value(self, c: torch.Tensor) -> torch.Tensor:
-        return self.critic(c[:, :self.base_dim]).squeeze(-1)
+        return self.critic(c).squeeze(-1)
