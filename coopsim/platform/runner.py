@@ -169,7 +169,20 @@ def run_config(
     parts = RunParts(cfg, checkpoint=checkpoint)
     run_dir = Path(run_dir) if run_dir else new_run_dir(cfg.out_dir, cfg.name)
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
+    text = dump_config(cfg)
+    if checkpoint is not None:
+        # the policy that ran is part of the run: named in config.yaml (as the agent's own `checkpoint` param where
+        # it has one, so `coopsim run config.yaml` repeats the evaluation) and in summary.json
+        ck = str(Path(checkpoint).resolve())
+        if "checkpoint" in type(parts.agent.params).model_fields:
+            d = cfg.model_dump(mode="json", exclude_none=True)
+            d.setdefault("agents", {}).setdefault("params", {})["checkpoint"] = ck
+            import yaml
+
+            text = yaml.safe_dump(d, sort_keys=False)
+        text = f"# evaluated with --checkpoint {ck}\n" + text
+        atomic_write_text(run_dir / "checkpoint.txt", ck + "\n")
+    atomic_write_text(run_dir / "config.yaml", text)
     metrics_w = JsonlWriter(run_dir / "metrics.jsonl")
     timing_w = JsonlWriter(run_dir / "timing.jsonl")
     jobs = [(s, e) for s in cfg.seeds for e in range(cfg.episodes)]
@@ -217,6 +230,8 @@ def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | N
         "interrupted": interrupted,
         "metrics": summarize(rows),
     }
+    if (run_dir / "checkpoint.txt").is_file():
+        summary["checkpoint"] = (run_dir / "checkpoint.txt").read_text().strip()
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True))

@@ -113,6 +113,10 @@ def test_train_then_eval_through_the_runner(tmp_path):
     ev = eval_main(cfg, [], str(run / "seed-1" / "policy.pt"))
     rows = read_jsonl(ev / "metrics.jsonl")
     assert len(rows) == 4 and all("soc" in r for r in rows)
+    # the evaluated policy is named in the run directory
+    ck = str((run / "seed-1" / "policy.pt").resolve())
+    assert json.loads((ev / "summary.json").read_text())["checkpoint"] == ck
+    assert (ev / "config.yaml").read_text().startswith(f"# evaluated with --checkpoint {ck}\n")
     # a checkpoint of another architecture is refused, naming the key
     with pytest.raises(ConfigError, match="agents.params.hidden"):
         eval_main(cfg, ["agents.params.hidden=[32]"], str(run / "seed-1" / "policy.pt"))
