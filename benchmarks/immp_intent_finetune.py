@@ -20,13 +20,16 @@ It writes a policy file with the new intent module (every other tensor unchanged
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from coopsim.agents.immp.intent import IGNORE, move_labels, own_displacement, split_obs
 from coopsim.agents.ppo.networks import flatten_obs
+from coopsim.errors import int_at_least
 from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore
 
@@ -67,21 +70,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default="shipped-ppo", help="policy to start from (default: the PPO-trained shipped one)")
     ap.add_argument("--out", required=True, help="policy file to write")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--episodes", type=int, default=12, help="rollout episodes per round")
-    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--rounds", type=int_at_least(1), default=3)
+    ap.add_argument("--episodes", type=int_at_least(1), default=12, help="rollout episodes per round")
+    ap.add_argument("--epochs", type=int_at_least(1), default=6)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--last-move", action="store_true",
                     help="give the intent module each neighbour's last move as input (intent_last_move; the new "
                          "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
-    ap.add_argument("--agents", type=int, nargs="+", default=[24, 48],
+    ap.add_argument("--agents", type=int_at_least(1), nargs="+", default=[24, 48],
                     help="team sizes of the rollout episodes, cycled over episodes (the training config's is 24)")
     ap.add_argument("--densities", type=float, nargs="+", default=[0.2],
                     help="obstacle fractions of the generated maps (0.1..0.3), cycled after each pass over --agents")
-    ap.add_argument("--channels", type=int, default=0,
+    ap.add_argument("--channels", type=int_at_least(0), default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
+    out_dir = Path(a.out).resolve().parent
+    if not out_dir.is_dir() or not os.access(out_dir, os.W_OK):
+        ap.error(f"--out {a.out}: directory {out_dir} does not exist or is not writable (checked before training)")
+    if not 0.1 <= min(a.densities) <= max(a.densities) <= 0.3:
+        ap.error(f"--densities {a.densities}: obstacle fractions must be in [0.1, 0.3]")
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     t0, c0 = time.time(), time.process_time()
@@ -134,4 +142,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from coopsim.errors import run_script
+
+    run_script(lambda argv: main())

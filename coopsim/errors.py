@@ -82,13 +82,21 @@ def int_at_least(minimum: int):
 
 def run_script(main, argv=None):
     """Run a module's ``main(argv)`` as the CLI does: a :class:`CoopsimError` prints its message to stderr and
-    exits with code 2 (no traceback); Ctrl-C exits with 130. For ``python -m coopsim.<...>`` scripts."""
+    exits with code 2 (no traceback), as does a pydantic ``ValidationError`` of a component's parameters (one line per
+    error, naming the key); Ctrl-C exits with 130. For ``python -m coopsim.<...>`` and benchmark scripts."""
     import sys
+
+    from pydantic import ValidationError
 
     try:
         return main(argv)
     except CoopsimError as e:
         print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except ValidationError as e:  # parameters of a component built directly by the script
+        for err in e.errors():
+            key = ".".join(str(x) for x in err.get("loc", ()))
+            print(f"error: {e.title}: key {key!r}: {err.get('msg')}", file=sys.stderr)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
