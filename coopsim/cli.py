@@ -326,8 +326,11 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
     except KeyboardInterrupt as exc:
         code = _interrupt_code()
         where = getattr(exc, "run_dir", None) or "RUN_DIR"
+        import shlex
+
+        again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
         err_console.print(f"{'terminated' if code == 143 else 'interrupted'}: the last checkpoint is kept; continue "
-                          f"with: coopsim train {config} --resume {where}", soft_wrap=True, highlight=False)
+                          f"with: coopsim train {again} --resume {where}", soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 

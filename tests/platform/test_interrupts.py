@@ -79,3 +79,44 @@ def test_sigterm_to_run_keeps_episodes_and_summary(tmp_path):
     assert f"terminated: finished episodes and a valid summary are kept in {d}" in err
     summary = json.loads((d / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["episodes_finished"] >= 1
+
+
+def test_sigint_to_train_prints_a_resume_command_that_works(tmp_path):
+    """The printed `continue with:` line carries the command-line overrides, so running it resumes the run."""
+    import shlex
+
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "ppo" / "linewalk-mappo.yaml"
+    args = [str(cfg), "name=resume-hint", "train.total_env_steps=10000000", f"out_dir={tmp_path}"]
+
+    def start(extra):
+        return subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", *args, *extra], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=ENV)
+
+    def interrupt(p, ck: Path):
+        try:
+            t0 = time.monotonic()
+            while not ck.is_file() and time.monotonic() - t0 < 90:
+                time.sleep(0.3)
+            p.send_signal(signal.SIGINT)
+            return p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+
+    p = start([])
+    t0 = time.monotonic()
+    while not any(tmp_path.iterdir()) and time.monotonic() - t0 < 60:
+        time.sleep(0.2)
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    out, err = interrupt(p, run / "seed-0" / "checkpoint.pt")
+    assert "Traceback" not in out + err
+    line = next(ln for ln in err.splitlines() if "continue with: coopsim train " in ln)
+    again = shlex.split(line.split("continue with: coopsim train ", 1)[1])
+    assert again[:len(args)] == args and again[-2:] == ["--resume", str(run)]
+    steps0 = (run / "seed-0" / "checkpoint.pt").stat().st_mtime
+    p2 = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", *again], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, env=ENV)
+    time.sleep(3)
+    out2, err2 = interrupt(p2, run / "seed-0" / "checkpoint.pt")
+    assert "error" not in err2.lower().split("continue with")[0], err2
+    assert "continue with:" in err2 and (run / "seed-0" / "checkpoint.pt").stat().st_mtime >= steps0
