@@ -134,3 +134,6 @@ def test_last_move_intent_checkpoint_round_trip(tmp_path):
     assert c.params.intent_channels == 32 and c.net.intent.body[0].in_channels == 9
     x = torch.rand(6, c.net.in_dim)
     assert torch.equal(a.net.intent_logits(x), c.net.intent_logits(x))
+    # asking explicitly for another width than the file's is a config error naming the key
+    with pytest.raises(ConfigError, match="intent_channels"):
+        registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path), intent_channels=16)

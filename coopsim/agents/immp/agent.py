@@ -319,8 +319,14 @@ class IMMPAgent(PPOAgent):
                 raise ConfigError(f"checkpoint was trained with {key}={ck['params'].get(key)!r}; the config says "
                                   f"{self.params.model_dump().get(key)!r}", file=str(path), key=f"agents.params.{key}")
         if self.net.intent is not None:   # the intent module's width and inputs are details of the file: follow it
-            self.replace_intent(int(ck["params"].get("intent_channels", self.params.intent_channels)),
-                                bool(ck["params"].get("intent_last_move", False)))
+            file_arch = {"intent_channels": int(ck["params"].get("intent_channels", self.params.intent_channels)),
+                         "intent_last_move": bool(ck["params"].get("intent_last_move", False))}
+            for key, v in file_arch.items():   # unless the config asks for something else explicitly
+                if key in self.params.model_fields_set and getattr(self.params, key) != v:
+                    raise ConfigError(f"checkpoint was trained with {key}={v!r}; the config says "
+                                      f"{getattr(self.params, key)!r} (leave it unset to use the file's)",
+                                      file=str(path), key=f"agents.params.{key}")
+            self.replace_intent(file_arch["intent_channels"], file_arch["intent_last_move"])
         self.net.load_state_dict(ck["net"])
         self.value_norm.load_state_dict(ck["value_norm"])
 
