@@ -12,6 +12,7 @@ scenario seeds 0, 1, 2.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
@@ -208,19 +209,42 @@ def run_config(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        metrics_w.close()
-        timing_w.close()
-        parts.close()
-        write_summary(run_dir, interrupted=interrupted, wall_s=time.perf_counter() - started)
-        try:
-            from coopsim.platform.report import plot_run
+        with _sigint_deferred() as late:   # a second Ctrl-C while the results are written waits for them
+            metrics_w.close()
+            timing_w.close()
+            parts.close()
+            write_summary(run_dir, interrupted=interrupted, wall_s=time.perf_counter() - started)
+            try:
+                from coopsim.platform.report import plot_run
 
-            plot_run(run_dir)
-        except Exception as exc:  # plotting never loses results
-            (run_dir / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+                plot_run(run_dir)
+            except Exception as exc:  # plotting never loses results
+                (run_dir / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+        interrupted = interrupted or late[0]
     if interrupted:
         raise RunInterrupted(run_dir)
     return run_dir
+
+
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold SIGINT while the block runs (main thread only); yields ``[arrived]``, True if one came meanwhile."""
+    import signal
+    import threading
+
+    late = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield late
+        return
+
+    def hold(signum, frame):
+        late[0] = True
+
+    old = signal.signal(signal.SIGINT, hold)
+    try:
+        yield late
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None) -> dict:
