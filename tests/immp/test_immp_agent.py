@@ -137,3 +137,17 @@ def test_last_move_intent_checkpoint_round_trip(tmp_path):
     # asking explicitly for another width than the file's is a config error naming the key
     with pytest.raises(ConfigError, match="intent_channels"):
         registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path), intent_channels=16)
+
+
+def test_shipped_seed_directory_loads_the_variant_policy():
+    from coopsim.agents.immp.agent import SHIPPED_CHECKPOINT
+
+    d = SHIPPED_CHECKPOINT.parent / "seed-1"
+    core = MGMAPFCore(1, map="random", random_size=[17, 17], num_agents=4, num_goals=3, obs_radius=3)
+    a = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(d))
+    b = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(d / "immp-v0.pt"))
+    c = registry.make_component("agent", "mapf/dppo-v0", core, checkpoint=str(d))
+    e = registry.make_component("agent", "mapf/dppo-v0", core, checkpoint=str(d / "dppo-v0.pt"))
+    for x, y in ((a, b), (c, e)):
+        for k, v in x.net.state_dict().items():
+            assert torch.equal(v, y.net.state_dict()[k]), k

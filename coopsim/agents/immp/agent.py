@@ -295,7 +295,8 @@ class IMMPAgent(PPOAgent):
                 "net": self.net.state_dict(), "value_norm": self.value_norm.state_dict(), "comm": None}
 
     def load(self, path: str | Path) -> None:
-        """Read a policy written by :meth:`save` (or a training ``checkpoint.pt`` / seed directory).
+        """Read a policy written by :meth:`save` (or a training ``checkpoint.pt`` / seed directory, or a shipped
+        ``checkpoints/seed-<s>/`` directory: its ``immp-v0.pt``, or ``dppo-v0.pt`` for an agent without intents).
 
         Raises:
             ConfigError: not an IMMP policy, or a different window / waypoint width / architecture.
@@ -303,8 +304,9 @@ class IMMPAgent(PPOAgent):
         from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, load_checkpoint
 
         path = Path(path)
-        if path.is_dir():
-            path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
+        if path.is_dir():   # a training seed directory, or a shipped one (checkpoints/seed-<s>/)
+            shipped = path / (SHIPPED_CHECKPOINT.name if self.params.intent else SHIPPED_BASELINE.name)
+            path = next((q for q in (path / POLICY_NAME, shipped) if q.is_file()), path / CHECKPOINT_NAME)
         ck = load_checkpoint(path)
         if isinstance(ck, dict) and "trainer" in ck:
             ck = ck["trainer"]["policy"]
