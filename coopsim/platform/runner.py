@@ -175,13 +175,11 @@ def run_config(
         # the policy that ran is part of the run: named in config.yaml (as the agent's own `checkpoint` param where
         # it has one, so `coopsim run config.yaml` repeats the evaluation) and in summary.json
         ck = str(Path(checkpoint).resolve())
+        shown = cfg
         if "checkpoint" in type(parts.agent.params).model_fields:
-            d = cfg.model_dump(mode="json", exclude_none=True)
-            d.setdefault("agents", {}).setdefault("params", {})["checkpoint"] = ck
-            import yaml
-
-            text = yaml.safe_dump(d, sort_keys=False)
-        text = f"# evaluated with --checkpoint {ck}\n" + text
+            agents = cfg.agents.model_copy(update={"params": {**cfg.agents.params, "checkpoint": ck}})
+            shown = cfg.model_copy(update={"agents": agents})
+        text = f"# evaluated with --checkpoint {ck}\n" + dump_config(shown)
         atomic_write_text(run_dir / "checkpoint.txt", ck + "\n")
     atomic_write_text(run_dir / "config.yaml", text)
     metrics_w = JsonlWriter(run_dir / "metrics.jsonl")

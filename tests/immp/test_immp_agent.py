@@ -119,7 +119,7 @@ def test_last_move_intent_checkpoint_round_trip(tmp_path):
 
     core = MGMAPFCore(1, map="random", random_size=[17, 17], num_agents=4, num_goals=3, obs_radius=3)
     a = registry.make_component("agent", "mapf/immp-v0", core)
-    a.enable_intent_last_move()
+    a.replace_intent(a.params.intent_channels, True)
     path = tmp_path / "p.pt"
     a.save(path)
     b = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path))

@@ -351,10 +351,6 @@ class IMMPAgent(PPOAgent):
             self.net.intent = cur.with_last_move() if last_move else IntentNet(channels)
         self.params = self.params.model_copy(update={"intent_last_move": bool(last_move), "intent_channels": int(channels)})
 
-    def enable_intent_last_move(self) -> None:
-        """:meth:`replace_intent` keeping the width, with the last-move input."""
-        self.replace_intent(self.net.intent.body[0].out_channels if self.net.intent is not None else 0, True)
-
     # --- training ---------------------------------------------------------------------------------
     @classmethod
     def make_trainer(cls, agent: "IMMPAgent", train: PPOTrainConfig, seed: int, *, channel=None, file: str | None = None):
