@@ -100,25 +100,38 @@ def test_sigint_to_train_prints_a_resume_command_that_works(tmp_path):
         return subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", *args, *extra], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=ENV)
 
-    def interrupt(p, ck: Path):
+    def interrupt(p, ck: Path, newer_than: float = -1.0):
+        """SIGINT once ``ck`` was written after ``newer_than`` (mtime), i.e. the trainer is in its loop."""
         t0 = time.monotonic()
-        while not ck.is_file() and time.monotonic() - t0 < 90 and p.poll() is None:
+        while not (ck.is_file() and ck.stat().st_mtime > newer_than) and time.monotonic() - t0 < 120 \
+                and p.poll() is None:
             time.sleep(0.3)
         return _signal_and_wait(p, signal.SIGINT)
 
-    p = start([])
-    t0 = time.monotonic()
-    while not any(tmp_path.iterdir()) and time.monotonic() - t0 < 60:
-        time.sleep(0.2)
-    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
-    out, err = interrupt(p, run / "seed-0" / "checkpoint.pt")
-    assert p.returncode == 130 and "Traceback" not in out + err, err
-    line = next(ln for ln in err.splitlines() if "continue with: coopsim train " in ln)
-    again = shlex.split(line.split("continue with: coopsim train ", 1)[1])
-    assert again[:len(args)] == args and again[-2:] == ["--resume", str(run)]
-    # the printed command resumes (the old hint, without the overrides, exited 2 with "error: ... key 'name'")
-    p2 = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", *again], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, env=ENV)
-    time.sleep(3)
-    out2, err2 = interrupt(p2, run / "seed-0" / "checkpoint.pt")
-    assert p2.returncode == 130 and "error:" not in err2 and "continue with:" in err2, err2
+    procs = []
+    try:
+        p = start([])
+        procs.append(p)
+        t0 = time.monotonic()
+        while not any(tmp_path.iterdir()) and time.monotonic() - t0 < 60:
+            time.sleep(0.2)
+        (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+        ck = run / "seed-0" / "checkpoint.pt"
+        out, err = interrupt(p, ck)
+        assert p.returncode == 130 and "Traceback" not in out + err, err
+        line = next(ln for ln in err.splitlines() if "continue with: coopsim train " in ln)
+        again = shlex.split(line.split("continue with: coopsim train ", 1)[1])
+        assert again[:len(args)] == args and again[-2:] == ["--resume", str(run)]
+        # the printed command resumes and writes a newer checkpoint (the old hint, without the overrides, exited 2
+        # with "error: ... key 'name'")
+        m0 = ck.stat().st_mtime
+        p2 = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", *again], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=ENV)
+        procs.append(p2)
+        out2, err2 = interrupt(p2, ck, newer_than=m0)
+        assert p2.returncode == 130 and "error:" not in err2 and "continue with:" in err2, err2
+        assert ck.stat().st_mtime > m0
+    finally:
+        for q in procs:
+            if q.poll() is None:
+                q.kill()
