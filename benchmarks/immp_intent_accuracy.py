@@ -52,11 +52,10 @@ def accuracy(a, checkpoint: str):
             x = agent.actor_input(flat)
             with torch.no_grad():
                 logits = agent.net.intent_logits(x.reshape(-1, x.shape[-1]))
-                if a.no_cs_pibt:
-                    feat, _ = agent.net.features(x.reshape(-1, x.shape[-1]))
-                    masks = torch.as_tensor(core.action_masks()).reshape(-1, 5)
-                    act = torch.distributions.Categorical(logits=agent.net.logits(feat, masks)).sample().reshape(1, -1).numpy()
-            if not a.no_cs_pibt:
+            if a.no_cs_pibt:   # the policy's own (seeded) samples
+                pol, _, _ = agent.masked_logits(x)
+                act = torch.multinomial(torch.softmax(pol, -1), 1, generator=agent._gen).reshape(1, -1).numpy()
+            else:
                 act = agent.decide(x)                           # IMMP's low level: CS-PIBT on the same input
             res = core.step(act)
             o0 = torch.as_tensor(flat).reshape(-1, flat.shape[-1])

@@ -42,7 +42,9 @@ def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, a
         density = densities[(ep // len(agents)) % len(densities)]
         core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=density, num_agents=n, num_goals=k,
                           goal_order="free", conflicts="block", obs_radius=3, max_steps=128)
-        agent = registry.make_component("agent", "mapf/immp-v0", core, **agent_params)
+        # with a state to load, the checkpoint file is not read again for every episode
+        params = {k: v for k, v in agent_params.items() if k != "checkpoint"} if state is not None else agent_params
+        agent = registry.make_component("agent", "mapf/immp-v0", core, **params)
         if intent is not None:
             agent.replace_intent(*intent)
         if state is not None:
@@ -102,7 +104,6 @@ def main() -> None:
     net = probe.net
     opt = torch.optim.Adam(net.intent.parameters(), lr=a.lr)
     X, Y = [], []
-    env_steps = 0
     for r in range(a.rounds):
         # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
         # rolls out with the checkpoint's own module

@@ -26,6 +26,9 @@ def test_largest_valid_minibatches_builds():
     most = trainer.core.num_envs * 8 * trainer.core.num_agents // 2
     cfg = load_config(CFG, ["train.num_envs=4", "train.rollout_steps=8", f"train.minibatches={most}"])
     build_trainer(cfg, 0, file=CFG)
+    cfg = load_config(CFG, ["train.num_envs=4", "train.rollout_steps=8", f"train.minibatches={most + 1}"])
+    with pytest.raises(ConfigError, match=rf"invalid value {most + 1}"):
+        build_trainer(cfg, 0, file=CFG)
 
 
 def test_cli_exit_2_and_no_run_dir(tmp_path):
