@@ -35,12 +35,15 @@ from coopsim.scenarios.mapf import MGMAPFCore
 
 
 def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
-            intent: tuple[int, bool] | None = None, densities: tuple[float, ...] = (0.2,)):
+            intent: tuple[int, bool] | None = None, densities: tuple[float, ...] = (0.2,),
+            styles: tuple[str, ...] = ("cells",)):
     xs, labs = [], []
     for ep in range(episodes):
         n = agents[ep % len(agents)]
         density = densities[(ep // len(agents)) % len(densities)]
-        core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=density, num_agents=n, num_goals=k,
+        style = styles[(ep // len(agents)) % len(styles)]
+        core = MGMAPFCore(1, map="random", random_size=[17, 32], random_density=density, random_style=style,
+                          num_agents=n, num_goals=k,
                           goal_order="free", conflicts="block", obs_radius=3, max_steps=128)
         # with a state to load, the checkpoint file is not read again for every episode
         params = {k: v for k, v in agent_params.items() if k != "checkpoint"} if state is not None else agent_params
@@ -84,6 +87,9 @@ def main() -> None:
                     help="team sizes of the rollout episodes, cycled over episodes (the training config's is 24)")
     ap.add_argument("--densities", type=float, nargs="+", default=[0.2],
                     help="obstacle fractions of the generated maps (0.1..0.3), cycled after each pass over --agents")
+    ap.add_argument("--styles", nargs="+", choices=["cells", "bars"], default=["cells"],
+                    help="generated map styles (scenario random_style: scattered cells, or straight bars that leave "
+                         "corridors), cycled after each pass over --agents")
     ap.add_argument("--channels", type=int_at_least(0), default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
@@ -108,7 +114,8 @@ def main() -> None:
         # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
         # rolls out with the checkpoint's own module
         state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move))
-        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch, tuple(a.densities))
+        x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch, tuple(a.densities),
+                       tuple(a.styles))
         X.append(x)
         Y.append(y)
         xa, ya = torch.cat(X), torch.cat(Y)
@@ -135,7 +142,7 @@ def main() -> None:
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
                              "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
-                             "maps": f"generated random 17-32, density {'/'.join(map(str, a.densities))}, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
+                             "maps": f"generated random 17-32, style {'/'.join(a.styles)}, density {'/'.join(map(str, a.densities))}, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 
     atomic_save(ck, a.out)

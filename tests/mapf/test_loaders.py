@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from coopsim.errors import ConfigError, MapFormatError
-from coopsim.scenarios.mapf.generator import random_map
+from coopsim.scenarios.mapf.generator import random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import (DATA_DIR, load_map, load_scen, octile_distances, octile_pair_distances,
                                             resolve_map, resolve_scen, shipped_maps, shipped_scens)
@@ -191,11 +191,39 @@ def test_random_maps_are_connected_with_exact_density(seed, size, density):
     assert not np.array_equal(random_map(seed + 100, size, density).blocked, md.blocked)
 
 
+@pytest.mark.parametrize("seed,size,density", [(0, 17, 0.1), (1, (20, 32), 0.2), (2, 32, 0.3), (3, (32, 17), 0.3)])
+def test_random_bar_maps_are_connected_with_exact_density_and_corridors(seed, size, density):
+    md = random_bars_map(seed, size, density)
+    h, w = (size, size) if isinstance(size, int) else size
+    assert md.blocked.shape == (h, w) and md.name == f"generated-bars-{h}-{w}-{round(100 * density)}"
+    assert int(md.blocked.sum()) == round(density * h * w)
+    labels = components(md.blocked)
+    assert labels.max() == 0 and (labels[~md.blocked] == 0).all()
+    assert np.array_equal(random_bars_map(seed, size, density).blocked, md.blocked)
+    # bars: over half the obstacles are the middle cell of three in a row or column; scattered cells: few
+    def straight3(b):
+        p = np.pad(b, 1)
+        return float((b & ((p[1:-1, :-2] & p[1:-1, 2:]) | (p[:-2, 1:-1] & p[2:, 1:-1]))).sum() / b.sum())
+    assert straight3(md.blocked) > 0.5 > 0.35 > straight3(random_map(seed, size, density).blocked)
+
+
+def test_random_map_style_reaches_the_scenario():
+    from coopsim.scenarios.mapf import MGMAPFCore
+    core = MGMAPFCore(1, map="random", random_size=[20, 20], random_style="bars", num_agents=4, num_goals=2)
+    core.reset(seed=5)
+    assert core.map_data(0).name == "generated-bars-20-20-20"
+    core = MGMAPFCore(1, map="random", random_size=[20, 20], num_agents=4, num_goals=2)
+    core.reset(seed=5)
+    assert core.map_data(0).name == "generated-20-20-20"
+
+
 def test_random_map_rejects_bad_ranges():
     with pytest.raises(ConfigError, match=r"density must be in \[0.1, 0.3\]; got 0.35"):
         random_map(0, 20, 0.35)
     with pytest.raises(ConfigError, match=r"size must be in \[4, 512\]"):
         random_map(0, 2, 0.2)
+    with pytest.raises(ConfigError, match=r"bar length must be >= 2 cells; got max_len=1"):
+        random_bars_map(0, 20, 0.2, max_len=1)
 
 
 def test_octile_pair_distances_bound_and_no_bound_agree():

@@ -71,6 +71,7 @@ Arguments (:class:`MGMAPFParams`):
     scen             None                  scen index 1..25 or path; None: ``(seed + env) % 25 + 1``
     random_size      (17, 32)              ``map=random``: side length range (cells, 4..512)
     random_density   0.2                   ``map=random``: obstacle fraction (0.1..0.3)
+    random_style     ``cells``             ``map=random``: ``cells`` (scattered cells) or ``bars`` (straight bars)
     num_agents       64                    N (1..8192; at most the scen file's rows)
     num_goals        3                     K goals per agent (1..32)
     goal_order       ``free``              ``free`` (any order, MG-MAPF) or ``fixed`` (given sequence)
@@ -106,7 +107,7 @@ from pydantic import Field, field_validator, model_validator
 from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
 from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
-from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_map
+from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
 from coopsim.scenarios.mapf.metrics import tour_lower_bound
@@ -128,6 +129,9 @@ class MGMAPFParams(ScenarioParams):
     random_size: tuple[int, int] = Field((17, 32), description="map='random': side length range [lo, hi] in cells, 4..512")
     random_density: float = Field(0.2, ge=MIN_DENSITY, le=MAX_DENSITY,
                                   description="map='random': obstacle fraction, 0.1..0.3")
+    random_style: Literal["cells", "bars"] = Field("cells", description="map='random': 'cells' (obstacles scattered "
+                                                   "cell by cell, MovingAI random-* style) or 'bars' (straight 1-cell "
+                                                   "bars of 2..8 cells, which leave corridors)")
     num_agents: int = Field(64, ge=1, le=8192, description="agents N, 1..8192")
     num_goals: int = Field(3, ge=1, le=32, description="goals per agent K, 1..32 (exact free-order LB for K <= 10)")
     goal_order: Literal["fixed", "free"] = Field("free", description="'fixed': visit goals in the given order; "
@@ -571,7 +575,7 @@ class MGMAPFCore(ScenarioCore):
         if p.map == "random":
             lo, hi = p.random_size
             side = (int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1)))
-            md = random_map(rng, side, p.random_density)
+            md = (random_bars_map if p.random_style == "bars" else random_map)(rng, side, p.random_density)
             s, g = random_instance(md, p.num_agents, p.num_goals, rng)
             return md, s, g, None
         md = _cached_map(self._map_path)
