@@ -108,15 +108,15 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         checkpoint: Optional[Path] = typer.Option(None, help="load agent parameters from this file"),
         progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
-    from coopsim.platform.config import check_buildable, load_config
+    from coopsim.platform.config import load_config
     from coopsim.platform.report import load_run, summary_table
     from coopsim.platform.runner import run_config
 
     try:
         cfg = load_config(config, overrides or [])
-        check_buildable(cfg, file=str(config))  # an agent/scenario mismatch fails here, before a run dir exists
-        with _sigterm_as_interrupt():
-            run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress)
+        with _sigterm_as_interrupt():  # an agent/scenario mismatch fails in run_config, before a run dir exists
+            run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress,
+                                 file=str(config))
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:

@@ -187,67 +187,24 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
 
 
 def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
-    """Build every component and reset the scenario with each seed's first episode seed.
+    """Build every component and reset the scenario with each seed's first episode seed, then let the agent
+    act once and the scenario step once with its joint action.
 
     Catches what only construction reveals (a bad map or scen file, more agents than a scen file
-    has rows) before a run or a sweep starts.
+    has rows, an agent built for another scenario family) before a sweep starts or without running
+    (``coopsim validate``); ``run_config`` makes the same checks on the components it runs.
 
     Raises:
         CoopsimError: the first problem, as the run would report it.
     """
-    from coopsim.platform.runner import RunParts
+    from coopsim.platform.runner import RunParts, check_first_step, check_resets
 
     parts = RunParts(cfg)
     try:
-        try:
-            for s in cfg.seeds:
-                parts.scenario.reset(seed=s * cfg.episodes)
-        except (ValueError, KeyError, IndexError) as exc:
-            if isinstance(exc, CoopsimError):
-                raise
-            raise ConfigError(f"the scenario cannot be built with these params: {exc}", file=file,
-                              key="scenario.params") from None
-        _check_one_step(parts, cfg, file=file)
+        check_resets(parts.scenario, cfg, file=file)
+        check_first_step(parts, cfg, file=file)
     finally:
         parts.close()
-
-
-def _check_one_step(parts, cfg: RunConfig, *, file: str | None = None) -> None:
-    """The agent acts once on the first seed's first reset, its joint action is checked against the
-    scenario's action space, and the scenario steps once with it: an agent built for another scenario
-    family fails here, with a message, instead of deep inside the run.
-
-    Raises:
-        ConfigError: key ``agents.id``; the agent raised, returned a joint action of the wrong shape, or
-            actions outside ``Discrete(n)``; or the scenario could not step with it.
-    """
-    import numpy as np
-
-    sc, seed = parts.scenario, cfg.seeds[0] * cfg.episodes
-    what = f"agent '{cfg.agents.id}' cannot act on scenario '{cfg.scenario.id}'"
-    try:
-        obs = sc.reset(seed=seed)
-        parts.agent.reset(seed)
-        actions, _ = parts.agent.act(obs, None)
-    except CoopsimError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
-        raise ConfigError(f"{what}: its first act() raised {type(exc).__name__}: {exc}", file=file, key="agents.id",
-                          value=cfg.agents.id) from None
-    from coopsim.platform.runner import joint_action_problem
-
-    a = np.asarray(actions)
-    n = int(getattr(sc.action_space, "n", 0) or 0)
-    problem = joint_action_problem(a, n, sc.num_envs, sc.num_agents, 0) if n else None  # the runner's own check
-    if problem:
-        raise ConfigError(f"{what}: {problem}", file=file, key="agents.id", value=cfg.agents.id)
-    try:
-        sc.step(a)
-    except CoopsimError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"{what}: the scenario could not step with its joint action ({type(exc).__name__}: "
-                          f"{exc})", file=file, key="agents.id", value=cfg.agents.id) from None
 
 
 def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "") -> None:

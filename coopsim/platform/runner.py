@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from coopsim.errors import ConfigError
+from coopsim.errors import ConfigError, CoopsimError
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
@@ -81,7 +81,7 @@ def play_episode(core, agent, seed: int) -> dict[str, float]:
 
 def joint_action_problem(actions: np.ndarray, n: int, num_envs: int, num_agents: int, t: int) -> str | None:
     """What is wrong with ``actions`` as an integer ``[num_envs, num_agents]`` joint action in ``0..n-1`` at step
-    ``t``, or None when it is valid (the runner's per-step check; ``check_buildable`` asks it before a run)."""
+    ``t``, or None when it is valid (the runner's per-step check; :class:`FirstStep` names the agent with it)."""
     a = np.asarray(actions)
     if a.shape == (num_envs, num_agents) and np.issubdtype(a.dtype, np.integer) and a.min() >= 0 and a.max() < n:
         return None
@@ -90,8 +90,90 @@ def joint_action_problem(actions: np.ndarray, n: int, num_envs: int, num_agents:
             f"(Discrete({n})), shape ({num_envs}, {num_agents})")
 
 
-def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
-    """Run one episode to its end; returns its metrics and the scenario's replay arrays (or None)."""
+class FirstStep:
+    """The one-step check of a run: the agent's first ``act()`` and the scenario's first ``step()`` with its joint
+    action, so that an agent built for another scenario family fails with a message instead of deep inside the run.
+
+    :func:`run_episode` applies it to the first step of a run's first episode, so nothing is built or played
+    twice; :func:`check_first_step` applies it alone (``coopsim validate``, ``coopsim sweep``).
+
+    Args:
+        cfg: the run config (its agent and scenario ids are named in the messages).
+        file: the config file, named in the messages.
+        passed: called once the checked step went through (the runner makes the run directory there).
+    """
+
+    def __init__(self, cfg: RunConfig, *, file: str | None = None, passed: Callable[[], None] | None = None):
+        self.what = f"agent '{cfg.agents.id}' cannot act on scenario '{cfg.scenario.id}'"
+        self.file, self.agent_id, self.passed = file, cfg.agents.id, passed
+
+    def error(self, detail: str) -> ConfigError:
+        """A ConfigError, key ``agents.id``: the agent cannot act on the scenario, because of ``detail``."""
+        return ConfigError(f"{self.what}: {detail}", file=self.file, key="agents.id", value=self.agent_id)
+
+    def act_failed(self, exc: Exception) -> ConfigError:
+        return self.error(f"its first act() raised {type(exc).__name__}: {exc}")
+
+    def step_failed(self, exc: Exception) -> ConfigError:
+        return self.error(f"the scenario could not step with its joint action ({type(exc).__name__}: {exc})")
+
+
+def check_resets(scenario, cfg: RunConfig, *, file: str | None = None) -> None:
+    """Reset ``scenario`` with each seed's first episode seed: catches what only a reset reveals (a bad map or
+    scen file, more agents than a scen file has rows).
+
+    Raises:
+        ConfigError: key ``scenario.params``; the reset raised ValueError, KeyError or IndexError.
+    """
+    try:
+        for s in cfg.seeds:
+            scenario.reset(seed=s * cfg.episodes)
+    except (ValueError, KeyError, IndexError) as exc:
+        if isinstance(exc, CoopsimError):
+            raise
+        raise ConfigError(f"the scenario cannot be built with these params: {exc}", file=file,
+                          key="scenario.params") from None
+
+
+def check_first_step(parts: RunParts, cfg: RunConfig, *, file: str | None = None) -> None:
+    """The agent acts once on the first seed's first reset, its joint action is checked against the
+    scenario's action space, and the scenario steps once with it (the :class:`FirstStep` check, on its own).
+
+    Raises:
+        ConfigError: key ``agents.id``; the agent raised, returned a joint action of the wrong shape, or
+            actions outside ``Discrete(n)``; or the scenario could not step with it.
+    """
+    check = FirstStep(cfg, file=file)
+    sc, seed = parts.scenario, cfg.seeds[0] * cfg.episodes
+    try:
+        obs = sc.reset(seed=seed)
+        parts.agent.reset(seed)
+        actions, _ = parts.agent.act(obs, None)
+    except CoopsimError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
+        raise check.act_failed(exc) from None
+    a = np.asarray(actions)
+    n = int(getattr(sc.action_space, "n", 0) or 0)
+    problem = joint_action_problem(a, n, sc.num_envs, sc.num_agents, 0) if n else None  # the runner's own check
+    if problem:
+        raise check.error(problem)
+    try:
+        sc.step(a)
+    except CoopsimError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise check.step_failed(exc) from None
+
+
+def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None = None
+                ) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
+    """Run one episode to its end; returns its metrics and the scenario's replay arrays (or None).
+
+    With ``check`` (a run's first episode), a failure of the first ``act()`` or ``step()``, or an invalid first
+    joint action, is the :class:`FirstStep` ConfigError (key ``agents.id``), and ``check.passed()`` is called once
+    the first step went through.
+    """
     sc, agent, channel, shield = parts.scenario, parts.agent, parts.channel, parts.shield
     obs = sc.reset(seed=episode_seed)
     agent.reset(episode_seed)
@@ -106,17 +188,30 @@ def run_episode(parts: RunParts, episode_seed: int) -> tuple[dict[str, float], d
     terms: dict[str, float] = {}
     n_actions = int(getattr(sc.action_space, "n", 0) or 0)
     while True:
-        actions, outgoing = agent.act(obs, inbox)
+        first = check is not None and t == 0
+        try:
+            actions, outgoing = agent.act(obs, inbox)
+        except Exception as exc:  # noqa: BLE001 - on the checked step any failure of a foreign agent is a mismatch
+            if not first or isinstance(exc, CoopsimError):
+                raise
+            raise check.act_failed(exc) from None
         problem = joint_action_problem(actions, n_actions, sc.num_envs, sc.num_agents, t) if n_actions else None
         if problem:
-            raise ConfigError(problem, key="agents.id")
+            raise check.error(problem) if first else ConfigError(problem, key="agents.id")
         safety_state = sc.constraints() if shield.needs_state else None
         safe, cert = shield.filter(safety_state, actions)
         interventions += int(np.count_nonzero(cert.changed))
         certified_steps += int(np.count_nonzero(cert.certified))
         channel.send(t, outgoing)
         alive_before = sc.alive.copy()
-        res = sc.step(safe)
+        try:
+            res = sc.step(safe)
+        except Exception as exc:  # noqa: BLE001
+            if not first or isinstance(exc, CoopsimError):
+                raise
+            raise check.step_failed(exc) from None
+        if first and check.passed is not None:
+            check.passed()
         inbox = channel.deliver(t + 1)
         feedback = channel.feedback(t + 1)
         if feedback is not None:
@@ -158,70 +253,89 @@ def run_config(
     run_dir: Path | None = None,
     progress: bool = True,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
+    file: str | None = None,
 ) -> Path:
     """Run every episode of every seed of ``cfg`` and write a run directory.
 
+    Each component is built once. Before anything is written, the scenario is reset with each seed's first
+    episode seed (:func:`check_resets`) and the first step of the first episode is checked (:class:`FirstStep`):
+    a config that cannot run fails with a ConfigError naming ``file`` and leaves no run directory.
+
     Returns the run directory. On ``KeyboardInterrupt`` the finished episodes are kept, the summary
-    is written (``"interrupted": true``) and the interrupt is re-raised.
+    is written (``"interrupted": true``) and the interrupt is re-raised (as :class:`RunInterrupted` once the
+    run directory exists).
 
     Raises:
-        ConfigError, RegistryError: invalid components or params (before anything runs).
+        ConfigError, RegistryError: invalid components or params, or an agent that cannot act on the scenario
+            (before the run directory exists).
     """
     parts = RunParts(cfg, checkpoint=checkpoint)
-    run_dir = Path(run_dir) if run_dir else new_run_dir(cfg.out_dir, cfg.name)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    text = dump_config(cfg)
-    if checkpoint is not None:
-        # the policy that ran is part of the run: named in config.yaml (as the agent's own `checkpoint` param where
-        # it has one, so `coopsim run config.yaml` repeats the evaluation) and in summary.json
-        ck = str(Path(checkpoint).resolve())
-        shown = cfg
-        if "checkpoint" in type(parts.agent.params).model_fields:
-            agents = cfg.agents.model_copy(update={"params": {**cfg.agents.params, "checkpoint": ck}})
-            shown = cfg.model_copy(update={"agents": agents})
-        text = f"# evaluated with --checkpoint {ck}\n" + dump_config(shown)
-        atomic_write_text(run_dir / "checkpoint.txt", ck + "\n")
-    atomic_write_text(run_dir / "config.yaml", text)
-    metrics_w = JsonlWriter(run_dir / "metrics.jsonl")
-    timing_w = JsonlWriter(run_dir / "timing.jsonl")
     jobs = [(s, e) for s in cfg.seeds for e in range(cfg.episodes)]
-    interrupted = False
-    started = time.perf_counter()
     bar = _progress(progress)
+    shown_bar = contextlib.ExitStack()
+    run: dict[str, Any] = {}  # the run directory and its writers, once the first step went through
+
+    def open_run() -> None:
+        d = Path(run_dir) if run_dir else new_run_dir(cfg.out_dir, cfg.name)
+        d.mkdir(parents=True, exist_ok=True)
+        text = dump_config(cfg)
+        if checkpoint is not None:
+            # the policy that ran is part of the run: named in config.yaml (as the agent's own `checkpoint` param
+            # where it has one, so `coopsim run config.yaml` repeats the evaluation) and in summary.json
+            ck = str(Path(checkpoint).resolve())
+            shown = cfg
+            if "checkpoint" in type(parts.agent.params).model_fields:
+                agents = cfg.agents.model_copy(update={"params": {**cfg.agents.params, "checkpoint": ck}})
+                shown = cfg.model_copy(update={"agents": agents})
+            text = f"# evaluated with --checkpoint {ck}\n" + dump_config(shown)
+            atomic_write_text(d / "checkpoint.txt", ck + "\n")
+        atomic_write_text(d / "config.yaml", text)
+        run.update(dir=d, metrics=JsonlWriter(d / "metrics.jsonl"), timing=JsonlWriter(d / "timing.jsonl"),
+                   started=time.perf_counter())
+        shown_bar.enter_context(bar)
+        run["task"] = bar.add_task(f"{cfg.name}", total=len(jobs))
+
+    check = FirstStep(cfg, file=file, passed=open_run)
+    interrupted = False
     try:
-        with bar:
-            task = bar.add_task(f"{cfg.name}", total=len(jobs))
-            for seed, ep in jobs:
+        with shown_bar:
+            check_resets(parts.scenario, cfg, file=file)
+            for i, (seed, ep) in enumerate(jobs):
                 ep_seed = seed * cfg.episodes + ep
                 t0 = time.perf_counter()
-                metrics, replay = run_episode(parts, ep_seed)
+                metrics, replay = run_episode(parts, ep_seed, check=None if i else check)
                 row = {"seed": seed, "episode": ep, "episode_seed": ep_seed, **metrics}
                 if replay is not None:
-                    atomic_savez(run_dir / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
-                metrics_w.write(row)
-                timing_w.write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6),
-                                **parts.agent.episode_timings()})
+                    atomic_savez(run["dir"] / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
+                run["metrics"].write(row)
+                run["timing"].write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6),
+                                     **parts.agent.episode_timings()})
                 if on_episode:
                     on_episode(row)
-                bar.update(task, advance=1, description=_bar_text(cfg.name, row))
+                bar.update(run["task"], advance=1, description=_bar_text(cfg.name, row))
     except KeyboardInterrupt:
+        if not run:  # before the first step went through: nothing was written, nothing to keep
+            raise
         interrupted = True
     finally:
-        with _sigint_deferred() as late:   # a second Ctrl-C while the results are written waits for them
-            metrics_w.close()
-            timing_w.close()
+        if not run:
             parts.close()
-            write_summary(run_dir, interrupted=interrupted, wall_s=time.perf_counter() - started)
-            try:
-                from coopsim.platform.report import plot_run
+        else:
+            with _sigint_deferred() as late:   # a second Ctrl-C while the results are written waits for them
+                run["metrics"].close()
+                run["timing"].close()
+                parts.close()
+                write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"])
+                try:
+                    from coopsim.platform.report import plot_run
 
-                plot_run(run_dir)
-            except Exception as exc:  # plotting never loses results
-                (run_dir / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
-        interrupted = interrupted or late[0]
+                    plot_run(run["dir"])
+                except Exception as exc:  # plotting never loses results
+                    (run["dir"] / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+            interrupted = interrupted or late[0]
     if interrupted:
-        raise RunInterrupted(run_dir)
-    return run_dir
+        raise RunInterrupted(run["dir"])
+    return run["dir"]
 
 
 @contextlib.contextmanager

@@ -158,4 +158,4 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
                           file=str(checkpoint))
     from coopsim.platform.runner import run_config
 
-    return Path(run_config(cfg, checkpoint=checkpoint, progress=progress))
+    return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path)))
