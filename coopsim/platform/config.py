@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from coopsim.errors import ConfigError, CoopsimError
 from coopsim.platform import registry
+from coopsim.platform.registry import reject_bools  # the params check's; re-exported for the train: section
 
 
 class ComponentConfig(BaseModel):
@@ -205,29 +206,6 @@ def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
         check_first_step(parts, cfg, file=file)
     finally:
         parts.close()
-
-
-def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "") -> None:
-    """Refuse ``true``/``false`` (or YAML ``yes``/``no``) for an int or float field of ``model``, or an item
-    of a ``list[int]`` field: pydantic would silently turn them into 1 and 0.
-
-    Raises:
-        ConfigError: names the key and the value, as the component params check does.
-    """
-    import typing
-
-    for k, v in data.items():
-        f = model.model_fields.get(k)
-        if f is None:
-            continue
-        if isinstance(v, bool) and registry._numeric_field(model, k):
-            raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
-                              key=f"{key_prefix}{k}", value=v)
-        if isinstance(v, list) and typing.get_origin(f.annotation) is list and typing.get_args(f.annotation) in ((int,), (float,)):
-            for i, item in enumerate(v):
-                if isinstance(item, bool):
-                    raise ConfigError(f"invalid value {item!r} in {v!r}: a number is required, not a boolean",
-                                      file=file, key=f"{key_prefix}{k}", value=v)
 
 
 def validate_config(data: dict[str, Any], *, file: str | None = None, check_components: bool = True) -> RunConfig:

@@ -123,14 +123,38 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
                 raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}",
                                   file=file, key=f"{key_prefix}{k}", value=params[k])
         params = {**factory.defaults, **params}
-    for k, v in params.items():
-        if isinstance(v, bool) and _numeric_field(factory.Params, k):
-            raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
-                              key=f"{key_prefix}{k}", value=v)
+    reject_bools(params, factory.Params, file=file, key_prefix=key_prefix, lists=False)
     try:
         return factory.Params(**params)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix, owner=f"'{id_}'") from None
+
+
+def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "",
+                 lists: bool = True) -> None:
+    """Refuse ``true``/``false`` (or YAML ``yes``/``no``) for an int or float field of ``model``, or (with
+    ``lists``) an item of a ``list[int]`` or ``list[float]`` field: pydantic would silently turn them into 1 and 0.
+    Keys that are not fields of ``model`` are left to pydantic. Component params (:func:`validate_params`) are
+    checked without ``lists``; the run config and its ``train:`` section with them.
+
+    Raises:
+        ConfigError: names the key (``key_prefix`` + field) and the value.
+    """
+    import typing
+
+    for k, v in data.items():
+        f = model.model_fields.get(k)
+        if f is None:
+            continue
+        if isinstance(v, bool) and _numeric_field(model, k):
+            raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
+                              key=f"{key_prefix}{k}", value=v)
+        if lists and isinstance(v, list) and typing.get_origin(f.annotation) is list \
+                and typing.get_args(f.annotation) in ((int,), (float,)):
+            for item in v:
+                if isinstance(item, bool):
+                    raise ConfigError(f"invalid value {item!r} in {v!r}: a number is required, not a boolean",
+                                      file=file, key=f"{key_prefix}{k}", value=v)
 
 
 def _numeric_field(model: type[BaseModel], key: str) -> bool:
