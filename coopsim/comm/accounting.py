@@ -14,6 +14,25 @@ import numpy as np
 from coopsim.platform.comm import Feedback
 
 
+def scatter_add(target: np.ndarray, index, values: np.ndarray | None = None) -> None:
+    """``target[index] += values`` with repeated indices summed (1 per index when ``values`` is None), in place.
+
+    ``index`` is a tuple of index arrays, one per axis of ``target``, or one array of flat indices into
+    ``target.reshape(-1)``. int64 in, int64 out: one bincount over the flat index, exact while every sum is
+    below 2**53.
+    """
+    if isinstance(index, tuple):
+        if len(index[0]) == 0:
+            return
+        flat = np.ravel_multi_index(tuple(np.asarray(i, np.int64) for i in index), target.shape)
+    else:
+        if len(index) == 0:
+            return
+        flat = np.asarray(index, np.int64)
+    w = None if values is None else np.asarray(values, np.float64)
+    target.reshape(-1)[...] += np.rint(np.bincount(flat, w, minlength=target.size)).astype(np.int64)
+
+
 def per_copy_view(totals: dict[str, np.ndarray], queued: dict[str, np.ndarray], causes: Iterable[str]) -> dict[str, np.ndarray]:
     """Copies of the run totals plus ``lost_{bytes,copies}`` summed over ``causes`` and the queued arrays."""
     out = {k: v.copy() for k, v in totals.items()}

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.comm.token_bucket import SCALE, seconds_to_us
 from coopsim.comm.traces import ConstantTrace, Trace
-from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback
+from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
 from coopsim.platform.comm import BROADCAST, ChannelParams, Channel, Feedback, MessageBatch
 
 CAUSES = ("overflow", "late", "burst")
@@ -129,21 +129,13 @@ class BandwidthChannel(Channel):
         """Fold the pending events into the run totals: one dense bincount per counter (exact: integer sums)."""
         if not self._pending:
             return
-        size_all = self.E * self.N * self.N
         by_key: dict[str, list] = {}
         for key, idx, size in self._pending:
             by_key.setdefault(key, []).append((idx, size))
         for key, evs in by_key.items():
             idx = np.concatenate([e[0] for e in evs])
-            size = np.concatenate([e[1] for e in evs])
-            copies = np.bincount(idx, minlength=size_all)
-            self._totals[f"{key}_copies"].reshape(-1)[...] += copies
-            if (size == size[0]).all():  # one copy size (the usual case): bytes = copies x size, no float sums
-                self._totals[f"{key}_bytes"].reshape(-1)[...] += copies * size[0]
-            else:
-                b = np.zeros(size_all, np.int64)
-                np.add.at(b, idx, size)
-                self._totals[f"{key}_bytes"].reshape(-1)[...] += b
+            scatter_add(self._totals[f"{key}_copies"], idx)
+            scatter_add(self._totals[f"{key}_bytes"], idx, np.concatenate([e[1] for e in evs]))
         self._pending = []
         self._pending_n = 0
 
@@ -371,11 +363,11 @@ class BandwidthChannel(Channel):
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
         """int64 ``[E, N, N]`` copies and bytes waiting in queues or in flight."""
-        q = self._qa[:, self._qa[_INFL] != _GONE]
+        q = self._qa  # every public call leaves the queue compacted: no lost (_GONE) columns in it
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
-        np.add.at(out["queued_bytes"], (q[_ENV], q[_SRC], q[_DST]), q[_SIZE])
-        np.add.at(out["queued_copies"], (q[_ENV], q[_SRC], q[_DST]), 1)
+        scatter_add(out["queued_bytes"], (q[_ENV], q[_SRC], q[_DST]), q[_SIZE])
+        scatter_add(out["queued_copies"], (q[_ENV], q[_SRC], q[_DST]))
         return out
 
     def per_copy(self) -> dict[str, np.ndarray]:

@@ -214,37 +214,64 @@ def test_batch_order_across_senders_changes_nothing(ge):
     np.testing.assert_array_equal(np.sort(chans[0].latencies_s()), np.sort(chans[1].latencies_s()))
 
 
-def test_lazily_folded_totals_equal_eager_ones(monkeypatch):
-    # run totals are folded in from pending events (dense bincounts) when read or when enough are pending;
-    # folding after every event must give the same counters
+@pytest.mark.parametrize("flush_events", [4096, 1])
+def test_folded_totals_and_step_counters_match_hand_counts(monkeypatch, flush_events):
+    # run totals are folded in from pending events (dense bincounts) when read (flush_events 4096) or after
+    # every event (1); either way they must equal these copies, counted by hand from the model:
+    # 3200 bit/s at dt 0.1 s serves one 40 B (320 bit) copy per sender and step, arriving 0.1 s after its
+    # service interval starts; queues hold 3 copies; a copy arriving more than 0.15 s after sending is late
     import coopsim.comm.bandwidth as bw
 
-    def run(flush_events):
-        monkeypatch.setattr(bw, "_FLUSH_EVENTS", flush_events)
-        ch = BandwidthChannel(trace={"kind": "markov", "levels": [3000, 9000, 20000], "switch_prob": 0.2},
-                              queue_packets=5, latency_bound_s=0.2)
-        ch.reset(1, num_envs=2, num_agents=3, dt_s=0.1)
-        rng = np.random.default_rng(0)
-        steps = []
-        for t in range(30):
-            m = int(rng.integers(0, 12))
-            env, src = rng.integers(0, 2, m), rng.integers(0, 3, m)
-            dst = np.where(rng.random(m) < 0.3, BROADCAST, (src + rng.integers(1, 3, m)) % 3)
-            ch.send(t, MessageBatch(env.astype(np.int32), src.astype(np.int32), dst.astype(np.int32),
-                                    np.zeros((m, 3), np.float32), np.full(m, t * 0.1)))
-            ch.deliver(t + 1)
-            steps.append({k: v.copy() for k, v in ch.last_step.items()})
-        return ch.per_copy(), steps
+    monkeypatch.setattr(bw, "_FLUSH_EVENTS", flush_events)
+    ch = BandwidthChannel(trace={"kind": "constant", "rate": 3200}, queue_packets=3, latency_bound_s=0.15)
+    ch.reset(0, num_envs=2, num_agents=3, dt_s=0.1)
+    sends = {0: batch(0, [0, 0, 0, 0, 0, 1], [0, 1, 1, 1, 1, 2], [BROADCAST, 0, 0, 0, 0, 1]),
+             1: batch(1, [0], [0], [1]),
+             2: batch(2, [1, 1], [0, 0], [2, 2])}
+    steps = []
+    for t in range(3):
+        ch.send(t, sends[t])
+        ch.deliver(t + 1)
+        steps.append(ch.last_step)
 
-    lazy, lazy_steps = run(4096)
-    eager, eager_steps = run(1)
-    for k in lazy:
-        np.testing.assert_array_equal(lazy[k], eager[k])
-    for a, b in zip(lazy_steps, eager_steps):
-        for k in a:
-            np.testing.assert_array_equal(a[k], b[k])
-    assert lazy["offered_bytes"].sum() == 40 * sum(int(s["offered_copies"].sum()) for s in lazy_steps) > 0
-    np.testing.assert_array_equal(lazy["offered_bytes"], lazy["delivered_bytes"] + lazy["lost_bytes"] + lazy["queued_bytes"])
+    def counts(*cells):  # int64 [2, 3, 3] copies: cells are (env, src, dst, n)
+        out = np.zeros((2, 3, 3), np.int64)
+        for e, s, d, n in cells:
+            out[e, s, d] += n
+        return out
+
+    zero = counts()
+    # step 0: env 0 sender 0 broadcasts (2 copies), sender 1 sends 4 copies to 0 (the 4th overflows), env 1
+    # sender 2 one copy to 1; interval 0 serves the head copy of each sender, all on time
+    # step 1: env 0 sender 0 one more copy to 1; interval 1 serves env 0's second copies, 0.2 s after sending
+    # (late), and sender 1's third copy, still waiting at 0.2 s, can no longer make it (late)
+    # step 2: env 1 sender 0 two copies to 2; interval 2 serves env 0 sender 0's step-1 copy (late again) and
+    # the first of them (on time); the second is still queued
+    want_steps = [
+        {"offered": counts((0, 0, 1, 1), (0, 0, 2, 1), (0, 1, 0, 4), (1, 2, 1, 1)),
+         "delivered": counts((0, 0, 1, 1), (0, 1, 0, 1), (1, 2, 1, 1)), "lost/overflow": counts((0, 1, 0, 1)),
+         "lost/late": zero},
+        {"offered": counts((0, 0, 1, 1)), "delivered": zero, "lost/overflow": zero,
+         "lost/late": counts((0, 0, 2, 1), (0, 1, 0, 2))},
+        {"offered": counts((1, 0, 2, 2)), "delivered": counts((1, 0, 2, 1)), "lost/overflow": zero,
+         "lost/late": counts((0, 0, 1, 1))},
+    ]
+    for got, want in zip(steps, want_steps):
+        for k, v in want.items():
+            np.testing.assert_array_equal(got[f"{k}_copies"], v, err_msg=k)
+            np.testing.assert_array_equal(got[f"{k}_bytes"], 40 * v, err_msg=k)
+        np.testing.assert_array_equal(got["lost/burst_copies"], zero)
+    pc = ch.per_copy()
+    want = {k: sum(w[k] for w in want_steps) for k in want_steps[0]}
+    want["lost/burst"] = zero
+    want["lost"] = want["lost/overflow"] + want["lost/late"]
+    want["queued"] = counts((1, 0, 2, 1))
+    assert set(pc) == {f"{k}_{u}" for k in want for u in ("bytes", "copies")}
+    for k, v in want.items():
+        np.testing.assert_array_equal(pc[f"{k}_copies"], v, err_msg=k)
+        np.testing.assert_array_equal(pc[f"{k}_bytes"], 40 * v, err_msg=k)
+    assert (pc["offered_copies"].sum(), pc["delivered_copies"].sum(), pc["lost_copies"].sum()) == (10, 4, 5)
+    np.testing.assert_allclose(ch.latencies_s(), [0.1, 0.1, 0.1, 0.1])
 
 
 def test_folding_totals_of_mixed_copy_sizes_is_exact():

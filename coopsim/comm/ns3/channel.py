@@ -62,7 +62,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
 from coopsim.errors import ChannelError, DependencyNotInstalled
-from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback
+from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
 from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
 
 CAUSES = ("seq_gap", "timeout", "late")
@@ -82,16 +82,6 @@ _DEFAULT_MODE = {"802.11a": "OfdmRate6Mbps", "802.11b": "DsssRate1Mbps", "802.11
 _FREE_SPACE_1M_DB = {"802.11a": 46.6777, "802.11n": 46.6777, "802.11b": 40.0953, "802.11g": 40.0953}
 _WIRE = np.dtype([("env", "<u4"), ("src", "<u4"), ("dst", "<i4"), ("size", "<u4"), ("id", "<u4")])
 _RX = np.dtype([("id", "<u4"), ("rx", "<u4"), ("t", "<f8")])
-
-
-def _scatter_add(target: np.ndarray, index: tuple, values: np.ndarray | None) -> None:
-    """``target[index] += values`` with repeated indices summed (1 per index when ``values`` is None);
-    int64 in, int64 out (a bincount over the flat index, exact below 2**53)."""
-    if len(index[0]) == 0:
-        return
-    flat = np.ravel_multi_index(tuple(np.asarray(i, np.int64) for i in index), target.shape)
-    w = None if values is None else np.asarray(values, np.float64)
-    target.reshape(-1)[...] += np.rint(np.bincount(flat, w, minlength=target.size)).astype(np.int64)
 
 
 class Ns3Params(ChannelParams):
@@ -330,19 +320,19 @@ class Ns3Channel(Channel):
         return self._bg_rate(t)
 
     def _count(self, key, env, src, dst, size):
-        _scatter_add(self.totals[f"{key}_bytes"], (env, src, dst), size)
-        _scatter_add(self.totals[f"{key}_copies"], (env, src, dst), None)
+        scatter_add(self.totals[f"{key}_bytes"], (env, src, dst), size)
+        scatter_add(self.totals[f"{key}_copies"], (env, src, dst), None)
 
     def _fate(self, decided: int, env, src, size, delivered: bool, latency_s=None) -> None:
         fb = self._fb.setdefault(int(decided), Feedback.zeros(self.E, self.N))
         if delivered:
-            _scatter_add(fb.delivered_copies, (env, src), None)
-            _scatter_add(fb.delivered_bytes, (env, src), size)
+            scatter_add(fb.delivered_copies, (env, src), None)
+            scatter_add(fb.delivered_bytes, (env, src), size)
             if latency_s is not None and len(latency_s):
                 np.maximum.at(fb.latency_max_s, (np.asarray(env, np.int64), np.asarray(src, np.int64)), latency_s)
         else:
-            _scatter_add(fb.lost_copies, (env, src), None)
-            _scatter_add(fb.lost_bytes, (env, src), size)
+            scatter_add(fb.lost_copies, (env, src), None)
+            scatter_add(fb.lost_bytes, (env, src), size)
 
     def _take(self, mask: np.ndarray) -> dict[str, np.ndarray]:
         """Remove the in-flight copies under ``mask``; returns their fields (and ``payload``)."""
@@ -541,11 +531,11 @@ class Ns3Channel(Channel):
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
         q = self._q
-        _scatter_add(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
-        _scatter_add(out["queued_copies"], (q["env"], q["src"], q["dst"]), None)
+        scatter_add(out["queued_bytes"], (q["env"], q["src"], q["dst"]), q["size"])
+        scatter_add(out["queued_copies"], (q["env"], q["src"], q["dst"]), None)
         for _, b, size, _ in self._arrived:
-            _scatter_add(out["queued_bytes"], (b.env, b.src, b.dst), size)
-            _scatter_add(out["queued_copies"], (b.env, b.src, b.dst), None)
+            scatter_add(out["queued_bytes"], (b.env, b.src, b.dst), size)
+            scatter_add(out["queued_copies"], (b.env, b.src, b.dst), None)
         return out
 
     def per_copy(self) -> dict[str, np.ndarray]:
