@@ -50,11 +50,25 @@ TCP-friendly rate control (RFC 5348) reduced to what per-copy delivered/lost cou
 from __future__ import annotations
 
 import numpy as np
-from typing import Optional
+from typing import Annotated, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.platform.comm import Feedback
+
+# The cross-traffic margin's options, declared once: SafeRateProbeParams and DDACOMSenderParams (which passes
+# them on to its probe) both take them under these names, with these defaults, bounds and descriptions.
+XTrafficGain = Annotated[Optional[float], Field(
+    None, gt=0, description="delay-based cross-traffic margin: the target utilization is target_utilization - "
+    "xtraffic_gain * sqrt(x), x = max(0, 1 - smoothed capacity / its decaying maximum), the share of the sender's "
+    "clean capacity that cross traffic takes; None = off (fixed target_utilization)")]
+XTrafficWindow = Annotated[float, Field(5.0, ge=1, description="cross-traffic margin: EWMA horizon of the capacity "
+                                        "(reports)")]
+XTrafficRefWindow = Annotated[float, Field(100.0, ge=1, description="cross-traffic margin: the reference is the "
+                                           "running maximum of the smoothed capacity, decaying by "
+                                           "1/xtraffic_ref_window per report")]
+XTrafficMinUtilization = Annotated[float, Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")]
+XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
 
 
 class SafeRateProbeParams(BaseModel):
@@ -94,14 +108,10 @@ class SafeRateProbeParams(BaseModel):
                                        "window is not grown while application-limited (RFC 7661)")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
-    xtraffic_gain: Optional[float] = Field(None, gt=0, description="delay-based cross-traffic margin: the target "
-                                           "utilization is target_utilization - xtraffic_gain * sqrt(x), x = max(0, 1 - "
-                                           "smoothed capacity / its decaying maximum), the share of the sender's clean "
-                                           "capacity that cross traffic takes; None = off (fixed target_utilization)")
-    xtraffic_window: float = Field(5.0, ge=1, description="cross-traffic margin: EWMA horizon of the capacity (reports)")
-    xtraffic_ref_window: float = Field(100.0, ge=1, description="cross-traffic margin: the reference is the running "
-                                       "maximum of the smoothed capacity, decaying by 1/xtraffic_ref_window per report")
-    xtraffic_min_utilization: float = Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")
+    xtraffic_gain: XTrafficGain
+    xtraffic_window: XTrafficWindow
+    xtraffic_ref_window: XTrafficRefWindow
+    xtraffic_min_utilization: XTrafficMinUtilization
 
 
 class SafeRateProbe:

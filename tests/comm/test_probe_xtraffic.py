@@ -45,3 +45,14 @@ def test_xtraffic_off_by_default_keeps_the_fixed_target():
     p.update(fb([500, 500], [0.1, 0.1]))
     assert p.target_utilization.tolist() == [[0.8, 0.8]] and np.allclose(p.estimate_bps, 0.8 * 40_000)
     assert DDACOMSender.Params().xtraffic_gain is None  # issue 6's channel experiments are unchanged
+
+
+def test_xtraffic_options_are_the_probes_own_in_the_sender():
+    # declared once (coopsim.comm.probe): the sender's options are the probe's, default, bounds and description
+    from coopsim.agents.ddacom.sender import DDACOMSenderParams
+    from coopsim.comm.probe import XTRAFFIC_KEYS, SafeRateProbeParams
+
+    for k in XTRAFFIC_KEYS:
+        assert repr(DDACOMSenderParams.model_fields[k]) == repr(SafeRateProbeParams.model_fields[k]), k
+    assert [k for k in SafeRateProbeParams.model_fields if k.startswith("xtraffic")] == list(XTRAFFIC_KEYS)
+    assert [k for k in DDACOMSenderParams.model_fields if k.startswith("xtraffic")] == list(XTRAFFIC_KEYS)

@@ -28,7 +28,8 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.agents.comm_baselines.senders import Sender, SenderParams
-from coopsim.comm.probe import SafeRateProbe
+from coopsim.comm.probe import (XTRAFFIC_KEYS, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
+                                XTrafficWindow)
 from coopsim.comm.token_bucket import TokenBucket
 
 
@@ -57,12 +58,11 @@ class DDACOMSenderParams(SenderParams):
                                        "delay cannot show) is re-probed only while the sender is limited by it")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
-    xtraffic_gain: Optional[float] = Field(None, gt=0, description="delay-based cross-traffic margin: target lowered by "
-                                           "this times sqrt(1 - smoothed capacity / its decaying max) "
-                                           "(SafeRateProbeParams.xtraffic_gain); None = off")
-    xtraffic_window: float = Field(5.0, ge=1, description="cross-traffic margin: capacity EWMA horizon (reports)")
-    xtraffic_ref_window: float = Field(100.0, ge=1, description="cross-traffic margin: decay horizon of the reference")
-    xtraffic_min_utilization: float = Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")
+    # the probe's cross-traffic margin, passed on to it (declared once, in coopsim.comm.probe)
+    xtraffic_gain: XTrafficGain
+    xtraffic_window: XTrafficWindow
+    xtraffic_ref_window: XTrafficRefWindow
+    xtraffic_min_utilization: XTrafficMinUtilization
 
 
 class DDACOMSender(Sender):
@@ -82,9 +82,7 @@ class DDACOMSender(Sender):
                                    dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
                                    base_delay_s=p.base_delay_s, max_growth=p.max_growth,
                                    curvature=p.curvature, ceiling_limited_only=p.ceiling_limited_only,
-                                   xtraffic_gain=p.xtraffic_gain, xtraffic_window=p.xtraffic_window,
-                                   xtraffic_ref_window=p.xtraffic_ref_window,
-                                   xtraffic_min_utilization=p.xtraffic_min_utilization)
+                                   **{k: getattr(p, k) for k in XTRAFFIC_KEYS})
         self.bucket = TokenBucket(0, 0, shape=shape, full=False)
         self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
         self._limited = np.ones(shape, bool)
