@@ -30,7 +30,8 @@ import torch
 
 from coopsim.platform import registry
 from coopsim.platform.config import dump_config, load_config
-from coopsim.platform.trainer import atomic_write_text, fit
+from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.trainer import fit
 from coopsim.platform.training import build_trainer, trainable_class, train_config
 
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     run_dir = Path(cfg.out_dir) / f"{cfg.name}-ttw-{stamp}-{uuid.uuid4().hex[:6]}"
     run_dir.mkdir(parents=True, exist_ok=False)
-    atomic_write_text(dump_config(cfg), run_dir / "config.yaml")
+    atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
     print(f"run directory: {run_dir}", flush=True)
     out: dict = {"config": args.config, "overrides": list(args.overrides), "target": args.target,
                  "eval_episodes": args.eval_episodes, "eval_every": args.eval_every, "per_seed": {}}
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         fit(trainer, schedule, run_dir / f"seed-{seed}", description=f"{cfg.name} seed {seed}", on_iteration=on_iteration)
         first = next((e for e in evals if e["greedy_win"] >= args.target), None)
         out["per_seed"][str(seed)] = {"evals": evals, "first_at_target": first, "final": evals[-1] if evals else None}
-        atomic_write_text(json.dumps(out, indent=2), run_dir / "time_to_win.json")
+        atomic_write_text(run_dir / "time_to_win.json", json.dumps(out, indent=2))
     return 0
 
 

@@ -44,8 +44,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically, as :func:`atomic_write_bytes` (the one text writer of run
+    and training directories)."""
+    atomic_write_bytes(Path(path), text.encode())
 
 
 def atomic_savez(path: Path, **arrays: np.ndarray) -> None:

@@ -28,6 +28,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.errors import ConfigError
+from coopsim.platform.recorder import atomic_write_text
 
 CHECKPOINT_NAME = "checkpoint.pt"
 POLICY_NAME = "policy.pt"
@@ -84,13 +85,6 @@ def atomic_save(obj: Any, path: str | Path) -> None:
     os.replace(tmp, path)
 
 
-def atomic_write_text(text: str, path: str | Path) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Read a checkpoint written by :func:`atomic_save` (our own files: full unpickling).
 
@@ -137,7 +131,7 @@ class MetricsLogger:
                 w = csv.DictWriter(buf, fieldnames=self.columns)
                 w.writeheader()
                 w.writerows(keep)
-                atomic_write_text(buf.getvalue(), self.path)
+                atomic_write_text(self.path, buf.getvalue())
         elif self.path.exists():
             self.path.unlink()
         self.tb = None
@@ -161,7 +155,7 @@ class MetricsLogger:
             w = csv.DictWriter(buf, fieldnames=self.columns, restval="")
             w.writeheader()
             w.writerows(old)
-            atomic_write_text(buf.getvalue(), self.path)
+            atomic_write_text(self.path, buf.getvalue())
         with open(self.path, "a", newline="") as f:
             w = csv.DictWriter(f, fieldnames=self.columns, restval="")
             if new:
@@ -284,5 +278,5 @@ def fit(
         "final_metrics": {k: v for k, v in metrics.items() if k not in WALL_COLUMNS},
         "policy": str(run_dir / POLICY_NAME),
     }
-    atomic_write_text(json.dumps(summary, indent=2, sort_keys=True), run_dir / SUMMARY_NAME)
+    atomic_write_text(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2, sort_keys=True))
     return summary

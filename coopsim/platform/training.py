@@ -25,7 +25,8 @@ from pydantic import ValidationError
 from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
-from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, atomic_write_text, fit
+from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, fit
 
 CONFIG_NAME = "config.yaml"
 
@@ -117,7 +118,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
         stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
         run_dir = Path(cfg.out_dir) / f"{cfg.name}-train-{stamp}-{uuid.uuid4().hex[:6]}"
         run_dir.mkdir(parents=True, exist_ok=False)
-    atomic_write_text(dump_config(cfg), run_dir / CONFIG_NAME)
+    atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
     per_seed: dict[str, Any] = {}
     try:
         for seed in cfg.seeds:
@@ -143,7 +144,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None) -> Pa
         "wall_time_s": sum(s["wall_time_s"] for s in per_seed.values()),
         "per_seed": per_seed,
     }
-    atomic_write_text(json.dumps(summary, indent=2, sort_keys=True), run_dir / SUMMARY_NAME)
+    atomic_write_text(run_dir / SUMMARY_NAME, json.dumps(summary, indent=2, sort_keys=True))
     return run_dir
 
 
