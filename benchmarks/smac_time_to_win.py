@@ -3,7 +3,7 @@
 Each seed is trained exactly as ``coopsim train CONFIG`` trains it (same config loader, ``build_trainer`` and
 ``fit``; the run directory, metrics, checkpoints and ``policy.pt`` are written the same way). Every
 ``--eval-every`` env steps the current policy is copied into a separate batched core of ``--eval-episodes``
-envs (its own reset seed, never the training envs) and played once with argmax actions; the greedy win rate,
+envs (built once; its own reset seed, never the training envs) and played once with argmax actions; the greedy win rate,
 the env steps and the training wall time (evaluation time excluded) are recorded. With ``--stop``, a seed
 stops at the first evaluation at or above ``--target``; otherwise it runs its full budget.
 
@@ -31,23 +31,28 @@ import torch
 from coopsim.platform import registry
 from coopsim.platform.config import dump_config, load_config
 from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.runner import play_episodes
 from coopsim.platform.trainer import fit
 from coopsim.platform.training import build_trainer, trainable_class, train_config
 
 
-def greedy_win_rate(agent, scenario_id: str, scenario_params: dict, episodes: int, seed: int) -> float:
-    """Mean win of ``episodes`` envs played once with argmax actions by a copy of ``agent``'s policy."""
-    core = registry.make_scenario(scenario_id, num_envs=episodes, **scenario_params)
-    params = dict(agent.params.model_dump())
-    params["deterministic"] = True
-    ev = type(agent)(core, **params)
-    ev.net.load_state_dict(agent.net.state_dict())
-    obs = core.reset(seed=seed)
-    ev.reset(seed)
-    while not np.all(core.done):
-        a, _ = ev.act(obs)
-        obs = core.step(a).obs
-    return float(np.mean([m["win"] for m in core.episode_metrics()]))
+class GreedyEvaluator:
+    """``episodes`` envs of one batched core, built once, each evaluation played once from reset seed ``seed`` with
+    argmax actions by a copy of the policy (:func:`~coopsim.platform.runner.play_episodes`)."""
+
+    def __init__(self, scenario_id: str, scenario_params: dict, episodes: int, seed: int):
+        self.core = registry.make_scenario(scenario_id, num_envs=episodes, **scenario_params)
+        self.seed = seed
+        self._agent = None  # the deterministic copy, rebuilt only when the policy's class or params change
+        self._params: dict | None = None
+
+    def greedy_win_rate(self, agent) -> float:
+        """Mean win over the core's envs of ``agent``'s network weights played with argmax actions."""
+        params = {**agent.params.model_dump(), "deterministic": True}
+        if self._agent is None or type(self._agent) is not type(agent) or params != self._params:
+            self._agent, self._params = type(agent)(self.core, **params), params
+        self._agent.net.load_state_dict(agent.net.state_dict())
+        return float(np.mean([m["win"] for m in play_episodes(self.core, self._agent, self.seed)]))
 
 
 def plot(run_dir: str, out: str) -> None:
@@ -102,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run directory: {run_dir}", flush=True)
     out: dict = {"config": args.config, "overrides": list(args.overrides), "target": args.target,
                  "eval_episodes": args.eval_episodes, "eval_every": args.eval_every, "per_seed": {}}
+    evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), args.eval_episodes, args.eval_seed)
     for seed in seeds:
         trainer, _ = build_trainer(cfg, seed, file=args.config)
         evals: list[dict] = []
@@ -112,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 return False
             state["next"] += args.eval_every
             t = time.perf_counter()
-            win = greedy_win_rate(tr.agent, cfg.scenario.id, cfg.scenario_params(), args.eval_episodes, args.eval_seed)
+            win = evaluator.greedy_win_rate(tr.agent)
             state["eval_s"] += time.perf_counter() - t
             wall = time.perf_counter() - state["t0"] - state["eval_s"]
             evals.append({"env_steps": tr.env_steps, "train_wall_s": round(wall, 1), "greedy_win": win})

@@ -67,16 +67,21 @@ class RunParts:
         self.scenario.close()
 
 
-def play_episode(core, agent, seed: int) -> dict[str, float]:
+def play_episodes(core, agent, seed: int) -> list[dict[str, float]]:
     """Reset ``core`` and ``agent`` with ``seed`` and step them until every env is done, with no channel and no
-    shield (planners, benchmarks, tests); returns env 0's ``episode_metrics()``. :func:`run_episode` is the full
-    loop with the layers and the recorder."""
+    shield (planners, benchmarks, tests); returns ``core.episode_metrics()``, one dict per env.
+    :func:`run_episode` is the full loop with the layers and the recorder."""
     obs = core.reset(seed=seed)
     agent.reset(seed)
     while not core.done.all():
         actions, _ = agent.act(obs)
         obs = core.step(actions).obs
-    return core.episode_metrics()[0]
+    return core.episode_metrics()
+
+
+def play_episode(core, agent, seed: int) -> dict[str, float]:
+    """:func:`play_episodes`, env 0's ``episode_metrics()`` only."""
+    return play_episodes(core, agent, seed)[0]
 
 
 def joint_action_problem(actions: np.ndarray, n: int, num_envs: int, num_agents: int, t: int) -> str | None:
