@@ -1,5 +1,6 @@
 """SIGINT to `coopsim sweep` stops every child (including the one it waits on) so each keeps its summary;
 SIGTERM to `coopsim run` keeps the finished episodes and a valid summary like Ctrl-C does."""
+import contextlib
 import json
 import os
 import signal
@@ -46,30 +47,42 @@ def _live_children_mentioning(text: str) -> list[int]:
     return pids
 
 
+def _kill_process_groups(p: subprocess.Popen, text: str) -> None:
+    """SIGKILL ``p``'s process group and that of every live `coopsim.cli` process mentioning ``text`` (the sweep's
+    `coopsim run` children each lead a session of their own, so the sweep's group does not hold them)."""
+    groups = {p.pid}  # p leads its own session: its group id is its pid, and stays taken while the group lives
+    for pid in _live_children_mentioning(text):
+        with contextlib.suppress(ProcessLookupError):
+            groups.add(os.getpgid(pid))
+    groups.discard(os.getpgrp())  # never the test's own group
+    for g in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(g, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        p.wait(timeout=10)
+
+
 def test_sigint_to_sweep_stops_every_child_and_keeps_summaries(tmp_path):
+    # a session of its own, so the cleanup can kill the sweep's process group without the test's
     p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "sweep", str(CFG), "--grid",
                           "scenario.params.num_agents=2,3,4", "--jobs", "2", f"out_dir={tmp_path}", "seeds=[0]",
                           "episodes=1000000", "max_steps=5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True, env=ENV)
+                         text=True, env=ENV, start_new_session=True)
     try:
         dirs = _wait_for_episodes(tmp_path, 2)
-    except BaseException:
-        p.kill()
-        raise
-    out, err = _signal_and_wait(p, signal.SIGINT, 120)
-    assert p.returncode == 130, (out, err)
-    assert "Traceback" not in out + err
-    assert err.count("kept (interrupted)") == 2, err
-    assert "not started: 1 run(s)" in err
-    time.sleep(0.5)
-    left = _live_children_mentioning(str(tmp_path))
-    for pid in left:  # do not leave them running if the test fails
-        os.kill(pid, signal.SIGKILL)
-    assert not left, "a coopsim run child outlived the sweep"
-    for d in dirs:
-        assert str(d) in err
-        summary = json.loads((d / "summary.json").read_text())
-        assert summary["interrupted"] is True and summary["episodes_finished"] >= 1
+        out, err = _signal_and_wait(p, signal.SIGINT, 120)
+        assert p.returncode == 130, (out, err)
+        assert "Traceback" not in out + err
+        assert err.count("kept (interrupted)") == 2, err
+        assert "not started: 1 run(s)" in err
+        time.sleep(0.5)
+        assert not _live_children_mentioning(str(tmp_path)), "a coopsim run child outlived the sweep"
+        for d in dirs:
+            assert str(d) in err
+            summary = json.loads((d / "summary.json").read_text())
+            assert summary["interrupted"] is True and summary["episodes_finished"] >= 1
+    finally:  # pass or fail, no sweep and no run child is left running
+        _kill_process_groups(p, str(tmp_path))
 
 
 def test_sigterm_to_run_keeps_episodes_and_summary(tmp_path):
