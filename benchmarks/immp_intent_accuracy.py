@@ -42,7 +42,8 @@ def accuracy(a, checkpoint: str):
     n_all, n_int_all, hit_int_all = 0, 0, 0
     for seed in range(a.seed0, a.seed0 + a.seeds):
         core = MGMAPFCore(1, map=a.map, num_agents=a.agents, num_goals=a.goals, obs_radius=3, max_steps=a.steps)
-        agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=checkpoint, deterministic=False)
+        extra = {} if a.intent_adapt_lr is None else {"intent_adapt_lr": a.intent_adapt_lr}
+        agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=checkpoint, deterministic=False, **extra)
         obs = core.reset(seed=seed)
         agent.reset(seed)
         k, s = a.goals, agent.s
@@ -50,13 +51,14 @@ def accuracy(a, checkpoint: str):
         while not core.done.all():
             flat = flatten_obs(obs, agent.obs_space)
             x = agent.actor_input(flat)
-            with torch.no_grad():
-                logits = agent.net.intent_logits(x.reshape(-1, x.shape[-1]))
-            if a.no_cs_pibt:   # the policy's own (seeded) samples
+            if a.no_cs_pibt:   # the policy's own (seeded) samples; the module as trained (no online calibration)
+                with torch.no_grad():
+                    logits = agent.net.intent_logits(x.reshape(-1, x.shape[-1]))
                 pol, _, _ = agent.masked_logits(x)
                 act = torch.multinomial(torch.softmax(pol, -1), 1, generator=agent._gen).reshape(1, -1).numpy()
             else:
                 act = agent.decide(x)                           # IMMP's low level: CS-PIBT on the same input
+                logits = agent.last_intent_logits               # the predictions that decision used
             res = core.step(act)
             o0 = torch.as_tensor(flat).reshape(-1, flat.shape[-1])
             o1 = torch.as_tensor(flatten_obs(res.obs, agent.obs_space)).reshape(-1, flat.shape[-1])
@@ -80,6 +82,14 @@ def accuracy(a, checkpoint: str):
     return tot, n_all, n_int_all, hit_int_all
 
 
+def agent_lr(a) -> float:
+    from coopsim.agents.immp.agent import IMMPParams
+
+    if a.no_cs_pibt:
+        return 0.0
+    return IMMPParams.model_fields["intent_adapt_lr"].default if a.intent_adapt_lr is None else a.intent_adapt_lr
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--map", default="random-32-32-10")
@@ -90,6 +100,9 @@ def main() -> None:
     ap.add_argument("--checkpoint", nargs="+", default=["shipped"],
                     help="policy files (one per training seed); 'shipped' = training seed 0's")
     ap.add_argument("--no-cs-pibt", action="store_true", help="act on the policy's own samples (the ablation's low level)")
+    ap.add_argument("--intent-adapt-lr", type=float, default=None,
+                    help="agents.params.intent_adapt_lr (online inertia calibration; 0 = the module as trained; "
+                         "default: the agent's)")
     ap.add_argument("--seed0", type=int, default=0, help="first episode seed (scen file seed0+1)")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -100,7 +113,8 @@ def main() -> None:
         tot, n_all, n_int_all, hit_int_all = accuracy(a, ck)
         rows.append((ck, tot, n_all))
         print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps, "
-              f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {ck}")
+              f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {ck}, "
+              f"intent_adapt_lr {agent_lr(a)}")
         print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
         for kk, v in tot.items():
             print(f"  {kk:12s} {v / max(n_all, 1):.3f}")

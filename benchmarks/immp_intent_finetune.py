@@ -35,7 +35,7 @@ from coopsim.scenarios.mapf import MGMAPFCore
 
 
 def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
-            intent: tuple[int, bool] | None = None, densities: tuple[float, ...] = (0.2,),
+            intent: tuple[int, bool, int] | None = None, densities: tuple[float, ...] = (0.2,),
             styles: tuple[str, ...] = ("cells",)):
     xs, labs = [], []
     for ep in range(episodes):
@@ -90,6 +90,8 @@ def main() -> None:
     ap.add_argument("--styles", nargs="+", choices=["cells", "bars"], default=["cells"],
                     help="generated map styles (scenario random_style: scattered cells, or straight bars that leave "
                          "corridors), cycled after each pass over --agents")
+    ap.add_argument("--depth", type=int_at_least(0), default=0,
+                    help="3x3 conv layers of the intent module; another depth than the checkpoint's starts a fresh module")
     ap.add_argument("--channels", type=int_at_least(0), default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
     a = ap.parse_args()
@@ -104,16 +106,18 @@ def main() -> None:
     params = dict(checkpoint=a.checkpoint)
     probe = registry.make_component("agent", "mapf/immp-v0", MGMAPFCore(1, map="random", random_size=[17, 32],
                                     num_agents=8, num_goals=3, obs_radius=3), **params)
-    fresh = bool(a.channels) and a.channels != probe.net.intent.body[0].out_channels
-    if a.last_move or a.channels:
-        probe.replace_intent(a.channels or probe.params.intent_channels, a.last_move)
+    fresh = ((bool(a.channels) and a.channels != probe.net.intent.body[0].out_channels)
+             or (bool(a.depth) and a.depth != probe.net.intent.depth))
+    if a.last_move or a.channels or a.depth:
+        probe.replace_intent(a.channels or probe.params.intent_channels, a.last_move, a.depth or None)
     net = probe.net
     opt = torch.optim.Adam(net.intent.parameters(), lr=a.lr)
     X, Y = [], []
     for r in range(a.rounds):
         # a fresh (untrained) module of another width would steer round 0's rollouts at random: that round
         # rolls out with the checkpoint's own module
-        state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move))
+        state, arch = (None, None) if (r == 0 and fresh) else (net.state_dict(), (probe.params.intent_channels, a.last_move,
+                                                                             probe.params.intent_depth))
         x, y = collect(params, state, a.episodes, 10_000 * (a.seed + 1) + 100 * r, tuple(a.agents), 3, arch, tuple(a.densities),
                        tuple(a.styles))
         X.append(x)
@@ -141,7 +145,8 @@ def main() -> None:
               f"{time.process_time() - c0:.0f} CPU s", flush=True)
     ck = probe.checkpoint()
     ck["intent_finetune"] = {"from": str(a.checkpoint), "rounds": a.rounds, "episodes_per_round": a.episodes,
-                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels, "cpu_s": time.process_time() - c0,
+                             "epochs": a.epochs, "lr": a.lr, "seed": a.seed, "last_move": a.last_move, "channels": probe.params.intent_channels,
+                             "depth": probe.params.intent_depth, "cpu_s": time.process_time() - c0,
                              "maps": f"generated random 17-32, style {'/'.join(a.styles)}, density {'/'.join(map(str, a.densities))}, {'/'.join(map(str, a.agents))} agents, 3 goals, 128 steps"}
     from coopsim.platform.trainer import atomic_save
 

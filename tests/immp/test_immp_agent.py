@@ -137,6 +137,14 @@ def test_last_move_intent_checkpoint_round_trip(tmp_path):
     # asking explicitly for another width than the file's is a config error naming the key
     with pytest.raises(ConfigError, match="intent_channels"):
         registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path), intent_channels=16)
+    # a deeper module too: 3 conv layers of 32, receptive field 7 cells, read from the file
+    a.replace_intent(32, True, 3)
+    assert a.net.intent.depth == 3 and sum(isinstance(m, torch.nn.Conv2d) for m in a.net.intent.body) == 4
+    a.save(path)
+    d = registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path))
+    assert d.params.intent_depth == 3 and torch.equal(a.net.intent_logits(x), d.net.intent_logits(x))
+    with pytest.raises(ConfigError, match="intent_depth"):
+        registry.make_component("agent", "mapf/immp-v0", core, checkpoint=str(path), intent_depth=2)
 
 
 def test_shipped_seed_directory_loads_the_variant_policy():

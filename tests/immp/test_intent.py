@@ -148,3 +148,81 @@ def test_intent_net_with_last_move_starts_equal_and_reads_the_new_input():
     with torch.no_grad():
         ext.body[0].weight[:, 4:] += 1.0
     assert not torch.allclose(base(x), ext(x))
+
+
+def _x4(s, prev_cells, cur_cells):
+    """Intent input [1, 4, S, S] with the given (x, y) neighbour cells before / now (no obstacles, no goals)."""
+    x = torch.zeros(1, 4, s, s)
+    for cx, cy in cur_cells:
+        x[0, 1, cy, cx] = 1
+    for cx, cy in prev_cells:
+        x[0, 3, cy, cx] = 1
+    return x
+
+
+def test_inertia_calibration_exact_online_step():
+    """beta moves by exactly -lr * sum(p_last - [y == last]) per step, and only neighbours with a known last
+    move count; a fresh episode puts it back to 0."""
+    from coopsim.agents.immp.intent import InertiaCalibration, IntentNet
+
+    s, lr = 7, 0.25
+    cal = InertiaCalibration(lr)
+    xy = torch.tensor([[10, 10]])
+    no = torch.tensor([False])
+    # step t: neighbour A moved right (1,2) -> (2,2); neighbour B appeared at (4,4) (no previous cell seen)
+    x_t = _x4(s, [(1, 2)], [(2, 2), (4, 4)])
+    beta = cal.step(x_t, xy, no)
+    assert beta.tolist() == [0.0]
+    raw = torch.zeros(1, 5, s, s)                   # uniform predictions: p = 0.2 everywhere
+    cal.remember(x_t, xy, raw)
+    # step t+1: A kept going right (2,2) -> (3,2): y == last; B moved up (4,4) -> (4,3) (no last move: ignored)
+    x_t1 = _x4(s, [(2, 2), (4, 4)], [(3, 2), (4, 3)])
+    beta = cal.step(x_t1, xy, no)
+    assert abs(float(beta[0]) - (-lr * (0.2 - 1.0))) < 1e-7          # 0.2
+    # calibrated logits: beta on "right" (4) at A's new cell and on "up" (1) at B's, nothing elsewhere
+    net = IntentNet(4, last_move=True)
+    with torch.no_grad():
+        d = net(x_t1, beta) - net(x_t1)
+    assert abs(float(d[0, 4, 2, 3]) - float(beta[0])) < 1e-6 and abs(float(d[0, 1, 3, 4]) - float(beta[0])) < 1e-6
+    assert abs(float(d.abs().sum()) - 2 * float(beta[0])) < 1e-5
+    # step t+2: A turned down (3,2) -> (3,3) where it had been given +beta on 'right'; B waited at (4,3), but
+    # (3,3) is also one of B's candidate cells, so B's move is ambiguous and does not count
+    b1 = float(beta[0])
+    lg = torch.zeros(1, 5, s, s)
+    lg[0, 4, 2, 3] = b1                              # the calibrated logits of a module whose raw output is 0
+    lg[0, 1, 3, 4] = b1
+    cal.remember(x_t1, xy, lg)
+    beta = cal.step(_x4(s, [(3, 2), (4, 3)], [(3, 3), (4, 3)]), xy, no)
+    p_last = np.exp(b1) / (4 + np.exp(b1))
+    assert abs(float(beta[0]) - (b1 - lr * (p_last - 0.0))) < 1e-6
+    assert cal.step(_x4(s, [], []), xy, torch.tensor([True])).tolist() == [0.0]
+
+
+def test_agent_with_calibration_off_decides_as_the_module_as_trained():
+    """intent_adapt_lr 0: the decision's intent logits are the module's; on: they differ from it only by
+    beta * onehot(last move), with beta the calibrator's."""
+    from coopsim.agents.immp.intent import last_moves
+    from coopsim.platform import registry
+
+    outs = {}
+    for lr in (0.0, 0.5):
+        core = MGMAPFCore(1, map="random-32-32-10", num_agents=32, num_goals=2, obs_radius=3, max_steps=12)
+        agent = registry.make_component("agent", "mapf/immp-v0", core, checkpoint="shipped", intent_adapt_lr=lr)
+        obs = core.reset(seed=3)
+        agent.reset(3)
+        acts, betas = [], []
+        for _ in range(12):
+            flat = flatten_obs(obs, agent.obs_space)
+            x = agent.actor_input(flat)
+            a = agent.decide(x)
+            x4 = x.reshape(32, -1)[:, :4 * 49].reshape(-1, 4, 7, 7)
+            with torch.no_grad():
+                raw = agent.net.intent_logits(x.reshape(32, -1))
+            beta = torch.zeros(32) if agent._inertia is None else agent._inertia.beta
+            assert torch.allclose(agent.last_intent_logits, raw + beta[:, None, None, None] * last_moves(x4[:, 3], x4[:, 1]),
+                                  atol=1e-5)
+            betas.append(beta.clone())
+            acts.append(a)
+            obs = core.step(a).obs
+        outs[lr] = (np.stack(acts), torch.stack(betas))
+    assert (outs[0.0][1] == 0).all() and (outs[0.5][1] != 0).any()

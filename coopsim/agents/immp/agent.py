@@ -48,7 +48,7 @@ from coopsim.platform.agent import AgentParams, AgentPlugin
 from coopsim.platform.registry import Variant
 
 from .highlevel import HighLevelParams, ScenarioPlanner, TeamPlanner
-from .intent import IntentLoss, IntentNet, shift_per_sample
+from .intent import InertiaCalibration, IntentLoss, IntentNet, shift_per_sample
 from .net import IMMPNet
 from .rewards import CollaborativeReward
 
@@ -67,9 +67,14 @@ class IMMPParams(AgentParams):
     activation: Literal["tanh", "relu"] = Field("relu", description="hidden activation")
     intent: bool = Field(True, description="neighbour-intent module whose predictions feed the policy")
     intent_channels: int = Field(8, ge=1, le=256, description="conv width of the intent module, 1..256")
+    intent_depth: int = Field(2, ge=1, le=8, description="3x3 conv layers of the intent module, 1..8 (receptive field "
+                              "2 * depth + 1 cells); when a checkpoint is loaded, its own setting is used")
     intent_last_move: bool = Field(False, description="the intent module also reads each visible neighbour's last move "
                                                        "(derived from the agent's two consecutive windows); when a "
                                                        "checkpoint is loaded, its own setting is used")
+    intent_adapt_lr: float = Field(0.0, ge=0, le=10, description="step size of the online, per-agent calibration of the "
+                                   "intent module's trust in each neighbour's last move (InertiaCalibration), applied "
+                                   "at CS-PIBT decisions; 0 = the module as trained, 0..10")
     intent_coef: float = Field(0.5, ge=0, le=100, description="weight of the intent loss in the PPO objective, 0..100")
     team_weight: float = Field(0.5, ge=0, le=1, description="share of the team-mean reward in each agent's reward, 0..1")
     goal_bonus: float = Field(2.0, ge=0, le=100, description="shaping reward per goal visited (reward units), 0..100")
@@ -137,7 +142,7 @@ class IMMPAgent(PPOAgent):
         self.s = 2 * int(scenario.params.obs_radius) + 1
         self.wp_dim = TeamPlanner.feature_dim(p.highlevel.num_waypoints)
         self.net = IMMPNet(self.s, self.wp_dim, self.num_actions, list(p.hidden), p.activation, p.intent, p.intent_channels,
-                           intent_last_move=p.intent_last_move)
+                           intent_last_move=p.intent_last_move, intent_depth=p.intent_depth)
         self.value_norm = ValueNorm()
         self.hl = ScenarioPlanner(scenario, p.highlevel)
         self.reset(p.seed)
@@ -217,7 +222,22 @@ class IMMPAgent(PPOAgent):
         int64 actions ``[E, N]`` (benchmarks that read the intent logits of the same input call this)."""
         p: IMMPParams = self.params
         e, n = x.shape[:2]
-        logits, _, _ = self.masked_logits(x)
+        s = self.s
+        cal = self._inertia if (self.net.intent is not None and p.intent_adapt_lr > 0) else None
+        if cal is not None:
+            x4 = x.reshape(e * n, -1)[:, :4 * s * s].reshape(-1, 4, s, s)
+            xy = torch.as_tensor(self.scenario.agent_xy().astype(np.int64).reshape(e * n, 2))
+            fresh = torch.as_tensor(np.repeat(self.hl.step_counters() == 0, n))
+            self.net.inertia = cal.step(x4, xy, fresh)
+        try:
+            logits, feat, _ = self.masked_logits(x)
+        finally:
+            self.net.inertia = None
+        if self.net.intent is not None:
+            #: float32 ``[E*N, 5, S, S]``: the intent predictions this decision used (calibrated), for benchmarks
+            self.last_intent_logits = feat[:, self.net.policy_dim:].reshape(-1, 5, s, s)
+            if cal is not None:
+                cal.remember(x4, xy, self.last_intent_logits)
         with torch.no_grad():
             if p.cs_order != "sorted":
                 # Gumbel-max: the first preference is a sample of softmax(logits / T), the whole order a sample
@@ -287,6 +307,8 @@ class IMMPAgent(PPOAgent):
         self._last = None
         self._prios = None
         self._best = self._stall = self._nvis = None
+        self._inertia = InertiaCalibration(self.params.intent_adapt_lr) if self.params.intent_adapt_lr > 0 else None
+        self.last_intent_logits = None
         self.hl.invalidate()
 
     def checkpoint(self) -> dict[str, Any]:
@@ -322,22 +344,24 @@ class IMMPAgent(PPOAgent):
                                   f"{self.params.model_dump().get(key)!r}", file=str(path), key=f"agents.params.{key}")
         if self.net.intent is not None:   # the intent module's width and inputs are details of the file: follow it
             file_arch = {"intent_channels": int(ck["params"].get("intent_channels", self.params.intent_channels)),
-                         "intent_last_move": bool(ck["params"].get("intent_last_move", False))}
+                         "intent_last_move": bool(ck["params"].get("intent_last_move", False)),
+                         "intent_depth": int(ck["params"].get("intent_depth", 2))}
             for key, v in file_arch.items():   # unless the config asks for something else explicitly
                 if key in self.params.model_fields_set and getattr(self.params, key) != v:
                     raise ConfigError(f"checkpoint was trained with {key}={v!r}; the config says "
                                       f"{getattr(self.params, key)!r} (leave it unset to use the file's)",
                                       file=str(path), key=f"agents.params.{key}")
-            self.replace_intent(file_arch["intent_channels"], file_arch["intent_last_move"])
+            self.replace_intent(file_arch["intent_channels"], file_arch["intent_last_move"], file_arch["intent_depth"])
         self.net.load_state_dict(ck["net"])
         self.value_norm.load_state_dict(ck["value_norm"])
 
-    def replace_intent(self, channels: int, last_move: bool) -> None:
-        """Give the intent module ``channels`` conv width and (``last_move``) the neighbours' last moves as input.
+    def replace_intent(self, channels: int, last_move: bool, depth: int | None = None) -> None:
+        """Give the intent module ``channels`` conv width, ``depth`` conv layers (None: unchanged) and
+        (``last_move``) the neighbours' last moves as input.
 
-        Same width: the module is kept, and gaining the last-move input it predicts exactly as before until
-        trained (:meth:`.intent.IntentNet.with_last_move`); another width: a fresh, untrained module. Used by
-        :meth:`load` (the file's setting wins) and before fine-tuning a policy trained without them.
+        Same width and depth: the module is kept, and gaining the last-move input it predicts exactly as before
+        until trained (:meth:`.intent.IntentNet.with_last_move`); another width or depth: a fresh, untrained
+        module. Used by :meth:`load` (the file's setting wins) and before fine-tuning a policy trained without them.
 
         Raises:
             ConfigError: this agent has no intent module.
@@ -345,11 +369,13 @@ class IMMPAgent(PPOAgent):
         if self.net.intent is None:
             raise ConfigError("this agent has no intent module", key="agents.params.intent")
         cur = self.net.intent
-        if channels != cur.body[0].out_channels:
-            self.net.intent = IntentNet(channels, last_move)
+        depth = cur.depth if depth is None else int(depth)
+        if channels != cur.body[0].out_channels or depth != cur.depth:
+            self.net.intent = IntentNet(channels, last_move, depth)
         elif last_move != cur.last_move:
-            self.net.intent = cur.with_last_move() if last_move else IntentNet(channels)
-        self.params = self.params.model_copy(update={"intent_last_move": bool(last_move), "intent_channels": int(channels)})
+            self.net.intent = cur.with_last_move() if last_move else IntentNet(channels, depth=depth)
+        self.params = self.params.model_copy(update={"intent_last_move": bool(last_move), "intent_channels": int(channels),
+                                                     "intent_depth": depth})
 
     # --- training ---------------------------------------------------------------------------------
     @classmethod

@@ -115,35 +115,108 @@ def last_moves(prev: torch.Tensor, agents: torch.Tensor) -> torch.Tensor:
 
 
 class IntentNet(nn.Module):
-    """Per-cell neighbour move logits ``[B, 5, S, S]`` from ``[B, 4, S, S]`` (window + previous agent channel).
+    """Per-cell neighbour move logits ``[B, 5, S, S]`` from ``[B, 4, S, S]`` (window + previous agent channel):
+    ``depth`` 3x3 conv layers of ``channels`` (ReLU; receptive field ``2 * depth + 1`` cells) and a 1x1 output.
 
     With ``last_move`` the input gains the five channels of :func:`last_moves` (computed here from the agent
     and previous-agent channels, so the caller's input is unchanged): the module sees each neighbour's last
     move explicitly, which a 2-layer 3x3 net otherwise has to infer from two occupancy maps.
     """
 
-    def __init__(self, channels: int = 16, last_move: bool = False):
+    def __init__(self, channels: int = 16, last_move: bool = False, depth: int = 2):
         super().__init__()
-        self.last_move = bool(last_move)
-        self.body = nn.Sequential(
-            nn.Conv2d(9 if last_move else 4, channels, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(),
-            nn.Conv2d(channels, 5, 1))
+        if int(depth) < 1:
+            raise ValueError(f"depth must be >= 1 (3x3 conv layers); got {depth}")
+        self.last_move, self.depth = bool(last_move), int(depth)
+        layers: list[nn.Module] = [nn.Conv2d(9 if last_move else 4, channels, 3, padding=1), nn.ReLU()]
+        for _ in range(self.depth - 1):
+            layers += [nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU()]
+        self.body = nn.Sequential(*layers, nn.Conv2d(channels, 5, 1))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.last_move:
-            x = torch.cat([x, last_moves(x[:, 3], x[:, 1])], 1)
-        return self.body(x)
+    def forward(self, x: torch.Tensor, inertia: torch.Tensor | None = None) -> torch.Tensor:
+        """``x [B, 4, S, S]`` -> logits ``[B, 5, S, S]``; ``inertia`` float ``[B]`` (optional) adds
+        ``inertia * onehot(last move)`` at each neighbour whose last move is known (:class:`InertiaCalibration`)."""
+        lm = last_moves(x[:, 3], x[:, 1]) if (self.last_move or inertia is not None) else None
+        out = self.body(torch.cat([x, lm], 1) if self.last_move else x)
+        if inertia is not None:
+            out = out + inertia[:, None, None, None] * lm
+        return out
 
     def with_last_move(self) -> "IntentNet":
         """A copy that also reads :func:`last_moves`, computing exactly what this module computes until trained
         (the new input channels' first-layer weights are zero)."""
-        out = IntentNet(self.body[0].out_channels, last_move=True)
+        out = IntentNet(self.body[0].out_channels, last_move=True, depth=self.depth)
         with torch.no_grad():
             out.load_state_dict({k: v for k, v in self.state_dict().items() if k != "body.0.weight"}, strict=False)
             out.body[0].weight.zero_()
             out.body[0].weight[:, :self.body[0].in_channels] = self.body[0].weight
         return out
+
+
+class InertiaCalibration:
+    """Online, per-agent calibration of the intent module's trust in "the neighbour keeps its last move".
+
+    How much a neighbour's last move predicts its next one depends on the map (long aisles: often; cluttered
+    maps: rarely), which a module trained on generated maps cannot know. Each agent therefore keeps one scalar
+    ``beta`` and predicts with ``logits + beta * onehot(last move)`` (a product of the module's distribution
+    and an inertia expert, at the neighbours whose last move it has identified; others are unchanged). After
+    every step it takes one online gradient step on the cross-entropy of its previous predictions against the
+    moves it then saw its neighbours make (the same self-supervised labels as training,
+    :func:`move_labels`; no privileged information, nothing shared)::
+
+        beta <- clip(beta - lr * sum_j (p_j(last_j) - [y_j == last_j]), -bound, bound)
+
+    over the neighbours ``j`` with a known last move and an identifiable next move; ``p_j`` is the calibrated
+    softmax at ``j``'s cell. ``beta`` starts at 0 (the module as trained) in every episode. This is online
+    logistic regression on one feature (Zinkevich 2003, online gradient descent; a test-time adaptation of the
+    module's output layer). Vectorized over agents and envs; float32 tensors ``[B]`` with ``B = E * N``.
+
+    Args:
+        lr: step size, > 0 (per labelled neighbour-step).
+        bound: ``|beta|`` limit, > 0.
+    """
+
+    def __init__(self, lr: float, bound: float = 5.0):
+        if lr <= 0 or bound <= 0:
+            raise ValueError(f"lr and bound must be > 0; got lr={lr}, bound={bound}")
+        self.lr, self.bound = float(lr), float(bound)
+        self.reset()
+
+    def reset(self) -> None:
+        self.beta: torch.Tensor | None = None
+        self._prev = None
+
+    def step(self, x4: torch.Tensor, xy: torch.Tensor, fresh: torch.Tensor) -> torch.Tensor:
+        """Learn from the moves seen since the last call, then return ``beta`` float32 ``[B]`` for this step.
+
+        Args:
+            x4: float ``[B, 4, S, S]`` this step's intent input (window channels + previous agent channel).
+            xy: int64 ``[B, 2]`` each agent's own cell (x, y) now.
+            fresh: bool ``[B]`` agents whose episode just started (beta back to 0, nothing learned).
+        """
+        b = len(x4)
+        if self.beta is None or len(self.beta) != b:
+            self.beta, self._prev = torch.zeros(b), None
+        if self._prev is not None:
+            agents0, xy0, raw0, lm0 = self._prev
+            d = (xy - xy0).clamp(-1, 1)
+            ok = ~fresh & ((xy - xy0).abs() <= 1).all(1)
+            lab = move_labels(agents0, x4[:, 1], d, ok)                              # [B, S, S]
+            known = lm0.sum(1) > 0.5                                                 # last move identified
+            use = (lab != IGNORE) & known
+            p = torch.softmax(raw0 + self.beta[:, None, None, None] * lm0, 1)
+            p_last = (p * lm0).sum(1)                                                # [B, S, S]
+            hit = torch.gather(lm0, 1, lab.clamp(min=0)[:, None]).squeeze(1)         # 1 where y == last
+            grad = torch.where(use, p_last - hit, torch.zeros_like(p_last)).sum((1, 2))
+            self.beta = (self.beta - self.lr * grad).clamp(-self.bound, self.bound)
+        self.beta = torch.where(fresh, torch.zeros_like(self.beta), self.beta)
+        return self.beta
+
+    def remember(self, x4: torch.Tensor, xy: torch.Tensor, logits: torch.Tensor) -> None:
+        """Keep this step's input and calibrated logits ``[B, 5, S, S]`` (made with :meth:`step`'s beta)."""
+        lm = last_moves(x4[:, 3], x4[:, 1])
+        raw = logits - self.beta[:, None, None, None] * lm
+        self._prev = (x4[:, 1].clone(), xy.clone(), raw, lm)
 
 
 def expected_occupancy(agents: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:

@@ -71,7 +71,8 @@ class IMMPNet(nn.Module):
     Args:
         window: S; waypoint_dim: F_w; num_actions: 5; hidden: MLP widths; activation: 'tanh' or 'relu';
         intent: build the intent module; intent_channels: its conv width; pref_gain, risk_gain: initial gains;
-        intent_last_move: the intent module also reads each neighbour's last move (:func:`.intent.last_moves`).
+        intent_last_move: the intent module also reads each neighbour's last move (:func:`.intent.last_moves`);
+        intent_depth: its number of 3x3 conv layers.
     """
 
     recurrent = False
@@ -79,12 +80,12 @@ class IMMPNet(nn.Module):
 
     def __init__(self, window: int, waypoint_dim: int, num_actions: int, hidden: list[int], activation: str,
                  intent: bool, intent_channels: int = 16, pref_gain: float = 2.0, risk_gain: float = 3.0,
-                 intent_last_move: bool = False):
+                 intent_last_move: bool = False, intent_depth: int = 2):
         super().__init__()
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         s = self.s = int(window)
         self.in_dim = 4 * s * s + int(waypoint_dim)
-        self.intent = IntentNet(intent_channels, intent_last_move) if intent else None
+        self.intent = IntentNet(intent_channels, intent_last_move, intent_depth) if intent else None
         self.encoder = _mlp(self.in_dim + (s * s if intent else 0), hidden, act)
         self.z_dim = hidden[-1]
         self.policy_dim = self.z_dim + 2 * num_actions + (num_actions if intent else 0)
@@ -95,11 +96,17 @@ class IMMPNet(nn.Module):
             self.risk_gain = nn.Parameter(torch.tensor(float(risk_gain)))
         self.critic = nn.Sequential(_mlp(self.in_dim, hidden, act), _layer(hidden[-1], 1, 1.0))
         self._rows, self._cols = target_cells(s)
+        #: float32 ``[B]`` or None: per-agent inertia weight added to the intent logits at decision time
+        #: (:class:`.intent.InertiaCalibration`; set by the agent around a decision, never during training)
+        self.inertia: torch.Tensor | None = None
 
     def intent_logits(self, x: torch.Tensor) -> torch.Tensor:
-        """float32 ``[B, 5, S, S]`` neighbour move logits (requires the intent module)."""
+        """float32 ``[B, 5, S, S]`` neighbour move logits (requires the intent module), with :attr:`inertia`
+        applied when it is set for this batch."""
         s = self.s
-        return self.intent(x[:, :4 * s * s].reshape(-1, 4, s, s))
+        if self.inertia is not None and len(self.inertia) != len(x):
+            raise ValueError(f"inertia has {len(self.inertia)} rows for a batch of {len(x)}")
+        return self.intent(x[:, :4 * s * s].reshape(-1, 4, s, s), self.inertia)
 
     def features(self, x: torch.Tensor, h: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:
         """``x [B, in_dim]`` -> features ``[B, feature_dim]`` (see the module docstring), no recurrent state."""
