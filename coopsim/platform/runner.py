@@ -36,8 +36,30 @@ class RunInterrupted(KeyboardInterrupt):
         self.run_dir = run_dir
 
 
+@contextlib.contextmanager
+def seeded_torch(seed: int):
+    """Run the block with torch's global generator seeded with ``seed`` and restore its state afterwards.
+
+    The runner builds the agent inside it, so an agent whose networks draw their initial weights from torch's
+    global generator (PPO, QMIX, ...) and is not loaded from a checkpoint starts from the same weights in
+    every run, and from the ones ``coopsim train`` gives seed ``seed`` (:func:`coopsim.platform.training.build_trainer`
+    calls ``torch.manual_seed(seed)`` before building the agent). Without torch loaded, nothing is done.
+    """
+    import sys
+
+    if "torch" not in sys.modules:  # agents without torch do not pay for importing it
+        yield
+        return
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        yield
+
+
 class RunParts:
-    """The four components of a run, built from the registry (num_envs == 1)."""
+    """The four components of a run, built from the registry (num_envs == 1); the agent is built under
+    :func:`seeded_torch` with the first run seed, so an untrained learner's initial weights are reproducible."""
 
     def __init__(self, cfg: RunConfig, checkpoint: str | None = None):
         try:
@@ -51,7 +73,8 @@ class RunParts:
         if missing:
             raise ConfigError(f"agent '{cfg.agents.id}' needs scenario capabilities {missing}, which '{cfg.scenario.id}' lacks",
                               key="agents.id", value=cfg.agents.id)
-        self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
+        with seeded_torch(cfg.seeds[0]):  # an agent's initial network weights, as `coopsim train` seeds them
+            self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
         if checkpoint is not None:
             from pathlib import Path as _P
 

@@ -89,3 +89,31 @@ def test_env_step_before_reset_and_unknown_agent_are_clear_errors():
     env.reset(seed=0)
     with pytest.raises(KeyError, match=r"unknown agents \['nope'\]; valid agents: \["):
         env.step({"nope": 0})
+
+
+@pytest.mark.parametrize("agent", [{"id": "ppo/mappo-v0", "params": {"hidden": [16], "deterministic": False}},
+                                   {"id": "qmix/qmix-v0", "params": {"hidden": 16, "hypernet_embed": 8}}])
+def test_untrained_learner_same_bytes_and_training_init(tmp_path, agent):
+    """An agent not loaded from a checkpoint starts from the same weights in every run (the ones `coopsim train`
+    gives the first seed), and building it leaves torch's global generator where it was."""
+    import torch
+
+    from coopsim.platform.runner import RunParts
+    from coopsim.platform.training import build_trainer
+
+    base = {"name": "untrained", "scenario": {"id": "line/LineWalk-v0", "params": {"num_agents": 2, "length": 6}},
+            "agents": agent, "seeds": [3], "episodes": 2, "max_steps": 12}
+    cfg = validate_config({**base, "out_dir": str(tmp_path)})
+    torch.manual_seed(11)
+    a = run_config(cfg, progress=False, run_dir=tmp_path / "a")
+    after_a = torch.rand(3)
+    torch.manual_seed(99)  # a different global state must not change the run
+    b = run_config(cfg, progress=False, run_dir=tmp_path / "b")
+    assert (a / "metrics.jsonl").read_bytes() == (b / "metrics.jsonl").read_bytes()
+    torch.manual_seed(11)
+    RunParts(cfg).close()
+    assert torch.equal(torch.rand(3), after_a)  # the global generator is restored after the build
+    trained = validate_config({**base, "train": {"num_envs": 1, "total_env_steps": 100}})
+    net_run = RunParts(cfg).agent.net.state_dict()
+    net_train = build_trainer(trained, 3)[0].agent.net.state_dict()
+    assert all(torch.equal(net_run[k], net_train[k]) for k in net_run)
