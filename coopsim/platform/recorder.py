@@ -5,8 +5,10 @@ Layout of ``runs/<name>-<UTC time>-<short id>/``:
 * ``config.yaml``: the resolved config (defaults filled in, overrides applied).
 * ``metrics.jsonl``: one JSON line per finished episode (keys sorted; no wall times, so the same config
   and seed give a byte-identical file).
-* ``timing.jsonl``: wall time of each episode (s), kept apart from the metrics.
-* ``summary.json``: per metric, mean over seeds of per-seed means with a Student-t 95% interval.
+* ``timing.jsonl``: wall time of each episode (s) and the agent's and shield's ``episode_timings()`` (e.g.
+  ``shield/filter_ms_per_call``), kept apart from the metrics.
+* ``summary.json``: per metric, mean over seeds of per-seed means with a Student-t 95% interval; the run's
+  ``wall_s`` and, under ``timing``, the mean over episodes of each ``timing.jsonl`` value.
 * ``replays/seed<S>_ep<E>.npz``: the scenario's replay arrays, when it offers ``replay()``.
 * ``*.png``: plots.
 """

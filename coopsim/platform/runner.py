@@ -337,7 +337,7 @@ def run_config(
                     atomic_savez(run["dir"] / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
                 run["metrics"].write(row)
                 run["timing"].write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6),
-                                     **parts.agent.episode_timings()})
+                                     **parts.agent.episode_timings(), **parts.shield.episode_timings()})
                 if on_episode:
                     on_episode(row)
                 bar.update(run["task"], advance=1, description=_bar_text(cfg.name, row))
@@ -398,8 +398,24 @@ def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | N
         summary["checkpoint"] = (run_dir / "checkpoint.txt").read_text().strip()
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
+    timing = _mean_timings(run_dir / "timing.jsonl")
+    if timing:
+        summary["timing"] = timing
     atomic_write_text(run_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True))
     return summary
+
+
+def _mean_timings(path: Path) -> dict[str, float]:
+    """Per key of ``timing.jsonl`` (episode wall time ``wall_s``, plugins' ``episode_timings()``), its mean over
+    the episodes that have it; ``{}`` without the file."""
+    if not path.is_file():
+        return {}
+    sums: dict[str, list[float]] = {}
+    for r in read_jsonl(path):
+        for k, v in r.items():
+            if k not in ("seed", "episode") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                sums.setdefault(k, []).append(float(v))
+    return {k: round(float(np.mean(v)), 6) for k, v in sorted(sums.items())}
 
 
 def _bar_text(name: str, row: dict) -> str:

@@ -52,4 +52,11 @@ class Shield(ABC):
         """Return a certified joint action int64 ``[E, N]`` (a new array) and its certificate."""
 
     def stats(self) -> dict[str, float]:
+        """Deterministic statistics of the shield; the runner adds them to each episode's ``metrics.jsonl`` row.
+        Wall times go in :meth:`episode_timings` instead, so metrics stay byte-reproducible."""
+        return {}
+
+    def episode_timings(self) -> dict[str, float]:
+        """Wall-time statistics of the shield's last episode; the runner writes them to ``timing.jsonl`` (and their
+        means over episodes to ``summary.json``, under ``timing``)."""
         return {}

@@ -135,6 +135,30 @@ def test_runner_counts_costs_and_interventions(tmp_path):
         assert r["shield/interventions"] > 0  # random actions collide; the shield changes them
 
 
+def test_shield_wall_times_stay_out_of_metrics(tmp_path):
+    """metrics.jsonl of a shielded run is byte-identical across runs; the shield's filter time per call goes to
+    timing.jsonl (per episode) and summary.json (mean over episodes)."""
+    import json
+
+    from coopsim.platform.config import validate_config
+    from coopsim.platform.recorder import read_jsonl
+    from coopsim.platform.runner import run_config
+
+    raw = {"name": "shield-bytes", "scenario": {"id": "coop_game/Grid4x4-v0", "params": {"num_agents": 3,
+           "constraints": ["separation", "resource"]}}, "agents": {"id": "random-v0"},
+           "shield": {"id": "certificate-v0", "params": {"num_runs": 360}}, "seeds": [0, 1], "episodes": 2,
+           "out_dir": str(tmp_path)}
+    a, b = (run_config(validate_config(raw), progress=False, run_dir=tmp_path / d) for d in "ab")
+    assert (a / "metrics.jsonl").read_bytes() == (b / "metrics.jsonl").read_bytes()
+    assert all("shield/filter_ms_per_call" not in r and "shield/changed_agents" in r for r in read_jsonl(a / "metrics.jsonl"))
+    timing = read_jsonl(a / "timing.jsonl")
+    assert len(timing) == 4 and all(t["shield/filter_ms_per_call"] > 0 for t in timing)
+    summary = json.loads((a / "summary.json").read_text())
+    mean = sum(t["shield/filter_ms_per_call"] for t in timing) / 4
+    assert summary["timing"]["shield/filter_ms_per_call"] == pytest.approx(mean, rel=1e-4, abs=1e-6)
+    assert "shield/filter_ms_per_call" not in summary["metrics"]
+
+
 def test_lagrangian_multiplier_follows_dual_ascent_on_episode_cost():
     from coopsim.agents.graph_safe.train import run_episode
     from coopsim.agents.safe_baselines import LagrangianQAgent
