@@ -123,25 +123,23 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
                 raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}",
                                   file=file, key=f"{key_prefix}{k}", value=params[k])
         params = {**factory.defaults, **params}
-    reject_bools(params, factory.Params, file=file, key_prefix=key_prefix, lists=False)
+    reject_bools(params, factory.Params, file=file, key_prefix=key_prefix)
     try:
         return factory.Params(**params)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix, owner=f"'{id_}'") from None
 
 
-def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "",
-                 lists: bool = True) -> None:
-    """Refuse ``true``/``false`` (or YAML ``yes``/``no``) for an int or float field of ``model``, or (with
-    ``lists``) an item of a ``list[int]`` or ``list[float]`` field: pydantic would silently turn them into 1 and 0.
-    Keys that are not fields of ``model`` are left to pydantic. Component params (:func:`validate_params`) are
-    checked without ``lists``; the run config and its ``train:`` section with them.
+def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "") -> None:
+    """Refuse ``true``/``false`` (or YAML ``yes``/``no``) for an int or float field of ``model``, or for an item
+    that should be an int or a float inside a list or tuple field (``list[int]``, ``tuple[float, float]``,
+    ``list[tuple[float, float]] | None``, ...): pydantic would silently turn them into 1 and 0. Keys that are not
+    fields of ``model`` are left to pydantic. The same check for the run config, its ``train:`` section and
+    component params (:func:`validate_params`).
 
     Raises:
         ConfigError: names the key (``key_prefix`` + field) and the value.
     """
-    import typing
-
     for k, v in data.items():
         f = model.model_fields.get(k)
         if f is None:
@@ -149,12 +147,45 @@ def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | No
         if isinstance(v, bool) and _numeric_field(model, k):
             raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
                               key=f"{key_prefix}{k}", value=v)
-        if lists and isinstance(v, list) and typing.get_origin(f.annotation) is list \
-                and typing.get_args(f.annotation) in ((int,), (float,)):
-            for item in v:
-                if isinstance(item, bool):
-                    raise ConfigError(f"invalid value {item!r} in {v!r}: a number is required, not a boolean",
-                                      file=file, key=f"{key_prefix}{k}", value=v)
+        if isinstance(v, (list, tuple)):
+            item = _bool_for_number(v, f.annotation)
+            if item is not _NONE:
+                raise ConfigError(f"invalid value {item!r} in {v!r}: a number is required, not a boolean",
+                                  file=file, key=f"{key_prefix}{k}", value=v)
+
+
+_NONE = object()
+
+
+def _bool_for_number(value: Any, annotation: Any) -> Any:
+    """The first boolean in ``value`` at a place where ``annotation`` takes an int or a float (and no bool),
+    looking into lists, tuples, unions and ``Annotated``; ``_NONE`` if there is none."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _bool_for_number(value, args[0])
+    if origin in (typing.Union, types.UnionType):
+        if isinstance(value, bool) and bool in args:
+            return _NONE
+        for a in args:
+            found = _bool_for_number(value, a)
+            if found is not _NONE:
+                return found
+        return _NONE
+    if isinstance(value, bool):
+        return value if annotation in (int, float) else _NONE
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        if origin is tuple and args[-1] is not Ellipsis:
+            pairs = zip(value, args)
+        else:
+            pairs = ((v, args[0]) for v in value)
+        for v, a in pairs:
+            found = _bool_for_number(v, a)
+            if found is not _NONE:
+                return found
+    return _NONE
 
 
 def _numeric_field(model: type[BaseModel], key: str) -> bool:

@@ -44,3 +44,21 @@ def test_train_section_bool_rejected():
 def test_ints_still_accepted(tmp_path):
     cfg = load_config(write(tmp_path, GOOD), ["max_steps=3", "episodes=2"])
     assert cfg.max_steps == 3 and cfg.episodes == 2 and cfg.seeds == [0, 1]
+
+
+@pytest.mark.parametrize("override, key, value", [("agents.params.hidden=[true, 64]", "agents.params.hidden", r"\[True, 64\]"),
+                                                  ("agents.params.hidden=[64, no]", "agents.params.hidden", r"\[64, False\]")])
+def test_component_list_bool_rejected(override, key, value):
+    """A boolean inside a component's list[int] param (PPO hidden) is refused, as in the run config's own lists."""
+    with pytest.raises(ConfigError, match=rf"key '{key}': invalid value (True|False) in {value}: a number is required, not a boolean"):
+        load_config("configs/ppo/linewalk-mappo.yaml", [override])
+
+
+def test_component_tuple_and_nested_bool_rejected():
+    from coopsim.platform.registry import validate_params
+
+    with pytest.raises(ConfigError, match=r"key 'random_size': invalid value True in \[True, 32\]: a number is required"):
+        validate_params("scenario", "mapf/MGMAPF-v0", {"map": "random", "random_size": [True, 32]})
+    assert validate_params("scenario", "mapf/MGMAPF-v0", {"map": "random", "random_size": [16, 32]}).random_size == (16, 32)
+    cfg = load_config("configs/ppo/linewalk-mappo.yaml", ["agents.params.hidden=[8, 4]"])
+    assert cfg.agents.params["hidden"] == [8, 4]
