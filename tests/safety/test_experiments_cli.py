@@ -47,3 +47,21 @@ def test_the_same_setting_resumes_as_done(tmp_path, capsys):
     path.write_text(json.dumps({"episodes": 7, "agent_params": {"num_runs": 360, "p_min": 0.1}}))
     main(["regret", "--cases", "grid4x4-2ag-all", "--episodes", "7", "--seeds", "0", "--out", str(tmp_path)])
     assert f"done already ({path})" in capsys.readouterr().out
+
+
+def test_results_are_written_with_the_platform_atomic_writer(tmp_path, monkeypatch):
+    """Result JSON files go through coopsim.platform.recorder.atomic_write_text (fsync, unique temporary file)."""
+    from coopsim.agents.graph_safe import experiments
+    from coopsim.platform import recorder
+
+    calls = []
+
+    def spy(path, text):
+        calls.append(path)
+        recorder.atomic_write_text(path, text)
+
+    monkeypatch.setattr(experiments, "atomic_write_text", spy)
+    path = tmp_path / "sub" / "r.json"
+    experiments._atomic_json({"a": [1, 2]}, path)
+    assert calls == [path] and json.loads(path.read_text()) == {"a": [1, 2]}
+    assert [p.name for p in path.parent.iterdir()] == ["r.json"]

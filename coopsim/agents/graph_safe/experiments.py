@@ -21,22 +21,21 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
 from coopsim.errors import ConfigError, int_at_least, run_script
+from coopsim.platform.recorder import atomic_write_text
 
 OUT = Path("docs/safety_results")
 
 
 def _atomic_json(obj, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1))
-    os.replace(tmp, path)
+    """Write ``obj`` as JSON (indent 1) to ``path`` with the run directories' atomic writer (temporary file in
+    the same directory, fsync, ``os.replace``; parent directories are created)."""
+    atomic_write_text(path, json.dumps(obj, indent=1))
 
 
 LEARNER = "graph_safe-v0 (counts replans, goal-directed expansion, training shield sharing the learner's counts)"
