@@ -3,7 +3,8 @@
 Each seed is trained exactly as ``coopsim train CONFIG`` trains it (same config loader, ``build_trainer`` and
 ``fit``; the run directory, metrics, checkpoints and ``policy.pt`` are written the same way). Every
 ``--eval-every`` env steps the current policy is copied into a separate batched core of ``--eval-episodes``
-envs (built once; its own reset seed, never the training envs) and played once with argmax actions; the greedy win rate,
+envs (built once; its own reset seed, never the training envs) and played once greedily (PPO: argmax actions,
+QMIX: epsilon 0; other learners are refused before training); the greedy win rate,
 the env steps and the training wall time (evaluation time excluded) are recorded. With ``--stop``, a seed
 stops at the first evaluation at or above ``--target``; otherwise it runs its full budget.
 
@@ -28,30 +29,72 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from coopsim.errors import ConfigError, run_script
 from coopsim.platform import registry
 from coopsim.platform.config import dump_config, load_config
 from coopsim.platform.recorder import atomic_write_text
-from coopsim.platform.runner import play_episodes
+from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import fit
 from coopsim.platform.training import build_trainer, trainable_class, train_config
 
 
+#: the acting params that make a learner greedy: PPO (MAPPO/IPPO) argmax actions, QMIX epsilon 0
+GREEDY_PARAMS = {"deterministic": True, "epsilon": 0.0}
+
+
+def greedy_params(agent_cls: type, agent_id: str = "") -> dict:
+    """The params overrides that make ``agent_cls`` act greedily (``deterministic: true`` for PPO, ``epsilon: 0``
+    for QMIX).
+
+    Raises:
+        ConfigError: key ``agents.id``; the learner has neither param.
+    """
+    fields = agent_cls.Params.model_fields
+    over = {k: v for k, v in GREEDY_PARAMS.items() if k in fields}
+    if not over:
+        raise ConfigError(f"smac_time_to_win cannot evaluate agent '{agent_id or agent_cls.__name__}' greedily: its params "
+                          "have neither 'deterministic' (PPO: ppo/mappo-v0, ppo/ippo-v0) nor 'epsilon' (QMIX: qmix/qmix-v0)",
+                          key="agents.id", value=agent_id or agent_cls.__name__)
+    return over
+
+
+def copy_weights(src, dst) -> None:
+    """Load ``src``'s acting weights into ``dst`` (same class and architecture): ``net``, and the QMIX ``mixer`` and
+    a PPO comm module's state when there are."""
+    dst.net.load_state_dict(src.net.state_dict())
+    if getattr(src, "mixer", None) is not None:
+        dst.mixer.load_state_dict(src.mixer.state_dict())
+    comm = getattr(src, "comm", None)
+    if comm is not None and hasattr(comm, "state_dict"):
+        dst.comm.load_state_dict(comm.state_dict())
+
+
 class GreedyEvaluator:
-    """``episodes`` envs of one batched core, built once, each evaluation played once from reset seed ``seed`` with
-    argmax actions by a copy of the policy (:func:`~coopsim.platform.runner.play_episodes`)."""
+    """``episodes`` envs of one batched core, built once, each evaluation played once from reset seed ``seed`` by a
+    greedy copy of the policy (:func:`greedy_params`: PPO argmax, QMIX epsilon 0;
+    :func:`~coopsim.platform.runner.play_episodes`)."""
 
     def __init__(self, scenario_id: str, scenario_params: dict, episodes: int, seed: int):
         self.core = registry.make_scenario(scenario_id, num_envs=episodes, **scenario_params)
         self.seed = seed
-        self._agent = None  # the deterministic copy, rebuilt only when the policy's class or params change
+        self._agent = None  # the greedy copy, rebuilt only when the policy's class or params change
         self._params: dict | None = None
 
     def greedy_win_rate(self, agent) -> float:
-        """Mean win over the core's envs of ``agent``'s network weights played with argmax actions."""
-        params = {**agent.params.model_dump(), "deterministic": True}
+        """Mean win over the core's envs of ``agent``'s network weights played greedily.
+
+        Raises:
+            ConfigError: ``agent`` is not a learner this script can make greedy (see :func:`greedy_params`), or has
+                no ``net`` module.
+        """
+        params = {**agent.params.model_dump(), **greedy_params(type(agent))}
+        if not isinstance(getattr(agent, "net", None), torch.nn.Module):
+            raise ConfigError(f"smac_time_to_win cannot evaluate {type(agent).__name__} greedily: it has no `net` "
+                              "network whose weights can be copied", key="agents.id", value=type(agent).__name__)
         if self._agent is None or type(self._agent) is not type(agent) or params != self._params:
-            self._agent, self._params = type(agent)(self.core, **params), params
-        self._agent.net.load_state_dict(agent.net.state_dict())
+            with seeded_torch(self.seed):  # the copy's initial weights are overwritten; training's generator is kept
+                self._agent, self._params = type(agent)(self.core, **params), params
+        copy_weights(agent, self._agent)
         return float(np.mean([m["win"] for m in play_episodes(self.core, self._agent, self.seed)]))
 
 
@@ -98,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = load_config(args.config, list(args.overrides))
     _, cls = trainable_class(cfg, file=args.config)
+    greedy_params(cls, cfg.agents.id)  # before training: a learner that cannot be evaluated greedily
     schedule = train_config(cfg, cls, file=args.config)
     seeds = args.seeds if args.seeds is not None else list(cfg.seeds)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
@@ -134,4 +178,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    sys.exit(main())
+    sys.exit(run_script(main))

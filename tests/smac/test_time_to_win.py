@@ -1,0 +1,65 @@
+"""benchmarks/smac_time_to_win.py: the greedy evaluation works for PPO and QMIX configs and refuses other learners."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import load_config
+from coopsim.platform.training import build_trainer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _ttw():
+    spec = importlib.util.spec_from_file_location("smac_time_to_win", ROOT / "benchmarks" / "smac_time_to_win.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("config, greedy", [("3m-qmix", {"epsilon": 0.0}), ("3m-mappo", {"deterministic": True}),
+                                            ("3m-ippo", {"deterministic": True})])
+def test_greedy_copy_of_ppo_and_qmix(config, greedy):
+    ttw = _ttw()
+    cfg = load_config(str(ROOT / "configs" / "smac" / f"{config}.yaml"), ["train.num_envs=2"])
+    agent = build_trainer(cfg, 0)[0].agent
+    if "epsilon" in greedy:
+        agent.epsilon = 0.7  # as during training: the copy must still act with epsilon 0
+    ev = ttw.GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), 2, 10_000)
+    win = ev.greedy_win_rate(agent)
+    assert 0.0 <= win <= 1.0
+    copy = ev._agent
+    assert all(getattr(copy.params, k) == v for k, v in greedy.items())
+    if "epsilon" in greedy:
+        assert copy.epsilon == 0.0
+    src, dst = agent.net.state_dict(), copy.net.state_dict()
+    assert all((src[k] == dst[k]).all() for k in src)
+    assert ev.greedy_win_rate(agent) == win and ev._agent is copy  # same reset seed, same copy
+
+
+def test_tiny_qmix_run_writes_time_to_win(tmp_path):
+    ttw = _ttw()
+    rc = ttw.main([str(ROOT / "configs/smac/3m-qmix.yaml"), "--seeds", "0", "--eval-every", "100", "--eval-episodes", "2",
+                   "train.total_env_steps=200", "train.num_envs=2", f"out_dir={tmp_path}"])
+    assert rc == 0
+    (run,) = tmp_path.iterdir()
+    evals = json.loads((run / "time_to_win.json").read_text())["per_seed"]["0"]["evals"]
+    assert len(evals) == 2 and all(0.0 <= e["greedy_win"] <= 1.0 for e in evals)
+
+
+def test_learner_without_greedy_params_is_refused():
+    from coopsim.agents.graph_safe.agent import GraphSafeAgent
+
+    with pytest.raises(ConfigError, match=r"key 'agents.id'.*cannot evaluate agent 'graph_safe-v0' greedily: its params "
+                                          r"have neither 'deterministic'.*nor 'epsilon'"):
+        _ttw().greedy_params(GraphSafeAgent, "graph_safe-v0")
+
+
+def test_main_refuses_before_training(tmp_path):
+    with pytest.raises(ConfigError, match="cannot evaluate agent 'graph_safe-v0' greedily"):
+        _ttw().main([str(ROOT / "configs/safety/coop-grid4x4-2ag-all.yaml"), f"out_dir={tmp_path}"])
+    assert list(tmp_path.iterdir()) == []
