@@ -1,12 +1,17 @@
 """DDACOM and the comm baselines on simple_spread over ``ns3-v0`` (configs/ns3/*.yaml), with the issue-6 metrics.
 
-For each seed: the normalization anchors (no communication and full broadcast over ``ideal-v0``); every
-sender of the config over the config's ns-3 channel (one ns-3 child reused, reset with the seed before each
+First the normalization anchors, no communication and full broadcast over ``ideal-v0``, for ``anchor_seeds``
+seeds 0..K-1 (default: ``seeds``; they need no ns-3, so many seeds are cheap), each with the same envs,
+episodes and reset seeds as an ns-3 run of that seed, so the two anchors and every sender of a seed start
+from the same initial states. Then for each of the ``seeds`` seeds: every sender of the config over the
+config's ns-3 channel (one ns-3 child reused, reset with the seed before each
 run), with :func:`coopsim.agents.ddacom.evaluate.run` (the runner loop plus channel feedback to the
 senders); then the safe-rate oracle of that channel and seed, :func:`coopsim.comm.oracle.safe_rate_sweep`
 (one run per constant rate of a grid, every sender at that rate, the same seed, so the same background
 traffic; agents stand at their positions of the first episode's start). Reported per sender, mean and 95%
-CI over seeds: normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)``, safe-rate utilization
+CI over seeds: normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)`` (see :func:`normalized_return`:
+the anchor gap over the K anchor seeds, the numerator paired per ns-3 seed, a delta-method CI; the gap is
+*judged* when it exceeds three of its CI half-widths, issue 6), safe-rate utilization
 ``sum delivered bits / sum N min(safe rate_t, demand) dt``, loss (lost / offered copies), messages as a
 fraction of full broadcast; and the same against time (1 s bins; normalized return per episode), printed
 and plotted with ``--plot``.
@@ -17,7 +22,8 @@ and plotted with ``--plot``.
 The oracle's sweep is most of the wall time and does not depend on the senders, so it is cached on disk
 (``--oracle-cache``, default ``runs/ns3-oracle-cache``; one JSON file per seed, keyed by a hash of everything it
 depends on: channel id and params, oracle grid, scenario, envs, steps, seed); ``--senders ddacom`` and
-``--sender-param ddacom.target_utilization=0.6`` rerun some senders with other params against the cached oracle.
+``--sender-param ddacom.target_utilization=0.6`` rerun some senders with other params against the cached oracle;
+``--cached-oracle-only`` fails instead of running a sweep that is not cached.
 
 ``--calibrate 0,1e6,2e6`` instead measures, for each constant background load per pair (bit/s), the rate
 each agent gets through when all of them offer the full-broadcast demand, without the latency bound (the
@@ -42,7 +48,7 @@ from coopsim.platform.comm import DEFAULT_HEADER_BYTES
 from coopsim.platform.recorder import atomic_write_text
 from coopsim.platform.registry import make_component, make_scenario
 
-_KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "channel", "oracle"}
+_KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "anchor_seeds", "channel", "oracle"}
 BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 
 
@@ -66,7 +72,77 @@ def load(path: str) -> dict:
     if bad:
         raise ConfigError(f"unknown keys {sorted(bad)}; valid: drain_steps, max_frac, min_frac, rates", file=path,
                           key=f"oracle.{sorted(bad)[0]}")
+    seeds = cfg.get("seeds", 2)
+    anchor_seeds = cfg.get("anchor_seeds", seeds)
+    for key, v in (("seeds", seeds), ("anchor_seeds", anchor_seeds)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError("expected an integer >= 1", file=path, key=key, value=v)
+    if anchor_seeds < seeds:
+        raise ConfigError(f"anchor_seeds ({anchor_seeds}) must be >= seeds ({seeds}): every ns-3 seed needs its "
+                          "anchors", file=path, key="anchor_seeds", value=anchor_seeds)
     return cfg
+
+
+GAP_CI_METHOD = ("anchor gap R_broadcast,ideal - R_none: mean over the K anchor seeds of each seed's paired gap "
+                 "(both anchors from the same initial states), 95% Student-t CI over seeds (K - 1 dof)")
+NR_CI_METHOD = ("normalized return: mean over the S ns-3 seeds of R - R_none (paired per seed, same initial "
+                "states) / the anchor gap; 95% CI by the delta method for a ratio of means (with the covariance of "
+                "the seeds shared by numerator and gap), Student-t with S - 1 dof")
+
+
+def _t975(dof: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, dof))
+
+
+def anchor_gap(r_none: dict[int, float], r_bcast: dict[int, float]) -> dict:
+    """The normalization gap ``R_broadcast,ideal - R_none`` over anchor seeds, with its 95% CI over seeds.
+
+    ``r_none`` / ``r_bcast``: seed -> mean return of that seed's run (the same seeds in both). Each seed's gap is
+    the paired difference (same initial states), so the CI is that of the paired differences' mean (Student t,
+    K - 1 dof). ``judged``: the gap exceeds three CI half-widths (issue 6's condition for measuring normalized
+    return).
+    """
+    seeds = sorted(r_none)
+    if sorted(r_bcast) != seeds:
+        raise ValueError("the two anchors need the same seeds")
+    g = np.array([r_bcast[s] - r_none[s] for s in seeds], float)
+    K = len(g)
+    hw = _t975(K - 1) * g.std(ddof=1) / np.sqrt(K) if K >= 2 else float("nan")
+    return {"mean": float(g.mean()), "half_width": float(hw), "seeds": K, "sd_over_seeds": float(g.std(ddof=1))
+            if K >= 2 else float("nan"), "judged": bool(K >= 2 and g.mean() > 3 * hw), "ci_method": GAP_CI_METHOD}
+
+
+def normalized_return(r_sender: dict[int, float], r_none: dict[int, float], r_bcast: dict[int, float]) -> tuple[
+        float, float]:
+    """Normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)`` and its 95% CI half-width.
+
+    ``r_sender``: ns-3 seed -> the sender's mean return (S seeds); ``r_none`` / ``r_bcast``: anchor seed -> mean
+    return, K >= S seeds including every ns-3 seed. Estimate ``D / G`` with ``D`` the mean over the S seeds of
+    ``d_j = R_j - R_none,j`` (paired: same initial states) and ``G`` the mean over the K seeds of ``g_k =
+    R_bcast,k - R_none,k``. Delta method: ``var = (var D - 2 NR cov(D, G) + NR^2 var G) / G^2`` with ``var D =
+    s_d^2 / S``, ``var G = s_g^2 / K`` and ``cov(D, G) = c / K``, ``c`` the sample covariance of ``(d_j, g_j)``
+    over the S shared seeds; half-width ``t(0.975, S - 1) sqrt(var)``. A sender that recovers the same share of
+    every seed's gap (``d_j = a g_j``, K = S) gets ``a`` with half-width 0.
+    """
+    js = sorted(r_sender)
+    if not set(js) <= set(r_none) or sorted(r_none) != sorted(r_bcast):
+        raise ValueError("every sender seed needs both anchors")
+    ks = sorted(r_none)
+    d = np.array([r_sender[j] - r_none[j] for j in js], float)
+    g_all = np.array([r_bcast[k] - r_none[k] for k in ks], float)
+    g_sh = np.array([r_bcast[j] - r_none[j] for j in js], float)
+    S, K = len(d), len(g_all)
+    D, G = d.mean(), g_all.mean()
+    nr = D / G
+    if S < 2:
+        return float(nr), float("nan")
+    var_d = d.var(ddof=1) / S
+    var_g = g_all.var(ddof=1) / K
+    cov = np.cov(d, g_sh, ddof=1)[0, 1] / K
+    var = max(var_d - 2 * nr * cov + nr ** 2 * var_g, 0.0) / G ** 2
+    return float(nr), float(_t975(S - 1) * np.sqrt(var))
 
 
 def _scenario_kw(cfg: dict) -> dict:
@@ -124,11 +200,12 @@ def _bins(x: np.ndarray) -> np.ndarray:
     return x[:T].reshape(T // BIN_STEPS, BIN_STEPS, *x.shape[1:]).sum(axis=1)
 
 
-def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand: float) -> dict:
+def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand: float, gap: float) -> dict:
     """Per sender: 1 s bins of utilization, loss, messages / broadcast (pooled over seeds and envs), the safe
-    rate as a fraction of demand, and the normalized return per episode (mean over seeds)."""
+    rate as a fraction of demand, and the normalized return per episode (mean over seeds of ``R - R_none`` of that
+    episode, paired, over the anchor gap ``gap`` of all anchor seeds)."""
     anchors = {(r["seed"], r["sender"]): np.asarray(r["series"]["return_per_episode"]).mean(axis=1)
-               for r in results if r["channel_name"] == "ideal"}
+               for r in results if r["channel_name"] == "ideal" and "series" in r}
     out: dict = {}
     for snd in sorted({r["sender"] for r in results if r["channel_name"] == "ns3"}):
         rs = [r for r in results if r["channel_name"] == "ns3" and r["sender"] == snd]
@@ -137,8 +214,8 @@ def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand
         off = sum(_bins(np.asarray(r["series"]["offered_copies"])).sum(1) for r in rs)
         lost = sum(_bins(np.asarray(r["series"]["lost_copies"])).sum(1) for r in rs)
         bc = sum(_bins(np.asarray(r["series"]["broadcast_copies"])).sum(1) for r in rs)
-        nr = [(np.asarray(r["series"]["return_per_episode"]).mean(axis=1) - anchors[(r["seed"], "none")])
-              / (anchors[(r["seed"], "broadcast")] - anchors[(r["seed"], "none")]) for r in rs]
+        nr = [(np.asarray(r["series"]["return_per_episode"]).mean(axis=1) - anchors[(r["seed"], "none")]) / gap
+              for r in rs]
         out[snd] = {"utilization": (d / np.maximum(den, 1e-9)).tolist(), "loss": (lost / np.maximum(off, 1)).tolist(),
                     "messages_vs_broadcast": (off / np.maximum(bc, 1)).tolist(),
                     "normalized_return_per_episode": np.mean(nr, axis=0).tolist()}
@@ -214,6 +291,24 @@ def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]
     return out
 
 
+def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]]) -> dict:
+    """:func:`coopsim.agents.ddacom.evaluate.summarize`, with the anchor gap over all anchor seeds and each ns-3
+    row's normalized return by :func:`normalized_return` (the per-seed ratios of ``summarize`` use one seed's
+    8-episode gap as denominator)."""
+    out = summarize(results)
+    out["ideal_gap"] = (gap["mean"], gap["half_width"])
+    out["anchor_gap"] = gap
+    out["normalized_return_ci_method"] = NR_CI_METHOD
+    for key, row in out["rows"].items():
+        cname, snd = key.split("/", 1)
+        if cname == "ns3":
+            rs = {r["seed"]: r["return"] for r in results if r["channel_name"] == "ns3" and r["sender"] == snd}
+            row["normalized_return"] = normalized_return(rs, anchors["none"], anchors["broadcast"])
+        elif snd in ("none", "broadcast"):
+            row["normalized_return"] = (0.0, 0.0) if snd == "none" else (1.0, 0.0)  # the anchors, by definition
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config")
@@ -222,6 +317,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--calibrate", default=None, help="comma-separated constant background loads per pair (bit/s)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache",
                     help="folder of cached oracle sweeps (one JSON per seed and setting); '' turns caching off")
+    ap.add_argument("--cached-oracle-only", action="store_true",
+                    help="fail (ConfigError) instead of running the oracle's sweep for a seed that is not cached")
     ap.add_argument("--senders", default=None, help="comma-separated senders to run instead of the config's")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="override a sender param of the config (repeatable), e.g. ddacom.target_utilization=0.6")
@@ -241,20 +338,34 @@ def main(argv: list[str] | None = None) -> dict:
     orc = cfg.get("oracle", {}) or {}
     rates = np.linspace(float(orc.get("min_frac", 0.1)), float(orc.get("max_frac", 0.6)), int(orc.get("rates", 21))) * demand
     cid, cparams = cfg["channel"]["id"], cfg["channel"].get("params", {})
-    ch = make_component("channel", cid, **cparams)
+    S = int(cfg.get("seeds", 2))
+    K = int(cfg.get("anchor_seeds", S))
     results, safe, t0 = [], {}, time.time()
+    for seed in range(K):  # the anchors: no ns-3, cheap; the series only for the seeds that run in ns-3
+        for snd in ("none", "broadcast"):
+            r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=seed < S, **kw)
+            r["channel_name"] = "ideal"
+            results.append(r)
+    anchors = {snd: {r["seed"]: r["return"] for r in results if r["sender"] == snd} for snd in ("none", "broadcast")}
+    gap = anchor_gap(anchors["none"], anchors["broadcast"])
+    gap["obs_radius_m"] = kw["obs_radius_m"]
+    ratio = gap["mean"] / gap["half_width"] if gap["half_width"] > 0 else float("nan")
+    print(f"anchors: {K} seeds x {E} envs x {kw['episodes']} episodes over ideal-v0, obs radius "
+          f"{kw['obs_radius_m']} m: R_none {np.mean(list(anchors['none'].values())):.2f}, R_broadcast,ideal "
+          f"{np.mean(list(anchors['broadcast'].values())):.2f}, gap {gap['mean']:.2f} +- {gap['half_width']:.2f} "
+          f"({'judged' if gap['judged'] else 'NOT judged'}: gap / half-width {ratio:.1f}, needs > 3) "
+          f"({time.time() - t0:.0f} s)", flush=True)
+    ch = make_component("channel", cid, **cparams)
     try:
-        for seed in range(int(cfg.get("seeds", 2))):
-            for snd in ("none", "broadcast"):
-                r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=True, **kw)
-                r["channel_name"] = "ideal"
-                results.append(r)
+        for seed in range(S):
             cache = Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json" \
                 if a.oracle_cache else None
             cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
             if cached is not None and cached.shape == (T, E):
                 safe[seed] = cached
                 print(f"seed {seed} oracle: cached {cache}", flush=True)
+            elif a.cached_oracle_only:
+                raise ConfigError(f"seed {seed}: no cached oracle {cache} (--cached-oracle-only)", key="--oracle-cache")
             else:
                 core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N, obs_radius_m=kw["obs_radius_m"])
                 core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
@@ -281,8 +392,8 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"seed {seed} {snd}: return {r['return']:.2f} util {r['utilization']:.3f} loss {r['loss']:.4f} "
                       f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {r['latency_p95_s']:.3f} s "
                       f"({time.time() - t0:.0f} s)", flush=True)
-            summary = summarize(results)
-            ts = time_series(results, safe, N, demand)
+            summary = _summary(results, gap, anchors)
+            ts = time_series(results, safe, N, demand, gap["mean"])
             atomic_write_text(Path(a.out), json.dumps({
                 "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
@@ -291,6 +402,8 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         ch.close()
     print_table(summary)
+    print(f"{GAP_CI_METHOD}; judged (gap > 3 half-widths): {gap['judged']}; obs radius {kw['obs_radius_m']} m")
+    print(NR_CI_METHOD)
     for k, row in summary["rows"].items():
         lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r]
         if lat:
