@@ -8,7 +8,9 @@ import pytest
 import yaml
 from scipy import stats
 
-from coopsim.comm.ns3.experiment import anchor_gap, load, normalized_return
+import numpy as np
+
+from coopsim.comm.ns3.experiment import anchor_gap, load, normalized_return, time_series
 from coopsim.errors import ConfigError
 
 
@@ -40,30 +42,21 @@ def test_normalized_return_of_a_sender_that_recovers_a_fixed_share_of_every_gap_
     sender = {k: none[k] + 0.5 * (bcast[k] - none[k]) for k in none}
     nr, hw = normalized_return(sender, none, bcast)
     assert nr == pytest.approx(0.5)
-    assert hw == pytest.approx(0.0, abs=1e-6)  # the covariance term cancels the two variances exactly
+    assert hw == pytest.approx(0.0, abs=1e-12)  # numerator and gap move together seed by seed
 
 
-def test_normalized_return_with_a_known_gap_is_the_numerators_t_interval_over_the_gap():
-    # every anchor seed has gap 4 exactly (var G = 0): the CI is the numerator's paired t interval / 4
-    none = {k: -float(k) for k in range(10)}
-    bcast = {k: none[k] + 4.0 for k in range(10)}
-    d = {0: 3.0, 1: 4.0, 2: 5.0}  # R - R_none on the 3 sender seeds: mean 4, sd 1
-    nr, hw = normalized_return({k: none[k] + d[k] for k in d}, none, bcast)
-    assert nr == pytest.approx(1.0)
-    assert hw == pytest.approx(stats.t.ppf(0.975, 2) / math.sqrt(3) / 4)
-
-
-def test_normalized_return_counts_the_covariance_of_the_shared_seeds():
-    # sender seeds 0-1 with d = 1, 3 (mean 2, var of the mean 1); gap over 4 anchor seeds 2, 6, 4, 4 (mean 4,
-    # var of the mean 8/3/4 = 2/3); the shared seeds 0-1 have gaps 2, 6: cov(d, g) = 4, cov(D, G) = 4 / 4 = 1.
-    none = {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0}
-    bcast = {0: 2.0, 1: 6.0, 2: 4.0, 3: 4.0}
-    nr, hw = normalized_return({0: 1.0, 1: 3.0}, none, bcast)
-    assert nr == pytest.approx(0.5)
-    var = (1.0 - 2 * 0.5 * 1.0 + 0.25 * (2 / 3)) / 16
-    assert hw == pytest.approx(stats.t.ppf(0.975, 1) * math.sqrt(var))
+def test_normalized_return_is_the_paired_ratio_with_a_delta_method_interval():
+    # gaps 2, 6, 4 (sum 12); R - R_none 2, 4, 3 (sum 9): NR 0.75; residuals 2 - 1.5, 4 - 4.5, 3 - 3 = 0.5, -0.5, 0
+    # (sd 0.5); half-width t(0.975, 2) x 0.5 / sqrt(3) / mean gap 4
+    none = {0: -10.0, 1: -20.0, 2: -30.0, 3: -99.0}  # seed 3: an anchor seed with no ns-3 run, not used
+    bcast = {0: -8.0, 1: -14.0, 2: -26.0, 3: -50.0}
+    sender = {0: -8.0, 1: -16.0, 2: -27.0}
+    nr, hw = normalized_return(sender, none, bcast)
+    assert nr == pytest.approx(0.75)
+    assert hw == pytest.approx(stats.t.ppf(0.975, 2) * 0.5 / math.sqrt(3) / 4)
     with pytest.raises(ValueError, match="both anchors"):
         normalized_return({7: 1.0}, none, bcast)
+    assert math.isnan(normalized_return({0: -8.0}, none, bcast)[1])  # one seed: no interval
 
 
 def test_config_anchor_seeds_must_cover_the_ns3_seeds(tmp_path):
@@ -74,3 +67,21 @@ def test_config_anchor_seeds_must_cover_the_ns3_seeds(tmp_path):
         p.write_text(yaml.safe_dump(dict(cfg, anchor_seeds=bad)))
         with pytest.raises(ConfigError, match="anchor_seeds"):
             load(str(p))
+
+
+def test_time_series_normalized_return_per_episode_is_the_paired_ratio():
+    T, E = 20, 2  # 2 episodes of 10 steps (time_series reads the per-episode returns only), 2 envs
+
+    def run(channel, sender, seed, ep_returns):
+        z = np.zeros((T, E)).tolist()
+        return {"channel_name": channel, "sender": sender, "seed": seed, "series": {
+            "delivered_bits": z, "offered_copies": z, "lost_copies": z, "broadcast_copies": z,
+            "return_per_episode": [[x, x] for x in ep_returns]}}
+
+    results = [run("ideal", "none", 0, [-10, -20]), run("ideal", "broadcast", 0, [-6, -18]),
+               run("ideal", "none", 1, [-12, -10]), run("ideal", "broadcast", 1, [-4, -8]),
+               run("ns3", "ddacom", 0, [-7, -19]), run("ns3", "ddacom", 1, [-6, -8])]
+    ts = time_series(results, {0: np.ones((T, E)), 1: np.ones((T, E))}, 3, 10.0)
+    # episode 0: (3 + 6) / (4 + 8); episode 1: (1 + 2) / (2 + 2)
+    assert ts["ddacom"]["normalized_return_per_episode"] == pytest.approx([0.75, 0.75])
+    assert len(ts["ddacom"]["utilization"]) == 2

@@ -9,9 +9,10 @@ run), with :func:`coopsim.agents.ddacom.evaluate.run` (the runner loop plus chan
 senders); then the safe-rate oracle of that channel and seed, :func:`coopsim.comm.oracle.safe_rate_sweep`
 (one run per constant rate of a grid, every sender at that rate, the same seed, so the same background
 traffic; agents stand at their positions of the first episode's start). Reported per sender, mean and 95%
-CI over seeds: normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)`` (see :func:`normalized_return`:
-the anchor gap over the K anchor seeds, the numerator paired per ns-3 seed, a delta-method CI; the gap is
-*judged* when it exceeds three of its CI half-widths, issue 6), safe-rate utilization
+CI over seeds: normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)`` (:func:`normalized_return`: a
+ratio estimator over the ns-3 seeds, paired with their anchors; the anchor gap, over all K anchor seeds by
+:func:`anchor_gap` and over the ns-3 seeds, is *judged* when it exceeds three of its CI half-widths, issue 6),
+safe-rate utilization
 ``sum delivered bits / sum N min(safe rate_t, demand) dt``, loss (lost / offered copies), messages as a
 fraction of full broadcast; and the same against time (1 s bins; normalized return per episode), printed
 and plotted with ``--plot``.
@@ -85,9 +86,9 @@ def load(path: str) -> dict:
 
 GAP_CI_METHOD = ("anchor gap R_broadcast,ideal - R_none: mean over the K anchor seeds of each seed's paired gap "
                  "(both anchors from the same initial states), 95% Student-t CI over seeds (K - 1 dof)")
-NR_CI_METHOD = ("normalized return: mean over the S ns-3 seeds of R - R_none (paired per seed, same initial "
-                "states) / the anchor gap; 95% CI by the delta method for a ratio of means (with the covariance of "
-                "the seeds shared by numerator and gap), Student-t with S - 1 dof")
+NR_CI_METHOD = ("normalized return: ratio estimator over the S ns-3 seeds, sum of (R - R_none) / sum of (R_broadcast,"
+                "ideal - R_none), the three runs of a seed paired (same initial states); 95% CI over seeds by the "
+                "delta method (residuals d - NR g), Student-t with S - 1 dof")
 
 
 def _t975(dof: int) -> float:
@@ -119,30 +120,25 @@ def normalized_return(r_sender: dict[int, float], r_none: dict[int, float], r_bc
     """Normalized return ``(R - R_none) / (R_broadcast,ideal - R_none)`` and its 95% CI half-width.
 
     ``r_sender``: ns-3 seed -> the sender's mean return (S seeds); ``r_none`` / ``r_bcast``: anchor seed -> mean
-    return, K >= S seeds including every ns-3 seed. Estimate ``D / G`` with ``D`` the mean over the S seeds of
-    ``d_j = R_j - R_none,j`` (paired: same initial states) and ``G`` the mean over the K seeds of ``g_k =
-    R_bcast,k - R_none,k``. Delta method: ``var = (var D - 2 NR cov(D, G) + NR^2 var G) / G^2`` with ``var D =
-    s_d^2 / S``, ``var G = s_g^2 / K`` and ``cov(D, G) = c / K``, ``c`` the sample covariance of ``(d_j, g_j)``
-    over the S shared seeds; half-width ``t(0.975, S - 1) sqrt(var)``. A sender that recovers the same share of
-    every seed's gap (``d_j = a g_j``, K = S) gets ``a`` with half-width 0.
+    return, including every seed of ``r_sender``. Ratio estimator over the sender's seeds, paired (the same
+    initial states in the three runs of a seed): ``NR = sum_j d_j / sum_j g_j`` with ``d_j = R_j - R_none,j`` and
+    ``g_j = R_bcast,j - R_none,j``. Its CI by the delta method, over seeds: half-width ``t(0.975, S - 1) sd(e) /
+    (sqrt(S) mean(g))`` with the residuals ``e_j = d_j - NR g_j``. So a seed whose initial states happen to give a
+    large gap to both anchors moves numerator and denominator together, and a sender that recovers the same share
+    ``a`` of every seed's gap (``d_j = a g_j``) gets ``a`` with half-width 0. (Dividing the S-seed numerator by the
+    gap of many more anchor seeds is also consistent but keeps the seeds' gap luck in the numerator only.)
     """
     js = sorted(r_sender)
-    if not set(js) <= set(r_none) or sorted(r_none) != sorted(r_bcast):
+    if not set(js) <= set(r_none) or not set(js) <= set(r_bcast):
         raise ValueError("every sender seed needs both anchors")
-    ks = sorted(r_none)
     d = np.array([r_sender[j] - r_none[j] for j in js], float)
-    g_all = np.array([r_bcast[k] - r_none[k] for k in ks], float)
-    g_sh = np.array([r_bcast[j] - r_none[j] for j in js], float)
-    S, K = len(d), len(g_all)
-    D, G = d.mean(), g_all.mean()
-    nr = D / G
+    g = np.array([r_bcast[j] - r_none[j] for j in js], float)
+    S = len(d)
+    nr = d.sum() / g.sum()
     if S < 2:
         return float(nr), float("nan")
-    var_d = d.var(ddof=1) / S
-    var_g = g_all.var(ddof=1) / K
-    cov = np.cov(d, g_sh, ddof=1)[0, 1] / K
-    var = max(var_d - 2 * nr * cov + nr ** 2 * var_g, 0.0) / G ** 2
-    return float(nr), float(_t975(S - 1) * np.sqrt(var))
+    e = d - nr * g
+    return float(nr), float(_t975(S - 1) * e.std(ddof=1) / np.sqrt(S) / abs(g.mean()))
 
 
 def _scenario_kw(cfg: dict) -> dict:
@@ -200,10 +196,10 @@ def _bins(x: np.ndarray) -> np.ndarray:
     return x[:T].reshape(T // BIN_STEPS, BIN_STEPS, *x.shape[1:]).sum(axis=1)
 
 
-def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand: float, gap: float) -> dict:
+def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand: float) -> dict:
     """Per sender: 1 s bins of utilization, loss, messages / broadcast (pooled over seeds and envs), the safe
-    rate as a fraction of demand, and the normalized return per episode (mean over seeds of ``R - R_none`` of that
-    episode, paired, over the anchor gap ``gap`` of all anchor seeds)."""
+    rate as a fraction of demand, and the normalized return per episode (at each episode index, the paired ratio
+    of :func:`normalized_return` over seeds and envs: sum of ``R - R_none`` / sum of ``R_broadcast,ideal - R_none``)."""
     anchors = {(r["seed"], r["sender"]): np.asarray(r["series"]["return_per_episode"]).mean(axis=1)
                for r in results if r["channel_name"] == "ideal" and "series" in r}
     out: dict = {}
@@ -214,11 +210,12 @@ def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand
         off = sum(_bins(np.asarray(r["series"]["offered_copies"])).sum(1) for r in rs)
         lost = sum(_bins(np.asarray(r["series"]["lost_copies"])).sum(1) for r in rs)
         bc = sum(_bins(np.asarray(r["series"]["broadcast_copies"])).sum(1) for r in rs)
-        nr = [(np.asarray(r["series"]["return_per_episode"]).mean(axis=1) - anchors[(r["seed"], "none")]) / gap
-              for r in rs]
+        nr_num = sum(np.asarray(r["series"]["return_per_episode"]).mean(axis=1) - anchors[(r["seed"], "none")]
+                     for r in rs)
+        nr_den = sum(anchors[(r["seed"], "broadcast")] - anchors[(r["seed"], "none")] for r in rs)
         out[snd] = {"utilization": (d / np.maximum(den, 1e-9)).tolist(), "loss": (lost / np.maximum(off, 1)).tolist(),
                     "messages_vs_broadcast": (off / np.maximum(bc, 1)).tolist(),
-                    "normalized_return_per_episode": np.mean(nr, axis=0).tolist()}
+                    "normalized_return_per_episode": (nr_num / nr_den).tolist()}
     out["safe_rate_frac"] = (np.mean([_bins(safe[s]).mean(1) / BIN_STEPS for s in safe], axis=0) / demand).tolist()
     return out
 
@@ -292,12 +289,16 @@ def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]
 
 
 def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]]) -> dict:
-    """:func:`coopsim.agents.ddacom.evaluate.summarize`, with the anchor gap over all anchor seeds and each ns-3
-    row's normalized return by :func:`normalized_return` (the per-seed ratios of ``summarize`` use one seed's
-    8-episode gap as denominator)."""
+    """:func:`coopsim.agents.ddacom.evaluate.summarize`, with the anchor gap over all anchor seeds and over the
+    ns-3 seeds (the denominator of the ratio) and each ns-3 row's normalized return by :func:`normalized_return`
+    (``summarize`` averages per-seed ratios, each with one seed's 8-episode gap as denominator)."""
     out = summarize(results)
     out["ideal_gap"] = (gap["mean"], gap["half_width"])
     out["anchor_gap"] = gap
+    ns3_seeds = sorted({r["seed"] for r in results if r["channel_name"] == "ns3"})
+    out["anchor_gap_ns3_seeds"] = {**anchor_gap({k: anchors["none"][k] for k in ns3_seeds},
+                                                {k: anchors["broadcast"][k] for k in ns3_seeds}),
+                                   "seed_list": ns3_seeds}
     out["normalized_return_ci_method"] = NR_CI_METHOD
     for key, row in out["rows"].items():
         cname, snd = key.split("/", 1)
@@ -393,7 +394,7 @@ def main(argv: list[str] | None = None) -> dict:
                       f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {r['latency_p95_s']:.3f} s "
                       f"({time.time() - t0:.0f} s)", flush=True)
             summary = _summary(results, gap, anchors)
-            ts = time_series(results, safe, N, demand, gap["mean"])
+            ts = time_series(results, safe, N, demand)
             atomic_write_text(Path(a.out), json.dumps({
                 "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
@@ -403,6 +404,9 @@ def main(argv: list[str] | None = None) -> dict:
         ch.close()
     print_table(summary)
     print(f"{GAP_CI_METHOD}; judged (gap > 3 half-widths): {gap['judged']}; obs radius {kw['obs_radius_m']} m")
+    g6 = summary["anchor_gap_ns3_seeds"]
+    print(f"anchor gap on the {g6['seeds']} ns-3 seeds (the ratio's denominator): {g6['mean']:.2f} +- "
+          f"{g6['half_width']:.2f}, judged: {g6['judged']}")
     print(NR_CI_METHOD)
     for k, row in summary["rows"].items():
         lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r]
