@@ -159,3 +159,21 @@ def test_shipped_seed_directory_loads_the_variant_policy():
     for x, y in ((a, b), (c, e)):
         for k, v in x.net.state_dict().items():
             assert torch.equal(v, y.net.state_dict()[k]), k
+
+
+def test_eval_checkpoint_replaces_the_configs_shipped_policy():
+    """`coopsim eval` of a config with `checkpoint: shipped` loads the shipped policy first, then the user's file:
+    the shipped module's width is not a user setting, so a file of another width loads (fresh-user report)."""
+    from coopsim.agents.immp.agent import SHIPPED_CHECKPOINT, SHIPPED_PPO
+    from coopsim.platform import registry
+    from coopsim.scenarios.mapf import MGMAPFCore
+
+    core = MGMAPFCore(1, map="random", random_size=[17, 17], num_agents=4, num_goals=3, obs_radius=3)
+    a = registry.make_component("agent", "mapf/immp-v0", core, checkpoint="shipped")
+    shipped_width = a.net.intent.body[0].out_channels
+    ppo_width = int(torch.load(SHIPPED_PPO, weights_only=False)["params"]["intent_channels"])
+    assert shipped_width != ppo_width
+    a.load(SHIPPED_PPO)
+    assert a.net.intent.body[0].out_channels == ppo_width == a.params.intent_channels
+    a.load(SHIPPED_CHECKPOINT)
+    assert a.net.intent.body[0].out_channels == shipped_width

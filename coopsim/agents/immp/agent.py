@@ -128,6 +128,9 @@ class IMMPAgent(PPOAgent):
     def __init__(self, scenario, **params: Any):
         AgentPlugin.__init__(self, scenario, **params)
         p: IMMPParams = self.params
+        #: the params the config set explicitly (a loaded checkpoint's architecture must agree only with these;
+        #: loading one, e.g. the shipped policy at construction, updates the params but is not a user setting)
+        self._explicit = frozenset(p.model_fields_set)
         for c in self.requires:
             if not hasattr(scenario, c):
                 raise ConfigError(f"mapf/immp needs an MG-MAPF scenario with {c}(); got {type(scenario).__name__}",
@@ -347,7 +350,7 @@ class IMMPAgent(PPOAgent):
                          "intent_last_move": bool(ck["params"].get("intent_last_move", False)),
                          "intent_depth": int(ck["params"].get("intent_depth", 2))}
             for key, v in file_arch.items():   # unless the config asks for something else explicitly
-                if key in self.params.model_fields_set and getattr(self.params, key) != v:
+                if key in self._explicit and getattr(self.params, key) != v:
                     raise ConfigError(f"checkpoint was trained with {key}={v!r}; the config says "
                                       f"{getattr(self.params, key)!r} (leave it unset to use the file's)",
                                       file=str(path), key=f"agents.params.{key}")
