@@ -85,3 +85,20 @@ def test_time_series_normalized_return_per_episode_is_the_paired_ratio():
     # episode 0: (3 + 6) / (4 + 8); episode 1: (1 + 2) / (2 + 2)
     assert ts["ddacom"]["normalized_return_per_episode"] == pytest.approx([0.75, 0.75])
     assert len(ts["ddacom"]["utilization"]) == 2
+
+
+def test_cached_oracle_only_fails_before_any_run(tmp_path):
+    """With --cached-oracle-only and no cache, the experiment stops before the anchors' 400 runs (fresh-user report)."""
+    import time
+    from pathlib import Path
+
+    import pytest
+
+    from coopsim.comm.ns3.experiment import main
+    from coopsim.errors import ConfigError
+
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "ns3" / "ddacom-spread.yaml"
+    t0 = time.time()
+    with pytest.raises(ConfigError, match=r"no cached oracle for 6 of 6 seeds"):
+        main([str(cfg), "--cached-oracle-only", "--oracle-cache", str(tmp_path), "--out", str(tmp_path / "x.json")])
+    assert time.time() - t0 < 10 and not (tmp_path / "x.json").exists()

@@ -341,6 +341,16 @@ def main(argv: list[str] | None = None) -> dict:
     cid, cparams = cfg["channel"]["id"], cfg["channel"].get("params", {})
     S = int(cfg.get("seeds", 2))
     K = int(cfg.get("anchor_seeds", S))
+    def cache_path(seed: int) -> Path | None:
+        return (Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json"
+                if a.oracle_cache else None)
+
+    if a.cached_oracle_only:   # checked before the anchors' runs, so a missing cache fails at once
+        missing = [str(cache_path(s)) for s in range(S) if cache_path(s) is None or not cache_path(s).exists()]
+        if missing:
+            raise ConfigError(f"no cached oracle for {len(missing)} of {S} seeds (--cached-oracle-only): {missing[0]}"
+                              f"{' ...' if len(missing) > 1 else ''}; run once without --cached-oracle-only to fill the "
+                              "cache (about 5-15 min per seed)", key="--oracle-cache", value=a.oracle_cache)
     results, safe, t0 = [], {}, time.time()
     for seed in range(K):  # the anchors: no ns-3, cheap; the series only for the seeds that run in ns-3
         for snd in ("none", "broadcast"):
@@ -359,8 +369,7 @@ def main(argv: list[str] | None = None) -> dict:
     ch = make_component("channel", cid, **cparams)
     try:
         for seed in range(S):
-            cache = Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json" \
-                if a.oracle_cache else None
+            cache = cache_path(seed)
             cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
             if cached is not None and cached.shape == (T, E):
                 safe[seed] = cached
