@@ -16,9 +16,11 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-# torch first, the CPU build on local disk; a plain torch requirement would pull a CUDA build
+# torch first, the CPU build (on this workplace's machines from local disk); a plain torch requirement would pull a
+# CUDA build from PyPI. Elsewhere: make demo TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q torch==2.13.0 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 	$(BIN)/pip install -q -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 	touch $(STAMP)
 
