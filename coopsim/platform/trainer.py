@@ -100,6 +100,35 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"not a readable checkpoint: {exc}", file=str(path)) from None
 
 
+def resolve_policy_path(path: str | Path) -> Path:
+    """The file ``coopsim eval --checkpoint`` means by ``path``: a seed directory (``seed-<s>/``) gives its
+    ``policy.pt``, or its ``checkpoint.pt`` when training has not finished; a file is itself."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
+    return path
+
+
+def load_policy(path: str | Path) -> tuple[Any, Path]:
+    """Read the policy an agent plugin's ``load`` restores from a ``policy.pt``, a training ``checkpoint.pt``
+    (its ``"trainer"`` part's ``"policy"``) or a seed directory (see :func:`resolve_policy_path`).
+
+    Returns:
+        ``(policy, file)``: the saved policy object (the plugin checks its format) and the file read.
+
+    Raises:
+        ConfigError: the file is missing, unreadable, or a training checkpoint without a policy part.
+    """
+    path = resolve_policy_path(path)
+    ck = load_checkpoint(path)
+    if isinstance(ck, dict) and "trainer" in ck:  # a training checkpoint: its policy part
+        trainer = ck["trainer"]
+        if not isinstance(trainer, dict) or "policy" not in trainer:
+            raise ConfigError(f"training checkpoint holds no policy (give the run's {POLICY_NAME})", file=str(path))
+        ck = trainer["policy"]
+    return ck, path
+
+
 def capture_torch_rng() -> dict[str, Any]:
     return {"torch": torch.get_rng_state()}
 

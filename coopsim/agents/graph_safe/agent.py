@@ -28,17 +28,18 @@ SafetyState), ``cells()``, ``targets()``, ``known_world()`` (map, intended cells
 """
 from __future__ import annotations
 
-import pickle
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
 from pydantic import Field
 
 from coopsim.agents.graph_safe.diagnose import pairs_of
+from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.model import PlausibleModel
+
+POLICY_FORMAT = "coopsim.graph_safe/1"
 
 
 class GraphSafeParams(AgentParams):
@@ -348,13 +349,28 @@ class GraphSafeAgent(AgentPlugin):
             truly, cert = truly[self.visited], cert[self.visited]
         return float(cert.sum() / max(truly.sum(), 1))
 
+    def policy_state(self) -> dict:
+        """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``)."""
+        return {"format": POLICY_FORMAT, "model": self.model.state_dict(), "episodes": self.episodes}
+
     def save(self, path):
-        with open(path, "wb") as f:
-            pickle.dump({"model": self.model.state_dict(), "episodes": self.episodes}, f)
+        from coopsim.platform.trainer import atomic_save
+
+        atomic_save(self.policy_state(), path)
 
     def load(self, path):
-        with open(Path(path), "rb") as f:
-            d = pickle.load(f)
+        """Read a ``policy.pt`` written by :meth:`save`, a training ``checkpoint.pt`` or a seed directory.
+
+        Raises:
+            ConfigError: not a graph-safe policy, or one of another world (its model's shape differs).
+        """
+        from coopsim.agents.graph_safe.train import read_policy
+
+        d, file = read_policy(path, POLICY_FORMAT, "graph_safe-v0")
+        shape = np.shape(d["model"]["seen"])
+        if shape != self.model.seen.shape:
+            raise ConfigError(f"policy model has shape {shape} but this scenario gives {self.model.seen.shape}",
+                              file=str(file))
         self.model.load_state_dict(d["model"])
         self.episodes = int(d["episodes"])
         self._plan = None

@@ -97,8 +97,10 @@ class EpisodeTrainer:
         return m
 
     def state_dict(self) -> dict[str, Any]:
+        # "policy": what save_policy writes, so the agent's load() takes a checkpoint.pt (or a seed dir) too
         return {"blob": pickle.dumps((self.agent.__dict__.get("model"), _agent_state(self.agent), self.shield,
-                                      self.env_steps, self.iteration))}
+                                      self.env_steps, self.iteration)),
+                "policy": self.agent.policy_state()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         model, agent_state, shield, self.env_steps, self.iteration = pickle.loads(state["blob"])
@@ -112,6 +114,35 @@ class EpisodeTrainer:
 
     def save_policy(self, path: str | Path) -> None:
         self.agent.save(path)
+
+
+def read_policy(path, fmt: str, what: str) -> tuple[dict[str, Any], Path]:
+    """The policy dict of format ``fmt`` that a tabular safe learner's ``load`` restores, from a ``policy.pt``,
+    a training ``checkpoint.pt`` or a seed dir (:func:`coopsim.platform.trainer.load_policy`); a file in the
+    plain-pickle form written before the format tag is read too.
+
+    Raises:
+        ConfigError: missing or unreadable, or not a ``what`` policy (the file is named).
+    """
+    from coopsim.errors import ConfigError
+    from coopsim.platform.trainer import load_policy, resolve_policy_path
+
+    try:
+        ck, file = load_policy(path)
+    except ConfigError as exc:
+        file = resolve_policy_path(path)
+        try:
+            with open(file, "rb") as f:
+                ck = pickle.load(f)
+        except Exception:  # noqa: BLE001 - not a legacy file either: the checkpoint loader's message
+            ck = None
+        if not (isinstance(ck, dict) and "format" not in ck):
+            raise exc from None
+        ck = {**ck, "format": fmt}
+    if not isinstance(ck, dict) or ck.get("format") != fmt:
+        found = ck.get("format") if isinstance(ck, dict) else None
+        raise ConfigError(f"not a {what} policy file (format {found!r}, expected {fmt!r})", file=str(file))
+    return ck, file
 
 
 def _share(shield, agent) -> None:

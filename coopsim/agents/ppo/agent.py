@@ -171,14 +171,9 @@ class PPOAgent(AgentPlugin):
         Raises:
             ConfigError: the file is not a PPO policy, or its architecture/sizes differ from this agent's.
         """
-        from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, load_checkpoint
+        from coopsim.platform.trainer import load_policy
 
-        path = Path(path)
-        if path.is_dir():
-            path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
-        ck = load_checkpoint(path)
-        if "trainer" in ck:  # a training checkpoint: its policy part
-            ck = ck["trainer"]["policy"]
+        ck, path = load_policy(path)
         if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
             raise ConfigError(f"not a PPO policy file (format {CHECKPOINT_FORMAT})", file=str(path))
         mine = self.checkpoint()

@@ -121,16 +121,12 @@ class QMIXAgent(AgentPlugin):
         Raises:
             ConfigError: not a QMIX policy, or its sizes differ from this agent's scenario.
         """
-        from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, load_checkpoint
+        from coopsim.platform.trainer import load_policy
 
-        path = Path(path)
-        if path.is_dir():
-            path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
-        ck = load_checkpoint(path)
-        if "trainer" in ck:
-            ck = ck["trainer"]["policy"]
-        if ck.get("format") != POLICY_FORMAT:
-            raise ConfigError(f"not a QMIX policy file (format {ck.get('format')!r}, expected {POLICY_FORMAT!r})", file=str(path))
+        ck, path = load_policy(path)
+        if not isinstance(ck, dict) or ck.get("format") != POLICY_FORMAT:
+            fmt = ck.get("format") if isinstance(ck, dict) else None
+            raise ConfigError(f"not a QMIX policy file (format {fmt!r}, expected {POLICY_FORMAT!r})", file=str(path))
         for k in ("in_dim", "n_actions", "state_dim"):
             if ck[k] != getattr(self, k):
                 raise ConfigError(f"policy {k} is {ck[k]} but this scenario needs {getattr(self, k)}", file=str(path), key=k)

@@ -15,11 +15,12 @@ The oracle baseline is a shield, not an agent: run either agent with ``shield: {
 """
 from __future__ import annotations
 
-import pickle
+import copy
 
 import numpy as np
 from pydantic import Field
 
+from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
 
 
@@ -104,18 +105,38 @@ class IndependentQAgent(AgentPlugin):
         if (transition.truncated | transition.terminated).all():
             self.eps = max(self.params.epsilon_min, self.eps * self.params.epsilon_decay)
 
+    POLICY_FORMAT = "coopsim.safe_baselines.iql/1"
+    POLICY_KIND = "safe_baselines/iql-v0"
+
+    def policy_state(self) -> dict:
+        """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``)."""
+        return {"format": self.POLICY_FORMAT, **copy.deepcopy(self.__getstate_dict__())}
+
     def save(self, path):
-        with open(path, "wb") as f:
-            pickle.dump(self.__getstate_dict__(), f)
+        from coopsim.platform.trainer import atomic_save
+
+        atomic_save(self.policy_state(), path)
 
     def __getstate_dict__(self):
         return {"q": self.q, "eps": self.eps}
 
     def load(self, path):
-        with open(path, "rb") as f:
-            d = pickle.load(f)
-        for k, v in d.items():
-            setattr(self, k, v)
+        """Read a ``policy.pt`` written by :meth:`save`, a training ``checkpoint.pt`` or a seed directory.
+
+        Raises:
+            ConfigError: a policy of another agent, or one of another scenario (its table's shape differs).
+        """
+        from coopsim.agents.graph_safe.train import read_policy
+
+        d, file = read_policy(path, self.POLICY_FORMAT, self.POLICY_KIND)
+        missing = set(self.__getstate_dict__()) - set(d)
+        if missing:
+            raise ConfigError(f"not a {self.POLICY_KIND} policy file (no {sorted(missing)})", file=str(file))
+        if np.shape(d["q"]) != self.q.shape:
+            raise ConfigError(f"policy Q table has shape {np.shape(d['q'])} but this scenario gives {self.q.shape}",
+                              file=str(file))
+        for k in self.__getstate_dict__():
+            setattr(self, k, d[k])
 
 
 class LagrangianQParams(TabularQParams):
@@ -128,6 +149,8 @@ class LagrangianQAgent(IndependentQAgent):
     """Tabular Lagrangian Q-learning on expected constraint cost (see the module docstring)."""
 
     Params = LagrangianQParams
+    POLICY_FORMAT = "coopsim.safe_baselines.lagrangian/1"
+    POLICY_KIND = "safe_baselines/lagrangian-v0"
 
     def __init__(self, scenario, **params):
         super().__init__(scenario, **params)
