@@ -320,16 +320,22 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
         from coopsim.platform.training import train_main
 
         with _sigterm_as_interrupt():
-            run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None)
+            run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None,
+                                 info=lambda msg: console.print(msg, soft_wrap=True, highlight=False))
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
         code = _interrupt_code()
-        where = getattr(exc, "run_dir", None) or "RUN_DIR"
+        word = "terminated" if code == 143 else "interrupted"
+        where = getattr(exc, "run_dir", None) or resume
+        if where is None:  # stopped before the run directory existed
+            err_console.print(f"{word} before the run directory was created: nothing was written", soft_wrap=True,
+                              highlight=False)
+            raise typer.Exit(code=code)
         import shlex
 
         again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
-        err_console.print(f"{'terminated' if code == 143 else 'interrupted'}: the last checkpoint is kept; continue "
+        err_console.print(f"{word}: the last checkpoint is kept; continue "
                           f"with: coopsim train {again} --resume {where}", soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)

@@ -261,7 +261,7 @@ def fit(
 
     def checkpoint() -> None:
         atomic_save({"trainer": trainer.state_dict(), "rng": capture_torch_rng(),
-                     "wall_s": wall_before + time.perf_counter() - t0}, ckpt_path)
+                     "wall_s": wall_before + time.perf_counter() - t0, "env_steps": int(trainer.env_steps)}, ckpt_path)
 
     progress = None
     if schedule.progress:

@@ -5,28 +5,28 @@
 the channel through the registry, asks the agent class for its trainer (``make_trainer``), and drives
 it with :func:`coopsim.platform.trainer.fit`. Run directory layout::
 
-    runs/<name>-train-<UTC time>-<id>/
+    runs/<name>-train-<UTC time>Z-<id>/
         config.yaml            resolved config (what --resume reads)
         train_summary.json     budget, env steps done, wall time per seed and in total
         seed-<s>/metrics.csv, tb/, checkpoint.pt, policy.pt, train_summary.json
 
-``--resume RUN_DIR`` continues every unfinished seed from its last checkpoint, exactly.
+``--resume RUN_DIR`` continues every unfinished seed from its last checkpoint, exactly: the given config must equal
+the run's ``config.yaml`` except for the budget ``train.total_env_steps`` (never below the steps done) and the
+progress/TensorBoard switches; anything else is refused before anything is written.
 """
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
-from coopsim.platform.recorder import atomic_write_text
-from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, fit
+from coopsim.platform.recorder import atomic_write_text, new_run_dir
+from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, fit, load_checkpoint
 
 CONFIG_NAME = "config.yaml"
 
@@ -81,53 +81,134 @@ def build_trainer(cfg: RunConfig, seed: int, *, file: str | None = None):
     return cls.make_trainer(agent, train, int(seed), channel=channel, file=file), train
 
 
-def train_main(config_path: str, overrides: list[str], resume: str | None) -> Path:
+#: keys a resume may change: the budget (checked against the steps done), and what only shows or logs progress or
+#: where new runs go (``out_dir`` is not used on resume: the run directory is given)
+RESUME_MAY_CHANGE = ("train.total_env_steps", "train.progress", "train.tensorboard", "out_dir")
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(d, dict):
+        out: dict[str, Any] = {}
+        for k, v in d.items():
+            out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {f"{prefix}{k}": v})
+        return out
+    return {prefix[:-1]: d}
+
+
+def steps_done(seed_dir: Path) -> int | None:
+    """Env steps a seed directory holds: its summary's (finished), else its checkpoint's; None without either."""
+    prev = seed_dir / SUMMARY_NAME
+    if prev.is_file():
+        try:
+            return int(json.loads(prev.read_text())["env_steps"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    ck = seed_dir / CHECKPOINT_NAME
+    if not ck.is_file():
+        return None
+    state = load_checkpoint(ck)
+    for d in (state, state.get("trainer") or {}, (state.get("trainer") or {}).get("counters") or {}):
+        if isinstance(d, dict) and isinstance(d.get("env_steps"), int):
+            return int(d["env_steps"])
+    return None
+
+
+def _resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tuple[RunConfig, RunConfig]:
+    """The run's stored config and the effective one (file + overrides), checked to differ at most in
+    :data:`RESUME_MAY_CHANGE`. Nothing is written.
+
+    Raises:
+        ConfigError: no stored config, or another difference (names the key and both values).
+    """
+    file = str(run_dir / CONFIG_NAME)
+    if not (run_dir / CONFIG_NAME).is_file():
+        raise ConfigError(f"--resume needs a run directory written by coopsim train (with {CONFIG_NAME})",
+                          file=str(run_dir))
+    stored = load_config(file)
+    given = load_config(str(config_path), overrides) if config_path else load_config(file, overrides)
+    a = _flat(stored.model_dump(mode="json", exclude_none=True))
+    b = _flat(given.model_dump(mode="json", exclude_none=True))
+    missing = object()
+    for key in list(a) + [k for k in b if k not in a]:
+        old, new = a.get(key, missing), b.get(key, missing)
+        if old == new or key in RESUME_MAY_CHANGE:
+            continue
+        show = lambda v: "(not set)" if v is missing else repr(v)  # noqa: E731
+        raise ConfigError(f"--resume continues the run's stored config exactly, but the run has {key} {show(old)} and "
+                          f"the new config has {key} {show(new)}; give the config the run was started with (only "
+                          f"the budget train.total_env_steps may change), or start a new run without --resume",
+                          file=str(run_dir), key=key, value=None if new is missing else new)
+    return stored, given
+
+
+def train_main(config_path: str, overrides: list[str], resume: str | None,
+               info: Callable[[str], None] | None = None) -> Path:
     """Train the config's agent for every seed; returns the run directory.
 
     Args:
-        config_path: YAML run config with a ``train:`` section (ignored with ``resume``: the run's saved
-            ``config.yaml`` is used, with ``overrides`` applied on top, e.g. a larger ``train.total_env_steps``).
+        config_path: YAML run config with a ``train:`` section. With ``resume``, it (with ``overrides``) must
+            equal the run's stored ``config.yaml`` except for a larger ``train.total_env_steps`` (and
+            ``train.progress``, ``train.tensorboard``, ``out_dir``); empty: the stored config plus ``overrides``.
         overrides: ``key.path=value`` strings.
         resume: a run directory written by an earlier ``train_main`` to continue, or None.
+        info: called with a one-line note (e.g. that a resumed run is already complete).
 
     Raises:
-        ConfigError: invalid config or ``train:`` section, an untrainable agent, or a resume dir without config.
+        ConfigError: invalid config or ``train:`` section, an untrainable agent, a resume dir without config,
+            a resume whose config differs from the run's, a budget below the steps already done, or an
+            ``out_dir`` where the run directory cannot be created. Nothing is written in any of these cases.
     """
     if resume:
         run_dir = Path(resume)
         file = str(run_dir / CONFIG_NAME)
-        if not (run_dir / CONFIG_NAME).is_file():
-            raise ConfigError(f"--resume needs a run directory written by coopsim train (with {CONFIG_NAME})",
-                              file=str(run_dir))
-        cfg = load_config(file, overrides)
-        given = load_config(str(config_path), overrides) if config_path else cfg
-        for what, a, b in (("name", given.name, cfg.name), ("scenario.id", given.scenario.id, cfg.scenario.id),
-                           ("agents.id", given.agents.id, cfg.agents.id)):
-            if a != b:
-                raise ConfigError(f"--resume continues the run's own config ({what} {b!r}), but {config_path} has "
-                                  f"{what} {a!r}; give the config the run was started with", file=str(run_dir), key=what,
-                                  value=a)
+        stored, given = _resume_config(run_dir, config_path, overrides)
+        _, cls = trainable_class(stored, file=file)
+        old_schedule = train_config(stored, cls, file=file)
+        schedule = train_config(given, cls, file=file)
+        budget = schedule.total_env_steps
+        done = {seed: steps_done(run_dir / f"seed-{seed}") for seed in stored.seeds}
+        most = max((d for d in done.values() if d is not None), default=0)
+        if budget != old_schedule.total_env_steps and budget < most:
+            raise ConfigError(f"the budget {budget} is below the {most} env steps the run has already done (its "
+                              f"budget is {old_schedule.total_env_steps}); give train.total_env_steps >= {most}",
+                              file=str(run_dir), key="train.total_env_steps", value=budget)
+        complete = all(d is not None and d >= budget and (run_dir / f"seed-{s}" / SUMMARY_NAME).is_file()
+                       for s, d in done.items())
+        if complete and (run_dir / SUMMARY_NAME).is_file():
+            if info is not None:
+                info(f"the run is already complete ({most}/{budget} env steps for every seed); nothing to do "
+                     f"(to train further, give a larger train.total_env_steps)")
+            return run_dir
+        # the run's config, with this session's budget and display/logging switches
+        cfg = stored.model_copy(update={"train": {**stored.train, **{k: given.train[k] for k in
+                                                  ("total_env_steps", "progress", "tensorboard") if k in given.train}}})
+        if budget != old_schedule.total_env_steps:  # the one change resume records
+            atomic_write_text(run_dir / CONFIG_NAME, dump_config(stored.model_copy(
+                update={"train": {**stored.train, "total_env_steps": budget}})))
     else:
         file = str(config_path)
         cfg = load_config(file, overrides)
-    _, cls = trainable_class(cfg, file=file)
-    schedule = train_config(cfg, cls, file=file)
+        _, cls = trainable_class(cfg, file=file)
+        schedule = train_config(cfg, cls, file=file)
     # build the first seed's trainer before anything is written: every error surfaces first
     first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
     if not resume:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-        run_dir = Path(cfg.out_dir) / f"{cfg.name}-train-{stamp}-{uuid.uuid4().hex[:6]}"
-        run_dir.mkdir(parents=True, exist_ok=False)
-    atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
+        run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-train")
+        try:
+            atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
+        except KeyboardInterrupt:  # nothing kept: leave no empty run directory behind
+            if not any(run_dir.iterdir()):
+                run_dir.rmdir()
+            raise
     per_seed: dict[str, Any] = {}
     try:
         for seed in cfg.seeds:
             sub = run_dir / f"seed-{seed}"
             prev = sub / SUMMARY_NAME
             if resume and prev.is_file():
-                done = json.loads(prev.read_text())
-                if done["env_steps"] >= schedule.total_env_steps:
-                    per_seed[str(seed)] = done
+                done_seed = json.loads(prev.read_text())
+                if done_seed["env_steps"] >= schedule.total_env_steps:
+                    per_seed[str(seed)] = done_seed
                     continue
             trainer = first if first is not None and seed == cfg.seeds[0] else build_trainer(cfg, seed, file=file)[0]
             per_seed[str(seed)] = fit(trainer, schedule, sub, resume=bool(resume) and (sub / CHECKPOINT_NAME).is_file(),
