@@ -96,9 +96,14 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
     try:
         cfg = load_config(config, overrides or [])
         check_buildable(cfg, file=str(config))
+        if cfg.train is not None:   # the train: section too, as `coopsim train` would read it
+            from coopsim.platform.training import train_config, trainable_class
+
+            train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
     except CoopsimError as exc:
         _fail(exc)
-    console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed)")
+    console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed"
+                  f"{', the train: section checked' if cfg.train is not None else ''})")
     console.print(dump_config(cfg), highlight=False)
 
 

@@ -118,3 +118,13 @@ def test_runner_rejects_joint_actions_outside_the_action_space():
                       (np.array([[0.0, 1.0]]), "float64"), (np.array([0, 1]), "shape (2,)")):
         problem = joint_action_problem(bad, 3, 1, 2, 7)
         assert what in problem and "at step 7" in problem and "integers 0..2 (Discrete(3))" in problem
+
+
+def test_validate_checks_the_train_section():
+    """`coopsim validate` reads train: as `coopsim train` would (fresh-user report: a misspelled train key passed)."""
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "ppo" / "linewalk-mappo.yaml"
+    r = cli("validate", str(cfg))
+    assert r.returncode == 0 and "the train: section checked" in r.stdout
+    for bad, msg in (("train.lrr=0.1", "unknown parameter 'lrr'"), ("train.num_envs=0", "train.num_envs")):
+        r = cli("validate", str(cfg), bad)
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
