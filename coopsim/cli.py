@@ -18,6 +18,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from coopsim.errors import CoopsimError
 
@@ -28,7 +29,8 @@ err_console = Console(stderr=True)
 
 
 def _fail(exc: Exception) -> None:
-    err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False, soft_wrap=True)
+    # the message is text, not markup: a value like [true, 64] must print as given
+    err_console.print(f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(code=2)
 
 

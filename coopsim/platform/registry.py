@@ -211,6 +211,14 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
     if err["type"] == "missing":
         required = ", ".join(k for k, f in model.model_fields.items() if f.is_required())
         msg = f"missing required key '{loc}' (required keys: {required})"
+        # a misspelled key is both missing and unknown: name the unknown one given in its place
+        extra = [str(e["loc"][-1]) for e in exc.errors() if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]
+        if extra:
+            import difflib
+
+            close = difflib.get_close_matches(str(err["loc"][-1]), extra, n=1)
+            msg += (f"; unknown key {close[0]!r} given instead (did you mean {loc!r}?)" if close
+                    else f"; unknown keys given: {', '.join(map(repr, extra))}")
         return ConfigError(msg, file=file, key=f"{key_prefix}{loc}")
     if err["type"] == "extra_forbidden":
         valid = ", ".join(sorted(model.model_fields))

@@ -177,3 +177,13 @@ def test_eval_checkpoint_replaces_the_configs_shipped_policy():
     assert a.net.intent.body[0].out_channels == ppo_width == a.params.intent_channels
     a.load(SHIPPED_CHECKPOINT)
     assert a.net.intent.body[0].out_channels == shipped_width
+
+
+def test_missing_checkpoint_names_the_key_and_the_valid_values():
+    from coopsim.platform import registry
+    from coopsim.scenarios.mapf import MGMAPFCore
+
+    core = MGMAPFCore(1, map="random", random_size=[17, 17], num_agents=4, num_goals=3, obs_radius=3)
+    with pytest.raises(ConfigError, match=r"checkpoint 'nope' not found: give 'shipped'") as ei:
+        registry.make_component("agent", "mapf/immp-v0", core, checkpoint="nope")
+    assert ei.value.key == "agents.params.checkpoint"

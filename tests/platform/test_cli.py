@@ -128,3 +128,14 @@ def test_validate_checks_the_train_section():
     for bad, msg in (("train.lrr=0.1", "unknown parameter 'lrr'"), ("train.num_envs=0", "train.num_envs")):
         r = cli("validate", str(cfg), bad)
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, (bad, r.stderr)
+
+
+def test_error_values_print_as_given_and_a_misspelled_top_key_is_named(tmp_path):
+    """An error's text is not rich markup ([true,64] used to vanish), and `agent:` for `agents:` names the typo."""
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "ppo" / "linewalk-mappo.yaml"
+    r = cli("validate", str(cfg), "agents.params.hidden=[true,64]")
+    assert r.returncode == 2 and "'agents.params.hidden=[true,64]'" in r.stderr
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("name: x\nscenario: {id: mapf/MGMAPF-v0}\nagent: {id: mapf/pibt-v0}\n")
+    r = cli("validate", str(bad))
+    assert r.returncode == 2 and "unknown key 'agent' given instead (did you mean 'agents'?)" in r.stderr

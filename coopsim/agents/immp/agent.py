@@ -150,6 +150,10 @@ class IMMPAgent(PPOAgent):
         self.hl = ScenarioPlanner(scenario, p.highlevel)
         self.reset(p.seed)
         if p.checkpoint is not None:
+            if p.checkpoint not in ("shipped", "shipped-ppo") and not Path(p.checkpoint).exists():
+                raise ConfigError(f"checkpoint {p.checkpoint!r} not found: give 'shipped' (this variant's shipped "
+                                  "policy), 'shipped-ppo', a policy file, or a training run's seed directory",
+                                  key="agents.params.checkpoint", value=p.checkpoint)
             self.load(self.shipped_checkpoint() if p.checkpoint in ("shipped", "shipped-ppo") else p.checkpoint)
 
     def shipped_checkpoint(self) -> Path:
