@@ -141,7 +141,10 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           grid: List[str] = typer.Option(..., "--grid", help="key=v1,v2,... (repeatable); the product is run"),
           overrides: Optional[List[str]] = typer.Argument(None, help="fixed key.path=value overrides"),
           jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)")) -> None:
-    """Run the product of --grid values, one `coopsim run` process per core, then compare them."""
+    """Run the product of --grid values, one `coopsim run` process per core, then compare them.
+
+    Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared);
+    130 / 143: interrupted (finished runs kept)."""
     from coopsim.platform.config import check_buildable, load_config, parse_override
 
     try:
