@@ -330,15 +330,13 @@ class IMMPAgent(PPOAgent):
         Raises:
             ConfigError: not an IMMP policy, or a different window / waypoint width / architecture.
         """
-        from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, load_checkpoint
+        from coopsim.platform.trainer import POLICY_NAME, load_policy
 
         path = Path(path)
-        if path.is_dir():   # a training seed directory, or a shipped one (checkpoints/seed-<s>/)
+        if path.is_dir() and not (path / POLICY_NAME).is_file():   # a shipped seed directory (checkpoints/seed-<s>/)
             shipped = path / (SHIPPED_CHECKPOINT.name if self.params.intent else SHIPPED_BASELINE.name)
-            path = next((q for q in (path / POLICY_NAME, shipped) if q.is_file()), path / CHECKPOINT_NAME)
-        ck = load_checkpoint(path)
-        if isinstance(ck, dict) and "trainer" in ck:
-            ck = ck["trainer"]["policy"]
+            path = shipped if shipped.is_file() else path
+        ck, path = load_policy(path)   # a policy file, a training checkpoint.pt or seed directory
         if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
             raise ConfigError(f"not an IMMP policy file (format {CHECKPOINT_FORMAT})", file=str(path))
         for key, mine in (("window", self.s), ("waypoint_dim", self.wp_dim), ("num_actions", self.num_actions)):
