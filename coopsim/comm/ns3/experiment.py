@@ -91,10 +91,12 @@ NR_CI_METHOD = ("normalized return: ratio estimator over the S ns-3 seeds, sum o
                 "delta method (residuals d - NR g), Student-t with S - 1 dof")
 
 
-def _t975(dof: int) -> float:
-    from scipy import stats
+def _half_width(x: np.ndarray) -> float:
+    """95% Student-t half-width of the mean of ``x`` (:func:`coopsim.platform.stats.t_interval`); nan below 2."""
+    from coopsim.platform.stats import t_interval
 
-    return float(stats.t.ppf(0.975, dof))
+    _, lo, hi = t_interval(x)
+    return float((hi - lo) / 2)
 
 
 def anchor_gap(r_none: dict[int, float], r_bcast: dict[int, float]) -> dict:
@@ -110,7 +112,7 @@ def anchor_gap(r_none: dict[int, float], r_bcast: dict[int, float]) -> dict:
         raise ValueError("the two anchors need the same seeds")
     g = np.array([r_bcast[s] - r_none[s] for s in seeds], float)
     K = len(g)
-    hw = _t975(K - 1) * g.std(ddof=1) / np.sqrt(K) if K >= 2 else float("nan")
+    hw = _half_width(g)
     return {"mean": float(g.mean()), "half_width": float(hw), "seeds": K, "sd_over_seeds": float(g.std(ddof=1))
             if K >= 2 else float("nan"), "judged": bool(K >= 2 and g.mean() > 3 * hw), "ci_method": GAP_CI_METHOD}
 
@@ -138,7 +140,7 @@ def normalized_return(r_sender: dict[int, float], r_none: dict[int, float], r_bc
     if S < 2:
         return float(nr), float("nan")
     e = d - nr * g
-    return float(nr), float(_t975(S - 1) * e.std(ddof=1) / np.sqrt(S) / abs(g.mean()))
+    return float(nr), _half_width(e) / float(abs(g.mean()))
 
 
 def _scenario_kw(cfg: dict) -> dict:
