@@ -92,7 +92,9 @@ def agent_lr(a) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--map", default="random-32-32-10")
+    ap.add_argument("--map", nargs="+", default=["random-32-32-10"],
+                    help="MovingAI map(s); with several, the accuracy over the maps follows (mean over maps per "
+                         "policy, and pooled over every scored neighbour-step)")
     ap.add_argument("--agents", type=int, default=64)
     ap.add_argument("--goals", type=int, default=3)
     ap.add_argument("--steps", type=int, default=150)
@@ -108,29 +110,48 @@ def main() -> None:
     torch.set_num_threads(1)
     if a.seeds < 1 or a.agents < 1 or a.steps < 1:
         ap.error("--seeds, --agents and --steps must be >= 1")
-    rows = []
-    for ck in a.checkpoint:
-        tot, n_all, n_int_all, hit_int_all = accuracy(a, ck)
-        rows.append((ck, tot, n_all))
-        print(f"map {a.map}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps, "
-              f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {ck}, "
-              f"intent_adapt_lr {agent_lr(a)}")
-        print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
-        for kk, v in tot.items():
-            print(f"  {kk:12s} {v / max(n_all, 1):.3f}")
-        print(f"intent module on all {n_int_all} identifiable neighbour-steps: {hit_int_all / max(n_int_all, 1):.3f}")
-        print(f"intent beats repeat-last: {'yes' if tot['intent'] > tot['repeat last'] else 'NO'}", flush=True)
-    if len(rows) > 1:
-        import numpy as np
-        from scipy import stats
+    import copy
 
-        diff = np.array([(t["intent"] - t["repeat last"]) / max(n, 1) for _, t, n in rows])
-        h = stats.t.ppf(0.975, len(diff) - 1) * diff.std(ddof=1) / np.sqrt(len(diff))
-        print(f"over {len(rows)} policies: intent {np.mean([t['intent'] / max(n, 1) for _, t, n in rows]):.3f}, "
-              f"repeat last {np.mean([t['repeat last'] / max(n, 1) for _, t, n in rows]):.3f}; "
-              f"intent - repeat last = {diff.mean():+.4f} +- {h:.4f} (95% CI, Student t over policies); "
-              f"per policy {' '.join(f'{d:+.4f}' for d in diff)}")
+    import numpy as np
 
+    from coopsim.platform.stats import t_interval
+
+    def over_policies(diff: np.ndarray) -> str:
+        _, lo, hi = t_interval(diff)
+        return f"{diff.mean():+.4f} +- {(hi - lo) / 2:.4f} (95% CI, Student t over policies)"
+
+    by_map = {}
+    for m in a.map:
+        am = copy.copy(a)
+        am.map = m
+        rows = []
+        for ck in a.checkpoint:
+            tot, n_all, n_int_all, hit_int_all = accuracy(am, ck)
+            rows.append((ck, tot, n_all))
+            print(f"map {m}, {a.agents} agents, {a.goals} goals, {a.seeds} episodes of <= {a.steps} steps, "
+                  f"low level {'policy samples' if a.no_cs_pibt else 'CS-PIBT'}, checkpoint {ck}, "
+                  f"intent_adapt_lr {agent_lr(a)}")
+            print(f"neighbour next-move accuracy on {n_all} neighbour-steps whose last and next moves are both identifiable:")
+            for kk, v in tot.items():
+                print(f"  {kk:12s} {v / max(n_all, 1):.3f}")
+            print(f"intent module on all {n_int_all} identifiable neighbour-steps: {hit_int_all / max(n_int_all, 1):.3f}")
+            print(f"intent beats repeat-last: {'yes' if tot['intent'] > tot['repeat last'] else 'NO'}", flush=True)
+        by_map[m] = rows
+        if len(rows) > 1:
+            diff = np.array([(t["intent"] - t["repeat last"]) / max(n, 1) for _, t, n in rows])
+            print(f"over {len(rows)} policies: intent {np.mean([t['intent'] / max(n, 1) for _, t, n in rows]):.3f}, "
+                  f"repeat last {np.mean([t['repeat last'] / max(n, 1) for _, t, n in rows]):.3f}; "
+                  f"intent - repeat last = {over_policies(diff)}; per policy {' '.join(f'{d:+.4f}' for d in diff)}")
+    if len(a.map) > 1:   # the accuracy over the maps: mean over maps per policy, then over policies; and pooled
+        acc = {k: np.array([[t[k] / max(n, 1) for _, t, n in by_map[m]] for m in a.map]) for k in ("intent", "repeat last")}
+        per_policy = acc["intent"].mean(0) - acc["repeat last"].mean(0)          # [policies]
+        hits = {k: sum(t[k] for m in a.map for _, t, _ in by_map[m]) for k in ("intent", "repeat last")}
+        n_tot = sum(n for m in a.map for _, _, n in by_map[m])
+        print(f"over {len(a.map)} maps (mean over maps): intent {acc['intent'].mean():.3f}, repeat last "
+              f"{acc['repeat last'].mean():.3f}; per policy {' '.join(f'{d:+.4f}' for d in per_policy)}"
+              + (f"; intent - repeat last = {over_policies(per_policy)}" if len(per_policy) > 1 else ""))
+        print(f"pooled over all {n_tot} scored neighbour-steps: intent {hits['intent'] / max(n_tot, 1):.3f}, "
+              f"repeat last {hits['repeat last'] / max(n_tot, 1):.3f}")
 
 if __name__ == "__main__":
     from coopsim.errors import run_script
