@@ -149,13 +149,17 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     try:
         axes = []
+        grid_keys = []
         for g in grid:
             key_parts, _ = parse_override(g)
             key = ".".join(key_parts)
-            values = g.split("=", 1)[1].split(",")
+            values = _grid_values(g.split("=", 1)[1])
             if not all(v.strip() for v in values):
                 raise CoopsimError(f"--grid {g!r}: give comma-separated values, e.g. {key}=32,64,128")
+            if key == "seeds":  # a bare seed is a one-seed run: seeds=0,1,2 gives seeds=[0], [1], [2]
+                values = [f"[{v.strip()}]" if v.strip().isdigit() else v for v in values]
             axes.append([f"{key}={v.strip()}" for v in values])
+            grid_keys.append(key)
         base = load_config(config, list(overrides or [])).name
         combos = []
         for c in itertools.product(*axes):
@@ -214,7 +218,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                           f"; compare them with: coopsim report {' '.join(kept)}"), soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     if len(run_dirs) > 1:
-        _report_many([Path(d) for d in run_dirs])
+        _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
     if failed:
         raise typer.Exit(code=1)
 
@@ -283,12 +287,30 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]+", "_", text).strip("_") or "x"
 
 
-def _report_many(run_dirs: list[Path]) -> None:
+def _grid_values(text: str) -> list[str]:
+    """The comma-separated values of a ``--grid key=v1,v2,...``; commas inside brackets or braces belong to their
+    value (``seeds=[0,1],[2,3]`` is two values)."""
+    values, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
+        if ch == "," and depth == 0:
+            values.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    values.append(cur)
+    return values
+
+
+def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = ()) -> None:
     from coopsim.platform.recorder import new_run_dir
     from coopsim.platform.report import compare_runs, comparison_table
 
     out = new_run_dir(Path(run_dirs[0]).parent, "compare")
-    res = compare_runs(run_dirs, out_dir=out)
+    res = compare_runs(run_dirs, out_dir=out, group_by=group_by)
     Console(width=max(console.width, 200)).print(comparison_table(res))
     console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
     for p in res["plots"]:

@@ -188,24 +188,32 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> dict[str, Any]:
+def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
+                 group_by: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """Group runs by the config fields that differ; tables and metric-vs-x plots with 95% CI bands.
 
     The x axis is the numeric field that differs (e.g. ``scenario.params.num_agents``); lines are the
     combinations of the other differing fields (e.g. ``agents.id``). Seeds of runs that share every
-    other field are pooled. Writes ``compare_<metric>.png`` into ``out_dir`` (default: the first run's parent).
+    other field are pooled (``pooled_seeds`` in the result says when that happened), unless ``seeds`` is in
+    ``group_by``: the config keys a sweep varied (its ``--grid`` axes), each of which, when its values differ,
+    labels rows of its own even where it would be pooled otherwise (a sweep over ``seeds`` gives one row per
+    seeds value). Writes ``compare_<metric>.png`` into ``out_dir`` (default: the first run's parent).
     """
     runs = [load_run(d) for d in run_dirs]
-    flat = [_flatten({k: v for k, v in r["config"].items() if k not in ("name", "out_dir", "seeds")}) for r in runs]
+    pooled = {"name", "out_dir", "seeds"} - set(group_by)
+    flat = [_flatten({k: v for k, v in r["config"].items() if k not in pooled}) for r in runs]
     keys = sorted({k for f in flat for k in f})
     differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
     numeric = [k for k in differing if all(isinstance(f.get(k), (int, float)) and not isinstance(f.get(k), bool) for f in flat)]
     x_key = next((k for k in numeric if k.endswith("num_agents")), numeric[0] if numeric else None)
     line_keys = [k for k in differing if k != x_key]
     groups: dict[tuple, dict[Any, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    members: dict[tuple, int] = defaultdict(int)
     for r, f in zip(runs, flat):
         line = tuple(str(f.get(k)) for k in line_keys)
         groups[line][f.get(x_key) if x_key else 0].extend(r["rows"])
+        members[(line, f.get(x_key) if x_key else 0)] += 1
+    pooled_seeds = "seeds" in pooled and any(n > 1 for n in members.values())
     metrics = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})
     table: list[dict[str, Any]] = []
     for line, by_x in sorted(groups.items()):
@@ -247,7 +255,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None) 
             _save_fig(fig, out)
             plt.close(fig)
             plots.append(out)
-    return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots}
+    return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots,
+            "pooled_seeds": pooled_seeds}
 
 
 def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
@@ -271,7 +280,9 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     from rich.table import Table
 
     metrics = metrics or result["metrics"][:6]
-    t = Table(title="comparison (mean over seeds [95% CI])")
+    caption = ("runs that differ only in their seeds are pooled into one row (their seeds together)"
+               if result.get("pooled_seeds") else None)
+    t = Table(title="comparison (mean over seeds [95% CI])", caption=caption)
     for k in result["line_keys"]:
         t.add_column(k)
     if result["x_key"]:

@@ -1,0 +1,65 @@
+"""A sweep over `seeds` compares its cells as rows of their own, labelled by the seeds value; `coopsim report` on
+runs that differ only in their seeds pools them and says so."""
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+from coopsim.cli import _grid_values
+from coopsim.platform.config import load_config
+from coopsim.platform.report import compare_runs, comparison_table
+from coopsim.platform.runner import run_config
+
+CFG = Path(__file__).resolve().parents[2] / "configs" / "examples" / "line-random.yaml"
+
+
+def _runs(tmp_path, seed_lists):
+    return [run_config(load_config(CFG, [f"out_dir={tmp_path}", f"seeds={s}", "episodes=1", f"name=r{i}"]),
+                       progress=False) for i, s in enumerate(seed_lists)]
+
+
+def _table_text(res) -> str:
+    from rich.console import Console
+
+    con = Console(width=250, record=True, file=open("/dev/null", "w"))
+    con.print(comparison_table(res))
+    return con.export_text()
+
+
+def test_grid_values_keep_bracketed_lists_whole():
+    assert _grid_values("32,64,128") == ["32", "64", "128"]
+    assert _grid_values("[0,1],[2,3]") == ["[0,1]", "[2,3]"]
+    assert _grid_values("{a: 1, b: 2},x") == ["{a: 1, b: 2}", "x"]
+
+
+def test_compare_keeps_seed_cells_apart_when_seeds_is_a_grid_axis(tmp_path):
+    dirs = _runs(tmp_path, ["[0]", "[1]", "[2,3]"])
+    pooled = compare_runs(dirs, out_dir=tmp_path / "p")
+    assert len(pooled["table"]) == 1 and pooled["pooled_seeds"] is True
+    assert pooled["table"][0]["summary"]["episode_return"]["n_seeds"] == 4
+    assert "pooled into one row" in _table_text(pooled)
+
+    res = compare_runs(dirs, out_dir=tmp_path / "g", group_by=["seeds"])
+    assert res["line_keys"] == ["seeds"] and res["pooled_seeds"] is False
+    by_seeds = {row["line"]["seeds"]: row["summary"]["episode_return"] for row in res["table"]}
+    assert sorted(by_seeds) == ["[0]", "[1]", "[2, 3]"]
+    assert [by_seeds[k]["n_seeds"] for k in ("[0]", "[1]", "[2, 3]")] == [1, 1, 2]
+    # each cell's value is its own run's summary, not the pool's
+    from coopsim.platform.report import load_run
+
+    for d, k in zip(dirs, ("[0]", "[1]", "[2, 3]")):
+        assert by_seeds[k]["mean"] == load_run(d)["summary"]["metrics"]["episode_return"]["mean"]
+    assert len({by_seeds[k]["mean"] for k in by_seeds}) == 3  # the seeds give different returns here
+    assert "pooled into one row" not in _table_text(res)
+
+
+def test_sweep_over_seeds_prints_one_row_per_seed(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "sweep", str(CFG), "--grid", "seeds=0,1,[2,3]",
+                        f"out_dir={tmp_path}", "episodes=1", "--jobs", "2"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (cmp,) = [p for p in tmp_path.iterdir() if p.name.startswith("compare-")]
+    rows = list(csv.reader((cmp / "compare.csv").read_text().splitlines()))
+    assert rows[0][0] == "seeds"
+    assert sorted(row[0] for row in rows[1:]) == ["[0]", "[1]", "[2, 3]"]
+    n_seeds = rows[0].index("episode_return:n_seeds")
+    assert sorted(row[n_seeds] for row in rows[1:]) == ["1", "1", "2"]
