@@ -312,6 +312,8 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
     out = new_run_dir(Path(run_dirs[0]).parent, "compare")
     res = compare_runs(run_dirs, out_dir=out, group_by=group_by)
     Console(width=max(console.width, 200)).print(comparison_table(res))
+    for d, note in res["notes"].items():
+        console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
     console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
     for p in res["plots"]:
         console.print(f"plot: {p}", soft_wrap=True, highlight=False)
@@ -328,6 +330,8 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             run = load_run(run_dirs[0])
             plot = plot_run(run_dirs[0])
             console.print(summary_table(run))
+            if run["note"]:
+                console.print(f"note: {run['note']}", soft_wrap=True, highlight=False)
             if plot:
                 console.print(f"plot: {plot}", soft_wrap=True, highlight=False)
             if gif:

@@ -59,7 +59,8 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         raise CoopsimError(f"{d}: no finished episode in metrics.jsonl (the run was stopped before its first episode ended)")
     summ_path = d / "summary.json"
     summary = {"metrics": summarize(rows)}
-    if summ_path.exists():
+    has_summary = summ_path.exists()
+    if has_summary:
         try:
             summary = json.loads(summ_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -68,7 +69,24 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
             raise CoopsimError(f"{summ_path}: not a run summary (no 'metrics' mapping); delete it and `coopsim report` "
                                f"rebuilds the summary from metrics.jsonl")
-    return {"dir": d, "config": cfg, "rows": rows, "summary": summary}
+    return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary,
+            "note": _run_note(cfg, rows, summary, has_summary)}
+
+
+def _run_note(cfg: dict, rows: list[dict], summary: dict, has_summary: bool) -> str | None:
+    """What a report must say about a run that did not finish: no summary.json (killed before writing it), or an
+    interrupted one; None for a finished run."""
+    try:
+        planned = len(cfg["seeds"]) * int(cfg.get("episodes", 1))
+    except (KeyError, TypeError, ValueError):
+        planned = None
+    of = f" of {planned}" if planned else ""
+    if not has_summary:
+        return (f"the run did not finish: it has no summary.json (its process stopped before writing one, e.g. it was "
+                f"killed); shown: the {len(rows)}{of} episode(s) that finished, from metrics.jsonl")
+    if summary.get("interrupted"):
+        return f"the run was interrupted: {summary.get('episodes_finished', len(rows))}{of} episode(s) finished"
+    return None
 
 
 def _ordered_metrics(names) -> list[str]:
@@ -126,7 +144,9 @@ def _save_fig(fig, out: Path) -> None:
 def summary_table(run: dict[str, Any]):
     from rich.table import Table
 
-    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})", caption="all-zero comm/, shield/ and cost/ counters are hidden here; summary.json has every metric")
+    every = "summary.json has every metric" if run.get("has_summary", True) else "metrics.jsonl has every value"
+    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})",
+              caption=f"all-zero comm/, shield/ and cost/ counters are hidden here; {every}")
     for c in ("metric", "mean", "95% CI", "seeds", "episodes"):
         t.add_column(c, justify="right" if c != "metric" else "left")
     for m in _ordered_metrics(run["summary"]["metrics"]):
@@ -256,7 +276,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             plt.close(fig)
             plots.append(out)
     return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots,
-            "pooled_seeds": pooled_seeds}
+            "pooled_seeds": pooled_seeds, "notes": {str(r["dir"]): r["note"] for r in runs if r["note"]}}
 
 
 def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
