@@ -18,14 +18,20 @@ def t_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float
     Returns:
         ``(mean, low, high)``; with fewer than two finite values the interval is ``(nan, nan)``.
     """
+    mean, half = t_half_width(values, confidence)
+    return mean, mean - half, mean + half
+
+
+def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float]:
+    """:func:`t_interval` as ``(mean, half_width)``: the interval is ``mean -+ half_width`` (the half-width is
+    nan with fewer than two finite values; None and non-finite values are left out, as there)."""
     x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     if len(x) == 0:
-        return math.nan, math.nan, math.nan
+        return math.nan, math.nan
     mean = float(x.mean())
     if len(x) < 2:
-        return mean, math.nan, math.nan
-    half = float(sstats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
-    return mean, mean - half, mean + half
+        return mean, math.nan
+    return mean, float(sstats.t.ppf(0.5 + confidence / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x)))
 
 
 def summarize(rows: list[dict]) -> dict[str, dict]:

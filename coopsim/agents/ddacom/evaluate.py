@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam
 from coopsim.comm.oracle import safe_rate_oracle, utilization
 from coopsim.errors import int_at_least, run_script
 from coopsim.platform.comm import MessageBatch
+from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.stats import t_half_width
 from coopsim.platform.registry import make_component, make_scenario
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "mpe"
@@ -127,12 +130,10 @@ def load_channels(num_agents: int) -> dict[str, tuple[str, dict]]:
 
 
 def ci95(x: list[float]) -> tuple[float, float]:
-    a = np.asarray(x, float)
-    if len(a) < 2:
-        return float(a.mean()), float("nan")
-    from scipy import stats
-
-    return float(a.mean()), float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
+    """Mean and Student-t 95% half-width of ``x``: :func:`coopsim.platform.stats.t_interval` as mean and half-width
+    (:func:`coopsim.platform.stats.t_half_width`); the half-width is nan below two values (one seed has no
+    interval: :func:`print_table` says so)."""
+    return t_half_width(x)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -163,8 +164,7 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
         print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)
         summary = summarize(results)  # written after every seed: an interrupted sweep keeps its seeds
-        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.out).write_text(json.dumps({"args": vars(a), "seeds_done": seed + 1, "summary": summary, "runs": [
+        atomic_write_text(Path(a.out), json.dumps({"args": vars(a), "seeds_done": seed + 1, "summary": summary, "runs": [
             {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
     print_table(summary)
 
@@ -191,12 +191,27 @@ def summarize(results: list[dict]) -> dict:
     return out
 
 
+def _has_ci(m) -> bool:
+    return m[1] is not None and math.isfinite(m[1])
+
+
 def print_table(summary: dict) -> None:
+    """The summary's rows, each value ``mean+-half-width`` (95% CI); a value without an interval (one seed)
+    prints its mean alone, and the table says it has no CI."""
     g = summary["ideal_gap"]
-    print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width)")
+    if _has_ci(g):
+        print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width)")
+    else:
+        print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} (1 seed, no CI)")
+    cells = [m for row in summary["rows"].values() for m in row.values()]
+    if not all(_has_ci(m) for m in cells):
+        print("values without +-: 1 seed, no CI (give --seeds 2 or more for 95% intervals)")
     print(f"{'channel/sender':<24} {'norm. return':>16} {'utilization':>16} {'loss %':>14} {'msgs/bcast':>14}")
+
+    def f(m, s=1.0):
+        return f"{m[0] * s:7.3f}+-{m[1] * s:5.3f}" if _has_ci(m) else f"{m[0] * s:7.3f}"
+
     for k, row in summary["rows"].items():
-        f = lambda m, s=1.0: f"{m[0] * s:7.3f}+-{m[1] * s:5.3f}" if m == m else "-"  # noqa: E731
         u = f(row["utilization"]) if "utilization" in row else "-"
         print(f"{k:<24} {f(row['normalized_return']):>16} {u:>16} {f(row['loss'], 100):>14} {f(row['messages_vs_broadcast']):>14}")
 

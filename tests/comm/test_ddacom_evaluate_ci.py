@@ -1,0 +1,56 @@
+"""`python -m coopsim.agents.ddacom.evaluate`: one seed prints values without a (nan) interval and says so; its
+ci95 is platform.stats.t_interval's interval (bit for bit the former Student-t formula for two or more seeds)."""
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from coopsim.agents.ddacom import evaluate
+from coopsim.platform.stats import t_interval
+
+FAST = ["--num-envs", "2", "--episodes", "1", "--senders", "none,broadcast"]
+
+
+def _former_ci95(x):  # the formula ci95 had before it used t_interval
+    a = np.asarray(x, float)
+    return float(a.mean()), float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 17])
+def test_ci95_is_t_interval_and_the_former_numbers(n):
+    x = list(np.random.default_rng(n).normal(3.0, 2.0, size=n))
+    mean, half = evaluate.ci95(x)
+    assert (mean, half) == _former_ci95(x)
+    m, lo, hi = t_interval(x)
+    assert (m, lo, hi) == (mean, mean - half, mean + half)
+
+
+def test_ci95_of_one_value_has_no_half_width():
+    mean, half = evaluate.ci95([1.25])
+    assert mean == 1.25 and math.isnan(half)
+
+
+def test_one_seed_prints_no_nan_and_says_there_is_no_ci(tmp_path, capsys):
+    evaluate.main(["--seeds", "1", *FAST, "--out", str(tmp_path / "e.json")])
+    out = capsys.readouterr().out
+    assert "nan" not in out.lower()
+    (gap,) = [ln for ln in out.splitlines() if ln.startswith("R_broadcast_ideal - R_no_comm = ")]
+    summary = json.loads((tmp_path / "e.json").read_text())["summary"]
+    assert gap == f"R_broadcast_ideal - R_no_comm = {summary['ideal_gap'][0]:.2f} (1 seed, no CI)"
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("ideal/broadcast ")]
+    assert row.split()[1:] == ["1.000", "-", "0.000", "1.000"]  # values alone, no +-
+    assert "1 seed, no CI" in out.split("channel/sender")[0]
+
+
+def test_two_seeds_print_intervals(tmp_path, capsys):
+    evaluate.main(["--seeds", "2", *FAST, "--out", str(tmp_path / "e.json")])
+    out = capsys.readouterr().out
+    summary = json.loads((tmp_path / "e.json").read_text())["summary"]
+    g = summary["ideal_gap"]
+    assert f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width)" in out
+    assert "no CI" not in out
+    (row,) = [ln for ln in out.splitlines() if ln.startswith("markov/broadcast ")]
+    nr = summary["rows"]["markov/broadcast"]["loss"]
+    assert f"{nr[0] * 100:7.3f}+-{nr[1] * 100:5.3f}".strip() in row
