@@ -424,7 +424,10 @@ def _bar_text(name: str, row: dict) -> str:
 
 
 def _progress(enabled: bool):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    """The run's progress bar; plain lines when stdout is not a terminal (:mod:`coopsim.platform.progress`)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TimeRemainingColumn(), disable=not enabled, transient=False)
+    from coopsim.platform.progress import make_progress
+
+    return make_progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                         TimeRemainingColumn(), enabled=enabled, unit="episodes")

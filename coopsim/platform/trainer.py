@@ -265,10 +265,14 @@ def fit(
 
     progress = None
     if schedule.progress:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
 
-        progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False)
+        from coopsim.platform.progress import make_progress
+
+        # plain lines instead of a bar when stdout is not a terminal (a log file, a pipe)
+        progress = make_progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeRemainingColumn(), TextColumn("{task.fields[info]}"), unit="env steps",
+                                 info_field="info")
         task = progress.add_task(description, total=schedule.total_env_steps, completed=trainer.env_steps, info="")
         progress.start()
     try:

@@ -1,0 +1,73 @@
+"""Progress when stdout is not a terminal (a file, a pipe): complete plain lines, not a rich bar cut to 80 columns."""
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.progress import Progress
+
+from coopsim.platform import progress as prog
+from coopsim.platform.progress import LineProgress, make_progress
+
+ROOT = Path(__file__).resolve().parents[2]
+CFG = ROOT / "configs" / "examples" / "line-random.yaml"
+
+
+def test_line_progress_prints_whole_lines_every_interval_and_at_the_end(monkeypatch):
+    clock = [100.0]
+    monkeypatch.setattr(prog.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    p = LineProgress(unit="episodes", every_s=10, file=out)
+    with p:
+        task = p.add_task("run", total=4)
+        clock[0] += 4
+        p.update(task, advance=1, description="run  soc=3")          # 4 s: no line yet
+        clock[0] += 6
+        p.update(task, advance=1, description="run  soc=5")          # 10 s: a line
+        clock[0] += 3
+        p.update(task, advance=1)                                   # 3 s after it: none
+        clock[0] += 3
+        p.update(task, advance=1, description="run  soc=7")          # done: a line
+    assert out.getvalue().splitlines() == [
+        "run  soc=5: 2/4 episodes (50%), 0:00:10 elapsed, ~0:00:10 left",
+        "run  soc=7: 4/4 episodes (100%), 0:00:16 elapsed",
+    ]
+
+
+def test_line_progress_stop_prints_an_unfinished_task_once_with_its_info():
+    out = io.StringIO()
+    p = LineProgress(unit="env steps", every_s=1e9, file=out, info_field="info")
+    task = p.add_task("train", total=1000, completed=200, info="")
+    p.update(task, completed=600, info="return=-3.5")
+    p.stop()
+    p.stop()
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("train: 600/1000 env steps (60%), 0:00:00 elapsed")
+    assert line.endswith("  return=-3.5")
+
+
+def test_make_progress_picks_bar_lines_or_nothing():
+    assert isinstance(make_progress(terminal=False, unit="episodes"), LineProgress)
+    bar = make_progress(terminal=True)
+    assert isinstance(bar, Progress) and not bar.disable
+    off = make_progress(enabled=False, terminal=False)
+    assert isinstance(off, Progress) and off.disable
+
+
+def test_run_piped_prints_a_plain_progress_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "run", str(CFG), f"out_dir={tmp_path}", "seeds=[0,1]",
+                        "episodes=3"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("line-random  success=") and ": 6/6 episodes (100%), " in first, first
+    assert "\x1b" not in r.stdout and "━" not in first  # no bar, no cursor control
+
+
+def test_train_piped_prints_a_plain_progress_line(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "train", str(ROOT / "configs" / "ppo" / "linewalk-mappo.yaml"),
+                        f"out_dir={tmp_path}", "train.total_env_steps=1024", "train.num_envs=4",
+                        "train.checkpoint_every=512", "train.progress=true"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    done = [ln for ln in r.stdout.splitlines() if "/1024 env steps (100%)" in ln]
+    assert len(done) == 1, r.stdout
+    assert "\x1b" not in r.stdout and "━" not in done[0]
