@@ -8,7 +8,8 @@ Layout of ``runs/<name>-<UTC time>-<short id>/``:
 * ``timing.jsonl``: wall time of each episode (s) and the agent's and shield's ``episode_timings()`` (e.g.
   ``shield/filter_ms_per_call``), kept apart from the metrics.
 * ``summary.json``: per metric, mean over seeds of per-seed means with a Student-t 95% interval; the run's
-  ``wall_s`` and, under ``timing``, the mean over episodes of each ``timing.jsonl`` value.
+  ``wall_s``, under ``timing`` the mean over episodes of each ``timing.jsonl`` value and, under ``totals``, the
+  shield's totals over the whole run (``metrics.jsonl`` rows carry per-episode counts only).
 * ``replays/seed<S>_ep<E>.npz``: the scenario's replay arrays, when it offers ``replay()``.
 * ``*.png``: plots.
 """

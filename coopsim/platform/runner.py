@@ -353,7 +353,8 @@ def run_config(
                 run["metrics"].close()
                 run["timing"].close()
                 parts.close()
-                write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"])
+                write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
+                              totals=parts.shield.run_stats())
                 try:
                     from coopsim.platform.report import plot_run
 
@@ -387,7 +388,10 @@ def _sigint_deferred():
         signal.signal(signal.SIGINT, old)
 
 
-def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None) -> dict:
+def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None,
+                  totals: dict[str, float] | None = None) -> dict:
+    """Write ``summary.json`` from the run directory's files; ``totals`` (the shield's :meth:`run_stats`, totals
+    over every episode of the run) go under ``totals``."""
     rows = read_jsonl(run_dir / "metrics.jsonl")
     summary = {
         "episodes_finished": len(rows),
@@ -398,6 +402,10 @@ def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | N
         summary["checkpoint"] = (run_dir / "checkpoint.txt").read_text().strip()
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
+    if totals:
+        from coopsim.platform.recorder import _jsonable
+
+        summary["totals"] = {k: _jsonable(v) for k, v in sorted(totals.items())}
     timing = _mean_timings(run_dir / "timing.jsonl")
     if timing:
         summary["timing"] = timing

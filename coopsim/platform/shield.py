@@ -52,8 +52,14 @@ class Shield(ABC):
         """Return a certified joint action int64 ``[E, N]`` (a new array) and its certificate."""
 
     def stats(self) -> dict[str, float]:
-        """Deterministic statistics of the shield; the runner adds them to each episode's ``metrics.jsonl`` row.
-        Wall times go in :meth:`episode_timings` instead, so metrics stay byte-reproducible."""
+        """Deterministic statistics of the shield's current episode (since the last ``reset``: per-episode counts,
+        never running totals); the runner adds them to each episode's ``metrics.jsonl`` row. Wall times go in
+        :meth:`episode_timings` instead, so metrics stay byte-reproducible."""
+        return {}
+
+    def run_stats(self) -> dict[str, float]:
+        """Totals over every episode since the shield was built; the runner writes them to ``summary.json``,
+        under ``totals``."""
         return {}
 
     def episode_timings(self) -> dict[str, float]:

@@ -50,12 +50,19 @@ class CertificateShield(Shield):
         super().__init__(**params)
         self.model: PlausibleModel | None = None
         self._prev: tuple[SafetyState, np.ndarray] | None = None
-        self._stats = {"interventions": 0.0, "changed_agents": 0.0, "max_neighbourhood": 0.0, "filter_s": 0.0, "calls": 0.0}
+        #: totals since the shield was built (every episode of a run): :meth:`run_stats`
+        self._stats = self._zero_stats()
+        #: the same counters for the current episode (since the last ``reset``): :meth:`stats`
+        self._episode = self._zero_stats()
+
+    @staticmethod
+    def _zero_stats() -> dict[str, float]:
+        return {"interventions": 0.0, "changed_agents": 0.0, "max_neighbourhood": 0.0, "filter_s": 0.0, "calls": 0.0}
 
     def reset(self, seed: int | None, scenario: Any) -> None:
         self.scenario = scenario
         self._prev = None
-        self._episode_start = (self._stats["filter_s"], self._stats["calls"])
+        self._episode = self._zero_stats()
 
     def share_model(self, model: PlausibleModel) -> None:
         """Certify with ``model`` (a learner's counts, which the learner updates) instead of learning.
@@ -105,24 +112,33 @@ class CertificateShield(Shield):
             certified[e] = bool(cert.certified(out[e]))
             max_nb = max(max_nb, cert.graph.max_neighbourhood)
         self._prev = (state, out.copy())
-        s = self._stats
-        s["interventions"] += float(changed.any(1).sum())
-        s["changed_agents"] += float(changed.sum())
-        s["max_neighbourhood"] = max(s["max_neighbourhood"], float(max_nb))
-        s["filter_s"] += time.perf_counter() - t0
-        s["calls"] += 1
+        dt = time.perf_counter() - t0
+        for s in (self._stats, self._episode):
+            s["interventions"] += float(changed.any(1).sum())
+            s["changed_agents"] += float(changed.sum())
+            s["max_neighbourhood"] = max(s["max_neighbourhood"], float(max_nb))
+            s["filter_s"] += dt
+            s["calls"] += 1
         reason = {"max_neighbourhood": max_nb, "n_remove": None if self.model is None else self.model.n_remove}
         return out, Certificate(certified=certified, changed=changed, reason=reason)
 
     def stats(self) -> dict[str, float]:
-        s = self._stats
+        """The current episode's counts (since the last ``reset``): agents changed and the largest conflict
+        neighbourhood; the run's totals are :meth:`run_stats`."""
+        s = self._episode
         return {"shield/changed_agents": s["changed_agents"], "shield/max_neighbourhood": s["max_neighbourhood"]}
+
+    def run_stats(self) -> dict[str, float]:
+        """Totals since the shield was built, over every episode: agents changed, env-steps with a change, filter
+        calls and the largest conflict neighbourhood."""
+        s = self._stats
+        return {"shield/changed_agents": s["changed_agents"], "shield/intervention_steps": s["interventions"],
+                "shield/filter_calls": s["calls"], "shield/max_neighbourhood": s["max_neighbourhood"]}
 
     def episode_timings(self) -> dict[str, float]:
         """``shield/filter_ms_per_call``: mean wall time of one ``filter`` call (ms) since the last ``reset``."""
-        s = self._stats
-        t0, n0 = getattr(self, "_episode_start", (0.0, 0.0))
-        return {"shield/filter_ms_per_call": 1e3 * (s["filter_s"] - t0) / max(s["calls"] - n0, 1)}
+        s = self._episode
+        return {"shield/filter_ms_per_call": 1e3 * s["filter_s"] / max(s["calls"], 1)}
 
 
 class OracleShieldParams(ShieldParams):
