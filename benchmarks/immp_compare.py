@@ -36,6 +36,8 @@ import numpy as np
 import yaml
 from scipy import stats
 
+from coopsim.platform.recorder import atomic_write_text
+
 METHODS = ["mapf/immp-v0", "mapf/immp-v0-nocspibt", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0",
            "mapf/dppo-v0+cspibt", "mapf/pibt-v0", "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
 #: the low-level decision rule each learned variant uses by default (``agents.params.cs_pibt``)
@@ -292,7 +294,7 @@ def main() -> None:
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "immp_eval.json").write_text(json.dumps({"table": tab, "targets": tgt}, indent=1, sort_keys=True))
+        atomic_write_text(out / "immp_eval.json", json.dumps({"table": tab, "targets": tgt}, indent=1, sort_keys=True))
         plot(data, out / "immp_eval.png")
         print(f"\nwrote {out / 'immp_eval.json'} and {out / 'immp_eval.png'}")
 

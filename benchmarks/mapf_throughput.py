@@ -103,6 +103,7 @@ def run_json(cmd: list[str], cpu: str | None, timeout: float = 3600) -> dict:
 
 def export_instance(map_name: str, agents: int, path: Path) -> dict:
     """Write coopsim's seed-0 instance of ``map_name`` for POGEMA: rows of ``.``/``#``, (row, col) positions."""
+    from coopsim.platform.recorder import atomic_write_text
     from coopsim.platform.registry import make_scenario
 
     core = make_scenario("mapf/MGMAPF-v0", num_envs=1, map=map_name, num_agents=agents, num_goals=NUM_GOALS,
@@ -116,7 +117,7 @@ def export_instance(map_name: str, agents: int, path: Path) -> dict:
         "agents_xy": [[int(y), int(x)] for x, y in inst.starts],
         "targets_xy": [[[int(y), int(x)] for x, y in seq] for seq in inst.goals],
     }
-    path.write_text(json.dumps(data))
+    atomic_write_text(path, json.dumps(data))
     return data
 
 
@@ -262,9 +263,12 @@ def main() -> None:
     print("\n" + tab + "\n\n" + notes)
     print(f"\nmachine: {machine['nproc']} CPUs, {machine['cpu_model']}; load average {load0[0]:.1f} at start, "
           f"{machine['loadavg_end'][0]:.1f} at end; wall {wall:.0f} s")
+    from coopsim.platform.recorder import atomic_write_text
+
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(
+    atomic_write_text(
+        out,
         f"# MG-MAPF throughput vs POGEMA 1.4\n\n"
         f"Produced by `.venv/bin/python benchmarks/mapf_throughput.py{' --quick' if a.quick else f' --reps {a.reps}'}` "
         f"on {started}; wall time {wall:.0f} s.\n\n"

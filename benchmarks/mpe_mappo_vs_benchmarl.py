@@ -100,8 +100,11 @@ def write(results: list[dict], args, out: Path, t0: float) -> None:
         if rs:
             rows[name] = {"per_agent_return": ci95([r["per_agent_return"] for r in rs]),
                           "wall_s": ci95([r["wall_s"] for r in rs]), "seeds": [r["seed"] for r in rs]}
-    out.with_suffix(".json").write_text(json.dumps({"args": vars(args), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-                                                    "total_wall_s": time.time() - t0, "rows": rows, "runs": results}, indent=1))
+    from coopsim.platform.recorder import atomic_write_text
+
+    atomic_write_text(out.with_suffix(".json"), json.dumps({
+        "args": vars(args), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+        "total_wall_s": time.time() - t0, "rows": rows, "runs": results}, indent=1))
     lines = [f"# MAPPO on simple_spread (N = 3, 25-step episodes): coopsim vs BenchMARL, {args.frames} frames per seed",
              "", f"`.venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames {args.frames} --seeds {args.seeds} "
              f"--episodes {args.episodes}` ({time.strftime('%Y-%m-%d', time.gmtime())}, shared 2-core machine under load from "
@@ -116,7 +119,7 @@ def write(results: list[dict], args, out: Path, t0: float) -> None:
     lines += ["", "Settings: see the docstrings of `benchmarks/mpe_mappo_vs_benchmarl.py` and "
               "`benchmarks/peers/benchmarl_worker.py` (each learner with its own defaults; BenchMARL's lr 5e-5 and "
               "[256, 256] MLPs are tuned for budgets of millions of frames)."]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
 
 
 def main() -> None:
