@@ -1,10 +1,11 @@
-"""SMAC-like unit micromanagement: a batched numpy core with SMAC's interface and SMAX's world.
+"""SMAC-like unit micromanagement: a batched core with SMAC's interface and SMAX's world.
 
-See :class:`SMACCore` for the full description.
+See :class:`SMACCore` for the full description. The hot path (every tick of ``step``, the built-in enemy,
+observations, masks, ``state()`` and the per-episode part of ``reset``) is compiled with numba
+(``coopsim.scenarios.smac._kernels``), one kernel call per method over the whole batch.
 """
 from __future__ import annotations
 
-import math
 from typing import ClassVar, Literal
 
 import gymnasium
@@ -12,47 +13,56 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.scenarios.smac import _kernels as K
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
 
 # action layout (SMAC)
 NOOP, STOP, NORTH, SOUTH, EAST, WEST = range(6)
 N_MOVE_ACTIONS = 6
-#: unit direction of actions 0..5 (no-op and stop do not move)
-_DIRS = np.array([[0, 0], [0, 0], [0, 1], [0, -1], [1, 0], [-1, 0]], np.float32)
-#: SMAX's heuristic ranks directions N, E, S, W (first maximum wins); their SMAC action codes
-_HEUR_DIRS = np.array([[0, 1], [1, 0], [0, -1], [-1, 0]], np.float32)
-_HEUR_CODES = np.array([NORTH, EAST, SOUTH, WEST], np.int64)
+assert (NOOP, STOP, NORTH, SOUTH, EAST, WEST, N_MOVE_ACTIONS) == (K.NOOP, K.STOP, K.NORTH, K.SOUTH, K.EAST, K.WEST, K.N_MOVE)
 
-_REWARD_DEATH = 10.0
-_REWARD_WIN = 200.0
-_REWARD_SCALE = 20.0
-
-_C1 = np.uint64(0x9E3779B97F4A7C15)
-_C2 = np.uint64(0xBF58476D1CE4E5B9)
-_C3 = np.uint64(0x94D049BB133111EB)
-
-
-_S27, _S30, _S31, _S40 = (np.uint64(k) for k in (27, 30, 31, 40))
-_F24 = np.float32(2.0 ** -24)
 _TYPE_IDS = np.arange(len(U.UNIT_TYPES))
 #: damage of one hit, float32 ``[attacker type, target type]`` (``units.hit_damage`` of every pair)
-_HIT = U.hit_damage(_TYPE_IDS[:, None], _TYPE_IDS[None, :])
-#: move probes of SMAC's feasibility test (north, south, east, west), float32 ``[4, 2]``
-_PROBE = U.MOVE_AMOUNT * _DIRS[2:6]
-assert U.MAP_WIDTH == U.MAP_HEIGHT  # the bounds tests below use one constant for both axes
+_HIT = np.ascontiguousarray(U.hit_damage(_TYPE_IDS[:, None], _TYPE_IDS[None, :]))
+assert U.MAP_WIDTH == U.MAP_HEIGHT == 32.0 and U.TICKS_PER_STEP == 8  # the kernels use these constants
 
 
-def _whole(a: np.ndarray) -> np.ndarray:
-    return a
+def _type_tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per-type tables of the kernels: float32 ``[n_types, K.NF]`` and bool ``[n_types, K.NB]`` (columns
+    ``K.F_*`` / ``K.B_*``), each value computed with numpy exactly as the former numpy core did."""
+    tf = np.zeros((len(U.UNIT_TYPES), K.NF), np.float32)
+    tf[:, K.F_SPEED_TICK] = U.SPEED * np.float32(U.TICK_S)
+    tf[:, K.F_RANGE] = U.ATTACK_RANGE
+    tf[:, K.F_SIGHT] = U.SIGHT_RANGE
+    tf[:, K.F_INV_SIGHT] = 1.0 / U.SIGHT_RANGE
+    tf[:, K.F_RADIUS] = U.RADIUS
+    tf[:, K.F_HMAX] = U.HEALTH
+    tf[:, K.F_SMAX] = U.SHIELD
+    tf[:, K.F_SMAX1] = np.maximum(U.SHIELD, 1.0)
+    tf[:, K.F_BASE_CD] = U.COOLDOWN_S
+    tf[:, K.F_CD_NORM] = U.COOLDOWN_NORM_S
+    tf[:, K.F_RANGE_EF] = np.where(U.IS_HEALER, np.float32(-1.0), U.ATTACK_RANGE)
+    tb = np.zeros((len(U.UNIT_TYPES), K.NB), bool)
+    tb[:, K.B_BIO] = U.IS_BIOLOGICAL
+    tb[:, K.B_HEALER] = U.IS_HEALER
+    tb[:, K.B_SUICIDE] = U.IS_SUICIDE_SPLASH
+    tb[:, K.B_LINE] = U.IS_LINE_SPLASH
+    tb[:, K.B_SPLASHY] = U.IS_LINE_SPLASH | U.IS_SUICIDE_SPLASH
+    tb[:, K.B_MOBILE] = U.SPEED > 0
+    tb[:, K.B_HAS_SHIELD] = U.SHIELD > 0
+    return tf, tb
 
 
-def _splitmix(z: np.ndarray) -> np.ndarray:
-    """SplitMix64 finaliser of a uint64 array (wrapping arithmetic: numpy never checks array overflow)."""
-    z = z + _C1
-    z = (z ^ (z >> _S30)) * _C2
-    z = (z ^ (z >> _S27)) * _C3
-    return z ^ (z >> _S31)
+_TF, _TB = _type_tables()
+#: step constants (float32): heal per tick, medivac energy regen per tick, shield regen per tick, shield regen
+#: delay (s), cooldown jitter low (s), jitter span (s), tick (s)
+_CONSTS = np.array([np.float32(U.MEDIVAC_HEAL_PER_S * U.TICK_S), np.float32(U.MEDIVAC_ENERGY_REGEN_PER_S * U.TICK_S),
+                    np.float32(U.SHIELD_REGEN_PER_S * U.TICK_S), np.float32(U.SHIELD_REGEN_DELAY_S),
+                    np.float32(U.COOLDOWN_JITTER_S[0]), np.float32(U.COOLDOWN_JITTER_S[1] - U.COOLDOWN_JITTER_S[0]),
+                    np.float32(U.TICK_S)], np.float32)
+assert U.MEDIVAC_HP_PER_ENERGY == 3.0 and U.MEDIVAC_ENERGY_MAX == 200.0 and U.MEDIVAC_ENERGY_START == 50.0
+assert U.BANELING_SPLASH_RADIUS == 2.2 and U.COLOSSUS_LINE_HALF_LENGTH == 1.4 and U.MOVE_AMOUNT == 2.0
 
 
 class SMACParams(ScenarioParams):
@@ -163,6 +173,8 @@ class SMACCore(ScenarioCore):
         self.n_allies = A = len(self.map.allies)
         self.n_enemies = M = len(self.map.enemies)
         self.n_units = A + M
+        if max(A, M) > 64:  # the kernels' pairwise sums (_kernels._pw_sum) cover up to 240 units per side
+            raise ValueError(f"map {p.map_name!r}: at most 64 units per side; got {A} vs {M}")
         self.limit = int(p.max_steps) if p.max_steps is not None else self.map.limit
         self.start = p.start_positions or self.map.start
         self.agent_ids = tuple(f"ally_{i}" for i in range(A))
@@ -191,10 +203,14 @@ class SMACCore(ScenarioCore):
         self.state_dim = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
         self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (self.obs_dim,), np.float32)
         self.state_space = gymnasium.spaces.Box(-1.0, 1.0, (self.state_dim,), np.float32)
-        # other allies of ally i, in order
-        self._others = np.array([[j for j in range(A) if j != i] for i in range(A)], np.int64).reshape(A, A - 1)
+        #: kernel layout flags (int64): observation [nb, enemy_shield, ally_shield, obs_last_action,
+        #: obs_own_cooldown, n_actions], state [nb, enemy_shield, ally_shield, state_last_action, n_actions]
+        self._obs_cfg = np.array([nb, self.enemy_shield, self.ally_shield, int(p.obs_last_action),
+                                  int(p.obs_own_cooldown), self.n_actions], np.int64)
+        self._state_cfg = np.array([nb, self.enemy_shield, self.ally_shield, int(p.state_last_action), self.n_actions],
+                                   np.int64)
 
-        # state arrays
+        # state arrays (the kernels read and write them in place; tests may edit them, then set _masks = None)
         Un = self.n_units
         self._type = np.zeros((E, Un), np.int64)
         self._type[:] = np.array(self.map.allies + self.map.enemies, np.int64)
@@ -221,24 +237,29 @@ class SMACCore(ScenarioCore):
         self._key = np.zeros(E, np.uint64)
         self._ctr = np.zeros(E, np.uint64)
         self._rngs: list[np.random.Generator] = [np.random.default_rng([0, e]) for e in range(E)]
-        self._flat = (np.arange(E) * Un)[:, None]
-        # masks of the current positions (set by every observation); code that edits the unit arrays directly
-        # (tests) sets it to None, and the next action_masks() or step() then recomputes every cache
+        # output buffers the kernels write (handed out only as copies)
+        self._obs_buf = np.zeros((E, A, self.obs_dim), np.float32)
+        self._mask_buf = np.zeros((E, A, self.n_actions), bool)
+        self._reward_buf = np.zeros((E, A), np.float32)
+        self._info_f = np.zeros((4, E), np.float32)  # reward/damage, reward/kill, reward/win, team reward
+        self._info_won = np.zeros(E, bool)
+        self._invalid = np.zeros(E, np.int64)
+        self._active = np.zeros(E, bool)
+        self._push_x = np.zeros((E, Un), np.float64)  # push-apart work arrays of reset
+        self._push_y = np.zeros((E, Un), np.float64)
+        self._all_envs = np.arange(E, dtype=np.int64)
+        # start draws of reset (float64 [E, U, 2]): group centres (fixed for the line layout) and jitter
+        self._start_c = np.zeros((E, Un, 2), np.float64)
+        if self.start == "line":
+            self._start_c[:] = self._start_centres(np.random.default_rng(0))  # draws nothing for "line"
+        self._start_j = np.zeros((E, Un, 2), np.float64)
+        if self.map.procedural_race is not None:
+            self._type_ids = np.array([t for t, _ in self.map.type_probs])
+            self._type_p = np.array([q for _, q in self.map.type_probs])
+        # masks / observation of the current state (set by every observation); code that edits the unit arrays
+        # directly (tests) sets _masks to None, and the next action_masks(), step() or reset() then recomputes them
         self._masks: np.ndarray | None = None
         self._obs: np.ndarray | None = None  # the last observation of the whole batch (never handed out)
-        self._d_ae: np.ndarray | None = None  # ally-enemy distances [E, A, M] of the positions _masks was built on
-        self._arange_u64: dict[int, np.ndarray] = {}
-        self._rows_ea = np.arange(E * A)
-        self._e_idx = np.arange(E)[:, None]
-        self._m_idx = np.arange(M)[None, :]
-        self._not_eye = ~np.eye(Un, dtype=bool)[None]
-        self._pair_base = np.arange(E * Un) * Un  # flat index of (e, u, 0) in [E, U, U]
-        self._pw_buf = tuple(np.empty((E, Un, Un), np.float32) for _ in range(4))  # work arrays of _pairwise
-        self._close_buf = np.empty((E, Un, Un), bool)
-        n_dir = N_MOVE_ACTIONS + max(A, M)
-        self._dir_of = np.zeros((n_dir, 2), np.float32)  # move direction of each action index (attacks: none)
-        self._dir_of[:N_MOVE_ACTIONS] = _DIRS
-        self._cache_types()
         # replay buffers, indexed [step, env, unit] (frame t = state after step t; frame 0 = after reset)
         self._record = bool(p.record_replay) if p.record_replay is not None else E == 1
         if self._record:
@@ -249,113 +270,52 @@ class SMACCore(ScenarioCore):
             self._rp_alive = np.zeros((L, E, Un), bool)
             self._rp_target = np.full((L, E, Un), -1, np.int32)
 
-    # ------------------------------------------------------------------ randomness
-    def _uniform(self, *tail: int) -> np.ndarray:
-        """Counter-based uniform floats in [0, 1), float32 ``[E, *tail]``, one stream per env."""
-        k = math.prod(tail)
-        ar = self._arange_u64.get(k)
-        if ar is None:
-            ar = self._arange_u64[k] = np.arange(k, dtype=np.uint64)[None]
-        z = _splitmix(self._key[:, None] ^ ((self._ctr[:, None] + ar) * _C3))
-        self._ctr += np.uint64(k)
-        return ((z >> _S40).astype(np.float32) * _F24).reshape((self.num_envs, *tail))
-
-    def _cache_types(self) -> None:
-        """Per-unit arrays that depend only on the unit types (types change only in ``reset``)."""
-        t, A = self._type, self.n_allies
-        ta, te = t[:, :A], t[:, A:]
-        self._cached_type = t.copy()
-        r = U.RADIUS[t]
-        self._radius = r
-        self._rsum = r[:, :, None] + r[:, None, :]
-        self._rsum2 = self._rsum * self._rsum
-        self._t_mobile = U.SPEED[t] > 0
-        self._any_immobile = not bool(self._t_mobile.all())
-        self._t_speed_tick = (U.SPEED[t] * np.float32(U.TICK_S))[..., None]
-        self._t_range = U.ATTACK_RANGE[t]
-        self._t_hmax = U.HEALTH[t]
-        self._t_smax = U.SHIELD[t]
-        self._t_smax1 = np.maximum(self._t_smax, 1.0)
-        self._t_has_shield = self._t_smax > 0
-        self._t_healer = U.IS_HEALER[t]
-        self._t_nonhealer = ~self._t_healer
-        self._t_base_cd = U.COOLDOWN_S[t]
-        self._t_splashy = U.IS_LINE_SPLASH[t] | U.IS_SUICIDE_SPLASH[t]
-        self._t_suicide = U.IS_SUICIDE_SPLASH[t]
-        self._any_heal = bool(self._t_healer.any())
-        self._any_heal_a = bool(self._t_healer[:, :A].any())
-        self._any_splash = bool(self._t_splashy.any())
-        self._any_shield = bool(self._t_has_shield.any())
-        healer = self._t_healer
-        ally = np.arange(self.n_units) < A
-        # action 6 + i targets unit i + base - 6: allies attack enemies (A + i), medivacs heal their own side
-        self._tgt_base = np.where(ally, np.where(healer, 0, A), np.where(healer, A, 0)) - N_MOVE_ACTIONS
-        self._inv_sight_a = (1.0 / U.SIGHT_RANGE[ta])[..., None]
-        self._range_a = U.ATTACK_RANGE[ta][..., None]
-        self._mobile_a = self._t_mobile[:, :A]
-        self._attacker_a = self._t_nonhealer[:, :A]
-        self._sight_e = U.SIGHT_RANGE[te][..., None]
-        self._range_e_fighter = np.where(self._t_healer[:, A:], np.float32(-1.0), U.ATTACK_RANGE[te])[..., None]
-        nb = self.unit_type_bits
-        self._onehot = (self._type_bit[t][..., None] == np.arange(nb)) if nb else None
-
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
-        E, A = self.num_envs, self.n_allies
-        ids = np.arange(E) if env_ids is None else np.asarray(env_ids, np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= E):
-            raise ValueError(f"env_ids must be in [0, {E}); got {ids.tolist()}")
+        E = self.num_envs
+        if env_ids is None:
+            ids = self._all_envs
+        else:
+            ids = np.ascontiguousarray(np.asarray(env_ids, np.int64).reshape(-1))
+            if ids.size and (ids.min() < 0 or ids.max() >= E):
+                raise ValueError(f"env_ids must be in [0, {E}); got {ids.tolist()}")
         if seed is not None:
-            for e in ids:
+            for e in ids.tolist():
                 self._rngs[e] = self.env_rng(seed, e)
-        W, H = U.MAP_WIDTH, U.MAP_HEIGHT
-        for e in ids:
+        # per env, from its numpy Generator in this order: unit types (procedural maps), start layout and group
+        # centres, every unit's jitter, the key of the env's counter-based RNG
+        procedural = self.map.procedural_race is not None
+        line = self.start == "line"
+        Un = self.n_units
+        for e in ids.tolist():
             rng = self._rngs[e]
-            types = np.array(self.map.allies + self.map.enemies, np.int64)
-            if self.map.procedural_race is not None:
-                tids = np.array([t for t, _ in self.map.type_probs])
-                probs = np.array([q for _, q in self.map.type_probs])
-                types = tids[rng.choice(len(tids), size=self.n_units, p=probs)]
-            self._type[e] = types
-            self._pos[e] = self._start_positions(rng, types)
-            self._key[e] = np.uint64(rng.integers(0, 2 ** 63))
-            self._ctr[e] = 0
-        t = self._type[ids]
-        self._health[ids] = U.HEALTH[t]
-        self._shield[ids] = U.SHIELD[t]
-        self._cooldown[ids] = 0.0
-        self._energy[ids] = np.where(U.IS_HEALER[t], U.MEDIVAC_ENERGY_START, 0.0)
-        self._since_dmg[ids] = 0.0
-        self._unit_alive[ids] = True
-        self._min_hp[ids] = self._health[ids, A:] + self._shield[ids, A:]
-        self._max_reward[ids] = self._min_hp[ids].sum(1) + _REWARD_DEATH * self.n_enemies + _REWARD_WIN
-        self._t[ids] = 0
-        self._over[ids] = False
-        self._result[ids] = 0
-        self._term[ids] = False
-        self._trunc[ids] = False
-        self._last_action[ids] = 0
-        self._enemy_last[ids] = -1
-        self._fired_at[ids] = -1
-        self._dmg_dealt[ids] = 0.0
-        self._dmg_taken[ids] = 0.0
-        # SMAX's default enemy goal: own start reflected through the map centre
-        centre = np.array([W / 2, H / 2], np.float32)
-        self._enemy_goal[ids] = 2 * centre - self._pos[ids, A:]
-        if self.map.procedural_race is not None or not np.array_equal(self._type, self._cached_type):
-            self._cache_types()
-        envs = np.zeros(E, bool)
-        envs[ids] = True
-        self._push_apart(self._rsum2_live(self._unit_alive & envs[:, None]))
+            if procedural:
+                self._type[e] = self._type_ids[rng.choice(len(self._type_ids), size=Un, p=self._type_p)]
+            if not line:
+                self._start_c[e] = self._start_centres(rng)
+            self._start_j[e] = rng.uniform(-2, 2, (Un, 2))
+            self._key[e] = rng.integers(0, 2 ** 63)
+        self._push_x.fill(0.0)
+        self._push_y.fill(0.0)
+        K.reset_envs(ids, self.n_allies, self._type, self._start_c, self._start_j, self._pos, self._ctr, self._health,
+                     self._shield, self._cooldown, self._energy, self._since_dmg, self._unit_alive, self._min_hp,
+                     self._max_reward, self._t, self._over, self._result, self._term, self._trunc, self._last_action,
+                     self._enemy_last, self._enemy_goal, self._fired_at, self._dmg_dealt, self._dmg_taken, _TF, _TB,
+                     self._walls, self._push_x, self._push_y)
         if self._record:
             self._record_frame(ids)
         if env_ids is None or self._obs is None or self._masks is None or 2 * len(ids) > E:
-            self._obs = self._observe()
+            self._observe_into(self._all_envs)
         else:  # the other envs did not change since the last observation: observe the reset ones only
-            self._obs[ids] = self._observe(ids)  # self._obs is never handed out (copies are)
-        return self._obs.copy()
+            self._observe_into(ids)
+        return self._obs_buf.copy()
 
-    def _start_positions(self, rng: np.random.Generator, types: np.ndarray) -> np.ndarray:
+    def _start_centres(self, rng: np.random.Generator) -> np.ndarray:
+        """Group centre of every unit, float64 ``[n_units, 2]`` (map units), of a start layout drawn from ``rng``
+        (``line``: allies around (W/4, H/2), enemies around (3W/4, H/2); ``reflect``: allies around a random
+        point of the left half, enemies around its mirror image; ``surrounded``: allies in the centre, enemies
+        in 2-4 groups around them at distance 9). Each unit then gets a uniform jitter in [-2, 2] per axis
+        (immobile units none), and the start is clipped to [0.5, W - 0.5] (``_kernels.reset_envs``)."""
         A, M = self.n_allies, self.n_enemies
         W, H = U.MAP_WIDTH, U.MAP_HEIGHT
         layout = self.start
@@ -368,17 +328,14 @@ class SMACCore(ScenarioCore):
             c = np.array([rng.uniform(4.0, W / 2 - 4.0), rng.uniform(4.0, H - 4.0)])
             ally_c = np.tile(c, (A, 1))
             enemy_c = np.tile([W - c[0], c[1]], (M, 1))
-        else:  # surrounded: allies in the centre, enemies in 2-4 groups around them at distance 9
+        else:  # surrounded
             ally_c = np.tile([W / 2, H / 2], (A, 1))
             k = int(rng.integers(2, 5))
             phase = rng.uniform(0, 2 * np.pi)
             ang = phase + 2 * np.pi * np.arange(k) / k
             centres = np.stack([W / 2 + 9 * np.cos(ang), H / 2 + 9 * np.sin(ang)], 1)
             enemy_c = centres[np.arange(M) % k]
-        pos = np.concatenate([ally_c + rng.uniform(-2, 2, (A, 2)), enemy_c + rng.uniform(-2, 2, (M, 2))])
-        immobile = U.SPEED[types] == 0
-        pos[immobile] = np.concatenate([ally_c, enemy_c])[immobile]
-        return np.clip(pos, 0.5, W - 0.5).astype(np.float32)
+        return np.concatenate([ally_c, enemy_c])
 
     # ------------------------------------------------------------------ capabilities
     @property
@@ -386,302 +343,65 @@ class SMACCore(ScenarioCore):
         """bool ``[E, n_allies]``: agents whose unit lives in a running episode."""
         return self._unit_alive[:, : self.n_allies] & ~self._over[:, None]
 
+    @property
+    def done(self) -> np.ndarray:
+        """bool ``[E]``: envs whose episode has ended (no agent alive; ``~alive.any(1)``, one compiled call)."""
+        out = np.empty(self.num_envs, bool)
+        K.done(self.n_allies, self._unit_alive, self._over, out)
+        return out
+
     def positions(self) -> np.ndarray:
         """Agent positions float64 ``[E, n_allies, 3]`` (map units; z = 0)."""
         out = np.zeros((self.num_envs, self.n_allies, 3))
         out[..., :2] = self._pos[:, : self.n_allies]
         return out
 
-    def _move_feasible(self, pos: np.ndarray | None = None) -> np.ndarray:
-        """bool ``[E, n_allies, 4]``: a probe 2 units north/south/east/west is on the map and outside walls
-        (``pos``: unit positions ``[E', U, 2]`` to use instead of the core's)."""
-        pos = self._pos if pos is None else pos
-        probe = pos[:, : self.n_allies, None, :] + _PROBE
-        inside = (probe > 0) & (probe < U.MAP_WIDTH)
-        ok = inside[..., 0] & inside[..., 1]
-        for x0, y0, x1, y1 in self._walls:
-            ok &= ~((probe[..., 0] > x0) & (probe[..., 0] < x1) & (probe[..., 1] > y0) & (probe[..., 1] < y1))
-        return ok
-
-    def _dist(self, a: slice, b: slice, pos: np.ndarray | None = None) -> np.ndarray:
-        pos = self._pos if pos is None else pos
-        d = pos[:, a, None, :] - pos[:, None, b, :]
-        return np.sqrt((d * d).sum(-1))
 
     def action_masks(self) -> np.ndarray:
         """bool ``[E, n_allies, 6 + n_enemies]`` of available actions (SMAC's rules, see the class doc)."""
         if self._masks is None:
-            self._cache_types()
-            self._d_ae = self._dist(slice(0, self.n_allies), slice(self.n_allies, None))
-            self._masks = self._compute_masks(self._d_ae)
+            self._refresh_masks()
         return self._masks.copy()
 
-    def _compute_masks(self, d_ae: np.ndarray | None = None, feasible: np.ndarray | None = None,
-                       alive: np.ndarray | None = None, sel: np.ndarray | None = None) -> np.ndarray:
-        """Masks ``[E, A, n_actions]`` (``sel``: of those envs only, ``[len(sel), A, n_actions]``)."""
-        A, M = self.n_allies, self.n_enemies
-        g = _whole if sel is None else (lambda a: a[sel])
-        pos, ua = g(self._pos), g(self._unit_alive)
-        if alive is None:
-            alive = ua[:, :A] & ~g(self._over)[:, None]
-        masks = np.empty((len(pos), A, self.n_actions), bool)
-        np.logical_not(alive, out=masks[..., NOOP])
-        masks[..., STOP] = alive
-        if feasible is None:
-            feasible = self._move_feasible(pos)
-        np.logical_and(feasible, (alive & g(self._mobile_a))[..., None], out=masks[..., NORTH:WEST + 1])
-        if d_ae is None:
-            d_ae = self._dist(slice(0, A), slice(A, None), pos)
-        range_a = g(self._range_a)
-        atk = masks[..., N_MOVE_ACTIONS:]
-        np.less(d_ae, range_a, out=atk)
-        atk &= ua[:, None, A:]
-        atk &= (alive & g(self._attacker_a))[..., None]
-        if self._any_heal_a:
-            ta = g(self._type)[:, :A]
-            k = min(A, M)
-            d_aa = self._dist(slice(0, A), slice(0, k), pos)
-            heal = (d_aa < range_a) & (ua[:, None, :k] & U.IS_BIOLOGICAL[ta[:, None, :k]])
-            heal &= ~np.eye(A, k, dtype=bool)[None] & (alive & g(self._t_healer)[:, :A])[..., None]
-            masks[..., N_MOVE_ACTIONS:N_MOVE_ACTIONS + k] |= heal
-        return masks
+    def _refresh_masks(self) -> None:
+        """Recompute the masks of every env from the current state (after outside edits of the unit arrays)."""
+        K.masks_only(self.n_allies, self._type, self._pos, self._unit_alive, self._over, _TF, _TB, self._walls,
+                     self._mask_buf)
+        self._masks = self._mask_buf
 
     # ------------------------------------------------------------------ observations
-    def _observe(self, sel: np.ndarray | None = None) -> np.ndarray:
-        """Observations float32 ``[E, n_allies, obs_dim]`` (see the class doc); also caches masks and distances.
+    def _observe_into(self, sel: np.ndarray) -> None:
+        """Observe envs ``sel`` (int64 indices) into the observation and mask buffers (see the class doc)."""
+        K.observe(sel, self.n_allies, self._type, self._pos, self._health, self._shield, self._cooldown, self._energy,
+                  self._unit_alive, self._over, self._last_action, _TF, _TB, self._type_bit, self._walls,
+                  self._obs_cfg, self._mask_buf, self._obs_buf)
+        self._obs, self._masks = self._obs_buf, self._mask_buf
 
-        ``sel``: env indices; then only those envs are observed (``[len(sel), n_allies, obs_dim]``) and their
-        rows of the caches updated.
-        """
-        A, M = self.n_allies, self.n_enemies
-        nb, Fe, Fa = self.unit_type_bits, self.enemy_feats, self.ally_feats
-        g = _whole if sel is None else (lambda a: a[sel])
-        pos, ua, health, shield = g(self._pos), g(self._unit_alive), g(self._health), g(self._shield)
-        E = len(pos)
-        alive = ua[:, :A] & ~g(self._over)[:, None]
-        inv_sight = g(self._inv_sight_a)  # [E, A, 1]
-        hfrac = health / g(self._t_hmax)
-        out = np.empty((E, A, self.obs_dim), np.float32)  # every feature below is written
-        feasible = self._move_feasible(pos)
-        out[..., 0:4] = feasible
-        # enemies: written in place through a view [E, A, M, Fe]; (rx * inv_sight) * vis == rx * (inv_sight * vis)
-        # exactly, since vis is 0 or 1. Per-axis arrays keep numpy's inner loops long (an inner axis of 2 is slow).
-        x, y = pos[..., 0], pos[..., 1]
-        rx = x[:, None, A:] - x[:, :A, None]  # [E, A, M]
-        ry = y[:, None, A:] - y[:, :A, None]
-        dist = np.sqrt(rx * rx + ry * ry)
-        dn = dist * inv_sight
-        vis = (dn < 1.0) & ua[:, None, A:]
-        masks = self._compute_masks(dist, feasible, alive, sel)
-        if sel is None:
-            self._d_ae, self._masks = dist, masks
-        else:
-            self._d_ae[sel], self._masks[sel] = dist, masks
-        ev = out[..., 4:4 + M * Fe].reshape(E, A, M, Fe)
-        visf = vis.astype(np.float32)
-        att = masks[..., N_MOVE_ACTIONS:] & vis
-        if self._any_heal_a:
-            att &= g(self._attacker_a)[..., None]
-        ev[..., 0] = att
-        np.multiply(dn, visf, out=ev[..., 1])
-        scale = inv_sight * visf
-        np.multiply(rx, scale, out=ev[..., 2])
-        np.multiply(ry, scale, out=ev[..., 3])
-        np.multiply(hfrac[:, None, A:], visf, out=ev[..., 4])
-        f = 5
-        if self.enemy_shield or self.ally_shield:
-            sfrac = shield / g(self._t_smax1)
-        if self.enemy_shield:
-            np.multiply(sfrac[:, None, A:], visf, out=ev[..., 5])
-            f = 6
-        onehot = g(self._onehot) if nb else None
-        if nb:
-            np.logical_and(onehot[:, None, A:], vis[..., None], out=ev[..., f:f + nb], casting="unsafe")
-        # allies (others)
-        if A > 1:
-            oth = self._others
-            o = 4 + M * Fe
-            av = out[..., o:o + (A - 1) * Fa].reshape(E, A, A - 1, Fa)
-            xa, ya = x[:, :A], y[:, :A]
-            rx = xa[:, oth] - xa[:, :, None]  # [E, A, A-1]
-            ry = ya[:, oth] - ya[:, :, None]
-            dist = np.sqrt(rx * rx + ry * ry)
-            dn = dist * inv_sight
-            vis = (dn < 1.0) & ua[:, :A][:, oth]
-            visf = vis.astype(np.float32)
-            av[..., 0] = visf
-            np.multiply(dn, visf, out=av[..., 1])
-            scale = inv_sight * visf
-            np.multiply(rx, scale, out=av[..., 2])
-            np.multiply(ry, scale, out=av[..., 3])
-            np.multiply(hfrac[:, :A][:, oth], visf, out=av[..., 4])
-            f = 5
-            if self.ally_shield:
-                np.multiply(sfrac[:, :A][:, oth], visf, out=av[..., 5])
-                f = 6
-            if nb:
-                np.logical_and(onehot[:, :A][:, oth], vis[..., None], out=av[..., f:f + nb], casting="unsafe")
-                f += nb
-            if self.params.obs_last_action:
-                av[..., f:f + self.n_actions] = (g(self._last_action)[:, oth][..., None] == np.arange(self.n_actions)) & vis[..., None]
-        o = self.obs_dim - self.own_feats
-        out[..., o] = hfrac[:, :A]
-        if self.ally_shield:
-            out[..., o + 1] = sfrac[:, :A]
-            o += 1
-        if nb:
-            out[..., o + 1:o + 1 + nb] = onehot[:, :A]
-        if self.params.obs_own_cooldown:
-            ta = g(self._type)[:, :A]
-            out[..., -1] = np.where(U.IS_HEALER[ta], g(self._energy)[:, :A] / U.MEDIVAC_ENERGY_MAX,
-                                    np.clip(g(self._cooldown)[:, :A] / U.COOLDOWN_NORM_S[ta], 0.0, 1.0))
-        if not alive.all():  # dead agents see zeros (x * 0, as SMAC's zeroing; x * 1 leaves the others exact)
-            out *= alive[..., None]
-        return out
+    def _observe(self, sel: np.ndarray | None = None) -> np.ndarray:
+        """Observations float32 ``[E, n_allies, obs_dim]`` recomputed from the state (see the class doc); also
+        refreshes the cached masks. ``sel``: env indices; then only those envs (``[len(sel), n_allies, obs_dim]``)."""
+        sel = self._all_envs if sel is None else np.ascontiguousarray(sel, np.int64).reshape(-1)
+        self._observe_into(sel)
+        return self._obs_buf[sel].copy()
 
     def state(self) -> np.ndarray:
         """Global state float32 ``[E, state_dim]`` (SMAC's layout, see the class doc; dead units are zeros)."""
-        E, A, M = self.num_envs, self.n_allies, self.n_enemies
-        nb = self.unit_type_bits
-        t = self._type
-        alive = self._unit_alive & ~self._over[:, None]
-        hfrac = self._health / U.HEALTH[t]
-        smax = U.SHIELD[t]
-        sfrac = np.where(smax > 0, self._shield / np.maximum(smax, 1.0), 0.0)
-        rel = (self._pos - np.array([U.MAP_WIDTH / 2, U.MAP_HEIGHT / 2], np.float32)) / np.array([U.MAP_WIDTH, U.MAP_HEIGHT], np.float32)
-        onehot = (self._type_bit[t][..., None] == np.arange(nb)).astype(np.float32)
-        cd = np.where(U.IS_HEALER[t], self._energy / U.MEDIVAC_ENERGY_MAX,
-                      np.clip(self._cooldown / U.COOLDOWN_NORM_S[t], 0.0, 1.0))
-        af = [hfrac[:, :A, None], cd[:, :A, None], rel[:, :A]]
-        if self.ally_shield:
-            af.append(sfrac[:, :A, None])
-        af.append(onehot[:, :A])
-        ally = np.concatenate(af, -1) * alive[:, :A, None]
-        ef = [hfrac[:, A:, None], rel[:, A:]]
-        if self.enemy_shield:
-            ef.append(sfrac[:, A:, None])
-        ef.append(onehot[:, A:])
-        enemy = np.concatenate(ef, -1) * alive[:, A:, None]
-        parts = [ally.reshape(E, -1), enemy.reshape(E, -1)]
-        if self.params.state_last_action:
-            la = np.zeros((E, A, self.n_actions), np.float32)
-            np.put_along_axis(la, self._last_action[..., None], 1.0, axis=2)
-            parts.append(la.reshape(E, -1))
-        return np.concatenate(parts, -1).astype(np.float32)
-
-    # ------------------------------------------------------------------ built-in enemy
-    def _enemy_actions(self, d_ae: np.ndarray | None = None) -> np.ndarray:
-        """SMAX's heuristic for every enemy, int64 ``[E, n_enemies]`` in the enemy's own action layout.
-
-        Keep attacking the last target while it is in range, else attack the closest ally in range;
-        if none is in range, move (best of N/E/S/W) toward a random visible ally, else toward the own start
-        position reflected through the map centre. Medivacs heal the most damaged biological teammate
-        in range, else move toward their team's centroid. ``d_ae``: ally-enemy distances ``[E, A, M]`` of the
-        current positions when already known (the observation computed them).
-        """
-        E, A, M = self.num_envs, self.n_allies, self.n_enemies
-        te = self._type[:, A:]
-        ua = self._unit_alive
-        alive_e = ua[:, A:] & ~self._over[:, None]
-        pe, pa = self._pos[:, A:], self._pos[:, :A]
-        if d_ae is None:
-            rel = pa[:, None, :, :] - pe[:, :, None, :]  # [E, M, A, 2]
-            d = np.sqrt((rel * rel).sum(-1))
-        else:
-            d = d_ae.transpose(0, 2, 1)  # |a - e| == |e - a| bit for bit
-        vis = ua[:, None, :A] & (d < self._sight_e)
-        shoot = vis & (d < self._range_e_fighter)  # medivacs' range is -1: they never shoot
-        last = self._enemy_last
-        last_ok = (last >= 0) & shoot[self._e_idx, self._m_idx, np.maximum(last, 0)]
-        closest = np.argmin(np.where(shoot, d, np.inf), axis=2)
-        tgt = np.where(last_ok, last, closest)
-        can_shoot = np.logical_or.reduce(shoot, axis=2)
-        self._enemy_last = np.where(can_shoot, tgt, -1)
-        u = self._uniform(M, A)
-        pick = np.argmax(np.where(vis, u, -1.0), axis=2)
-        can_see = np.logical_or.reduce(vis, axis=2)
-        goal = np.where(can_see[..., None], pa[self._e_idx, pick], self._enemy_goal)
-        act = np.where(can_shoot, N_MOVE_ACTIONS + tgt, _HEUR_CODES[np.argmax((goal - pe) @ _HEUR_DIRS.T, axis=-1)])
-        healer = self._t_healer[:, A:]
-        if healer.any():
-            k = min(M, A)
-            dm = self._dist(slice(A, None), slice(A, A + k))
-            mates = self._unit_alive[:, None, A:A + k] & U.IS_BIOLOGICAL[te[:, None, :k]] & ~np.eye(M, k, dtype=bool)[None]
-            hf = self._health[:, A:A + k] / U.HEALTH[te[:, :k]]
-            cand = mates & (dm < U.ATTACK_RANGE[te][..., None]) & (hf < 1.0)[:, None, :]
-            best = np.argmin(np.where(cand, hf[:, None, :], np.inf), axis=2)
-            fighters = (self._unit_alive[:, A:] & ~healer).astype(np.float32)
-            cnt = fighters.sum(1, keepdims=True)
-            centroid = (pe * fighters[..., None]).sum(1) / np.maximum(cnt, 1.0)
-            mv = _HEUR_CODES[np.argmax((centroid[:, None, :] - pe) @ _HEUR_DIRS.T, axis=-1)]
-            mv = np.where(cnt > 0, mv, STOP)
-            act = np.where(healer, np.where(cand.any(2), N_MOVE_ACTIONS + best, mv), act)
-        return np.where(alive_e, act, NOOP)
+        out = np.empty((self.num_envs, self.state_dim), np.float32)
+        K.state(self.n_allies, self._type, self._pos, self._health, self._shield, self._cooldown, self._energy,
+                self._unit_alive, self._over, self._last_action, _TF, _TB, self._type_bit, self._state_cfg, out)
+        return out
 
     # ------------------------------------------------------------------ step
-    def _pairwise(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``dx, dy, d2`` float32 ``[E, U, U]``: ``p_i - p_j`` per axis and its squared length (preallocated
-        buffers, overwritten by the next call)."""
-        x, y = self._pos[..., 0], self._pos[..., 1]
-        dx, dy, d2, tmp = self._pw_buf
-        np.subtract(x[:, :, None], x[:, None, :], out=dx)
-        np.subtract(y[:, :, None], y[:, None, :], out=dy)
-        np.multiply(dx, dx, out=d2)
-        np.multiply(dy, dy, out=tmp)
-        d2 += tmp
-        return dx, dy, d2
-
-    def _rsum2_live(self, live: np.ndarray) -> np.ndarray:
-        """float32 ``[E, U, U]``: ``(r_i + r_j)^2`` where units ``i != j`` both live (bool ``live [E, U]``), else 0."""
-        ok = live[:, :, None] & live[:, None, :]
-        ok &= self._not_eye
-        return self._rsum2 * ok
-
-    def _push_apart(self, rsum2_live: np.ndarray, pairwise: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
-        """SMAX's push-apart of overlapping living units (immobile units stay).
-
-        Each unit moves by ``sum_j (p_i - p_j) * max(r_i + r_j - d_ij, 0) / d_ij / 2`` over the living
-        ``j != i``; ``rsum2_live`` is :meth:`_rsum2_live` (0 marks the pairs left out: ``d^2 < 0`` never holds).
-        Only overlapping pairs are gathered (sparse), so the cost is one pairwise distance test per tick.
-        ``pairwise``: :meth:`_pairwise` of the current positions when the caller already has it.
-        """
-        pos = self._pos
-        dx, dy, d2 = pairwise if pairwise is not None else self._pairwise()
-        close = np.less(d2, rsum2_live, out=self._close_buf)
-        k = close.ravel().nonzero()[0]
-        if k.size == 0:
-            return
-        Un = self.n_units
-        dist = np.sqrt(d2.ravel()[k]) + np.float32(1e-6)
-        over = (self._rsum.ravel()[k] / dist - 1.0) * 0.5
-        flat = k // Un  # env * n_units + i
-        if self._any_immobile:
-            over *= self._t_mobile.ravel()[flat]
-        n = self.num_envs * Un
-        sx = np.bincount(flat, weights=dx.ravel()[k] * over, minlength=n)
-        sy = np.bincount(flat, weights=dy.ravel()[k] * over, minlength=n)
-        pos[..., 0] += sx.astype(np.float32).reshape(self.num_envs, Un)
-        pos[..., 1] += sy.astype(np.float32).reshape(self.num_envs, Un)
-        self._constrain()
-
-    def _constrain(self) -> None:
-        pos = self._pos
-        np.maximum(pos, 0.0, out=pos)
-        np.minimum(pos, U.MAP_WIDTH, out=pos)
-        if len(self._walls):
-            r = self._radius
-            x, y = pos[..., 0], pos[..., 1]
-            for x0, y0, x1, y1 in self._walls:
-                pen = np.stack([x - (x0 - r), (x1 + r) - x, y - (y0 - r), (y1 + r) - y], -1)
-                inside = (pen > 0).all(-1)
-                if not inside.any():
-                    continue
-                side = np.argmin(pen, -1)
-                x[:] = np.where(inside & (side == 0), x0 - r, np.where(inside & (side == 1), x1 + r, x))
-                y[:] = np.where(inside & (side == 2), y0 - r, np.where(inside & (side == 3), y1 + r, y))
-
     def step(self, actions: np.ndarray) -> StepResult:
         """Advance every running env by one agent step (8 ticks); envs already over are left unchanged.
+
+        One compiled kernel call (``_kernels.step``) does the whole batch: the built-in enemy (SMAX's heuristic:
+        keep attacking the last target while it is in range, else the closest ally in range, else move (best
+        of N/E/S/W) toward a random visible ally or the own start reflected through the map centre; medivacs
+        heal the most damaged biological teammate in range, else follow their fighters' centroid), then per
+        tick: moves, the clamp to the map and walls, simultaneous attacks (baneling bursts, colossus beams),
+        heals, cooldowns, shield regeneration, deaths and push-apart; then rewards, episode ends, and the next
+        observation and masks.
 
         Args:
             actions: int ``[E, n_allies]`` in ``[0, 6 + n_enemies)``.
@@ -689,198 +409,40 @@ class SMACCore(ScenarioCore):
         Raises:
             ValueError: wrong shape or an action index out of range.
         """
-        E, A, M, Un = self.num_envs, self.n_allies, self.n_enemies, self.n_units
+        E, A = self.num_envs, self.n_allies
         act = np.asarray(actions)
         if act.shape != (E, A):
             raise ValueError(f"actions must have shape (num_envs, n_allies) = {(E, A)}; got {act.shape}")
-        if not np.issubdtype(act.dtype, np.integer):
-            if not np.all(np.mod(act, 1) == 0):
-                raise ValueError(f"actions must be integers; got dtype {act.dtype}")
-        act = act.astype(np.int64)
-        if act.min() < 0 or act.max() >= self.n_actions:
-            e, i = np.argwhere((act < 0) | (act >= self.n_actions))[0]
+        if act.dtype != np.int64 or not act.flags.c_contiguous:
+            if not np.issubdtype(act.dtype, np.integer):
+                if not np.all(np.mod(act, 1) == 0):
+                    raise ValueError(f"actions must be integers; got dtype {act.dtype}")
+            act = np.ascontiguousarray(act, np.int64)
+        if self._masks is None:  # unit arrays were edited from outside since the last observation (tests do)
+            self._refresh_masks()
+        bad = K.step(act, self._mask_buf, A, self.limit, self.params.reward_sparse, self._type, self._pos,
+                     self._health, self._shield, self._cooldown, self._energy, self._since_dmg, self._unit_alive,
+                     self._min_hp, self._max_reward, self._t, self._over, self._result, self._term, self._trunc,
+                     self._last_action, self._enemy_last, self._enemy_goal, self._fired_at, self._dmg_dealt,
+                     self._dmg_taken, self._key, self._ctr, _TF, _TB, _HIT, self._type_bit, self._walls,
+                     self._obs_cfg, _CONSTS, self._obs_buf, self._reward_buf, self._info_f, self._info_won,
+                     self._invalid, self._active)
+        if bad >= 0:
+            e, i = divmod(bad, A)
             raise ValueError(f"action {act[e, i]} of env {e} agent {i} out of range; valid: 0..{self.n_actions - 1}")
-        ua = self._unit_alive
-        active = ~self._over
-        act_col = active[:, None]
-        slot_alive0 = ua[:, :A] & act_col
-        if self._masks is not None:
-            masks, d_ae = self._masks, self._d_ae
-        else:  # unit arrays were edited from outside since the last observation (tests do): refresh every cache
-            self._cache_types()
-            masks, d_ae = self._compute_masks(), None
-        self._masks = self._d_ae = None
-        ok = masks.reshape(E * A, -1)[self._rows_ea, act.ravel()].reshape(E, A)
-        invalid = slot_alive0 & ~ok
-        act = np.where(invalid, STOP, act)
-        act = np.where(slot_alive0, act, NOOP)
-        self._last_action = np.where(act_col, act, self._last_action)
-
-        act_all = np.concatenate([act, self._enemy_actions(d_ae)], 1)  # [E, U], each side in its own layout
-        vel = self._dir_of[act_all] * self._t_speed_tick
-        tgt = np.where(act_all >= N_MOVE_ACTIONS, act_all + self._tgt_base, -1)
-        t = self._type
-        rng_ = self._t_range
-        healer = self._t_healer
-        has_t = tgt >= 0
-        tidx = np.maximum(tgt, 0)
-        fidx = (self._flat + tidx).ravel()
-        pair_t = self._pair_base + tidx.ravel()  # flat index of (e, u, target of u) in [E, U, U]
-        hit = _HIT[t, t.ravel()[fidx].reshape(E, Un)]
-        any_splash, any_heal, any_shield = self._any_splash, self._any_heal, self._any_shield
-        side = np.zeros(Un, bool)
-        side[A:] = True  # True = enemy side
-        hp_before = self._health + self._shield
-        enemy_alive0 = ua[:, A:].copy()
-        self._fired_at.fill(-1)
-        n_flat = E * Un
-        lo, hi = U.COOLDOWN_JITTER_S
-        jitter_all = np.float32(lo) + np.float32(hi - lo) * self._uniform(U.TICKS_PER_STEP, Un)
-        tick_act = np.float32(U.TICK_S) * act_col.astype(np.float32)
-        posf = self._pos.reshape(-1, 2)
-        n_alive = np.count_nonzero(ua)
-        live = ua & act_col
-        rsum2_live = self._rsum2_live(live)
-        stale = True
-        for k in range(U.TICKS_PER_STEP):
-            if stale:  # first tick, or units died in the last one: everything else that depends on who lives
-                stale = False
-                step_vec = vel * live[..., None]
-                cand = has_t & live & ua.ravel()[fidx].reshape(E, Un)
-                if any_shield:
-                    regen_ok = live & self._t_has_shield
-                if any_heal:
-                    energy_gain = np.float32(U.MEDIVAC_ENERGY_REGEN_PER_S * U.TICK_S) * (healer & live)
-            self._pos += step_vec
-            self._constrain()
-            pw = self._pairwise()  # one pairwise pass per tick serves the attacks and the push-apart
-            d = np.sqrt(pw[2].ravel()[pair_t]).reshape(E, Un)  # |p_u - p_target| == |p_target - p_u| bit for bit
-            engaged = cand & (d < rng_)
-            fire = engaged & (self._cooldown <= 0)
-            if any_heal:
-                heal = engaged & healer
-                fire &= self._t_nonhealer
-            n_fire = np.count_nonzero(fire)
-            if n_fire:
-                dmg = np.bincount(fidx, weights=(hit * fire).ravel(), minlength=n_flat)
-                if any_splash and (fire & self._t_splashy).any():
-                    tpos = posf[fidx].reshape(E, Un, 2)
-                    dvec = tpos - self._pos
-                    dmg = dmg + self._splash(fire & self._t_splashy, tidx, tpos, dvec, d, live, side)
-                    self._health[fire & self._t_suicide] = 0.0
-                dmg = dmg.reshape(E, Un).astype(np.float32)
-                if any_shield:  # without shields on the map every shield is 0 and absorbs nothing
-                    absorbed = np.minimum(self._shield, dmg)
-                    self._shield -= absorbed
-                    self._health -= dmg - absorbed
-                    self._since_dmg[dmg > 0] = 0.0
-                else:
-                    self._health -= dmg
-                np.maximum(self._health, 0.0, out=self._health)
-                np.copyto(self._fired_at, tgt, where=fire)
-            # healing
-            if any_heal and heal.any():
-                amount = np.minimum(np.float32(U.MEDIVAC_HEAL_PER_S * U.TICK_S), self._energy * np.float32(U.MEDIVAC_HP_PER_ENERGY)) * heal
-                got = np.bincount(fidx, weights=amount.ravel(), minlength=n_flat).reshape(E, Un)
-                room = self._t_hmax - self._health
-                applied = np.minimum(got, room) * ua
-                # energy is spent in proportion to what each medivac's heal actually restored
-                frac = np.where(got > 0, applied / np.maximum(got, 1e-9), 0.0)
-                spent = amount * frac.ravel()[fidx].reshape(E, Un)
-                self._health += applied.astype(np.float32)
-                self._energy -= (spent / U.MEDIVAC_HP_PER_ENERGY).astype(np.float32)
-                self._fired_at[heal] = tgt[heal]
-            if any_heal:
-                self._energy += energy_gain
-                np.minimum(self._energy, np.float32(U.MEDIVAC_ENERGY_MAX), out=self._energy)
-            # cooldowns (SMAX: restart at base + jitter after firing, else count down)
-            self._cooldown -= tick_act
-            if n_fire:
-                np.copyto(self._cooldown, self._t_base_cd + jitter_all[:, k], where=fire)
-            # shields regenerate after a delay without damage
-            if any_shield:
-                self._since_dmg += tick_act
-                regen = regen_ok & (self._since_dmg >= U.SHIELD_REGEN_DELAY_S)
-                if regen.any():
-                    np.copyto(self._shield, np.minimum(self._shield + np.float32(U.SHIELD_REGEN_PER_S * U.TICK_S), self._t_smax), where=regen)
-            if n_fire:  # only damage kills
-                np.logical_and(ua, self._health > 0, out=ua)
-                n = np.count_nonzero(ua)
-                if n != n_alive:
-                    n_alive, stale = n, True
-                    live = ua & act_col
-                    rsum2_live = self._rsum2_live(live)
-            self._push_apart(rsum2_live, pw)
-
-        # bookkeeping after the 8 ticks
-        hp_after = self._health + self._shield
-        loss_hp = np.maximum(hp_before - hp_after, 0.0) * act_col
-        self._dmg_dealt += loss_hp[:, A:].sum(1)
-        self._dmg_taken += loss_hp[:, :A].sum(1)
-        ehp = np.where(ua[:, A:], hp_after[:, A:], 0.0)
-        new_min = np.minimum(self._min_hp, ehp)
-        r_damage = (self._min_hp - new_min).sum(1) * active
-        self._min_hp = new_min
-        kills = (enemy_alive0 & ~ua[:, A:]).sum(1) * active
-        fighters = ua & self._t_nonhealer
-        allies_gone = ~np.logical_or.reduce(fighters[:, :A], axis=1)
-        enemies_gone = ~np.logical_or.reduce(fighters[:, A:], axis=1)
-        ended = active & (allies_gone | enemies_gone)
-        win = ended & enemies_gone & ~allies_gone
-        lost = ended & allies_gone & ~enemies_gone
-        self._t += active
-        timeout = active & ~ended & (self._t >= self.limit)
-        self._result = np.where(win, 1, np.where(lost, -1, self._result))
-        if self.params.reward_sparse:
-            team = win.astype(np.float32) - lost.astype(np.float32)
-        else:
-            team = (r_damage + _REWARD_DEATH * kills + _REWARD_WIN * win) / self._max_reward * _REWARD_SCALE
-        team = team.astype(np.float32) * active
-        reward = team[:, None] * slot_alive0
-        # per-agent ends
-        dead_now = ~ua[:, :A] & act_col
-        self._term |= dead_now | ended[:, None]
-        self._trunc |= timeout[:, None] & ~self._term
-        self._over |= ended | timeout
+        self._obs, self._masks = self._obs_buf, self._mask_buf
         if self._record:
-            self._record_frame(np.flatnonzero(active))
-        self._obs = obs = self._observe()
-        k = (0.0 if self.params.reward_sparse else _REWARD_SCALE / self._max_reward) * active  # terms on the return's scale
+            self._record_frame(np.flatnonzero(self._active))
+        f = self._info_f.copy()
         info = {
-            "reward/damage": (r_damage * k).astype(np.float32),
-            "reward/kill": (kills * _REWARD_DEATH * k).astype(np.float32),
-            "reward/win": (win * _REWARD_WIN * k).astype(np.float32),
-            "team_reward": team,
-            "battle_won": win,
-            "invalid_actions": invalid.sum(1).astype(np.int64),
+            "reward/damage": f[0],
+            "reward/kill": f[1],
+            "reward/win": f[2],
+            "team_reward": f[3],
+            "battle_won": self._info_won.copy(),
+            "invalid_actions": self._invalid.copy(),
         }
-        return StepResult(obs.copy(), reward.astype(np.float32), self._term.copy(), self._trunc.copy(), info)
-
-    def _splash(self, src: np.ndarray, tidx, tpos, dvec, d, live, side) -> np.ndarray:
-        """Extra damage (flat ``[E * n_units]``) from baneling bursts and colossus beams fired this tick."""
-        E, Un = self.num_envs, self.n_units
-        e_idx, u_idx = np.nonzero(src)
-        c = tpos[e_idx, u_idx]  # [K, 2] target centres
-        vic = self._pos[e_idx]  # [K, Un, 2]
-        own_side = side[u_idx]
-        foe = (side[None, :] != own_side[:, None]) & live[e_idx]
-        foe[np.arange(len(u_idx)), tidx[e_idx, u_idx]] = False  # the target already took the direct hit
-        att_t = self._type[e_idx, u_idx]
-        rel = vic - c[:, None, :]
-        if True:
-            is_bane = U.IS_SUICIDE_SPLASH[att_t]
-            in_burst = (np.sqrt((rel * rel).sum(-1)) <= U.BANELING_SPLASH_RADIUS)
-            # colossus: distance to the segment through the target perpendicular to the beam
-            direc = dvec[e_idx, u_idx] / np.maximum(d[e_idx, u_idx], 1e-6)[:, None]
-            perp = np.stack([-direc[:, 1], direc[:, 0]], -1)
-            along = np.clip((rel * perp[:, None, :]).sum(-1), -U.COLOSSUS_LINE_HALF_LENGTH, U.COLOSSUS_LINE_HALF_LENGTH)
-            closest = c[:, None, :] + along[..., None] * perp[:, None, :]
-            gap = np.sqrt(((vic - closest) ** 2).sum(-1))
-            on_line = gap <= U.RADIUS[self._type[e_idx]]
-            hit_mask = foe & np.where(is_bane[:, None], in_burst, on_line)
-        dmg = U.hit_damage(np.broadcast_to(att_t[:, None], hit_mask.shape), self._type[e_idx]) * hit_mask
-        flat = (e_idx[:, None] * Un + np.arange(Un)[None]).ravel()
-        return np.bincount(flat, weights=dmg.ravel(), minlength=E * Un)
+        return StepResult(self._obs_buf.copy(), self._reward_buf.copy(), self._term.copy(), self._trunc.copy(), info)
 
     # ------------------------------------------------------------------ metrics / replay / render
     def _record_frame(self, ids: np.ndarray) -> None:
