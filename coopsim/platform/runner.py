@@ -123,7 +123,9 @@ class FirstStep:
     action, so that an agent built for another scenario family fails with a message instead of deep inside the run.
 
     :func:`run_episode` applies it to the first step of a run's first episode, so nothing is built or played
-    twice; :func:`check_first_step` applies it alone (``coopsim validate``, ``coopsim sweep``).
+    twice; :func:`check_first_step` applies it alone (``coopsim validate``, ``coopsim sweep``). Both go through
+    the same three checks, :meth:`act`, :func:`check_joint_action` and :meth:`step`, so their messages cannot
+    drift apart.
 
     Args:
         cfg: the run config (its agent and scenario ids are named in the messages).
@@ -144,6 +146,39 @@ class FirstStep:
 
     def step_failed(self, exc: Exception) -> ConfigError:
         return self.error(f"the scenario could not step with its joint action ({type(exc).__name__}: {exc})")
+
+    # the checked step's three checks, which check_first_step and run_episode both call
+
+    def act(self, agent, obs, inbox):
+        """``agent.act(obs, inbox)``; any failure other than a CoopsimError is :meth:`act_failed`."""
+        try:
+            return agent.act(obs, inbox)
+        except CoopsimError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
+            raise self.act_failed(exc) from None
+
+    def step(self, scenario, joint_action):
+        """``scenario.step(joint_action)``; any failure other than a CoopsimError is :meth:`step_failed`."""
+        try:
+            return scenario.step(joint_action)
+        except CoopsimError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise self.step_failed(exc) from None
+
+
+def check_joint_action(actions, scenario, n: int, t: int, check: FirstStep | None = None) -> None:
+    """Raise when ``actions`` is not a valid joint action of ``scenario`` (``Discrete(n)``; nothing is checked
+    when ``n`` is 0) at step ``t``: the :class:`FirstStep` error with ``check``, else a ConfigError (key
+    ``agents.id``)."""
+    problem = joint_action_problem(actions, n, scenario.num_envs, scenario.num_agents, t) if n else None
+    if problem:
+        raise check.error(problem) if check is not None else ConfigError(problem, key="agents.id")
+
+
+def _action_n(scenario) -> int:
+    return int(getattr(scenario.action_space, "n", 0) or 0)
 
 
 def check_resets(scenario, cfg: RunConfig, *, file: str | None = None) -> None:
@@ -176,22 +211,14 @@ def check_first_step(parts: RunParts, cfg: RunConfig, *, file: str | None = None
     try:
         obs = sc.reset(seed=seed)
         parts.agent.reset(seed)
-        actions, _ = parts.agent.act(obs, None)
     except CoopsimError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
         raise check.act_failed(exc) from None
+    actions, _ = check.act(parts.agent, obs, None)  # the same three checks as run_episode's checked step
     a = np.asarray(actions)
-    n = int(getattr(sc.action_space, "n", 0) or 0)
-    problem = joint_action_problem(a, n, sc.num_envs, sc.num_agents, 0) if n else None  # the runner's own check
-    if problem:
-        raise check.error(problem)
-    try:
-        sc.step(a)
-    except CoopsimError:
-        raise
-    except Exception as exc:  # noqa: BLE001
-        raise check.step_failed(exc) from None
+    check_joint_action(a, sc, _action_n(sc), 0, check)
+    check.step(sc, a)
 
 
 def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None = None
@@ -214,32 +241,20 @@ def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None =
     certified_steps = 0
     costs: dict[str, float] = {}
     terms: dict[str, float] = {}
-    n_actions = int(getattr(sc.action_space, "n", 0) or 0)
+    n_actions = _action_n(sc)
     while True:
-        first = check is not None and t == 0
-        try:
-            actions, outgoing = agent.act(obs, inbox)
-        except Exception as exc:  # noqa: BLE001 - on the checked step any failure of a foreign agent is a mismatch
-            if not first or isinstance(exc, CoopsimError):
-                raise
-            raise check.act_failed(exc) from None
-        problem = joint_action_problem(actions, n_actions, sc.num_envs, sc.num_agents, t) if n_actions else None
-        if problem:
-            raise check.error(problem) if first else ConfigError(problem, key="agents.id")
+        first = check if (check is not None and t == 0) else None  # the checked step: FirstStep's checks
+        actions, outgoing = first.act(agent, obs, inbox) if first is not None else agent.act(obs, inbox)
+        check_joint_action(actions, sc, n_actions, t, first)
         safety_state = sc.constraints() if shield.needs_state else None
         safe, cert = shield.filter(safety_state, actions)
         interventions += int(np.count_nonzero(cert.changed))
         certified_steps += int(np.count_nonzero(cert.certified))
         channel.send(t, outgoing)
         alive_before = sc.alive.copy()
-        try:
-            res = sc.step(safe)
-        except Exception as exc:  # noqa: BLE001
-            if not first or isinstance(exc, CoopsimError):
-                raise
-            raise check.step_failed(exc) from None
-        if first and check.passed is not None:
-            check.passed()
+        res = first.step(sc, safe) if first is not None else sc.step(safe)
+        if first is not None and first.passed is not None:
+            first.passed()
         inbox = channel.deliver(t + 1)
         feedback = channel.feedback(t + 1)
         if feedback is not None:
