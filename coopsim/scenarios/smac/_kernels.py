@@ -13,11 +13,19 @@ Every kernel reproduces the arithmetic of the former numpy implementation bit fo
 * operations numpy gated on a batch-wide condition (the push-apart's clamp to the map and walls, the medivac
   heal pass, the death update) are gated on the same batch-wide condition, so a batch evolves exactly as before.
 
-Arrays (``E`` envs, ``U`` units = ``A`` allies then ``M`` enemies): ``typ`` int64 ``[E, U]`` unit type ids;
-``pos`` float32 ``[E, U, 2]`` map units; ``health``, ``shield``, ``cooldown`` (s), ``energy``, ``since_dmg`` (s)
-float32 ``[E, U]``; ``ua`` bool ``[E, U]`` unit alive; per-type tables ``TF`` float32 ``[n_types, NF]`` and
-``TB`` bool ``[n_types, NB]`` (columns ``F_*`` / ``B_*`` below, built by ``core._type_tables``), ``HIT`` float32
-``[n_types, n_types]`` damage of one hit; ``walls`` float32 ``[W, 4]`` (x0, y0, x1, y1).
+Arrays (``E`` envs, ``U`` units = ``A`` allies then ``M`` enemies; ``SMACCore.__init__`` allocates them):
+``typ`` int64 ``[E, U]`` unit type ids; ``pos`` float32 ``[E, U, 2]`` map units; ``uf`` float32 ``[5, E, U]``
+health, shield, weapon cooldown (s), medivac energy, time since damage (s); ``ua`` bool ``[E, U]`` unit alive;
+``min_hp`` float32 ``[E, M]`` each enemy's lowest health + shield; ``ef`` float32 ``[7, E]`` maximum return
+(unscaled), damage dealt, damage taken, and the last step's reward/damage, reward/kill, reward/win, team reward;
+``ei`` int64 ``[3, E]`` steps taken, result (1 win, -1 loss, 0 other), the last step's invalid actions; ``eb``
+bool ``[3, E]`` episode over, the last step's battle won, running at the start of the last step; ``at`` bool
+``[2, E, A]`` terminated, truncated; ``kc`` uint64 ``[2, E]`` counter-RNG key and counter; per-type tables
+``TF`` float32 ``[n_types, NF]`` and ``TB`` bool ``[n_types, NB]`` (columns ``F_*`` / ``B_*`` below, built by
+``core._type_tables``), ``HIT`` float32 ``[n_types, n_types]`` damage of one hit; ``walls`` float32 ``[W, 4]``
+(x0, y0, x1, y1); ``icfg`` int64 ``[nb, enemy_shield, ally_shield, obs_last_action, obs_own_cooldown, n_actions,
+A, limit, reward_sparse, record_replay, state_last_action]``; replay buffers ``rpf`` float32 ``[L, E, U, 4]``
+(x, y, health, shield), ``rpb`` bool ``[L, E, U]`` alive, ``rpi`` int32 ``[L, E, U]`` target.
 No ``parallel=True``: one thread.
 """
 from __future__ import annotations
@@ -49,7 +57,7 @@ _INF32 = np.float32(np.inf)
 
 
 # ----------------------------------------------------------------------------- helpers
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _splitmix(z):
     z = z + _C1
     z = (z ^ (z >> _S30)) * _C2
@@ -57,7 +65,7 @@ def _splitmix(z):
     return z ^ (z >> _S31)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _uniform_env(key, ctr, e, k, out):
     """``k`` counter-based uniforms in [0, 1) (float32) of env ``e`` into ``out[:k]``; advances ``ctr[e]`` by ``k``."""
     kk = key[e]
@@ -68,7 +76,7 @@ def _uniform_env(key, ctr, e, k, out):
     ctr[e] = c + np.uint64(k)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pw_block(a, start, n):
     """numpy's pairwise float32 sum of ``a[start:start + n]`` for ``n <= 128`` (one unrolled block)."""
     if n < 8:
@@ -103,7 +111,7 @@ def _pw_block(a, start, n):
     return res
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _pw_sum(a, start, n):
     """numpy's pairwise float32 sum of ``a[start:start + n]`` (what ``ndarray.sum`` does along a contiguous axis),
     for ``n <= 240`` (one split; no recursion: numba's cache mishandles recursive functions). Units per side are at
@@ -115,7 +123,7 @@ def _pw_sum(a, start, n):
     return _pw_block(a, start, n2) + _pw_block(a, start + n2, n - n2)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _best_dir(gx, gy):
     """SMAC action of the best of N, E, S, W toward ``(gx, gy)`` (first maximum of ``[gy, gx, -gy, -gx]``)."""
     best = NORTH
@@ -131,7 +139,7 @@ def _best_dir(gx, gy):
     return best
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _constrain_env(e, pos, typ, TF, walls):
     """Clamp env ``e``'s units to the map, then project them out of each wall inflated by their radius."""
     Un = pos.shape[1]
@@ -182,7 +190,7 @@ def _constrain_env(e, pos, typ, TF, walls):
         pos[e, u, 1] = y
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _push_sums(e, pos, typ, live, TF, TB, sx, sy):
     """SMAX push-apart displacement sums (float64, numpy's bincount order) of env ``e``'s living units into
     ``sx[e], sy[e]`` (zeroed first); returns True when some pair overlaps."""
@@ -218,7 +226,7 @@ def _push_sums(e, pos, typ, live, TF, TB, sx, sy):
     return found
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _apply_push(pos, typ, TF, walls, sx, sy):
     """Add the push sums to every unit and clamp every env (numpy did both over the whole batch)."""
     E, Un = typ.shape
@@ -230,11 +238,12 @@ def _apply_push(pos, typ, TF, walls, sx, sy):
 
 
 # ----------------------------------------------------------------------------- observation and masks
-@njit(cache=True)
-def _feasible(x, y, walls, out4):
-    """Move-feasibility probes (2 units N, S, E, W) of a unit at ``(x, y)`` into ``out4`` (bool [4])."""
+@njit(cache=True, error_model="numpy")
+def _feasible(x, y, walls):
+    """Move-feasibility probes (2 units N, S, E, W) of a unit at ``(x, y)``: on the map and outside every wall."""
     W = np.float32(32.0)
     two = np.float32(2.0)
+    r0 = r1 = r2 = r3 = False
     for k in range(4):
         if k == 0:
             px, py = x, y + two
@@ -248,59 +257,91 @@ def _feasible(x, y, walls, out4):
         for w in range(walls.shape[0]):
             if px > walls[w, 0] and px < walls[w, 2] and py > walls[w, 1] and py < walls[w, 3]:
                 ok = False
-        out4[k] = ok
+        if k == 0:
+            r0 = ok
+        elif k == 1:
+            r1 = ok
+        elif k == 2:
+            r2 = ok
+        else:
+            r3 = ok
+    return r0, r1, r2, r3
 
 
-@njit(cache=True)
-def observe_env(e, A, typ, pos, health, shield, cooldown, energy, ua, over, last_action, TF, TB, type_bit, walls,
-                cfg, masks, obs):
-    """Observation ``obs[e]`` float32 ``[A, obs_dim]`` and masks ``masks[e]`` bool ``[A, 6 + M]`` of env ``e``.
-
-    ``cfg`` int64: ``[nb, enemy_shield, ally_shield, obs_last_action, obs_own_cooldown, n_actions]``.
-    """
+@njit(cache=True, error_model="numpy")
+def _masks_env(e, a, A, typ, pos, ua, over, TF, TB, walls, masks):
+    """Masks ``masks[e, a]`` of ally ``a`` (SMAC's rules); returns its four move-feasibility probes."""
     Un = typ.shape[1]
     M = Un - A
-    nb, esh, ash, ola, ocd, nact = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5]
+    ta = typ[e, a]
+    alive = ua[e, a] and not over[e]
+    healer_a = TB[ta, B_HEALER]
+    rng_a = TF[ta, F_RANGE]
+    xa = pos[e, a, 0]
+    ya = pos[e, a, 1]
+    mk = masks[e, a]
+    f0, f1, f2, f3 = _feasible(xa, ya, walls)
+    mk[NOOP] = not alive
+    mk[STOP] = alive
+    mob = alive and TB[ta, B_MOBILE]
+    mk[NORTH] = f0 and mob
+    mk[SOUTH] = f1 and mob
+    mk[EAST] = f2 and mob
+    mk[WEST] = f3 and mob
+    for m in range(M):
+        um = A + m
+        rx = pos[e, um, 0] - xa
+        ry = pos[e, um, 1] - ya
+        mk[N_MOVE + m] = np.sqrt(rx * rx + ry * ry) < rng_a and ua[e, um] and alive and not healer_a
+    if healer_a:  # a medivac's 6 + j heals ally j (j < min(A, M))
+        for j in range(min(A, M)):
+            if j == a or not ua[e, j] or not alive or not TB[typ[e, j], B_BIO]:
+                continue
+            dx = xa - pos[e, j, 0]
+            dy = ya - pos[e, j, 1]
+            if np.sqrt(dx * dx + dy * dy) < rng_a:
+                mk[N_MOVE + j] = True
+    return f0, f1, f2, f3
+
+
+@njit(cache=True, error_model="numpy")
+def observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls, icfg, masks, obs):
+    """Observation ``obs[e]`` float32 ``[A, obs_dim]`` and masks ``masks[e]`` bool ``[A, 6 + M]`` of env ``e``
+    (SMAC's blocks, see ``SMACCore``)."""
+    Un = typ.shape[1]
+    nb, esh, ash, ola, ocd, nact, A = icfg[0], icfg[1], icfg[2], icfg[3], icfg[4], icfg[5], icfg[6]
+    M = Un - A
+    health, shield, cooldown, energy = uf[0], uf[1], uf[2], uf[3]
     Fe = 5 + esh + nb
     Fa = 5 + ash + nb + (nact if ola else 0)
     own = 1 + ash + nb + (1 if ocd else 0)
     odim = 4 + M * Fe + (A - 1) * Fa + own
-    kh = min(A, M)
-    feas = np.empty(4, np.bool_)
     ov = over[e]
     for a in range(A):
         ta = typ[e, a]
         alive = ua[e, a] and not ov
         inv_sight = TF[ta, F_INV_SIGHT]
-        rng_a = TF[ta, F_RANGE]
         healer_a = TB[ta, B_HEALER]
         xa = pos[e, a, 0]
         ya = pos[e, a, 1]
         o = obs[e, a]
         mk = masks[e, a]
-        _feasible(xa, ya, walls, feas)
-        for k in range(4):
-            o[k] = np.float32(1.0) if feas[k] else _Z
-        # masks (the attack columns are filled in the enemy loop below)
-        mk[NOOP] = not alive
-        mk[STOP] = alive
-        mob = alive and TB[ta, B_MOBILE]
-        for k in range(4):
-            mk[NORTH + k] = feas[k] and mob
+        f0, f1, f2, f3 = _masks_env(e, a, A, typ, pos, ua, over, TF, TB, walls, masks)
+        o[0] = np.float32(1.0) if f0 else _Z
+        o[1] = np.float32(1.0) if f1 else _Z
+        o[2] = np.float32(1.0) if f2 else _Z
+        o[3] = np.float32(1.0) if f3 else _Z
         # enemies
         for m in range(M):
             um = A + m
             tm = typ[e, um]
             rx = pos[e, um, 0] - xa
             ry = pos[e, um, 1] - ya
-            dist = np.sqrt(rx * rx + ry * ry)
-            dn = dist * inv_sight
+            dn = np.sqrt(rx * rx + ry * ry) * inv_sight
             vis = dn < _ONE and ua[e, um]
-            atk = dist < rng_a and ua[e, um] and alive and not healer_a
-            mk[N_MOVE + m] = atk
             visf = np.float32(1.0) if vis else _Z
             b = 4 + m * Fe
-            o[b] = np.float32(1.0) if (atk and vis) else _Z
+            o[b] = np.float32(1.0) if (mk[N_MOVE + m] and vis and not healer_a) else _Z
             o[b + 1] = dn * visf
             sc = inv_sight * visf
             o[b + 2] = rx * sc
@@ -314,14 +355,6 @@ def observe_env(e, A, typ, pos, health, shield, cooldown, energy, ua, over, last
                 bit = type_bit[tm]
                 for q in range(nb):
                     o[b + f + q] = np.float32(1.0) if (bit == q and vis) else _Z
-        if healer_a:  # a medivac's 6 + j heals ally j (j < min(A, M))
-            for j in range(kh):
-                if j == a or not ua[e, j] or not alive or not TB[typ[e, j], B_BIO]:
-                    continue
-                dx = xa - pos[e, j, 0]
-                dy = ya - pos[e, j, 1]
-                if np.sqrt(dx * dx + dy * dy) < rng_a:
-                    mk[N_MOVE + j] = True
         # allies (the others, in order)
         base = 4 + M * Fe
         slot = 0
@@ -331,8 +364,7 @@ def observe_env(e, A, typ, pos, health, shield, cooldown, energy, ua, over, last
             tj = typ[e, j]
             rx = pos[e, j, 0] - xa
             ry = pos[e, j, 1] - ya
-            dist = np.sqrt(rx * rx + ry * ry)
-            dn = dist * inv_sight
+            dn = np.sqrt(rx * rx + ry * ry) * inv_sight
             vis = dn < _ONE and ua[e, j]
             visf = np.float32(1.0) if vis else _Z
             b = base + slot * Fa
@@ -381,23 +413,34 @@ def observe_env(e, A, typ, pos, health, shield, cooldown, energy, ua, over, last
                 o[k] = o[k] * _Z
 
 
-@njit(cache=True)
-def observe(sel, A, typ, pos, health, shield, cooldown, energy, ua, over, last_action, TF, TB, type_bit, walls, cfg,
-            masks, obs):
-    """:func:`observe_env` of every env in ``sel`` (int64 env indices)."""
-    for i in range(sel.shape[0]):
-        observe_env(sel[i], A, typ, pos, health, shield, cooldown, energy, ua, over, last_action, TF, TB, type_bit,
-                    walls, cfg, masks, obs)
+@njit(cache=True, error_model="numpy")
+def observe(sel, typ, pos, uf, ua, eb, last_action, TF, TB, type_bit, walls, icfg, masks, obs):
+    """:func:`observe_env` of every env in ``sel`` (int64 env indices); ``sel`` of length 0 = every env."""
+    over = eb[0]
+    if sel.shape[0] == 0:
+        for e in range(typ.shape[0]):
+            observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls, icfg, masks, obs)
+    else:
+        for i in range(sel.shape[0]):
+            observe_env(sel[i], typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls, icfg, masks, obs)
 
 
-@njit(cache=True)
-def state(A, typ, pos, health, shield, cooldown, energy, ua, over, last_action, TF, TB, type_bit, cfg, out):
-    """Global state float32 ``out [E, state_dim]`` (SMAC's layout; see ``SMACCore.state``).
+@njit(cache=True, error_model="numpy")
+def masks_only(typ, pos, ua, eb, TF, TB, walls, icfg, masks):
+    """Action masks bool ``[E, A, 6 + M]`` of every env from the current state (no observation)."""
+    A = icfg[6]
+    for e in range(typ.shape[0]):
+        for a in range(A):
+            _masks_env(e, a, A, typ, pos, ua, eb[0], TF, TB, walls, masks)
 
-    ``cfg`` int64: ``[nb, enemy_shield, ally_shield, state_last_action, n_actions]``.
-    """
+
+@njit(cache=True, error_model="numpy")
+def state(typ, pos, uf, ua, eb, last_action, TF, TB, type_bit, icfg, out):
+    """Global state float32 ``out [E, state_dim]`` (SMAC's layout; see ``SMACCore.state``)."""
     E, Un = typ.shape
-    nb, esh, ash, sla, nact = cfg[0], cfg[1], cfg[2], cfg[3], cfg[4]
+    nb, esh, ash, nact, A, sla = icfg[0], icfg[1], icfg[2], icfg[5], icfg[6], icfg[10]
+    health, shield, cooldown, energy = uf[0], uf[1], uf[2], uf[3]
+    over = eb[0]
     half = np.float32(16.0)
     size = np.float32(32.0)
     fa = 4 + ash + nb
@@ -451,28 +494,56 @@ def state(A, typ, pos, health, shield, cooldown, energy, ua, over, last_action, 
                     s[b + a * nact + q] = np.float32(1.0) if la == q else _Z
 
 
+@njit(cache=True, error_model="numpy")
+def done(A, ua, eb, out):
+    """``out[e]`` = no ally of env ``e`` alive in a running episode (``~(ua[:, :A] & ~over[:, None]).any(1)``)."""
+    over = eb[0]
+    for e in range(ua.shape[0]):
+        d = True
+        if not over[e]:
+            for a in range(A):
+                if ua[e, a]:
+                    d = False
+                    break
+        out[e] = d
+
+
+@njit(cache=True, error_model="numpy")
+def _record(e, typ, pos, uf, ua, fired_at, ei, rpf, rpb, rpi):
+    """Copy env ``e``'s units into the replay buffers at its current step ``t``."""
+    t = ei[0, e]
+    for u in range(typ.shape[1]):
+        rpf[t, e, u, 0] = pos[e, u, 0]
+        rpf[t, e, u, 1] = pos[e, u, 1]
+        rpf[t, e, u, 2] = uf[0, e, u]
+        rpf[t, e, u, 3] = uf[1, e, u]
+        rpb[t, e, u] = ua[e, u]
+        rpi[t, e, u] = fired_at[e, u]
+
+
 # ----------------------------------------------------------------------------- reset
-@njit(cache=True)
-def reset_envs(ids, A, typ, centre, jitter, pos, ctr, health, shield, cooldown, energy, since_dmg, ua, min_hp,
-               max_reward, t, over, result, term, trunc, last_action, enemy_last, enemy_goal, fired_at, dmg_dealt,
-               dmg_taken, TF, TB, walls, sx, sy):
-    """Per-episode state of envs ``ids`` (types, start centres and jitter already drawn), then SMAX's push-apart
-    of their units (and, when some pair overlapped, the clamp of every env, as numpy did).
+@njit(cache=True, error_model="numpy")
+def reset_envs(ids, typ, centre, jitter, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, enemy_last, enemy_goal,
+               fired_at, kc, TF, TB, type_bit, walls, icfg, sx, sy, rpf, rpb, rpi, masks, obs, observe_all):
+    """Per-episode state of envs ``ids`` (types, start centres and jitter already drawn), SMAX's push-apart of their
+    units (and, when some pair overlapped, the clamp of every env, as numpy did), the replay frame 0 (when
+    recording), then the observation of every env (``observe_all``) or of ``ids`` only.
 
     ``centre``, ``jitter`` float64 ``[E, U, 2]``: each unit's group centre and its uniform jitter in [-2, 2]
     (immobile units stand at their centre); start = clip(centre + jitter, 0.5, 31.5) cast to float32.
-    ``sx, sy`` float64 ``[E, U]`` zeros (work arrays).
+    ``sx, sy`` float64 ``[E, U]`` work arrays.
     """
     E, Un = typ.shape
+    A = icfg[6]
     M = Un - A
-    live = np.zeros((E, Un), np.bool_)
+    health, shield, cooldown, energy, since_dmg = uf[0], uf[1], uf[2], uf[3], uf[4]
     energy0 = np.float32(50.0)
     death_total = np.float32(10.0 * M)
     win = np.float32(200.0)
     goal = np.float32(32.0)
     for i in range(ids.shape[0]):
         e = ids[i]
-        ctr[e] = 0
+        kc[1, e] = 0
         for u in range(Un):
             tu = typ[e, u]
             for c in range(2):
@@ -490,76 +561,49 @@ def reset_envs(ids, A, typ, centre, jitter, pos, ctr, health, shield, cooldown, 
             energy[e, u] = energy0 if TB[tu, B_HEALER] else _Z
             since_dmg[e, u] = 0.0
             ua[e, u] = True
-            live[e, u] = True
             fired_at[e, u] = -1
         for m in range(M):
             min_hp[e, m] = health[e, A + m] + shield[e, A + m]
             enemy_last[e, m] = -1
             enemy_goal[e, m, 0] = goal - pos[e, A + m, 0]
             enemy_goal[e, m, 1] = goal - pos[e, A + m, 1]
-        max_reward[e] = (_pw_sum(min_hp[e], 0, M) + death_total) + win
-        t[e] = 0
-        over[e] = False
-        result[e] = 0
+        ef[0, e] = (_pw_sum(min_hp[e], 0, M) + death_total) + win  # max return before scaling
+        ef[1, e] = 0.0
+        ef[2, e] = 0.0
+        ei[0, e] = 0
+        ei[1, e] = 0
+        eb[0, e] = False
         for a in range(A):
-            term[e, a] = False
-            trunc[e, a] = False
+            at[0, e, a] = False
+            at[1, e, a] = False
             last_action[e, a] = 0
-        dmg_dealt[e] = 0.0
-        dmg_taken[e] = 0.0
     found = False
-    for i in range(ids.shape[0]):
-        if _push_sums(ids[i], pos, typ, live, TF, TB, sx, sy):
+    for i in range(ids.shape[0]):  # every unit of a reset env lives: ua is the push-apart's live mask
+        if _push_sums(ids[i], pos, typ, ua, TF, TB, sx, sy):
             found = True
-    if found:  # the other envs' sums are zero (the caller passes zeroed sx, sy); numpy clamped every env
-        _apply_push(pos, typ, TF, walls, sx, sy)
-
-
-@njit(cache=True)
-def masks_only(A, typ, pos, ua, over, TF, TB, walls, masks):
-    """Action masks bool ``[E, A, 6 + M]`` of every env from the current state (no observation)."""
-    E, Un = typ.shape
-    M = Un - A
-    kh = min(A, M)
-    feas = np.empty(4, np.bool_)
-    for e in range(E):
-        for a in range(A):
-            ta = typ[e, a]
-            alive = ua[e, a] and not over[e]
-            healer_a = TB[ta, B_HEALER]
-            rng_a = TF[ta, F_RANGE]
-            xa = pos[e, a, 0]
-            ya = pos[e, a, 1]
-            mk = masks[e, a]
-            _feasible(xa, ya, walls, feas)
-            mk[NOOP] = not alive
-            mk[STOP] = alive
-            mob = alive and TB[ta, B_MOBILE]
-            for k in range(4):
-                mk[NORTH + k] = feas[k] and mob
-            for m in range(M):
-                um = A + m
-                rx = pos[e, um, 0] - xa
-                ry = pos[e, um, 1] - ya
-                mk[N_MOVE + m] = np.sqrt(rx * rx + ry * ry) < rng_a and ua[e, um] and alive and not healer_a
-            if healer_a:
-                for j in range(kh):
-                    if j == a or not ua[e, j] or not alive or not TB[typ[e, j], B_BIO]:
-                        continue
-                    dx = xa - pos[e, j, 0]
-                    dy = ya - pos[e, j, 1]
-                    if np.sqrt(dx * dx + dy * dy) < rng_a:
-                        mk[N_MOVE + j] = True
+    if found:
+        for i in range(ids.shape[0]):
+            e = ids[i]
+            for u in range(Un):
+                pos[e, u, 0] += np.float32(sx[e, u])
+                pos[e, u, 1] += np.float32(sy[e, u])
+        for e in range(E):  # numpy clamped every env (a no-op for the others unless walls disagree with the map)
+            _constrain_env(e, pos, typ, TF, walls)
+    if icfg[9]:
+        for i in range(ids.shape[0]):
+            _record(ids[i], typ, pos, uf, ua, fired_at, ei, rpf, rpb, rpi)
+    sel = ids[:0] if observe_all else ids  # an empty selection observes every env
+    observe(sel, typ, pos, uf, ua, eb, last_action, TF, TB, type_bit, walls, icfg, masks, obs)
 
 
 # ----------------------------------------------------------------------------- step
-@njit(cache=True)
-def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, key, ctr, TF, TB, act_all, vis, ubuf):
+@njit(cache=True, error_model="numpy")
+def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF, TB, act_all, vis, ubuf):
     """SMAX's heuristic for env ``e``'s enemies into ``act_all[e, A:]`` (each in its own action layout)."""
     Un = typ.shape[1]
     M = Un - A
     # the uniform draws of the whole [M, A] block come first (one counter block per step, as numpy drew them)
-    _uniform_env(key, ctr, e, M * A, ubuf)
+    _uniform_env(kc[0], kc[1], e, M * A, ubuf)
     kh = min(M, A)
     ov = over[e]
     for m in range(M):
@@ -650,20 +694,22 @@ def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, key, ct
         act_all[e, um] = act
 
 
-@njit(cache=True)
-def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, energy, since_dmg, ua, min_hp, max_reward,
-         t, over, result, term, trunc, last_action, enemy_last, enemy_goal, fired_at, dmg_dealt, dmg_taken, key, ctr,
-         TF, TB, HIT, type_bit, walls, cfg, consts, obs, reward, info_f, info_b, invalid_out, active_out):
+@njit(cache=True, error_model="numpy")
+def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, enemy_last, enemy_goal, fired_at, kc,
+         TF, TB, HIT, type_bit, walls, icfg, consts, obs, reward, wf32, wf64, wi64, wb, rpf, rpb, rpi):
     """One agent step (8 ticks) of every running env, then the observation and masks of every env.
 
-    ``act_in`` int64 ``[E, A]``; ``masks`` the current masks. Outputs: ``obs`` (see :func:`observe_env`),
-    ``reward`` float32 ``[E, A]``, ``info_f`` float32 ``[4, E]`` (reward/damage, reward/kill, reward/win, team
-    reward), ``info_b`` bool ``[E]`` (battle won), ``invalid_out`` int64 ``[E]``, ``active_out`` bool ``[E]`` (envs
-    that were running). ``consts`` float32: ``[heal per tick, energy regen per tick, shield regen per tick,
-    shield regen delay s, jitter low, jitter span, tick s]``. Returns -1, or ``e * A + i`` of the first action
-    out of range (then nothing changed).
+    ``act_in`` int64 ``[E, A]``; ``masks`` the current masks (overwritten with the next ones). Writes ``obs``,
+    ``reward`` float32 ``[E, A]``, the step's info terms in ``ef[3:7]``, ``ei[2]`` and ``eb[1:3]`` (see
+    ``SMACCore.__init__``), and the replay frame of every running env when recording (``icfg[9]``).
+    ``consts`` float32: ``[heal per tick, energy regen per tick, shield regen per tick, shield regen delay s,
+    jitter low, jitter span, tick s]``. ``wf32``, ``wf64``, ``wi64``, ``wb``: work arrays (``SMACCore`` sizes
+    them). Returns -1, or ``e * A + i`` of the first action out of range (then nothing changed).
     """
     E, Un = typ.shape
+    A = icfg[6]
+    limit = icfg[7]
+    sparse = icfg[8]
     M = Un - A
     nact = N_MOVE + M
     for e in range(E):
@@ -671,35 +717,43 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
             a = act_in[e, i]
             if a < 0 or a >= nact:
                 return e * A + i
+    health, shield, cooldown, energy, since_dmg = uf[0], uf[1], uf[2], uf[3], uf[4]
+    over, won_out, active_out = eb[0], eb[1], eb[2]
+    term, trunc = at[0], at[1]
+    tcount, result, invalid_out = ei[0], ei[1], ei[2]
+    max_reward, dmg_dealt, dmg_taken = ef[0], ef[1], ef[2]
     heal_tick, energy_tick, shield_tick, shield_delay = consts[0], consts[1], consts[2], consts[3]
     jit_lo, jit_span, tick_s = consts[4], consts[5], consts[6]
     ticks = 8
+    # work arrays
+    jit = wf32[:, 0:ticks * Un]
+    hp_before = wf32[:, ticks * Un:(ticks + 1) * Un]
+    dist_t = wf32[:, (ticks + 1) * Un:(ticks + 2) * Un]
+    o = (ticks + 2) * Un  # row 0 beyond the per-env columns holds per-env temporaries (see work_sizes)
+    ubuf = wf32[0, o:o + M * A]
+    amount = wf32[0, o + M * A:o + M * A + Un]
+    loss = wf32[0, o + M * A + Un:o + M * A + 2 * Un]
+    dmin = wf32[0, o + M * A + 2 * Un:o + M * A + 2 * Un + M]
+    sx = wf64[0:E]
+    sy = wf64[E:2 * E]
+    direct = wf64[2 * E]
+    splash = wf64[2 * E + 1]
+    got = wf64[2 * E + 2]
+    frac = wf64[2 * E + 3]
+    act_all = wi64[0]
+    tgt = wi64[1]
+    enemy_alive0 = wb[0]
+    slot0 = wb[1]
+    fire = wb[2]
+    heal = wb[3]
+    live = wb[4]
+    vis = wb[5, 0]
+
     any_heal_t = False
     for e in range(E):
         for u in range(Un):
             if TB[typ[e, u], B_HEALER]:
                 any_heal_t = True
-
-    act_all = np.empty((E, Un), np.int64)
-    tgt = np.full((E, Un), -1, np.int64)
-    jit = np.empty((E, ticks * Un), np.float32)
-    hp_before = np.empty((E, Un), np.float32)
-    enemy_alive0 = np.empty((E, M), np.bool_)
-    slot0 = np.empty((E, A), np.bool_)
-    tick_act = np.empty(E, np.float32)
-    vis = np.empty(A, np.bool_)
-    ubuf = np.empty(max(M * A, 1), np.float32)
-    dist_t = np.zeros((E, Un), np.float32)
-    fire = np.zeros((E, Un), np.bool_)
-    heal = np.zeros((E, Un), np.bool_)
-    direct = np.zeros(Un, np.float64)
-    splash = np.zeros(Un, np.float64)
-    got = np.zeros(Un, np.float64)
-    frac = np.zeros(Un, np.float64)
-    amount = np.zeros(Un, np.float32)
-    sx = np.zeros((E, Un), np.float64)
-    sy = np.zeros((E, Un), np.float64)
-    live = np.empty((E, Un), np.bool_)
 
     # ---- actions
     for e in range(E):
@@ -719,16 +773,16 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
                 last_action[e, i] = a
             slot0[e, i] = sa
         invalid_out[e] = inv
-        _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, key, ctr, TF, TB, act_all, vis, ubuf)
-        _uniform_env(key, ctr, e, ticks * Un, jit[e])
+        _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF, TB, act_all, vis, ubuf)
+        _uniform_env(kc[0], kc[1], e, ticks * Un, jit[e])
         for k in range(ticks * Un):
             jit[e, k] = jit_lo + jit_span * jit[e, k]
-        tick_act[e] = tick_s * (np.float32(1.0) if active else _Z)
         for u in range(Un):
             tu = typ[e, u]
             fired_at[e, u] = -1
             hp_before[e, u] = health[e, u] + shield[e, u]
             a = act_all[e, u]
+            tgt[e, u] = -1
             if a >= N_MOVE:
                 if u < A:
                     tgt[e, u] = a - N_MOVE + (0 if TB[tu, B_HEALER] else A)
@@ -746,19 +800,20 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
             for u in range(Un):
                 live[e, u] = ua[e, u] and active
             # move
-            for u in range(Un):
-                if live[e, u]:
-                    a = act_all[e, u]
-                    if a >= NORTH and a <= WEST:
-                        st = TF[typ[e, u], F_SPEED_TICK]
-                        if a == NORTH:
-                            pos[e, u, 1] += st
-                        elif a == SOUTH:
-                            pos[e, u, 1] += -st
-                        elif a == EAST:
-                            pos[e, u, 0] += st
-                        else:
-                            pos[e, u, 0] += -st
+            if active:
+                for u in range(Un):
+                    if live[e, u]:
+                        a = act_all[e, u]
+                        if a >= NORTH and a <= WEST:
+                            st = TF[typ[e, u], F_SPEED_TICK]
+                            if a == NORTH:
+                                pos[e, u, 1] += st
+                            elif a == SOUTH:
+                                pos[e, u, 1] += -st
+                            elif a == EAST:
+                                pos[e, u, 0] += st
+                            else:
+                                pos[e, u, 0] += -st
             _constrain_env(e, pos, typ, TF, walls)
             # who fires / heals
             env_fire = False
@@ -868,7 +923,7 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
                     if heal[e, u]:
                         fired_at[e, u] = tgt[e, u]
         for e in range(E):
-            ta_e = tick_act[e]
+            ta_e = tick_s if not over[e] else _Z  # numpy's tick * active
             for u in range(Un):
                 tu = typ[e, u]
                 if any_heal_t:
@@ -900,8 +955,6 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
             _apply_push(pos, typ, TF, walls, sx, sy)
 
     # ---- bookkeeping after the 8 ticks
-    loss = np.empty(Un, np.float32)
-    dmin = np.empty(M, np.float32)
     death_r = 10.0
     win_r = 200.0
     scale_r = 20.0
@@ -940,8 +993,8 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
         win = ended and enemies_gone and not allies_gone
         lost = ended and allies_gone and not enemies_gone
         if active:
-            t[e] += 1
-        timeout = active and not ended and t[e] >= limit
+            tcount[e] += 1
+        timeout = active and not ended and tcount[e] >= limit
         if win:
             result[e] = 1
         elif lost:
@@ -960,30 +1013,24 @@ def step(act_in, masks, A, limit, sparse, typ, pos, health, shield, cooldown, en
         over[e] = over[e] or ended or timeout
         if sparse:
             kf = 0.0
-            info_f[0, e] = np.float32(np.float64(r_damage) * kf)
+            ef[3, e] = np.float32(np.float64(r_damage) * kf)
         else:
             kf32 = (np.float32(scale_r) / max_reward[e]) * actf
             kf = np.float64(kf32)
-            info_f[0, e] = r_damage * kf32
-        info_f[1, e] = np.float32((kills * death_r) * kf)
-        info_f[2, e] = np.float32(((1.0 if win else 0.0) * win_r) * kf)
-        info_f[3, e] = team
-        info_b[e] = win
+            ef[3, e] = r_damage * kf32
+        ef[4, e] = np.float32((kills * death_r) * kf)
+        ef[5, e] = np.float32(((1.0 if win else 0.0) * win_r) * kf)
+        ef[6, e] = team
+        won_out[e] = win
+        if active and icfg[9]:
+            _record(e, typ, pos, uf, ua, fired_at, ei, rpf, rpb, rpi)
 
-    sel = np.arange(E)
-    observe(sel, A, typ, pos, health, shield, cooldown, energy, ua, over, last_action, TF, TB, type_bit, walls, cfg,
-            masks, obs)
+    for e in range(E):
+        observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls, icfg, masks, obs)
     return -1
 
 
-@njit(cache=True)
-def done(A, ua, over, out):
-    """``out[e]`` = no ally of env ``e`` alive in a running episode (``~(ua[:, :A] & ~over[:, None]).any(1)``)."""
-    for e in range(ua.shape[0]):
-        d = True
-        if not over[e]:
-            for a in range(A):
-                if ua[e, a]:
-                    d = False
-                    break
-        out[e] = d
+def work_sizes(E: int, A: int, M: int) -> dict[str, tuple[int, ...]]:
+    """Shapes of :func:`step`'s work arrays for ``E`` envs of ``A`` allies and ``M`` enemies."""
+    Un = A + M
+    return {"wf32": (E, 10 * Un + M * A + 2 * Un + M), "wf64": (2 * E + 4, Un), "wi64": (2, E, Un), "wb": (6, E, Un)}

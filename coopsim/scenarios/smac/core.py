@@ -25,6 +25,20 @@ assert (NOOP, STOP, NORTH, SOUTH, EAST, WEST, N_MOVE_ACTIONS) == (K.NOOP, K.STOP
 _TYPE_IDS = np.arange(len(U.UNIT_TYPES))
 #: damage of one hit, float32 ``[attacker type, target type]`` (``units.hit_damage`` of every pair)
 _HIT = np.ascontiguousarray(U.hit_damage(_TYPE_IDS[:, None], _TYPE_IDS[None, :]))
+_I64 = np.dtype(np.int64)
+
+
+def _entry_point(dispatcher, args: tuple):
+    """The compiled entry point of numba ``dispatcher`` for the types of ``args``: calling it skips the dispatcher's
+    per-call type resolution (about 40 ns per argument). Every later call must pass arguments of exactly these
+    types (``SMACCore.step`` does: its arrays never change dtype, dimensions or layout). None when numba's
+    internals differ from what this expects (then the dispatcher is used)."""
+    try:
+        from numba import typeof
+
+        return dispatcher.overloads[tuple(typeof(a) for a in args)].entry_point
+    except Exception:  # pragma: no cover - other numba versions
+        return None
 assert U.MAP_WIDTH == U.MAP_HEIGHT == 32.0 and U.TICKS_PER_STEP == 8  # the kernels use these constants
 
 
@@ -203,50 +217,41 @@ class SMACCore(ScenarioCore):
         self.state_dim = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
         self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (self.obs_dim,), np.float32)
         self.state_space = gymnasium.spaces.Box(-1.0, 1.0, (self.state_dim,), np.float32)
-        #: kernel layout flags (int64): observation [nb, enemy_shield, ally_shield, obs_last_action,
-        #: obs_own_cooldown, n_actions], state [nb, enemy_shield, ally_shield, state_last_action, n_actions]
-        self._obs_cfg = np.array([nb, self.enemy_shield, self.ally_shield, int(p.obs_last_action),
-                                  int(p.obs_own_cooldown), self.n_actions], np.int64)
-        self._state_cfg = np.array([nb, self.enemy_shield, self.ally_shield, int(p.state_last_action), self.n_actions],
-                                   np.int64)
-
-        # state arrays (the kernels read and write them in place; tests may edit them, then set _masks = None)
+        # state arrays, packed by dtype for the kernels (layout in ``_kernels``' docstring); the named attributes
+        # below are views the kernels read and write in place (tests may edit them, then set _masks = None)
         Un = self.n_units
         self._type = np.zeros((E, Un), np.int64)
         self._type[:] = np.array(self.map.allies + self.map.enemies, np.int64)
         self._pos = np.zeros((E, Un, 2), np.float32)
-        self._health = np.zeros((E, Un), np.float32)
-        self._shield = np.zeros((E, Un), np.float32)
-        self._cooldown = np.zeros((E, Un), np.float32)
-        self._energy = np.zeros((E, Un), np.float32)
-        self._since_dmg = np.zeros((E, Un), np.float32)
+        self._uf = np.zeros((5, E, Un), np.float32)
         self._unit_alive = np.zeros((E, Un), bool)
         self._min_hp = np.zeros((E, M), np.float32)
-        self._max_reward = np.ones(E, np.float32)
-        self._t = np.zeros(E, np.int64)
-        self._over = np.ones(E, bool)
-        self._result = np.zeros(E, np.int64)  # 1 win, -1 loss, 0 draw / timeout / running
-        self._term = np.ones((E, A), bool)
-        self._trunc = np.zeros((E, A), bool)
+        self._ef = np.zeros((7, E), np.float32)
+        self._ef[0] = 1.0
+        self._ei = np.zeros((3, E), np.int64)
+        self._eb = np.zeros((3, E), bool)
+        self._eb[0] = True
+        self._at = np.zeros((2, E, A), bool)
+        self._at[0] = True
         self._last_action = np.zeros((E, A), np.int64)
         self._enemy_last = np.full((E, M), -1, np.int64)
         self._enemy_goal = np.zeros((E, M, 2), np.float32)
         self._fired_at = np.full((E, Un), -1, np.int64)
-        self._dmg_dealt = np.zeros(E, np.float32)
-        self._dmg_taken = np.zeros(E, np.float32)
-        self._key = np.zeros(E, np.uint64)
-        self._ctr = np.zeros(E, np.uint64)
+        self._kc = np.zeros((2, E), np.uint64)
         self._rngs: list[np.random.Generator] = [np.random.default_rng([0, e]) for e in range(E)]
-        # output buffers the kernels write (handed out only as copies)
+        #: kernel layout flags (int64): [nb, enemy_shield, ally_shield, obs_last_action, obs_own_cooldown, n_actions,
+        #: n_allies, limit, reward_sparse, record_replay, state_last_action]
+        self._record = bool(p.record_replay) if p.record_replay is not None else E == 1
+        self._icfg = np.array([nb, self.enemy_shield, self.ally_shield, int(p.obs_last_action), int(p.obs_own_cooldown),
+                               self.n_actions, A, self.limit, int(p.reward_sparse), int(self._record),
+                               int(p.state_last_action)], np.int64)
+        # output and work buffers the kernels write (outputs are handed out only as copies)
         self._obs_buf = np.zeros((E, A, self.obs_dim), np.float32)
         self._mask_buf = np.zeros((E, A, self.n_actions), bool)
         self._reward_buf = np.zeros((E, A), np.float32)
-        self._info_f = np.zeros((4, E), np.float32)  # reward/damage, reward/kill, reward/win, team reward
-        self._info_won = np.zeros(E, bool)
-        self._invalid = np.zeros(E, np.int64)
-        self._active = np.zeros(E, bool)
-        self._push_x = np.zeros((E, Un), np.float64)  # push-apart work arrays of reset
-        self._push_y = np.zeros((E, Un), np.float64)
+        ws = K.work_sizes(E, A, M)
+        self._wf32, self._wf64 = np.zeros(ws["wf32"], np.float32), np.zeros(ws["wf64"], np.float64)
+        self._wi64, self._wb = np.zeros(ws["wi64"], np.int64), np.zeros(ws["wb"], bool)
         self._all_envs = np.arange(E, dtype=np.int64)
         # start draws of reset (float64 [E, U, 2]): group centres (fixed for the line layout) and jitter
         self._start_c = np.zeros((E, Un, 2), np.float64)
@@ -260,15 +265,46 @@ class SMACCore(ScenarioCore):
         # directly (tests) sets _masks to None, and the next action_masks(), step() or reset() then recomputes them
         self._masks: np.ndarray | None = None
         self._obs: np.ndarray | None = None  # the last observation of the whole batch (never handed out)
-        # replay buffers, indexed [step, env, unit] (frame t = state after step t; frame 0 = after reset)
-        self._record = bool(p.record_replay) if p.record_replay is not None else E == 1
-        if self._record:
-            L = self.limit + 1
-            self._rp_pos = np.zeros((L, E, Un, 2), np.float32)
-            self._rp_health = np.zeros((L, E, Un), np.float32)
-            self._rp_shield = np.zeros((L, E, Un), np.float32)
-            self._rp_alive = np.zeros((L, E, Un), bool)
-            self._rp_target = np.full((L, E, Un), -1, np.int32)
+        # replay buffers, indexed [step, env, unit] (frame t = state after step t; frame 0 = after reset), written by
+        # the kernels; without recording they are 1-frame dummies
+        L, Er, Ur = (self.limit + 1, E, Un) if self._record else (1, 1, 1)
+        self._rpf = np.zeros((L, Er, Ur, 4), np.float32)  # x, y, health, shield
+        self._rp_alive = np.zeros((L, Er, Ur), bool)
+        self._rp_target = np.full((L, Er, Ur), -1, np.int32)
+        self._act_shape = (E, A)
+        self._bind()
+
+    def _bind(self) -> None:
+        """Named views of the packed arrays and the kernels' argument tuples (after ``__init__`` and unpickling:
+        pickle stores a view as a copy of its own)."""
+        self._health, self._shield, self._cooldown, self._energy, self._since_dmg = self._uf
+        self._max_reward, self._dmg_dealt, self._dmg_taken = self._ef[0], self._ef[1], self._ef[2]
+        self._t, self._result, self._invalid = self._ei  # result: 1 win, -1 loss, 0 draw / timeout / running
+        self._over, self._info_won, self._active = self._eb
+        self._term, self._trunc = self._at
+        self._key, self._ctr = self._kc
+        self._rp_pos, self._rp_health, self._rp_shield = self._rpf[..., 0:2], self._rpf[..., 2], self._rpf[..., 3]
+        # the kernels' argument tuples (every array above is updated in place, never rebound)
+        self._step_args = (self._mask_buf, self._type, self._pos, self._uf, self._unit_alive, self._min_hp, self._ef,
+                           self._ei, self._eb, self._at, self._last_action, self._enemy_last, self._enemy_goal,
+                           self._fired_at, self._kc, _TF, _TB, _HIT, self._type_bit, self._walls, self._icfg, _CONSTS,
+                           self._obs_buf, self._reward_buf, self._wf32, self._wf64, self._wi64, self._wb, self._rpf,
+                           self._rp_alive, self._rp_target)
+        self._obs_args = (self._type, self._pos, self._uf, self._unit_alive, self._eb, self._last_action, _TF, _TB,
+                          self._type_bit, self._walls, self._icfg, self._mask_buf, self._obs_buf)
+        self._info_rows = tuple(self._ef[3:7])  # reward/damage, reward/kill, reward/win, team reward [E] views
+        self._step_ep = None  # compiled entry point of K.step for these argument types (set by the first step)
+
+    _VIEWS = ("_health", "_shield", "_cooldown", "_energy", "_since_dmg", "_max_reward", "_dmg_dealt", "_dmg_taken",
+              "_t", "_result", "_invalid", "_over", "_info_won", "_active", "_term", "_trunc", "_key", "_ctr",
+              "_rp_pos", "_rp_health", "_rp_shield", "_step_args", "_obs_args", "_info_rows", "_step_ep")
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind()
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
@@ -294,20 +330,14 @@ class SMACCore(ScenarioCore):
             if not line:
                 self._start_c[e] = self._start_centres(rng)
             self._start_j[e] = rng.uniform(-2, 2, (Un, 2))
-            self._key[e] = rng.integers(0, 2 ** 63)
-        self._push_x.fill(0.0)
-        self._push_y.fill(0.0)
-        K.reset_envs(ids, self.n_allies, self._type, self._start_c, self._start_j, self._pos, self._ctr, self._health,
-                     self._shield, self._cooldown, self._energy, self._since_dmg, self._unit_alive, self._min_hp,
-                     self._max_reward, self._t, self._over, self._result, self._term, self._trunc, self._last_action,
-                     self._enemy_last, self._enemy_goal, self._fired_at, self._dmg_dealt, self._dmg_taken, _TF, _TB,
-                     self._walls, self._push_x, self._push_y)
-        if self._record:
-            self._record_frame(ids)
-        if env_ids is None or self._obs is None or self._masks is None or 2 * len(ids) > E:
-            self._observe_into(self._all_envs)
-        else:  # the other envs did not change since the last observation: observe the reset ones only
-            self._observe_into(ids)
+            self._kc[0, e] = rng.integers(0, 2 ** 63)
+        observe_all = env_ids is None or self._obs is None or self._masks is None or 2 * len(ids) > E
+        K.reset_envs(ids, self._type, self._start_c, self._start_j, self._pos, self._uf, self._unit_alive, self._min_hp,
+                     self._ef, self._ei, self._eb, self._at, self._last_action, self._enemy_last, self._enemy_goal,
+                     self._fired_at, self._kc, _TF, _TB, self._type_bit, self._walls, self._icfg, self._wf64[:E],
+                     self._wf64[E:2 * E], self._rpf, self._rp_alive, self._rp_target, self._mask_buf, self._obs_buf,
+                     observe_all)  # observes every env, or (the others did not change) only the reset ones
+        self._obs, self._masks = self._obs_buf, self._mask_buf
         return self._obs_buf.copy()
 
     def _start_centres(self, rng: np.random.Generator) -> np.ndarray:
@@ -347,7 +377,7 @@ class SMACCore(ScenarioCore):
     def done(self) -> np.ndarray:
         """bool ``[E]``: envs whose episode has ended (no agent alive; ``~alive.any(1)``, one compiled call)."""
         out = np.empty(self.num_envs, bool)
-        K.done(self.n_allies, self._unit_alive, self._over, out)
+        K.done(self.n_allies, self._unit_alive, self._eb, out)
         return out
 
     def positions(self) -> np.ndarray:
@@ -365,30 +395,30 @@ class SMACCore(ScenarioCore):
 
     def _refresh_masks(self) -> None:
         """Recompute the masks of every env from the current state (after outside edits of the unit arrays)."""
-        K.masks_only(self.n_allies, self._type, self._pos, self._unit_alive, self._over, _TF, _TB, self._walls,
-                     self._mask_buf)
+        K.masks_only(self._type, self._pos, self._unit_alive, self._eb, _TF, _TB, self._walls, self._icfg, self._mask_buf)
         self._masks = self._mask_buf
 
     # ------------------------------------------------------------------ observations
     def _observe_into(self, sel: np.ndarray) -> None:
-        """Observe envs ``sel`` (int64 indices) into the observation and mask buffers (see the class doc)."""
-        K.observe(sel, self.n_allies, self._type, self._pos, self._health, self._shield, self._cooldown, self._energy,
-                  self._unit_alive, self._over, self._last_action, _TF, _TB, self._type_bit, self._walls,
-                  self._obs_cfg, self._mask_buf, self._obs_buf)
+        """Observe envs ``sel`` (int64 indices; empty = every env) into the observation and mask buffers."""
+        K.observe(sel, *self._obs_args)
         self._obs, self._masks = self._obs_buf, self._mask_buf
 
     def _observe(self, sel: np.ndarray | None = None) -> np.ndarray:
         """Observations float32 ``[E, n_allies, obs_dim]`` recomputed from the state (see the class doc); also
         refreshes the cached masks. ``sel``: env indices; then only those envs (``[len(sel), n_allies, obs_dim]``)."""
-        sel = self._all_envs if sel is None else np.ascontiguousarray(sel, np.int64).reshape(-1)
+        if sel is None:
+            self._observe_into(self._all_envs[:0])
+            return self._obs_buf.copy()
+        sel = np.ascontiguousarray(sel, np.int64).reshape(-1)
         self._observe_into(sel)
         return self._obs_buf[sel].copy()
 
     def state(self) -> np.ndarray:
         """Global state float32 ``[E, state_dim]`` (SMAC's layout, see the class doc; dead units are zeros)."""
         out = np.empty((self.num_envs, self.state_dim), np.float32)
-        K.state(self.n_allies, self._type, self._pos, self._health, self._shield, self._cooldown, self._energy,
-                self._unit_alive, self._over, self._last_action, _TF, _TB, self._type_bit, self._state_cfg, out)
+        K.state(self._type, self._pos, self._uf, self._unit_alive, self._eb, self._last_action, _TF, _TB,
+                self._type_bit, self._icfg, out)
         return out
 
     # ------------------------------------------------------------------ step
@@ -409,61 +439,39 @@ class SMACCore(ScenarioCore):
         Raises:
             ValueError: wrong shape or an action index out of range.
         """
-        E, A = self.num_envs, self.n_allies
-        act = np.asarray(actions)
-        if act.shape != (E, A):
-            raise ValueError(f"actions must have shape (num_envs, n_allies) = {(E, A)}; got {act.shape}")
-        if act.dtype != np.int64 or not act.flags.c_contiguous:
+        act = actions if type(actions) is np.ndarray else np.asarray(actions)
+        if act.shape != self._act_shape:
+            raise ValueError(f"actions must have shape (num_envs, n_allies) = {self._act_shape}; got {act.shape}")
+        fl = act.flags
+        if act.dtype is not _I64 or not fl.c_contiguous or not fl.writeable:  # the kernel's exact argument type
             if not np.issubdtype(act.dtype, np.integer):
                 if not np.all(np.mod(act, 1) == 0):
                     raise ValueError(f"actions must be integers; got dtype {act.dtype}")
             act = np.ascontiguousarray(act, np.int64)
         if self._masks is None:  # unit arrays were edited from outside since the last observation (tests do)
             self._refresh_masks()
-        bad = K.step(act, self._mask_buf, A, self.limit, self.params.reward_sparse, self._type, self._pos,
-                     self._health, self._shield, self._cooldown, self._energy, self._since_dmg, self._unit_alive,
-                     self._min_hp, self._max_reward, self._t, self._over, self._result, self._term, self._trunc,
-                     self._last_action, self._enemy_last, self._enemy_goal, self._fired_at, self._dmg_dealt,
-                     self._dmg_taken, self._key, self._ctr, _TF, _TB, _HIT, self._type_bit, self._walls,
-                     self._obs_cfg, _CONSTS, self._obs_buf, self._reward_buf, self._info_f, self._info_won,
-                     self._invalid, self._active)
+        ep = self._step_ep
+        if ep is None:  # first step: compile (or load from numba's cache), then keep the compiled entry point
+            bad = K.step(act, *self._step_args)
+            self._step_ep = _entry_point(K.step, (act, *self._step_args)) or K.step
+        else:
+            bad = ep(act, *self._step_args)
         if bad >= 0:
-            e, i = divmod(bad, A)
+            e, i = divmod(bad, self.n_allies)
             raise ValueError(f"action {act[e, i]} of env {e} agent {i} out of range; valid: 0..{self.n_actions - 1}")
         self._obs, self._masks = self._obs_buf, self._mask_buf
-        if self._record:
-            self._record_frame(np.flatnonzero(self._active))
-        f = self._info_f.copy()
+        r_dmg, r_kill, r_win, team = self._info_rows
         info = {
-            "reward/damage": f[0],
-            "reward/kill": f[1],
-            "reward/win": f[2],
-            "team_reward": f[3],
+            "reward/damage": r_dmg.copy(),
+            "reward/kill": r_kill.copy(),
+            "reward/win": r_win.copy(),
+            "team_reward": team.copy(),
             "battle_won": self._info_won.copy(),
             "invalid_actions": self._invalid.copy(),
         }
         return StepResult(self._obs_buf.copy(), self._reward_buf.copy(), self._term.copy(), self._trunc.copy(), info)
 
     # ------------------------------------------------------------------ metrics / replay / render
-    def _record_frame(self, ids: np.ndarray) -> None:
-        """Copy envs ``ids``' unit arrays into the replay buffers at each env's current step."""
-        if len(ids) == 0:
-            return
-        if self.num_envs == 1:  # basic indexing (the runner's case)
-            t = int(self._t[0])
-            self._rp_pos[t, 0] = self._pos[0]
-            self._rp_health[t, 0] = self._health[0]
-            self._rp_shield[t, 0] = self._shield[0]
-            self._rp_alive[t, 0] = self._unit_alive[0]
-            self._rp_target[t, 0] = self._fired_at[0]
-            return
-        t = self._t[ids]
-        self._rp_pos[t, ids] = self._pos[ids]
-        self._rp_health[t, ids] = self._health[ids]
-        self._rp_shield[t, ids] = self._shield[ids]
-        self._rp_alive[t, ids] = self._unit_alive[ids]
-        self._rp_target[t, ids] = self._fired_at[ids]
-
     def replay(self, env_index: int = 0) -> dict[str, np.ndarray]:
         """Replay arrays of env ``env_index``'s episode so far (saved by ``coopsim run`` as ``replays/*.npz``).
 
