@@ -8,18 +8,45 @@ Measures JaxMARL 0.2 SMAX (``HeuristicEnemySMAX``, the heuristic enemy) and prin
   compile time reported apart.
 * ``winrate``: win rate of random valid play or of scripted focus fire over ``episodes`` episodes with
   the map's SMAC episode limit; a win is "every enemy dead and an ally alive" when the episode ends.
+
+JAX's persistent compilation cache is on (``bench-venvs/jax-cache`` beside the venv, every entry kept whatever
+its compile time or size), so a rerun loads SMAX's compiled programs instead of recompiling them (44-350 s per
+cell). Each speed result reports its compile time apart and whether it was a cache hit (``cache_hits`` /
+``cache_misses``: JAX's persistent-cache events counted during that compile).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxmarl import make
 from jaxmarl.environments.smax import map_name_to_scenario
+
+CACHE_DIR = Path(__file__).resolve().parents[1] / "bench-venvs" / "jax-cache"
+jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+_EVENTS = {"hits": 0, "misses": 0}
+
+
+def _on_event(event: str, **_kw) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _EVENTS["hits"] += 1
+    elif event == "/jax/compilation_cache/cache_misses":
+        _EVENTS["misses"] += 1
+
+
+jax.monitoring.register_event_listener(_on_event)
+
+
+def _cache_counts(before: dict) -> dict:
+    """Persistent-cache hits and misses since ``before`` (a copy of ``_EVENTS``)."""
+    return {"cache_hits": _EVENTS["hits"] - before["hits"], "cache_misses": _EVENTS["misses"] - before["misses"]}
 
 
 def build(map_name: str, limit: int):
@@ -81,13 +108,16 @@ def speed_scan(env, batch: int, steps: int, seed: int):
         (key, state), _ = jax.lax.scan(body, (key, state), None, length=steps)
         return state.state.unit_health.sum()
 
+    ev = dict(_EVENTS)
     t0 = time.perf_counter()
-    jax.block_until_ready(run(jax.random.PRNGKey(seed)))  # compile + first run
+    jax.block_until_ready(run(jax.random.PRNGKey(seed)))  # compile (or load from the persistent cache) + first run
     compile_s = time.perf_counter() - t0
+    cache = _cache_counts(ev)
     t0, c0 = time.perf_counter(), time.process_time()
     jax.block_until_ready(run(jax.random.PRNGKey(seed + 1)))
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
-    return {"steps_per_s": batch * steps / dt, "steps_per_cpu_s": batch * steps / dc, "compile_s": compile_s, "steps": steps}
+    return {"steps_per_s": batch * steps / dt, "steps_per_cpu_s": batch * steps / dc, "compile_s": compile_s, "steps": steps,
+            **cache}
 
 
 def speed_call(env, batch: int, seconds: float, seed: int):
@@ -96,6 +126,7 @@ def speed_call(env, batch: int, seconds: float, seed: int):
     v_avail = jax.jit(jax.vmap(env.get_avail_actions))
     rng = np.random.default_rng(seed)
     key = jax.random.PRNGKey(seed)
+    ev = dict(_EVENTS)
     t0 = time.perf_counter()
     _, state = v_reset(jax.random.split(key, batch))
 
@@ -111,6 +142,7 @@ def speed_call(env, batch: int, seconds: float, seed: int):
         _, state, _, _, _ = v_step(jax.random.split(ks, batch), state, sample(v_avail(state)))
     jax.block_until_ready(state.state.unit_health)
     compile_s = time.perf_counter() - t0
+    cache = _cache_counts(ev)
     n = 0
     t0, c0 = time.perf_counter(), time.process_time()
     while True:
@@ -122,7 +154,8 @@ def speed_call(env, batch: int, seconds: float, seed: int):
             break
     jax.block_until_ready(state.state.unit_health)
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
-    return {"steps_per_s": batch * n / dt, "steps_per_cpu_s": batch * n / dc, "compile_s": compile_s, "steps": n}
+    return {"steps_per_s": batch * n / dt, "steps_per_cpu_s": batch * n / dc, "compile_s": compile_s, "steps": n,
+            **cache}
 
 
 def winrate(env, policy: str, episodes: int, limit: int, seed: int):
@@ -178,6 +211,7 @@ def main():
         out = {"scan": speed_scan(env, a.batch, a.steps, a.seed), "call": speed_call(env, a.batch, a.seconds, a.seed)}
     else:
         out = winrate(env, a.policy, a.episodes, a.limit, a.seed)
+    out["jax"] = jax.__version__
     print(json.dumps(out))
 
 

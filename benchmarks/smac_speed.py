@@ -3,9 +3,12 @@
 Speed: env steps per second (batch x vector steps / wall s) with the heuristic enemy and uniformly random
 valid actions, auto-resets included, on 3m, 2s3z and 27m_vs_30m at batch 1, 64 and 1024:
 
-* coopsim: ``SMACCore`` stepped from Python (numpy), finished envs reset with ``reset(env_ids=...)``;
+* coopsim: ``SMACCore`` stepped from Python (each ``step`` is one call of its numba kernel over the batch),
+  finished envs reset with ``reset(env_ids=...)``; the kernels' first-call time is reported apart, cold (empty
+  numba cache) and cached (``cache=True``'s on-disk cache), like SMAX's compile time;
 * SMAX ``scan``: one jitted ``lax.scan`` over ``vmap``-ed ``HeuristicEnemySMAX.step`` (auto-reset), actions
-  sampled in JAX; its compile time is reported apart;
+  sampled in JAX; its compile time is reported apart (JAX's persistent compilation cache is on, so a rerun loads
+  the compiled programs: each row says whether its compile was a cache hit);
 * SMAX ``call``: one jitted (vmapped) step called at a time from Python, actions sampled in numpy from the
   masks, as a PettingZoo-style user would.
 
@@ -98,6 +101,42 @@ def coopsim_speed(map_name: str, batch: int, seconds: float, seed: int = 0) -> d
     return {"steps_per_s": batch * n / dt, "steps_per_cpu_s": batch * n / dc, "steps": n}
 
 
+def coopsim_first_call(map_name: str) -> dict:
+    """Seconds from importing the SMAC core to the end of its first reset, step, masks, state and done (the numba
+    kernels' compile, or their load from numba's on-disk cache); run in a fresh process."""
+    t0 = time.perf_counter()
+    import numpy as np
+
+    from coopsim.scenarios.smac import SMACCore
+
+    t_import = time.perf_counter() - t0
+    core = SMACCore(num_envs=2, map_name=map_name)
+    core.reset(seed=0)
+    m = core.action_masks()
+    core.step(m.argmax(-1))
+    core.reset(env_ids=np.array([1]))
+    core.state()
+    core.done
+    return {"first_call_s": time.perf_counter() - t0, "import_s": t_import}
+
+
+def coopsim_compile(map_name: str, cores: str) -> dict:
+    """The kernels' first-call time in a fresh process with an empty numba cache (cold: compiles) and again with
+    that cache filled (cached: loads)."""
+    import tempfile
+
+    me = [sys.executable, str(Path(__file__).resolve())]
+    with tempfile.TemporaryDirectory() as d:
+        os.environ["NUMBA_CACHE_DIR"] = d
+        try:
+            cold = run_json([*me, "--worker", "first_call", map_name], cores)
+            cached = run_json([*me, "--worker", "first_call", map_name], cores)
+        finally:
+            del os.environ["NUMBA_CACHE_DIR"]
+    return {"map": map_name, "cores": cores, "cold_s": cold["first_call_s"], "cached_s": cached["first_call_s"],
+            "import_s": cached["import_s"]}
+
+
 def coopsim_winrate(map_name: str, policy: str, episodes: int, seed: int = 0) -> dict:
     import numpy as np
 
@@ -136,10 +175,13 @@ def main() -> None:
         kind, *rest = a.worker
         if kind == "speed":
             print(json.dumps(coopsim_speed(rest[0], int(rest[1]), float(rest[2]))))
+        elif kind == "first_call":
+            print(json.dumps(coopsim_first_call(rest[0])))
         else:
             print(json.dumps(coopsim_winrate(rest[0], rest[1], int(rest[2]))))
         return
 
+    from coopsim.platform import recorder
     from coopsim.scenarios.smac.maps import MAPS
 
     maps = a.maps or (["3m"] if a.quick else list(SPEED_MAPS))
@@ -148,13 +190,22 @@ def main() -> None:
     calib = a.calib_maps or (["3m"] if a.quick else list(SHARED_MAPS))
     py = ensure_venv()
     me = [sys.executable, str(Path(__file__).resolve())]
-    results: dict = {"speed": [], "calibration": [], "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                     "machine": {"nproc": os.cpu_count(), "loadavg_start": os.getloadavg()}}
+    import numba
+    import numpy
+
+    results: dict = {"speed": [], "calibration": [], "compile": [],
+                     "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                     "machine": {"nproc": os.cpu_count(), "loadavg_start": os.getloadavg()},
+                     "versions": {"numba": numba.__version__, "numpy": numpy.__version__}}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
     if a.only in (None, "speed"):
         for c in cores:
+            row = coopsim_compile(maps[0], c)
+            results["compile"].append(row)
+            print(f"coopsim kernels first call (cores={c}): cold {row['cold_s']:.1f} s, cached {row['cached_s']:.2f} s "
+                  f"(import {row['import_s']:.2f} s)", flush=True)
             for m in maps:
                 for b in batches:
                     limit = MAPS[m].limit
@@ -167,12 +218,16 @@ def main() -> None:
                            "smax_scan": smax["scan"]["steps_per_s"], "smax_scan_compile_s": smax["scan"]["compile_s"],
                            "smax_call": smax["call"]["steps_per_s"], "smax_call_compile_s": smax["call"]["compile_s"],
                            "coopsim_cpu": ours["steps_per_cpu_s"], "smax_scan_cpu": smax["scan"]["steps_per_cpu_s"],
-                           "smax_call_cpu": smax["call"]["steps_per_cpu_s"]}
+                           "smax_call_cpu": smax["call"]["steps_per_cpu_s"],
+                           "smax_scan_cache_hit": smax["scan"].get("cache_misses", 1) == 0,
+                           "smax_call_cache_hit": smax["call"].get("cache_misses", 1) == 0,
+                           "time_utc": time.strftime("%H:%M:%S", time.gmtime()), "loadavg": os.getloadavg()[0]}
+                    results["versions"].setdefault("jax", smax.get("jax"))
                     results["speed"].append(row)
                     print(f"speed cores={c} {m} b={b}: wall: coopsim {fmt(row['coopsim'])}  smax scan {fmt(row['smax_scan'])} "
                           f"call {fmt(row['smax_call'])} | per CPU-s: coopsim {fmt(row['coopsim_cpu'])} smax scan "
                           f"{fmt(row['smax_scan_cpu'])} call {fmt(row['smax_call_cpu'])}", flush=True)
-                    out.write_text(json.dumps(results, indent=2))
+                    recorder.atomic_write_text(out, json.dumps(results, indent=2))
 
     if a.only in (None, "calibration"):
         for m in calib:
@@ -187,18 +242,19 @@ def main() -> None:
             results["calibration"].append(row)
             print(f"calibration {m}: random {row['random_coopsim']:.2f} vs {row['random_smax']:.2f}, focus "
                   f"{row['focus_coopsim']:.2f} vs {row['focus_smax']:.2f} -> {'pass' if row['pass'] else 'FAIL'}", flush=True)
-            out.write_text(json.dumps(results, indent=2))
+            recorder.atomic_write_text(out, json.dumps(results, indent=2))
 
     results["machine"]["loadavg_end"] = os.getloadavg()
-    out.write_text(json.dumps(results, indent=2))
+    recorder.atomic_write_text(out, json.dumps(results, indent=2))
     # tables
     if results["speed"]:
-        print("\n| cores | map | batch | coopsim steps/s | SMAX scan steps/s | SMAX call steps/s | coopsim/scan | coopsim/call | SMAX compile s (scan/call) |")
+        print("\n| cores | map | batch | coopsim steps/s | SMAX scan steps/s | SMAX call steps/s | coopsim/scan | coopsim/call | SMAX compile s (scan/call; cache hit) |")
         print("|---|---|---|---|---|---|---|---|---|")
         for r in results["speed"]:
+            hit = "/".join("hit" if r.get(f"smax_{k}_cache_hit") else "miss" for k in ("scan", "call"))
             print(f"| {r['cores']} | {r['map']} | {r['batch']} | {fmt(r['coopsim'])} | {fmt(r['smax_scan'])} | {fmt(r['smax_call'])} | "
                   f"{r['coopsim'] / r['smax_scan']:.2f} | {r['coopsim'] / r['smax_call']:.2f} | "
-                  f"{r['smax_scan_compile_s']:.1f} / {r['smax_call_compile_s']:.1f} |")
+                  f"{r['smax_scan_compile_s']:.1f} / {r['smax_call_compile_s']:.1f} ({hit}) |")
         print("\nPer CPU-second (process CPU time; robust to other load on shared cores):\n")
         print("| cores | map | batch | coopsim | SMAX scan | SMAX call | coopsim/scan | coopsim/call |")
         print("|---|---|---|---|---|---|---|---|")

@@ -294,10 +294,11 @@ class SMACCore(ScenarioCore):
                           self._type_bit, self._walls, self._icfg, self._mask_buf, self._obs_buf)
         self._info_rows = tuple(self._ef[3:7])  # reward/damage, reward/kill, reward/win, team reward [E] views
         self._step_ep = None  # compiled entry point of K.step for these argument types (set by the first step)
+        self._done_ep = None  # the same for K.done
 
     _VIEWS = ("_health", "_shield", "_cooldown", "_energy", "_since_dmg", "_max_reward", "_dmg_dealt", "_dmg_taken",
               "_t", "_result", "_invalid", "_over", "_info_won", "_active", "_term", "_trunc", "_key", "_ctr",
-              "_rp_pos", "_rp_health", "_rp_shield", "_step_args", "_obs_args", "_info_rows", "_step_ep")
+              "_rp_pos", "_rp_health", "_rp_shield", "_step_args", "_obs_args", "_info_rows", "_step_ep", "_done_ep")
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
@@ -377,7 +378,12 @@ class SMACCore(ScenarioCore):
     def done(self) -> np.ndarray:
         """bool ``[E]``: envs whose episode has ended (no agent alive; ``~alive.any(1)``, one compiled call)."""
         out = np.empty(self.num_envs, bool)
-        K.done(self.n_allies, self._unit_alive, self._eb, out)
+        ep = self._done_ep
+        if ep is None:
+            K.done(self.n_allies, self._unit_alive, self._eb, out)
+            self._done_ep = _entry_point(K.done, (self.n_allies, self._unit_alive, self._eb, out)) or K.done
+        else:
+            ep(self.n_allies, self._unit_alive, self._eb, out)
         return out
 
     def positions(self) -> np.ndarray:
