@@ -1,7 +1,8 @@
 """Interleaved A/B of two SMACCore versions in one process (CPU time): ``before.py`` against the installed core.
 
 Usage: ``taskset -c 0 .venv/bin/python benchmarks/smac_step_ab.py BEFORE_CORE_PY REPS MAP:BATCH:STEPS ...``, e.g.
-``git show 0a17849:coopsim/scenarios/smac/core.py > /tmp/before.py`` then
+``git show 6ef6ec2:coopsim/scenarios/smac/core.py > /tmp/before.py`` (the last numpy core; the compiled one
+replaced it) then
 ``... /tmp/before.py 6 3m:1:100 3m:64:20 2s3z:1:100 2s3z:64:20 27m_vs_30m:1:40 27m_vs_30m:64:3 3m:1024:2 27m_vs_30m:1024:1``.
 Each block steps one core STEPS times (random valid actions, finished envs reset); blocks alternate REPS times.
 """

@@ -77,6 +77,14 @@ def _uniform_env(key, ctr, e, k, out):
 
 
 @njit(cache=True, error_model="numpy")
+def _draw(key, base, i):
+    """Uniform float32 in [0, 1), number ``i`` of the block starting at counter ``base`` of the stream ``key``
+    (uint64; random access: the value :func:`_uniform_env` writes to ``out[i]``)."""
+    z = _splitmix(key ^ ((base + np.uint64(i)) * _C3))
+    return np.float32(z >> _S40) * _F24
+
+
+@njit(cache=True, error_model="numpy")
 def _pw_block(a, start, n):
     """numpy's pairwise float32 sum of ``a[start:start + n]`` for ``n <= 128`` (one unrolled block)."""
     if n < 8:
@@ -326,22 +334,35 @@ def observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls,
         ya = pos[e, a, 1]
         o = obs[e, a]
         mk = masks[e, a]
-        f0, f1, f2, f3 = _masks_env(e, a, A, typ, pos, ua, over, TF, TB, walls, masks)
+        f0, f1, f2, f3 = _feasible(xa, ya, walls)
         o[0] = np.float32(1.0) if f0 else _Z
         o[1] = np.float32(1.0) if f1 else _Z
         o[2] = np.float32(1.0) if f2 else _Z
         o[3] = np.float32(1.0) if f3 else _Z
+        # masks (as _masks_env, sharing the ally-enemy distances with the enemy block)
+        mk[NOOP] = not alive
+        mk[STOP] = alive
+        mob = alive and TB[ta, B_MOBILE]
+        mk[NORTH] = f0 and mob
+        mk[SOUTH] = f1 and mob
+        mk[EAST] = f2 and mob
+        mk[WEST] = f3 and mob
+        rng_a = TF[ta, F_RANGE]
+        attacker = alive and not healer_a
         # enemies
         for m in range(M):
             um = A + m
             tm = typ[e, um]
             rx = pos[e, um, 0] - xa
             ry = pos[e, um, 1] - ya
-            dn = np.sqrt(rx * rx + ry * ry) * inv_sight
+            dist = np.sqrt(rx * rx + ry * ry)
+            atk = dist < rng_a and ua[e, um] and attacker
+            mk[N_MOVE + m] = atk
+            dn = dist * inv_sight
             vis = dn < _ONE and ua[e, um]
             visf = np.float32(1.0) if vis else _Z
             b = 4 + m * Fe
-            o[b] = np.float32(1.0) if (mk[N_MOVE + m] and vis and not healer_a) else _Z
+            o[b] = np.float32(1.0) if (atk and vis) else _Z
             o[b + 1] = dn * visf
             sc = inv_sight * visf
             o[b + 2] = rx * sc
@@ -355,6 +376,14 @@ def observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls,
                 bit = type_bit[tm]
                 for q in range(nb):
                     o[b + f + q] = np.float32(1.0) if (bit == q and vis) else _Z
+        if healer_a and alive:  # a medivac's 6 + j heals ally j (j < min(A, M))
+            for j in range(min(A, M)):
+                if j == a or not ua[e, j] or not TB[typ[e, j], B_BIO]:
+                    continue
+                dx = xa - pos[e, j, 0]
+                dy = ya - pos[e, j, 1]
+                if np.sqrt(dx * dx + dy * dy) < rng_a:
+                    mk[N_MOVE + j] = True
         # allies (the others, in order)
         base = 4 + M * Fe
         slot = 0
@@ -598,12 +627,14 @@ def reset_envs(ids, typ, centre, jitter, pos, uf, ua, min_hp, ef, ei, eb, at, la
 
 # ----------------------------------------------------------------------------- step
 @njit(cache=True, error_model="numpy")
-def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF, TB, act_all, vis, ubuf):
+def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF, TB, act_all, vis):
     """SMAX's heuristic for env ``e``'s enemies into ``act_all[e, A:]`` (each in its own action layout)."""
     Un = typ.shape[1]
     M = Un - A
-    # the uniform draws of the whole [M, A] block come first (one counter block per step, as numpy drew them)
-    _uniform_env(kc[0], kc[1], e, M * A, ubuf)
+    # the [M, A] block of uniform draws comes first in the env's counter stream (as numpy drew it); only the
+    # values a decision reads are computed (random access), then the counter skips the block
+    key = kc[0, e]
+    base = kc[1, e]
     kh = min(M, A)
     ov = over[e]
     for m in range(M):
@@ -636,18 +667,18 @@ def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF,
                         last_ok = True
         tgt = last if last_ok else best_a
         enemy_last[e, m] = tgt if can_shoot else -1
-        # a random visible ally: first maximum of where(vis, u, -1)
-        pick = 0
-        pv = ubuf[m * A] if vis[0] else np.float32(-1.0)
-        for a in range(1, A):
-            val = ubuf[m * A + a] if vis[a] else np.float32(-1.0)
-            if val > pv:
-                pv = val
-                pick = a
         if can_shoot:
             act = N_MOVE + tgt
         else:
             if can_see:
+                # a random visible ally: first maximum of where(vis, u, -1) (read only when it decides the move)
+                pick = 0
+                pv = _draw(key, base, m * A) if vis[0] else np.float32(-1.0)
+                for a in range(1, A):
+                    val = _draw(key, base, m * A + a) if vis[a] else np.float32(-1.0)
+                    if val > pv:
+                        pv = val
+                        pick = a
                 gx = pos[e, pick, 0] - xe
                 gy = pos[e, pick, 1] - ye
             else:
@@ -692,6 +723,7 @@ def _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF,
         if not (ua[e, um] and not ov):
             act = NOOP
         act_all[e, um] = act
+    kc[1, e] = base + np.uint64(M * A)
 
 
 @njit(cache=True, error_model="numpy")
@@ -726,11 +758,9 @@ def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, e
     jit_lo, jit_span, tick_s = consts[4], consts[5], consts[6]
     ticks = 8
     # work arrays
-    jit = wf32[:, 0:ticks * Un]
     hp_before = wf32[:, ticks * Un:(ticks + 1) * Un]
     dist_t = wf32[:, (ticks + 1) * Un:(ticks + 2) * Un]
     o = (ticks + 2) * Un  # row 0 beyond the per-env columns holds per-env temporaries (see work_sizes)
-    ubuf = wf32[0, o:o + M * A]
     amount = wf32[0, o + M * A:o + M * A + Un]
     loss = wf32[0, o + M * A + Un:o + M * A + 2 * Un]
     dmin = wf32[0, o + M * A + 2 * Un:o + M * A + 2 * Un + M]
@@ -773,10 +803,9 @@ def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, e
                 last_action[e, i] = a
             slot0[e, i] = sa
         invalid_out[e] = inv
-        _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF, TB, act_all, vis, ubuf)
-        _uniform_env(kc[0], kc[1], e, ticks * Un, jit[e])
-        for k in range(ticks * Un):
-            jit[e, k] = jit_lo + jit_span * jit[e, k]
+        _enemy_env(e, A, typ, pos, health, ua, over, enemy_last, enemy_goal, kc, TF, TB, act_all, vis)
+        # the [8, U] block of cooldown jitter draws follows; a value is computed when a unit fires (random access)
+        kc[1, e] = kc[1, e] + np.uint64(ticks * Un)
         for u in range(Un):
             tu = typ[e, u]
             fired_at[e, u] = -1
@@ -932,8 +961,9 @@ def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, e
                     energy[e, u] = en if en < np.float32(200.0) else np.float32(200.0)
                 # cooldowns (restart at base + jitter after firing, else count down)
                 cooldown[e, u] -= ta_e
-                if fire[e, u]:
-                    cooldown[e, u] = TF[tu, F_BASE_CD] + jit[e, k * Un + u]
+                if fire[e, u]:  # base + jitter draw [k, u] of this step's block (the counter moved past it)
+                    jit = jit_lo + jit_span * _draw(kc[0, e], kc[1, e] - np.uint64(ticks * Un), k * Un + u)
+                    cooldown[e, u] = TF[tu, F_BASE_CD] + jit
                 # shields regenerate after a delay without damage
                 since_dmg[e, u] += ta_e
                 if live[e, u] and TB[tu, B_HAS_SHIELD] and since_dmg[e, u] >= shield_delay:

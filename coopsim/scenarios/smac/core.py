@@ -314,17 +314,18 @@ class SMACCore(ScenarioCore):
             ids = self._all_envs
         else:
             ids = np.ascontiguousarray(np.asarray(env_ids, np.int64).reshape(-1))
-            if ids.size and (ids.min() < 0 or ids.max() >= E):
-                raise ValueError(f"env_ids must be in [0, {E}); got {ids.tolist()}")
+        id_list = ids.tolist()
+        if id_list and (min(id_list) < 0 or max(id_list) >= E):
+            raise ValueError(f"env_ids must be in [0, {E}); got {id_list}")
         if seed is not None:
-            for e in ids.tolist():
+            for e in id_list:
                 self._rngs[e] = self.env_rng(seed, e)
         # per env, from its numpy Generator in this order: unit types (procedural maps), start layout and group
         # centres, every unit's jitter, the key of the env's counter-based RNG
         procedural = self.map.procedural_race is not None
         line = self.start == "line"
         Un = self.n_units
-        for e in ids.tolist():
+        for e in id_list:
             rng = self._rngs[e]
             if procedural:
                 self._type[e] = self._type_ids[rng.choice(len(self._type_ids), size=Un, p=self._type_p)]
