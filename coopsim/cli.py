@@ -350,8 +350,15 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
 @app.command()
 def train(config: Path = typer.Argument(..., help="training config (YAML with a train: section)"),
           overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
-          resume: Optional[Path] = typer.Option(None, help="continue the stopped run in this run directory exactly")) -> None:
-    """Train a learner (checkpoints, CSV and TensorBoard logs; --resume continues exactly)."""
+          resume: Optional[Path] = typer.Option(None, help="continue the stopped run in this directory (written by "
+                                                         "coopsim train) from its last checkpoint; the budget is the "
+                                                         "run's stored train.total_env_steps, not the YAML file's, "
+                                                         "unless the command line gives train.total_env_steps=N")) -> None:
+    """Train a learner (checkpoints, CSV and TensorBoard logs).
+
+    --resume continues a stopped run exactly with the run's stored budget; a larger budget
+    (train.total_env_steps=N) trains further, but moves an annealed lr / entropy schedule back up
+    (a warning says so): the result then differs from an uninterrupted run of N steps."""
     try:
         from coopsim.platform.training import train_main
 

@@ -7,7 +7,8 @@ exactly (parameters, optimizer, RNG states, the scenario core with its generator
 ``save_policy`` writing the file its agent plugin's ``load`` reads. :func:`fit` runs iterations until
 the step budget is spent, logs every iteration, checkpoints every ``checkpoint_every`` env steps, and
 on ``resume`` restores the newest checkpoint and truncates the logs to it, so a killed-and-resumed run
-writes the same metrics rows as an uninterrupted one.
+writes the same metrics rows as an uninterrupted one (with the same budget: a schedule linear over
+``total_env_steps``, e.g. an annealed lr, follows the new budget after a resume that changes it).
 
 An agent plugin class that can be trained provides ``TrainConfig`` (a :class:`TrainSchedule` subclass,
 the schema of the run config's ``train:`` section) and a classmethod

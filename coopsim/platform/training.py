@@ -10,9 +10,13 @@ it with :func:`coopsim.platform.trainer.fit`. Run directory layout::
         train_summary.json     budget, env steps done, wall time per seed and in total
         seed-<s>/metrics.csv, tb/, checkpoint.pt, policy.pt, train_summary.json
 
-``--resume RUN_DIR`` continues every unfinished seed from its last checkpoint, exactly: the given config must equal
+``--resume RUN_DIR`` continues every unfinished seed from its last checkpoint: the given config must equal
 the run's ``config.yaml`` except for the budget ``train.total_env_steps`` (never below the steps done) and the
-progress/TensorBoard switches; anything else is refused before anything is written.
+progress/TensorBoard switches; anything else is refused before anything is written. The budget is the run's
+stored one unless the command line overrides ``train.total_env_steps`` (the YAML file's budget is not used).
+With the stored budget the continuation is exact (the same metrics rows as an uninterrupted run); a changed budget
+moves schedules that are linear over it (``anneal_lr``, ``ent_coef_end``), so the result then differs from an
+uninterrupted run of the new budget (a warning says so).
 """
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_text, new_run_dir
-from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, fit, load_checkpoint
+from coopsim.platform.trainer import CHECKPOINT_NAME, METRICS_CSV, SUMMARY_NAME, TrainSchedule, fit, load_checkpoint
 
 CONFIG_NAME = "config.yaml"
 
@@ -113,6 +117,54 @@ def steps_done(seed_dir: Path) -> int | None:
     return None
 
 
+def budget_overridden(overrides: list[str]) -> bool:
+    """Whether the command-line ``overrides`` set ``train.total_env_steps`` (or the whole ``train`` section)."""
+    from coopsim.platform.config import parse_override
+
+    for text in overrides:
+        try:
+            parts, value = parse_override(text)
+        except ConfigError:
+            continue  # load_config reports it
+        if parts == ["train", "total_env_steps"] or (parts == ["train"] and isinstance(value, dict)
+                                                     and "total_env_steps" in value):
+            return True
+    return False
+
+
+def is_training_run(run_dir: Path) -> bool:
+    """Whether ``run_dir`` was written by ``coopsim train``: a ``train_summary.json`` or a ``seed-<s>/`` holding a
+    checkpoint or training metrics (``coopsim run``/``eval`` directories hold neither)."""
+    if (run_dir / SUMMARY_NAME).is_file():
+        return True
+    return any((d / CHECKPOINT_NAME).is_file() or (d / METRICS_CSV).is_file() for d in run_dir.glob("seed-*")
+               if d.is_dir())
+
+
+def schedule_warning(old: Any, new: Any, done: int) -> str | None:
+    """The warning of a resume that changes the budget from ``old.total_env_steps`` to ``new.total_env_steps`` at
+    ``done`` env steps when the lr or entropy schedule is linear over it (``anneal_lr``, ``ent_coef_end``); None
+    otherwise."""
+    a, b = int(old.total_env_steps), int(new.total_env_steps)
+    if a == b:
+        return None
+    parts = []
+    if getattr(new, "anneal_lr", False) and getattr(new, "lr", None) is not None:
+        lr = float(new.lr)
+        parts.append(f"lr from {lr * max(1.0 - done / a, 0.0):.3g} to {lr * max(1.0 - done / b, 0.0):.3g}")
+    if getattr(new, "ent_coef_end", None) is not None and getattr(new, "ent_coef", None) is not None:
+        e0, e1 = float(new.ent_coef), float(new.ent_coef_end)
+        at = lambda total: e0 + (e1 - e0) * min(max(done / total, 0.0), 1.0)  # noqa: E731
+        parts.append(f"entropy coefficient from {at(a):.3g} to {at(b):.3g}")
+    if not parts:
+        return None
+    direction = "raising" if b > a else "lowering"
+    moves = "back up" if b > a else "down"
+    return (f"warning: lr/entropy schedules are linear over train.total_env_steps; {direction} it from {a:,} to "
+            f"{b:,} moves them {moves} at {done:,} env steps ({' and '.join(parts)}): the result differs from an "
+            f"uninterrupted run of {b:,} steps")
+
+
 def _resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tuple[RunConfig, RunConfig]:
     """The run's stored config and the effective one (file + overrides), checked to differ at most in
     :data:`RESUME_MAY_CHANGE`. Nothing is written.
@@ -126,6 +178,11 @@ def _resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tup
                           file=str(run_dir))
     stored = load_config(file)
     given = load_config(str(config_path), overrides) if config_path else load_config(file, overrides)
+    if not budget_overridden(overrides) and isinstance(stored.train, dict) and isinstance(given.train, dict) \
+            and "total_env_steps" in stored.train:
+        # the budget is the run's stored one unless the command line sets train.total_env_steps: the YAML file's
+        # budget (e.g. 3M) must not silently replace the one an earlier override gave the run (e.g. 40k)
+        given = given.model_copy(update={"train": {**given.train, "total_env_steps": stored.train["total_env_steps"]}})
     a = _flat(stored.model_dump(mode="json", exclude_none=True))
     b = _flat(given.model_dump(mode="json", exclude_none=True))
     missing = object()
@@ -161,6 +218,9 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     if resume:
         run_dir = Path(resume)
         file = str(run_dir / CONFIG_NAME)
+        if run_dir.is_dir() and not is_training_run(run_dir):
+            raise ConfigError(f"{run_dir} is not a training run (no seed-<s>/{CHECKPOINT_NAME}); give a directory "
+                              f"written by coopsim train")
         stored, given = _resume_config(run_dir, config_path, overrides)
         _, cls = trainable_class(stored, file=file)
         old_schedule = train_config(stored, cls, file=file)
@@ -172,6 +232,15 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
             raise ConfigError(f"the budget {budget} is below the {most} env steps the run has already done (its "
                               f"budget is {old_schedule.total_env_steps}); give train.total_env_steps >= {most}",
                               file=str(run_dir), key="train.total_env_steps", value=budget)
+        if info is not None:
+            old_budget = old_schedule.total_env_steps
+            at = "; ".join(f"seed {s} " + ("not started" if d is None else f"at {d:,} of {old_budget:,} env steps")
+                           for s, d in done.items())
+            info(f"resuming {run_dir}: {at} -> budget {budget:,}"
+                 + ("" if budget_overridden(overrides) else " (the run's; give train.total_env_steps=N to change it)"))
+            warn = schedule_warning(old_schedule, schedule, most)
+            if warn:
+                info(warn)
         complete = all(d is not None and d >= budget and (run_dir / f"seed-{s}" / SUMMARY_NAME).is_file()
                        for s, d in done.items())
         if complete and (run_dir / SUMMARY_NAME).is_file():

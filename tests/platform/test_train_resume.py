@@ -83,7 +83,8 @@ def test_resuming_a_complete_run_says_so_and_changes_nothing(done_run, tmp_path)
     before = snapshot(run)
     notes = []
     assert train_main(CFG, TINY, str(run), info=notes.append) == run
-    assert len(notes) == 1 and "already complete" in notes[0]
+    assert len(notes) == 2 and "already complete" in notes[1]
+    assert notes[0] == f"resuming {run}: seed 0 at 256 of 256 env steps -> budget 256"
     assert snapshot(run) == before
 
 
@@ -106,3 +107,64 @@ def test_interrupt_before_the_run_dir_exists_says_nothing_was_written(monkeypatc
     err = capsys.readouterr().err
     assert ei.value.exit_code == 130
     assert "nothing was written" in err and "RUN_DIR" not in err and "--resume" not in err
+
+
+def test_resume_without_a_budget_override_keeps_the_runs_budget(done_run, tmp_path):
+    # the YAML file says 3M (configs/ppo/linewalk-mappo.yaml: its own budget); the run was started with an
+    # override of 256: a resume without train.total_env_steps= keeps 256 and does not rewrite config.yaml
+    run = copy_run(done_run, tmp_path)
+    before = snapshot(run)
+    notes = []
+    small = [o for o in TINY if not o.startswith("train.total_env_steps=")]
+    assert train_main(CFG, small, str(run), info=notes.append) == run
+    assert notes[0] == (f"resuming {run}: seed 0 at 256 of 256 env steps -> budget 256 (the run's; give "
+                        f"train.total_env_steps=N to change it)")
+    assert "already complete (256/256" in notes[1]
+    assert snapshot(run) == before
+    # an explicit override still changes it
+    notes.clear()
+    train_main(CFG, [*small, "train.total_env_steps=384"], str(run), info=notes.append)
+    assert notes[0] == f"resuming {run}: seed 0 at 256 of 256 env steps -> budget 384"
+    assert "total_env_steps: 384" in (run / "config.yaml").read_text()
+
+
+def test_train_help_says_where_resume_takes_its_budget_from():
+    r = cli("train", "--help")
+    text = " ".join(r.stdout.split())
+    assert "the budget is the run's stored train.total_env_steps, not the YAML file's, unless the command line " \
+           "gives train.total_env_steps=N" in text.replace("│ ", "").replace(" │", "")
+
+
+def test_a_budget_change_warns_when_a_schedule_depends_on_it(done_run, tmp_path):
+    from coopsim.platform.training import schedule_warning
+    from types import SimpleNamespace as NS
+
+    old = NS(total_env_steps=40_000, anneal_lr=True, lr=0.001, ent_coef=0.02, ent_coef_end=0.0)
+    new = NS(total_env_steps=80_000, anneal_lr=True, lr=0.001, ent_coef=0.02, ent_coef_end=0.0)
+    assert schedule_warning(old, new, 40_000) == (
+        "warning: lr/entropy schedules are linear over train.total_env_steps; raising it from 40,000 to 80,000 "
+        "moves them back up at 40,000 env steps (lr from 0 to 0.0005 and entropy coefficient from 0 to 0.01): "
+        "the result differs from an uninterrupted run of 80,000 steps")
+    assert schedule_warning(old, old, 40_000) is None
+    assert schedule_warning(NS(total_env_steps=1, anneal_lr=False, lr=1.0, ent_coef=0.1, ent_coef_end=None),
+                            NS(total_env_steps=2, anneal_lr=False, lr=1.0, ent_coef=0.1, ent_coef_end=None), 1) is None
+    # end to end: an annealed lr, budget 256 -> 512
+    run = train_main(CFG, [f"out_dir={tmp_path}", *TINY, "train.anneal_lr=true"], None)
+    notes = []
+    train_main(CFG, [*TINY, "train.anneal_lr=true", "train.total_env_steps=512"], str(run), info=notes.append)
+    assert notes[0] == f"resuming {run}: seed 0 at 256 of 256 env steps -> budget 512"
+    assert notes[1].startswith("warning: lr/entropy schedules are linear over train.total_env_steps; raising it "
+                               "from 256 to 512 moves them back up at 256 env steps (lr from 0 to 0.0015")
+
+
+def test_resume_refuses_a_directory_written_by_run_or_eval(tmp_path):
+    run = tmp_path / "evalrun"
+    run.mkdir()
+    (run / "config.yaml").write_text(Path(CFG).read_text())
+    (run / "metrics.jsonl").write_text("")
+    before = snapshot(run)
+    r = cli("train", CFG, *TINY, "--resume", str(run))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert " ".join(r.stderr.split()) == (f"error: {run} is not a training run (no seed-<s>/checkpoint.pt); give a "
+                                          f"directory written by coopsim train")
+    assert snapshot(run) == before
