@@ -106,6 +106,13 @@ def resolve_policy_path(path: str | Path) -> Path:
     ``policy.pt``, or its ``checkpoint.pt`` when training has not finished; a file is itself."""
     path = Path(path)
     if path.is_dir():
+        if not (path / POLICY_NAME).is_file() and not (path / CHECKPOINT_NAME).is_file():
+            seeds = sorted((d for d in path.glob("seed-*") if d.is_dir() and ((d / POLICY_NAME).is_file()
+                                                                            or (d / CHECKPOINT_NAME).is_file())),
+                           key=lambda d: (len(d.name), d.name))
+            if seeds:
+                raise ConfigError(f"a training run directory: its checkpoints are in {', '.join(d.name + '/' for d in seeds)}; "
+                                  f"pass one, e.g. --checkpoint {seeds[0]}", file=str(path))
         path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
     return path
 

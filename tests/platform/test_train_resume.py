@@ -168,3 +168,10 @@ def test_resume_refuses_a_directory_written_by_run_or_eval(tmp_path):
     assert " ".join(r.stderr.split()) == (f"error: {run} is not a training run (no seed-<s>/checkpoint.pt); give a "
                                           f"directory written by coopsim train")
     assert snapshot(run) == before
+
+
+def test_eval_of_a_training_run_dir_names_its_seed_dirs(done_run):
+    r = cli("eval", CFG, "--checkpoint", str(done_run), "episodes=1", "--no-progress")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert " ".join(r.stderr.split()) == (f"error: {done_run}: a training run directory: its checkpoints are in "
+                                          f"seed-0/; pass one, e.g. --checkpoint {done_run}/seed-0")
