@@ -323,9 +323,17 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
 def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, or several to compare"),
            gif: bool = typer.Option(True, help="write a GIF of the first replay (single run)")) -> None:
     """Re-render a run's plots and table (and a replay GIF), or compare several runs."""
-    from coopsim.platform.report import load_run, plot_run, render_replays, summary_table
+    from coopsim.platform.report import (load_run, plot_run, plot_training, render_replays, summary_table,
+                                         training_run_message, training_seeds)
 
     try:
+        if len(run_dirs) == 1 and run_dirs[0].is_dir() and training_seeds(run_dirs[0]):
+            console.print(f"note: {training_run_message(run_dirs[0])}", soft_wrap=True, highlight=False)
+            curves = plot_training(run_dirs[0])
+            if curves:
+                console.print(f"plot: {curves} (training curves: episode return/win vs env steps)", soft_wrap=True,
+                              highlight=False)
+            return
         if len(run_dirs) == 1:
             run = load_run(run_dirs[0])
             plot = plot_run(run_dirs[0])

@@ -55,6 +55,8 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         raise CoopsimError(f"{d / 'config.yaml'}: not a run config (needs a mapping with scenario: {{id: ...}}); "
                            f"the run directory is damaged")
     rows = read_jsonl(d / "metrics.jsonl")
+    if not rows and training_seeds(d):
+        raise CoopsimError(training_run_message(d))
     if not rows:
         raise CoopsimError(f"{d}: no finished episode in metrics.jsonl (the run was stopped before its first episode ended)")
     summ_path = d / "summary.json"
@@ -71,6 +73,51 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
                                f"rebuilds the summary from metrics.jsonl")
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary,
             "note": _run_note(cfg, rows, summary, has_summary)}
+
+
+def training_seeds(run_dir: str | Path) -> list[Path]:
+    """The ``seed-<s>/`` directories of a run written by ``coopsim train`` (empty for any other directory)."""
+    d = Path(run_dir)
+    if (d / "metrics.jsonl").is_file():
+        return []
+    seeds = [s for s in d.glob("seed-*") if (s / "metrics.csv").is_file() or (s / "checkpoint.pt").is_file()]
+    if not seeds and not (d / "train_summary.json").is_file():
+        return []
+    return sorted(seeds, key=lambda s: (len(s.name), s.name))
+
+
+def training_run_message(run_dir: str | Path) -> str:
+    d = Path(run_dir)
+    seed = training_seeds(d)[0] if training_seeds(d) else d / "seed-<s>"
+    return (f"{d}: a training run (written by coopsim train), not a run of evaluation episodes; evaluate it with: "
+            f"coopsim eval {d / 'config.yaml'} --checkpoint {seed}")
+
+
+def plot_training(run_dir: str | Path) -> Path | None:
+    """Episode return and win/success vs env steps, one line per seed, from ``seed-*/metrics.csv``; writes
+    ``train_curves.png`` (None without such columns)."""
+    import csv
+
+    data = {s.name: list(csv.DictReader(open(s / "metrics.csv", newline=""))) for s in training_seeds(run_dir)
+            if (s / "metrics.csv").is_file()}
+    cols = [c for c in ("episode/return", "episode/win", "episode/success")
+            if any(r.get(c) not in (None, "") for rows in data.values() for r in rows)]
+    if not cols:
+        return None
+    plt = _mpl()
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.0), squeeze=False)
+    for ax, c in zip(axes.flat, cols):
+        for name, rows in data.items():
+            xy = [(float(r["env_steps"]), float(r[c])) for r in rows if r.get(c) not in (None, "")]
+            ax.plot([x for x, _ in xy], [y for _, y in xy], lw=1, label=name)
+        ax.set_title(c, fontsize=9)
+        ax.set_xlabel("env steps", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(run_dir) / "train_curves.png"
+    _save_fig(fig, out)
+    plt.close(fig)
+    return out
 
 
 def _run_note(cfg: dict, rows: list[dict], summary: dict, has_summary: bool) -> str | None:

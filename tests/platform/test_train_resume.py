@@ -175,3 +175,20 @@ def test_eval_of_a_training_run_dir_names_its_seed_dirs(done_run):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert " ".join(r.stderr.split()) == (f"error: {done_run}: a training run directory: its checkpoints are in "
                                           f"seed-0/; pass one, e.g. --checkpoint {done_run}/seed-0")
+
+
+def test_report_of_a_training_run_says_so_and_plots_its_curves(done_run, tmp_path):
+    run = copy_run(done_run, tmp_path)
+    r = cli("report", str(run))
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    out = " ".join(r.stdout.split())
+    assert out.startswith(f"note: {run}: a training run (written by coopsim train), not a run of evaluation "
+                          f"episodes; evaluate it with: coopsim eval {run}/config.yaml --checkpoint {run}/seed-0")
+    assert "no finished episode" not in out
+    assert f"plot: {run}/train_curves.png (training curves" in out
+    assert (run / "train_curves.png").stat().st_size > 1000
+    from coopsim.errors import CoopsimError
+    from coopsim.platform.report import load_run
+
+    with pytest.raises(CoopsimError, match="a training run .written by coopsim train.*coopsim eval"):
+        load_run(run)
