@@ -269,6 +269,8 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
             if not any(run_dir.iterdir()):
                 run_dir.rmdir()
             raise
+        if info is not None:  # at the start: a long training without a progress display shows where it writes
+            info(f"run directory: {run_dir}")
     per_seed: dict[str, Any] = {}
     try:
         for seed in cfg.seeds:

@@ -192,3 +192,21 @@ def test_report_of_a_training_run_says_so_and_plots_its_curves(done_run, tmp_pat
 
     with pytest.raises(CoopsimError, match="a training run .written by coopsim train.*coopsim eval"):
         load_run(run)
+
+
+def test_the_run_directory_is_printed_when_training_starts(tmp_path):
+    seen = []
+
+    def info(msg):  # what exists when the line is printed: the config, no checkpoint or summary yet
+        seen.append((msg, sorted(p.name for p in tmp_path.rglob("*") if p.is_file())))
+
+    run = train_main(CFG, [f"out_dir={tmp_path}", *TINY], None, info=info)
+    assert seen == [(f"run directory: {run}", ["config.yaml"])]
+
+
+def test_shipped_smac_and_ppo_configs_show_progress():
+    import yaml
+
+    for f in sorted((REPO / "configs").glob("smac/*.yaml")) + sorted((REPO / "configs").glob("ppo/*.yaml")):
+        train = (yaml.safe_load(f.read_text()) or {}).get("train") or {}
+        assert train.get("progress", True) is True, f
