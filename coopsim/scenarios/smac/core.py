@@ -28,6 +28,47 @@ _HIT = np.ascontiguousarray(U.hit_damage(_TYPE_IDS[:, None], _TYPE_IDS[None, :])
 _I64 = np.dtype(np.int64)
 
 
+#: the line :func:`_compile_notice` prints (stderr) before numba compiles the big kernels without a usable cache
+COMPILE_NOTICE = "coopsim: compiling the SMAC kernels (first use on this machine, about 15 s; cached afterwards)"
+_notice_pending = True  # until the first reset or step of any SMACCore in this process
+
+
+def _kernel_cached(dispatcher) -> bool:
+    """True if ``dispatcher`` is compiled in this process already, or numba's on-disk cache (``NUMBA_CACHE_DIR``, else
+    ``__pycache__`` next to ``_kernels.py``) holds a compiled version of it that numba will load: an index entry that
+    is fresh (numba drops an index whose source stamp differs) and was built from the same bytecode for this CPU.
+    Only reads the small index file; when numba's internals differ from what this expects, falls back to whether
+    the index file exists, and to True (no notice) if even that cannot be told."""
+    if getattr(dispatcher, "overloads", None):
+        return True
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None:  # NUMBA_DISABLE_JIT: plain Python, nothing to compile
+        return True
+    try:
+        index = cache._cache_file._load_index()  # {} when missing, of another numba version, or stale
+        want = tuple(cache._index_key(None, dispatcher.targetctx.codegen())[1:])  # (CPU and features, bytecode hashes)
+        return any(tuple(key[1:]) == want for key in index)
+    except Exception:  # pragma: no cover - other numba versions
+        try:
+            import os
+
+            return os.path.exists(cache._cache_file._index_path)
+        except Exception:
+            return True
+
+
+def _compile_notice() -> None:
+    """Once per process, before the first kernel call: print :data:`COMPILE_NOTICE` to stderr if numba is about to
+    compile ``reset_envs`` or ``step`` (about 5 s and 7 s cold; the other kernels take under 1 s), so a cold start
+    does not look like a hang. Prints nothing when the cache is warm."""
+    global _notice_pending
+    _notice_pending = False
+    if not (_kernel_cached(K.reset_envs) and _kernel_cached(K.step)):
+        import sys
+
+        print(COMPILE_NOTICE, file=sys.stderr, flush=True)
+
+
 def _entry_point(dispatcher, args: tuple):
     """The compiled entry point of numba ``dispatcher`` for the types of ``args``: calling it skips the dispatcher's
     per-call type resolution (about 40 ns per argument). Every later call must pass arguments of exactly these
@@ -334,6 +375,8 @@ class SMACCore(ScenarioCore):
             self._start_j[e] = rng.uniform(-2, 2, (Un, 2))
             self._kc[0, e] = rng.integers(0, 2 ** 63)
         observe_all = env_ids is None or self._obs is None or self._masks is None or 2 * len(ids) > E
+        if _notice_pending:
+            _compile_notice()
         K.reset_envs(ids, self._type, self._start_c, self._start_j, self._pos, self._uf, self._unit_alive, self._min_hp,
                      self._ef, self._ei, self._eb, self._at, self._last_action, self._enemy_last, self._enemy_goal,
                      self._fired_at, self._kc, _TF, _TB, self._type_bit, self._walls, self._icfg, self._wf64[:E],
@@ -459,6 +502,8 @@ class SMACCore(ScenarioCore):
             self._refresh_masks()
         ep = self._step_ep
         if ep is None:  # first step: compile (or load from numba's cache), then keep the compiled entry point
+            if _notice_pending:
+                _compile_notice()
             bad = K.step(act, *self._step_args)
             self._step_ep = _entry_point(K.step, (act, *self._step_args)) or K.step
         else:
