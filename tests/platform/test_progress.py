@@ -71,3 +71,17 @@ def test_train_piped_prints_a_plain_progress_line(tmp_path):
     done = [ln for ln in r.stdout.splitlines() if "/1024 env steps (100%)" in ln]
     assert len(done) == 1, r.stdout
     assert "\x1b" not in r.stdout and "━" not in done[0]
+
+
+def test_training_progress_shows_running_means_over_the_finished_episodes():
+    from coopsim.platform.trainer import progress_info
+
+    means = {}
+    assert progress_info({"loss/policy": 0.5}, means) == "policy loss=0.5"  # no episode finished yet
+    assert progress_info({"episodes": 3.0, "episode/win": 1.0, "episode/return": 20.0, "loss/policy": -0.01},
+                         means) == "mean win=1 return=20 over 3 episodes, policy loss=-0.01"
+    # the last iteration's values (win=0 return=4) are not what is shown: the mean over all 4 episodes is
+    assert progress_info({"episodes": 1.0, "episode/win": 0.0, "episode/return": 4.0}, means) == \
+        "mean win=0.75 return=16 over 4 episodes"
+    assert progress_info({"episodes": 0.0, "episode/win": float("nan")}, means) == \
+        "mean win=0.75 return=16 over 4 episodes"
