@@ -101,7 +101,13 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
         if cfg.train is not None:   # the train: section too, as `coopsim train` would read it
             from coopsim.platform.training import train_config, trainable_class
 
-            train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
+            from coopsim.platform.config import blame_override
+            from coopsim.errors import ConfigError
+
+            try:
+                train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
+            except ConfigError as exc:  # a value given on the command line is named as the override
+                raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
         _fail(exc)
     console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed"

@@ -176,15 +176,24 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
     try:
         return validate_config(data, file=str(path), check_components=check_components)
     except ConfigError as exc:
-        for text in overrides:  # blame the command line, not the file, for a value that came from it
+        raise blame_override(exc, path, overrides) from None
+
+
+def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> ConfigError:
+    """``exc`` re-addressed to the command-line override its key came from (``command-line override 'k=v'
+    (config FILE)``: the value is not in the file), or ``exc`` itself when no override sets that key."""
+    for text in overrides:
+        try:
             parts, _ = parse_override(text)
-            key = ".".join(parts)
-            if exc.key and (exc.key == key or exc.key.startswith(key + ".")):
-                msg = str(exc)[len(str(path)) + 2:] if str(exc).startswith(f"{path}: ") else str(exc)
-                new = ConfigError(msg, file=f"command-line override '{text}' (config {path})")
-                new.key, new.value = exc.key, exc.value
-                raise new from None
-        raise
+        except ConfigError:
+            continue
+        key = ".".join(parts)
+        if exc.key and (exc.key == key or exc.key.startswith(key + ".") or key.startswith(exc.key + ".")):
+            msg = str(exc)[len(str(path)) + 2:] if str(exc).startswith(f"{path}: ") else str(exc)
+            new = ConfigError(msg, file=f"command-line override '{text}' (config {path})")
+            new.key, new.value = exc.key, exc.value
+            return new
+    return exc
 
 
 def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:

@@ -199,6 +199,22 @@ def _numeric_field(model: type[BaseModel], key: str) -> bool:
     return bool not in args and any(a in (int, float) for a in args)
 
 
+def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
+    """The pydantic model of the nested field ``path`` of ``model`` (``Optional`` unwrapped); None if not a model."""
+    import typing
+
+    for p in path:
+        f = model.model_fields.get(p)
+        if f is None:
+            return None
+        ann = f.annotation
+        cands = [a for a in (typing.get_args(ann) or (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not cands:
+            return None
+        model = cands[0]
+    return model
+
+
 def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, file: str | None, key_prefix: str = "",
                              owner: str | None = None) -> ConfigError:
     err = exc.errors()[0]
@@ -221,6 +237,12 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
                     else f"; unknown keys given: {', '.join(map(repr, extra))}")
         return ConfigError(msg, file=file, key=f"{key_prefix}{loc}")
     if err["type"] == "extra_forbidden":
+        sub = _model_at(model, [str(p) for p in err["loc"][:-1]])
+        if len(err["loc"]) > 1 and sub is not None:  # a misspelled key below the top: that level's valid keys
+            parent = ".".join(str(p) for p in err["loc"][:-1])
+            msg = (f"unknown parameter {loc!r} (value {value!r}); valid keys of '{key_prefix}{parent}': "
+                   f"{', '.join(sub.model_fields)}")
+            return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
         valid = ", ".join(sorted(model.model_fields))
         msg = (f"unknown parameter {loc!r} (value {value!r}); valid parameters: {valid}" if valid else
                f"unknown parameter {loc!r} (value {value!r}); {owner or 'it'} takes no parameters (remove params)")

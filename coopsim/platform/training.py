@@ -257,8 +257,13 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     else:
         file = str(config_path)
         cfg = load_config(file, overrides)
-        _, cls = trainable_class(cfg, file=file)
-        schedule = train_config(cfg, cls, file=file)
+        from coopsim.platform.config import blame_override
+
+        try:
+            _, cls = trainable_class(cfg, file=file)
+            schedule = train_config(cfg, cls, file=file)
+        except ConfigError as exc:  # a value given on the command line is named as the override, not the file
+            raise blame_override(exc, file, overrides) from None
     # build the first seed's trainer before anything is written: every error surfaces first
     first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
     if not resume:

@@ -73,3 +73,32 @@ def test_cli_exit_code_2_and_no_traceback(tmp_path):
     assert r.returncode == 2
     assert "Traceback" not in r.stderr + r.stdout
     assert "key 'scenario.params.length': invalid value 1" in r.stderr
+
+
+def _cli(*args):
+    from pathlib import Path
+
+    return subprocess.run([sys.executable, "-m", "coopsim.cli", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.parametrize("cmd", ["train", "validate"])
+def test_a_bad_train_override_names_the_override_not_the_file(cmd):
+    r = _cli(cmd, "configs/ppo/linewalk-mappo.yaml", "train.num_envs=0")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert " ".join(r.stderr.split()) == (
+        "error: command-line override 'train.num_envs=0' (config configs/ppo/linewalk-mappo.yaml): key "
+        "'train.num_envs': invalid value 0: Input should be greater than or equal to 1 (environments stepped "
+        "together E)")
+
+
+def test_a_misspelled_second_level_key_lists_that_levels_keys(tmp_path):
+    with pytest.raises(ConfigError) as ei:
+        load_config(write(tmp_path, GOOD), ["scenario.parms.num_agents=3"])
+    assert str(ei.value) == (
+        f"command-line override 'scenario.parms.num_agents=3' (config {tmp_path / 'c.yaml'}): key 'scenario.parms': "
+        f"unknown parameter 'scenario.parms' (value {{'num_agents': 3}}); valid keys of 'scenario': id, params")
+    bad = GOOD.replace("agents: {id: random-v0}", "agents: {id: random-v0, parms: {}}")
+    with pytest.raises(ConfigError, match=r"key 'agents.parms': unknown parameter 'agents.parms' \(value \{\}\); "
+                                          r"valid keys of 'agents': id, params$"):
+        load_config(write(tmp_path, bad))
