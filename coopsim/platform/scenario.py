@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
 
@@ -144,6 +145,28 @@ class ScenarioCore(ABC):
         return np.random.default_rng([int(seed), int(env_index)])
 
 
+def _discrete_range(space: gymnasium.spaces.Discrete) -> str:
+    lo = int(space.start)
+    return f"{lo}..{lo + int(space.n) - 1}"
+
+
+def _discrete_action(agent: str, act: Any, space: gymnasium.spaces.Discrete) -> int:
+    """``act`` as an int if it is an integer scalar (``int``, a numpy integer or a 0-d integer array; not a bool)
+    in ``space``'s range; else ValueError naming the agent, the value and the valid range."""
+    is_int = isinstance(act, (int, np.integer)) and not isinstance(act, bool)
+    if not is_int and isinstance(act, np.ndarray) and act.shape == () and np.issubdtype(act.dtype, np.integer):
+        is_int = True
+    valid = _discrete_range(space)
+    if not is_int:
+        what = f"{type(act).__name__}" + (f" of shape {act.shape}" if isinstance(act, np.ndarray) else "")
+        raise ValueError(f"action of agent {agent!r} must be one integer in {valid}; got {act!r} ({what})")
+    v = int(act)
+    lo = int(space.start)
+    if not lo <= v < lo + int(space.n):
+        raise ValueError(f"action of agent {agent!r} out of range: got {v}; valid: {valid}")
+    return v
+
+
 def _slice_obs(obs: Obs, e: int, i: int):
     if isinstance(obs, dict):
         return {k: np.array(v[e, i], copy=True) for k, v in obs.items()}
@@ -153,8 +176,10 @@ def _slice_obs(obs: Obs, e: int, i: int):
 class ScenarioEnv(ParallelEnv):
     """PettingZoo ``ParallelEnv`` view of one environment of a :class:`ScenarioCore` (``num_envs == 1``).
 
-    Agents that terminate or truncate leave ``agents``; agents not given an action in ``step`` take
-    the core's no-op. Capabilities of the core (``positions``, ``constraints``, ``episode_metrics``,
+    Agents that terminate or truncate leave ``agents``. ``step`` needs an action for every agent in ``agents``
+    (PettingZoo's convention); for a ``Discrete`` action space each must be an integer (``int`` or a numpy integer,
+    not a bool or a float) in the space's range. Actions for agents that already left ``agents`` are ignored (their
+    slots take the core's no-op). Capabilities of the core (``positions``, ``constraints``, ``episode_metrics``,
     ``dt_s``) are forwarded; ``core`` is the batched core itself.
 
     Raises:
@@ -198,13 +223,27 @@ class ScenarioEnv(ParallelEnv):
     ]:
         if not self._was_reset:
             raise RuntimeError("step() before reset(): call env.reset(seed=...) first")
+        if not isinstance(actions, Mapping):
+            raise TypeError(f"actions must be a dict {{agent: action}} with one entry per agent in env.agents; "
+                            f"got {type(actions).__name__} {actions!r}")
         unknown = [a for a in actions if a not in self._index]
         if unknown:
             raise KeyError(f"actions for unknown agents {unknown}; valid agents: {self.possible_agents}")
+        space = self.core.action_space
+        missing = [a for a in self.agents if a not in actions]
+        if missing:
+            valid = f" (each an integer in {_discrete_range(space)})" if isinstance(space, gymnasium.spaces.Discrete) else ""
+            raise ValueError(f"no action for agent{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}: "
+                             f"step() needs an action for every agent in env.agents{valid}; agents that have left "
+                             f"env.agents need none")
         joint = np.full((1, self.core.num_agents), self.core.noop_action, dtype=np.int64)
-        for a, act in actions.items():
-            joint[0, self._index[a]] = int(act)
         acting = list(self.agents)
+        for a in acting:
+            act = actions[a]
+            if isinstance(space, gymnasium.spaces.Discrete):
+                joint[0, self._index[a]] = _discrete_action(a, act, space)
+            else:  # pragma: no cover - every core so far has a Discrete action space
+                joint[0, self._index[a]] = int(act)
         res = self.core.step(joint)
         masks = self.core.action_masks()[0]
         observations, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
