@@ -157,11 +157,21 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         axes = []
         grid_keys = []
         for g in grid:
+            if "=" not in g:
+                raise CoopsimError(f"--grid {g!r} must look like key=v1,v2,..., e.g. --grid seeds=0,1,2")
             key_parts, _ = parse_override(g)
             key = ".".join(key_parts)
             values = _grid_values(g.split("=", 1)[1])
             if not all(v.strip() for v in values):
                 raise CoopsimError(f"--grid {g!r}: give comma-separated values, e.g. {key}=32,64,128")
+            if key in grid_keys:
+                raise CoopsimError(f"--grid {key} is given twice; give its values once, comma-separated, e.g. "
+                                   f"--grid {key}={','.join(v.strip() for v in _grid_values(_grid_of(grid, key)))},"
+                                   f"{','.join(v.strip() for v in values)}")
+            dup = sorted({v.strip() for v in values if [w.strip() for w in values].count(v.strip()) > 1})
+            if dup:
+                raise CoopsimError(f"--grid {g!r}: value {', '.join(dup)} is given twice (each grid value is one run; "
+                                   f"for repeats give more seeds)")
             if key == "seeds":  # a bare seed is a one-seed run: seeds=0,1,2 gives seeds=[0], [1], [2]
                 values = [f"[{v.strip()}]" if v.strip().isdigit() else v for v in values]
             axes.append([f"{key}={v.strip()}" for v in values])
@@ -285,6 +295,11 @@ def _child_signals() -> None:
     """In a sweep's child, before exec: SIGINT raises KeyboardInterrupt even if the sweep was started with
     SIGINT ignored (as a background job of a script is)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _grid_of(grid: list[str], key: str) -> str:
+    """The values text of the first ``--grid`` of ``key``."""
+    return next(g.split("=", 1)[1] for g in grid if "=" in g and g.split("=", 1)[0].strip() == key)
 
 
 def _slug(text: str) -> str:

@@ -63,3 +63,19 @@ def test_sweep_over_seeds_prints_one_row_per_seed(tmp_path):
     assert sorted(row[0] for row in rows[1:]) == ["[0]", "[1]", "[2, 3]"]
     n_seeds = rows[0].index("episode_return:n_seeds")
     assert sorted(row[n_seeds] for row in rows[1:]) == ["1", "1", "2"]
+
+
+def test_sweep_refuses_a_repeated_grid_key_or_value_and_a_grid_without_equals(tmp_path):
+    def sweep(*grid):
+        r = subprocess.run([sys.executable, "-m", "coopsim.cli", "sweep", str(CFG), *grid, f"out_dir={tmp_path}"],
+                           capture_output=True, text=True)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert not any(tmp_path.iterdir())  # nothing ran
+        return " ".join(r.stderr.split())
+
+    assert sweep("--grid", "episodes=1", "--grid", "episodes=2") == (
+        "error: --grid episodes is given twice; give its values once, comma-separated, e.g. --grid episodes=1,2")
+    assert sweep("--grid", "episodes=1,1") == (
+        "error: --grid 'episodes=1,1': value 1 is given twice (each grid value is one run; for repeats give more "
+        "seeds)")
+    assert sweep("--grid", "seeds") == "error: --grid 'seeds' must look like key=v1,v2,..., e.g. --grid seeds=0,1,2"
