@@ -258,7 +258,15 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
 
 
 def make_scenario(id_: str, num_envs: int = 1, **params: Any):
-    """Build the batched core of scenario ``id_`` with ``num_envs`` envs (params validated)."""
+    """Build the batched core of scenario ``id_`` with ``num_envs`` envs (``num_envs`` and params validated).
+
+    Raises:
+        ConfigError: ``num_envs`` is not an integer >= 1 (a float or a bool is refused, not truncated), or a param
+            is invalid.
+    """
+    from coopsim.platform.scenario import check_num_envs
+
+    num_envs = check_num_envs(num_envs)
     validate_params("scenario", id_, params)
     return spec("scenario", id_).load()(num_envs=num_envs, **params)
 

@@ -145,6 +145,23 @@ class ScenarioCore(ABC):
         return np.random.default_rng([int(seed), int(env_index)])
 
 
+def check_num_envs(num_envs: Any) -> int:
+    """``num_envs`` as an int if it is an integer >= 1 (``int`` or a numpy integer, not a bool or a float).
+
+    Raises:
+        ConfigError: names the value and the valid range (a ``ValueError``).
+    """
+    from coopsim.errors import ConfigError
+
+    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
+        raise ConfigError(f"num_envs must be an integer >= 1 (the number of envs stepped together); got {num_envs!r} "
+                          f"({type(num_envs).__name__})", value=num_envs)
+    if num_envs < 1:
+        raise ConfigError(f"num_envs must be an integer >= 1 (the number of envs stepped together); got {num_envs!r}",
+                          value=num_envs)
+    return int(num_envs)
+
+
 def _discrete_range(space: gymnasium.spaces.Discrete) -> str:
     lo = int(space.start)
     return f"{lo}..{lo + int(space.n) - 1}"

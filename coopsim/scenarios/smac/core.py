@@ -12,7 +12,7 @@ import gymnasium
 import numpy as np
 from pydantic import Field, field_validator
 
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, check_num_envs
 from coopsim.scenarios.smac import _kernels as K
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
@@ -220,10 +220,8 @@ class SMACCore(ScenarioCore):
     dt_s: float = U.STEP_S
 
     def __init__(self, num_envs: int = 1, **params):
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs must be >= 1; got {num_envs}")
+        self.num_envs = E = check_num_envs(num_envs)
         self.params = p = SMACParams(**params)
-        self.num_envs = E = int(num_envs)
         self.map: MapSpec = get_map(p.map_name)
         self.n_allies = A = len(self.map.allies)
         self.n_enemies = M = len(self.map.enemies)
