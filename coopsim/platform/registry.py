@@ -120,7 +120,8 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
     if isinstance(factory, Variant):
         for k in factory.fixed:
             if k in params and params[k] != factory.defaults.get(k):
-                raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}",
+                raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}. "
+                                  + _fixed_hint(kind, id_, factory, k, params[k], key_prefix),
                                   file=file, key=f"{key_prefix}{k}", value=params[k])
         params = {**factory.defaults, **params}
     reject_bools(params, factory.Params, file=file, key_prefix=key_prefix)
@@ -128,6 +129,29 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
         return factory.Params(**params)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix, owner=f"'{id_}'") from None
+
+
+def _fixed_hint(kind: str, id_: str, factory: Variant, k: str, value: Any, key_prefix: str) -> str:
+    """What to do instead of setting a param an id fixes: pick the id that fixes it to ``value`` (listing the ids of
+    the same family that fix ``k`` on the same class, e.g. every ``smac/<map>-v0``)."""
+    family = id_.split("/", 1)[0] + "/" if "/" in id_ else ""
+    siblings: dict[Any, str] = {}
+    for ep in _eps(kind):
+        if family and not ep.name.startswith(family):
+            continue
+        try:
+            f = ep.load()
+        except Exception:
+            continue
+        if isinstance(f, Variant) and f.cls is factory.cls and k in f.fixed:
+            siblings.setdefault(f.defaults.get(k), ep.name)
+    id_key = key_prefix.removesuffix("params.") + "id" if key_prefix.endswith("params.") else "the id"
+    setting = f"{id_key}=" if key_prefix.endswith("params.") else "id "
+    if value in siblings:
+        return f"To use {k}={value!r}, choose its id: {setting}{siblings[value]}"
+    pattern = id_.replace(str(factory.defaults.get(k)), f"<{k}>", 1)
+    vals = ", ".join(str(v) for v in sorted(siblings, key=str))
+    return f"Choose the {k} with {setting}{pattern}; {k}s: {vals}"
 
 
 def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "") -> None:
