@@ -289,13 +289,7 @@ def _masks_env(e, a, A, typ, pos, ua, over, TF, TB, walls, masks):
     ya = pos[e, a, 1]
     mk = masks[e, a]
     f0, f1, f2, f3 = _feasible(xa, ya, walls)
-    mk[NOOP] = not alive
-    mk[STOP] = alive
-    mob = alive and TB[ta, B_MOBILE]
-    mk[NORTH] = f0 and mob
-    mk[SOUTH] = f1 and mob
-    mk[EAST] = f2 and mob
-    mk[WEST] = f3 and mob
+    _move_masks(mk, alive, TB[ta, B_MOBILE], f0, f1, f2, f3)
     for m in range(M):
         um = A + m
         rx = pos[e, um, 0] - xa
@@ -310,6 +304,39 @@ def _masks_env(e, a, A, typ, pos, ua, over, TF, TB, walls, masks):
             if np.sqrt(dx * dx + dy * dy) < rng_a:
                 mk[N_MOVE + j] = True
     return f0, f1, f2, f3
+
+
+@njit(cache=True, error_model="numpy")
+def _move_masks(mk, alive, mobile, f0, f1, f2, f3):
+    """SMAC's first six availabilities into ``mk``: no-op only when dead, stop when alive, a move when alive, mobile
+    and the step in that direction (north, south, east, west: ``f0..f3``) is feasible."""
+    mk[NOOP] = not alive
+    mk[STOP] = alive
+    mob = alive and mobile
+    mk[NORTH] = f0 and mob
+    mk[SOUTH] = f1 and mob
+    mk[EAST] = f2 and mob
+    mk[WEST] = f3 and mob
+
+
+@njit(cache=True, error_model="numpy")
+def _unit_feats(o, b, dn, rx, ry, inv_sight, vis, hp, hmax, with_shield, sh, smax1, nb, bit):
+    """SMAC's per-unit features after the block's first entry, written into ``o[b + 1:]`` (zeros when the unit is
+    not visible): distance and relative x, y over the sight range, health (and shield) fraction, unit-type one-hot;
+    the enemy and ally blocks of the observation share them. Returns the offset after the type bits."""
+    visf = np.float32(1.0) if vis else _Z
+    o[b + 1] = dn * visf
+    sc = inv_sight * visf
+    o[b + 2] = rx * sc
+    o[b + 3] = ry * sc
+    o[b + 4] = (hp / hmax) * visf
+    f = 5
+    if with_shield:
+        o[b + 5] = (sh / smax1) * visf
+        f = 6
+    for q in range(nb):
+        o[b + f + q] = np.float32(1.0) if (bit == q and vis) else _Z
+    return f + nb
 
 
 @njit(cache=True, error_model="numpy")
@@ -340,13 +367,7 @@ def observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls,
         o[2] = np.float32(1.0) if f2 else _Z
         o[3] = np.float32(1.0) if f3 else _Z
         # masks (as _masks_env, sharing the ally-enemy distances with the enemy block)
-        mk[NOOP] = not alive
-        mk[STOP] = alive
-        mob = alive and TB[ta, B_MOBILE]
-        mk[NORTH] = f0 and mob
-        mk[SOUTH] = f1 and mob
-        mk[EAST] = f2 and mob
-        mk[WEST] = f3 and mob
+        _move_masks(mk, alive, TB[ta, B_MOBILE], f0, f1, f2, f3)
         rng_a = TF[ta, F_RANGE]
         attacker = alive and not healer_a
         # enemies
@@ -360,22 +381,10 @@ def observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls,
             mk[N_MOVE + m] = atk
             dn = dist * inv_sight
             vis = dn < _ONE and ua[e, um]
-            visf = np.float32(1.0) if vis else _Z
             b = 4 + m * Fe
             o[b] = np.float32(1.0) if (atk and vis) else _Z
-            o[b + 1] = dn * visf
-            sc = inv_sight * visf
-            o[b + 2] = rx * sc
-            o[b + 3] = ry * sc
-            o[b + 4] = (health[e, um] / TF[tm, F_HMAX]) * visf
-            f = 5
-            if esh:
-                o[b + 5] = (shield[e, um] / TF[tm, F_SMAX1]) * visf
-                f = 6
-            if nb:
-                bit = type_bit[tm]
-                for q in range(nb):
-                    o[b + f + q] = np.float32(1.0) if (bit == q and vis) else _Z
+            _unit_feats(o, b, dn, rx, ry, inv_sight, vis, health[e, um], TF[tm, F_HMAX], esh, shield[e, um],
+                        TF[tm, F_SMAX1], nb, type_bit[tm])
         if healer_a and alive:  # a medivac's 6 + j heals ally j (j < min(A, M))
             for j in range(min(A, M)):
                 if j == a or not ua[e, j] or not TB[typ[e, j], B_BIO]:
@@ -395,23 +404,10 @@ def observe_env(e, typ, pos, uf, ua, over, last_action, TF, TB, type_bit, walls,
             ry = pos[e, j, 1] - ya
             dn = np.sqrt(rx * rx + ry * ry) * inv_sight
             vis = dn < _ONE and ua[e, j]
-            visf = np.float32(1.0) if vis else _Z
             b = base + slot * Fa
-            o[b] = visf
-            o[b + 1] = dn * visf
-            sc = inv_sight * visf
-            o[b + 2] = rx * sc
-            o[b + 3] = ry * sc
-            o[b + 4] = (health[e, j] / TF[tj, F_HMAX]) * visf
-            f = 5
-            if ash:
-                o[b + 5] = (shield[e, j] / TF[tj, F_SMAX1]) * visf
-                f = 6
-            if nb:
-                bit = type_bit[tj]
-                for q in range(nb):
-                    o[b + f + q] = np.float32(1.0) if (bit == q and vis) else _Z
-                f += nb
+            o[b] = np.float32(1.0) if vis else _Z
+            f = _unit_feats(o, b, dn, rx, ry, inv_sight, vis, health[e, j], TF[tj, F_HMAX], ash, shield[e, j],
+                            TF[tj, F_SMAX1], nb, type_bit[tj])
             if ola:
                 la = last_action[e, j]
                 for q in range(nact):
