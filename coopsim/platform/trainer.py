@@ -75,6 +75,23 @@ class Trainer(Protocol):
 
 # --- checkpoints --------------------------------------------------------------------------------
 
+def annealed_lr(cfg: Any, env_steps: int) -> float:
+    """Learning rate of the update after ``env_steps``: ``cfg.lr``, or with ``cfg.anneal_lr`` linear from ``lr`` at 0
+    to 0 at ``cfg.total_env_steps`` (held at 0 after it). ``cfg`` is any train config with those fields."""
+    if not cfg.anneal_lr:
+        return float(cfg.lr)
+    return float(cfg.lr * max(1.0 - env_steps / cfg.total_env_steps, 0.0))
+
+
+def entropy_coef(cfg: Any, env_steps: int) -> float:
+    """Entropy coefficient of the update after ``env_steps``: ``cfg.ent_coef``, or with ``cfg.ent_coef_end``
+    set, linear from ``ent_coef`` at 0 to ``ent_coef_end`` at ``total_env_steps`` (held there after it)."""
+    if cfg.ent_coef_end is None:
+        return float(cfg.ent_coef)
+    frac = min(max(env_steps / cfg.total_env_steps, 0.0), 1.0)
+    return float(cfg.ent_coef + (cfg.ent_coef_end - cfg.ent_coef) * frac)
+
+
 def atomic_save(obj: Any, path: str | Path) -> None:
     """``torch.save`` to ``path`` atomically: write ``path.tmp``, fsync, then ``os.replace``."""
     path = Path(path)

@@ -30,7 +30,8 @@ from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_text, new_run_dir
-from coopsim.platform.trainer import CHECKPOINT_NAME, METRICS_CSV, SUMMARY_NAME, TrainSchedule, fit, load_checkpoint
+from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, SUMMARY_NAME, TrainSchedule, annealed_lr,
+                                     entropy_coef, fit, load_checkpoint)
 
 CONFIG_NAME = "config.yaml"
 
@@ -150,12 +151,9 @@ def schedule_warning(old: Any, new: Any, done: int) -> str | None:
         return None
     parts = []
     if getattr(new, "anneal_lr", False) and getattr(new, "lr", None) is not None:
-        lr = float(new.lr)
-        parts.append(f"lr from {lr * max(1.0 - done / a, 0.0):.3g} to {lr * max(1.0 - done / b, 0.0):.3g}")
+        parts.append(f"lr from {annealed_lr(old, done):.3g} to {annealed_lr(new, done):.3g}")
     if getattr(new, "ent_coef_end", None) is not None and getattr(new, "ent_coef", None) is not None:
-        e0, e1 = float(new.ent_coef), float(new.ent_coef_end)
-        at = lambda total: e0 + (e1 - e0) * min(max(done / total, 0.0), 1.0)  # noqa: E731
-        parts.append(f"entropy coefficient from {at(a):.3g} to {at(b):.3g}")
+        parts.append(f"entropy coefficient from {entropy_coef(old, done):.3g} to {entropy_coef(new, done):.3g}")
     if not parts:
         return None
     direction = "raising" if b > a else "lowering"

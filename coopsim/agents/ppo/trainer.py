@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, load_hook
+from coopsim.platform.trainer import annealed_lr, entropy_coef  # noqa: F401 (entropy_coef: also this module's API)
 
 from .agent import PPOAgent, sample_categorical
 from .config import PPOTrainConfig
@@ -65,15 +66,6 @@ def value_loss(v: torch.Tensor, target: torch.Tensor, kind: str = "mse", delta: 
     if kind == "mse":
         return 0.5 * (v - target) ** 2
     return torch.nn.functional.huber_loss(v, target, reduction="none", delta=delta)
-
-
-def entropy_coef(cfg: PPOTrainConfig, env_steps: int) -> float:
-    """Entropy coefficient of the update after ``env_steps``: ``cfg.ent_coef``, or with ``cfg.ent_coef_end``
-    set, linear from ``ent_coef`` at 0 to ``ent_coef_end`` at ``total_env_steps`` (held there after it)."""
-    if cfg.ent_coef_end is None:
-        return float(cfg.ent_coef)
-    frac = min(max(env_steps / cfg.total_env_steps, 0.0), 1.0)
-    return float(cfg.ent_coef + (cfg.ent_coef_end - cfg.ent_coef) * frac)
 
 
 def death_mask_values(values: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
@@ -189,9 +181,8 @@ class PPOTrainer:
         cfg, core, net, agent = self.cfg, self.core, self.net, self.agent
         T, E, N, A = cfg.rollout_steps, core.num_envs, core.num_agents, agent.num_actions
         if cfg.anneal_lr:
-            frac = 1.0 - self.env_steps / cfg.total_env_steps
             for g in self.optimizer.param_groups:
-                g["lr"] = cfg.lr * max(frac, 0.0)
+                g["lr"] = annealed_lr(cfg, self.env_steps)
         self.ent_coef = entropy_coef(cfg, self.env_steps)
         x_b, c_b = [], []
         obs_b = np.zeros((T, E, N, agent.obs_dim), np.float32)
