@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from coopsim.platform.stats import t_half_width
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench-venvs" / "benchmarl"
 PEER_PIP = [["torch==2.13.0"], ["benchmarl==1.5.2"], ["pettingzoo[mpe]==1.24.3"]]
@@ -84,22 +86,13 @@ def benchmarl_mappo(frames: int, seed: int, episodes: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def ci95(x: list[float]) -> tuple[float, float]:
-    from scipy import stats
-
-    a = np.asarray(x, float)
-    if len(a) < 2:
-        return float(a.mean()), float("nan")
-    return float(a.mean()), float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a)))
-
-
 def write(results: list[dict], args, out: Path, t0: float) -> None:
     rows = {}
     for name in ("coopsim ppo/mappo-v0", "benchmarl-1.5.2 MAPPO"):
         rs = [r for r in results if r.get("learner", r.get("peer")) == name and "error" not in r]
         if rs:
-            rows[name] = {"per_agent_return": ci95([r["per_agent_return"] for r in rs]),
-                          "wall_s": ci95([r["wall_s"] for r in rs]), "seeds": [r["seed"] for r in rs]}
+            rows[name] = {"per_agent_return": t_half_width([r["per_agent_return"] for r in rs]),
+                          "wall_s": t_half_width([r["wall_s"] for r in rs]), "seeds": [r["seed"] for r in rs]}
     from coopsim.platform.recorder import atomic_write_text
 
     atomic_write_text(out.with_suffix(".json"), json.dumps({
