@@ -77,13 +77,10 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 
 def training_seeds(run_dir: str | Path) -> list[Path]:
     """The ``seed-<s>/`` directories of a run written by ``coopsim train`` (empty for any other directory)."""
+    from coopsim.platform.trainer import training_seed_dirs
+
     d = Path(run_dir)
-    if (d / "metrics.jsonl").is_file():
-        return []
-    seeds = [s for s in d.glob("seed-*") if (s / "metrics.csv").is_file() or (s / "checkpoint.pt").is_file()]
-    if not seeds and not (d / "train_summary.json").is_file():
-        return []
-    return sorted(seeds, key=lambda s: (len(s.name), s.name))
+    return [] if (d / "metrics.jsonl").is_file() else training_seed_dirs(d)
 
 
 def training_run_message(run_dir: str | Path) -> str:
@@ -96,10 +93,9 @@ def training_run_message(run_dir: str | Path) -> str:
 def plot_training(run_dir: str | Path) -> Path | None:
     """Episode return and win/success vs env steps, one line per seed, from ``seed-*/metrics.csv``; writes
     ``train_curves.png`` (None without such columns)."""
-    import csv
+    from coopsim.platform.trainer import METRICS_CSV, read_metrics
 
-    data = {s.name: list(csv.DictReader(open(s / "metrics.csv", newline=""))) for s in training_seeds(run_dir)
-            if (s / "metrics.csv").is_file()}
+    data = {s.name: read_metrics(s) for s in training_seeds(run_dir) if (s / METRICS_CSV).is_file()}
     cols = [c for c in ("episode/return", "episode/win", "episode/success")
             if any(r.get(c) not in (None, "") for rows in data.values() for r in rows)]
     if not cols:

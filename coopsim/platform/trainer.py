@@ -118,15 +118,20 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"not a readable checkpoint: {exc}", file=str(path)) from None
 
 
+def training_seed_dirs(run_dir: str | Path, holding: tuple[str, ...] = (CHECKPOINT_NAME, METRICS_CSV)) -> list[Path]:
+    """The ``seed-<s>/`` directories of a training run that hold at least one of the files ``holding``, in seed
+    order (``seed-2`` before ``seed-10``); empty for any other directory."""
+    dirs = [d for d in Path(run_dir).glob("seed-*") if d.is_dir() and any((d / f).is_file() for f in holding)]
+    return sorted(dirs, key=lambda d: (len(d.name), d.name))
+
+
 def resolve_policy_path(path: str | Path) -> Path:
     """The file ``coopsim eval --checkpoint`` means by ``path``: a seed directory (``seed-<s>/``) gives its
     ``policy.pt``, or its ``checkpoint.pt`` when training has not finished; a file is itself."""
     path = Path(path)
     if path.is_dir():
         if not (path / POLICY_NAME).is_file() and not (path / CHECKPOINT_NAME).is_file():
-            seeds = sorted((d for d in path.glob("seed-*") if d.is_dir() and ((d / POLICY_NAME).is_file()
-                                                                            or (d / CHECKPOINT_NAME).is_file())),
-                           key=lambda d: (len(d.name), d.name))
+            seeds = training_seed_dirs(path, (POLICY_NAME, CHECKPOINT_NAME))
             if seeds:
                 raise ConfigError(f"a training run directory: its checkpoints are in {', '.join(d.name + '/' for d in seeds)}; "
                                   f"pass one, e.g. --checkpoint {seeds[0]}", file=str(path))

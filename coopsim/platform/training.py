@@ -30,8 +30,8 @@ from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_text, new_run_dir
-from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, SUMMARY_NAME, TrainSchedule, annealed_lr,
-                                     entropy_coef, fit, load_checkpoint)
+from coopsim.platform.trainer import (CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, annealed_lr, entropy_coef, fit,
+                                     load_checkpoint, training_seed_dirs)
 
 CONFIG_NAME = "config.yaml"
 
@@ -136,10 +136,7 @@ def budget_overridden(overrides: list[str]) -> bool:
 def is_training_run(run_dir: Path) -> bool:
     """Whether ``run_dir`` was written by ``coopsim train``: a ``train_summary.json`` or a ``seed-<s>/`` holding a
     checkpoint or training metrics (``coopsim run``/``eval`` directories hold neither)."""
-    if (run_dir / SUMMARY_NAME).is_file():
-        return True
-    return any((d / CHECKPOINT_NAME).is_file() or (d / METRICS_CSV).is_file() for d in run_dir.glob("seed-*")
-               if d.is_dir())
+    return (run_dir / SUMMARY_NAME).is_file() or bool(training_seed_dirs(run_dir))
 
 
 def schedule_warning(old: Any, new: Any, done: int) -> str | None:
