@@ -11,7 +11,9 @@ Layout of ``runs/<name>-<UTC time>-<short id>/``:
   ``wall_s``, under ``timing`` the mean over episodes of each ``timing.jsonl`` value and, under ``totals``, the
   shield's totals over the whole run (``metrics.jsonl`` rows carry per-episode counts only).
 * ``replays/seed<S>_ep<E>.npz``: the scenario's replay arrays, when it offers ``replay()``.
-* ``*.png``: plots.
+* ``*.png``: plots (written with :func:`atomic_savefig`).
+
+JSON files are written with :func:`dumps_json`: strict JSON, a non-finite number (nan, inf) is ``null``.
 """
 from __future__ import annotations
 
@@ -61,6 +63,19 @@ def atomic_savez(path: Path, **arrays: np.ndarray) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def atomic_savefig(fig, path: str | Path, **kwargs: Any) -> None:
+    """``fig.savefig(path, **kwargs)`` through :func:`atomic_write_bytes` (an interrupted run never leaves a
+    truncated image): the figure is rendered into memory in the format of ``path``'s suffix (``png`` without one)
+    unless ``format=`` is given."""
+    import io
+
+    path = Path(path)
+    kwargs.setdefault("format", path.suffix.lstrip(".").lower() or "png")
+    buf = io.BytesIO()
+    fig.savefig(buf, **kwargs)
+    atomic_write_bytes(path, buf.getvalue())
+
+
 def new_run_dir(out_dir: str | Path, name: str) -> Path:
     from coopsim.errors import ConfigError
 
@@ -83,6 +98,26 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, np.bool_):
         return bool(v)
     return v
+
+
+def _finite_json(v: Any) -> Any:
+    """``v`` with every non-finite float (python or numpy, nested in dicts, lists, tuples and numpy arrays) made
+    None and numpy scalars and arrays made python values, so that strict JSON can hold it."""
+    if isinstance(v, dict):
+        return {k: _finite_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite_json(x) for x in v]
+    if isinstance(v, np.ndarray):
+        return _finite_json(v.tolist())
+    return _jsonable(v)
+
+
+def dumps_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps(obj, **kwargs)`` as strict JSON: nan and +-inf (python and numpy floats, at any depth, also
+    inside numpy arrays) are written as ``null``, never as the bare ``NaN`` / ``Infinity`` that strict parsers
+    (jq, JavaScript) reject; numpy scalars and arrays are written as numbers and lists. The writer of every
+    result JSON file (summary.json, benchmark results); readers take a ``null`` number as missing."""
+    return json.dumps(_finite_json(obj), allow_nan=False, **kwargs)
 
 
 def json_line(row: dict[str, Any]) -> str:

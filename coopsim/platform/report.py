@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from coopsim.errors import CoopsimError
-from coopsim.platform.recorder import atomic_write_bytes, read_jsonl
+from coopsim.platform.recorder import atomic_savefig, atomic_write_bytes, read_jsonl
 from coopsim.platform.stats import ID_KEYS, summarize
 
 #: metrics drawn first when present (the field's headline numbers)
@@ -111,7 +111,7 @@ def plot_training(run_dir: str | Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     out = Path(run_dir) / "train_curves.png"
-    _save_fig(fig, out)
+    atomic_savefig(fig, out, dpi=110)
     plt.close(fig)
     return out
 
@@ -171,17 +171,9 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
     fig.suptitle(f"{run['config'].get('name')}: each dot one episode, grouped by seed (line: mean over seeds, band: Student-t 95% CI)", fontsize=9)
     fig.tight_layout()
     out = Path(run_dir) / "metrics.png"
-    _save_fig(fig, out)
+    atomic_savefig(fig, out, dpi=110)
     plt.close(fig)
     return out
-
-
-def _save_fig(fig, out: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    atomic_write_bytes(out, buf.getvalue())
 
 
 def summary_table(run: dict[str, Any]):
@@ -315,7 +307,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
             fig.tight_layout()
             out = out_dir / f"compare_{m.replace('/', '_')}.png"
-            _save_fig(fig, out)
+            atomic_savefig(fig, out, dpi=110)
             plt.close(fig)
             plots.append(out)
     return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots,
