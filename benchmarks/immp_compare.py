@@ -36,7 +36,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
 
 METHODS = ["mapf/immp-v0", "mapf/immp-v0-nocspibt", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0",
            "mapf/dppo-v0+cspibt", "mapf/pibt-v0", "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
@@ -280,7 +280,7 @@ def plot(data: dict, path: Path) -> None:
         axes[-1, j].set_xlabel("agents")
     axes[0, 0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    atomic_savefig(fig, path, dpi=90)
 
 
 def main() -> None:
@@ -294,7 +294,7 @@ def main() -> None:
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "immp_eval.json", json.dumps({"table": tab, "targets": tgt}, indent=1, sort_keys=True))
+        atomic_write_text(out / "immp_eval.json", dumps_json({"table": tab, "targets": tgt}, indent=1, sort_keys=True))
         plot(data, out / "immp_eval.png")
         print(f"\nwrote {out / 'immp_eval.json'} and {out / 'immp_eval.png'}")
 

@@ -103,7 +103,7 @@ def run_json(cmd: list[str], cpu: str | None, timeout: float = 3600) -> dict:
 
 def export_instance(map_name: str, agents: int, path: Path) -> dict:
     """Write coopsim's seed-0 instance of ``map_name`` for POGEMA: rows of ``.``/``#``, (row, col) positions."""
-    from coopsim.platform.recorder import atomic_write_text
+    from coopsim.platform.recorder import atomic_write_text, dumps_json
     from coopsim.platform.registry import make_scenario
 
     core = make_scenario("mapf/MGMAPF-v0", num_envs=1, map=map_name, num_agents=agents, num_goals=NUM_GOALS,
@@ -117,7 +117,7 @@ def export_instance(map_name: str, agents: int, path: Path) -> dict:
         "agents_xy": [[int(y), int(x)] for x, y in inst.starts],
         "targets_xy": [[[int(y), int(x)] for x, y in seq] for seq in inst.goals],
     }
-    atomic_write_text(path, json.dumps(data))
+    atomic_write_text(path, dumps_json(data))
     return data
 
 
@@ -263,7 +263,7 @@ def main() -> None:
     print("\n" + tab + "\n\n" + notes)
     print(f"\nmachine: {machine['nproc']} CPUs, {machine['cpu_model']}; load average {load0[0]:.1f} at start, "
           f"{machine['loadavg_end'][0]:.1f} at end; wall {wall:.0f} s")
-    from coopsim.platform.recorder import atomic_write_text
+    from coopsim.platform.recorder import atomic_write_text, dumps_json
 
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -276,7 +276,7 @@ def main() -> None:
         f"{numpy.__version__}; load average {load0[0]:.1f} at start and {machine['loadavg_end'][0]:.1f} at end "
         f"(shared with other jobs).\n\n{tab}\n\n{notes}\n\n"
         f"Targets (issue 2): one env >= 3x POGEMA, batch of 64 >= 30x POGEMA, both on one core.\n\n"
-        f"## Raw results\n\n```json\n{json.dumps(result, indent=1)}\n```\n")
+        f"## Raw results\n\n```json\n{dumps_json(result, indent=1)}\n```\n")
     print(f"wrote {out}")
 
 

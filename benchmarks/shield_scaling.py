@@ -14,14 +14,13 @@ Usage: ``python benchmarks/shield_scaling.py [--sizes 4 8 ... 1000] [--steps 10]
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.constraints import Separation
 from coopsim.safety.shields import CertificateShield
@@ -93,7 +92,7 @@ def main() -> None:
     slope = float(np.polyfit(np.log(ns[big]), np.log(ms[big]), 1)[0]) if big.sum() >= 2 else float("nan")
     print(f"log-log slope of shield time vs N (N >= 32): {slope:.2f}  (1.0 = linear)")
     a.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(a.out / "shield_scaling.json", json.dumps({"rows": rows, "slope_N_ge_32": slope}, indent=1))
+    atomic_write_text(a.out / "shield_scaling.json", dumps_json({"rows": rows, "slope_N_ge_32": slope}, indent=1))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -110,7 +109,7 @@ def main() -> None:
     ax.set_title("Shield scaling, separation + resource caps")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(a.out / "shield_scaling.png", dpi=120)
+    atomic_savefig(fig, a.out / "shield_scaling.png", dpi=120)
     print(f"wrote {a.out / 'shield_scaling.png'}")
 
 

@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
 from coopsim.errors import ConfigError, int_at_least, run_script
-from coopsim.platform.recorder import atomic_write_text
+from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
 
 OUT = Path("docs/safety_results")
 
@@ -35,7 +36,7 @@ OUT = Path("docs/safety_results")
 def _atomic_json(obj, path: Path) -> None:
     """Write ``obj`` as JSON (indent 1) to ``path`` with the run directories' atomic writer (temporary file in
     the same directory, fsync, ``os.replace``; parent directories are created)."""
-    atomic_write_text(path, json.dumps(obj, indent=1))
+    atomic_write_text(path, dumps_json(obj, indent=1))
 
 
 LEARNER = "graph_safe-v0 (counts replans, goal-directed expansion, training shield sharing the learner's counts)"
@@ -229,7 +230,7 @@ def tables(out: Path) -> str:
         lines.append(f"| {d['name']} | {who} | {d['train_episodes']}+{d['eval_episodes']} | {len(rows)} | "
                      f"{max(r['gs_train_violations'] for r in rows):.0f} / {max(r['gs_eval_violations'] for r in rows):.0f} | "
                      f"{sum(r['gs_uncertified_steps'] for r in rows):.0f} | {sum(r['gs_steps'] for r in rows):.0f} | "
-                     f"{sum(r['gs_wall_s'] for r in rows):.0f} | {np.mean([r['gs_eval_return'] for r in rows]):.2f} | "
+                     f"{sum(r['gs_wall_s'] for r in rows):.0f} | {np.mean(_floats(r['gs_eval_return'] for r in rows)):.2f} | "
                      f"{sum(iv):.0f} ({min(iv):.0f}-{max(iv):.0f}) |")
     lines += ["", "Per-seed violation counts (seeds in order; graph-safe train+eval | IQL without shield):", ""]
     for f in sorted(glob.glob(str(out / "violations-*.json"))):
@@ -254,24 +255,30 @@ def tables(out: Path) -> str:
     groups = _regret_groups(out)
     for case, ds in groups.items():
         cum = np.array([d["cumulative_regret"][-1] for d in ds])
-        sl = np.array([d["slope_second_half"] for d in ds])
+        sl = _floats(d["slope_second_half"] for d in ds)
         c0 = np.mean([d["conservativeness"][0][1] for d in ds])
         cl = np.array([d["conservativeness"][-1][1] for d in ds])
         cv = np.mean([d["conservativeness"][-1][2] for d in ds])
-        lines.append(f"| {case} | {len(ds)} | {ds[0]['episodes']} | {ds[0]['v_star']:.3f} | {np.mean([d['eval_return'] for d in ds]):.3f} | "
+        lines.append(f"| {case} | {len(ds)} | {ds[0]['episodes']} | {ds[0]['v_star']:.3f} | {np.mean(_floats(d['eval_return'] for d in ds)):.3f} | "
                      f"{cum.mean():.1f} ({cum.min():.1f}-{cum.max():.1f}) | {sl.mean():.3f} ({sl.max():.3f}) | "
                      f"{sum(d['violations'] for d in ds):.0f} | {sum(d.get('shield_interventions', 0) for d in ds):.0f} | "
                      f"{c0:.3f} -> {cl.mean():.3f} ({cl.min():.3f}-{cl.max():.3f}) | {_of_cert(ds)} | {_classes(ds)} | {cv:.3f} | "
                      f"{np.mean([d['wall_s'] for d in ds]):.0f} |")
     lines += ["", "Per seed (seed: cumulative regret / slope / graph-safe violations / unshielded IQL violations when run):", ""]
     for case, ds in groups.items():
-        cells = [f"{d['seed']}: {d['cumulative_regret'][-1]:.0f} / {d['slope_second_half']:.2f} / {d['violations']:.0f}"
+        cells = [f"{d['seed']}: {d['cumulative_regret'][-1]:.0f} / {_floats([d['slope_second_half']])[0]:.2f} / {d['violations']:.0f}"
                  + (f" / {d['iql_violations']:.0f}" if "iql_violations" in d else "") for d in ds]
         lines.append(f"- `{case}`: " + "; ".join(cells))
     text = "\n".join(lines) + "\n"
     (out / "README.md").write_text(text)
     _plot_regret(out)
     return text
+
+
+def _floats(values) -> np.ndarray:
+    """``values`` as a float array, a ``null`` of the JSON files (a nan when written, see
+    :func:`coopsim.platform.recorder.dumps_json`) as nan."""
+    return np.array([math.nan if v is None else v for v in values], dtype=float)
 
 
 def _of_cert(ds: list[dict]) -> str:
@@ -313,7 +320,7 @@ def _plot_regret(out: Path) -> None:
         n = min(len(d["cumulative_regret"]) for d in ds)
         reg = np.array([d["cumulative_regret"][:n] for d in ds])
         k = np.arange(1, n + 1)
-        sl = np.mean([d["slope_second_half"] for d in ds])
+        sl = np.mean(_floats(d["slope_second_half"] for d in ds))
         axes[0].loglog(k, np.maximum(reg.mean(0), 1e-3), color=col, label=f"{case} ({len(ds)} seeds, slope {sl:.2f})")
         axes[0].fill_between(k, np.maximum(reg.min(0), 1e-3), np.maximum(reg.max(0), 1e-3), color=col, alpha=0.15)
         m = min(len(d["conservativeness"]) for d in ds)
@@ -332,7 +339,7 @@ def _plot_regret(out: Path) -> None:
     axes[1].set_ylabel("certified / truly safe joint actions")
     axes[1].legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(out / "regret_conservativeness.png", dpi=110)
+    atomic_savefig(fig, out / "regret_conservativeness.png", dpi=110)
 
 
 def mapf_greedy(seeds: list[int], num_agents: int = 64) -> None:

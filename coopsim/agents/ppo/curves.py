@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from coopsim.errors import CoopsimError, int_at_least, run_script
+from coopsim.platform.recorder import atomic_savefig
 
 DEFAULT_METRICS = ("episode/success", "episode/soc_over_lb", "episode/goal_fraction")
 
@@ -81,8 +82,7 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_ME
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    atomic_savefig(fig, out, dpi=110)  # creates the parent folder
     plt.close(fig)
     return final
 
