@@ -12,19 +12,41 @@ from scipy import stats as sstats
 ID_KEYS = ("seed", "episode", "episode_seed")
 
 
-def t_interval(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float, float]:
+#: per-episode metrics whose mean is a rate in [0, 1] (matched on the name's last ``/`` part, e.g.
+#: ``episode/win``): :func:`summarize` clips their intervals to [0, 1]
+RATE_METRICS = ("success", "win", "draw", "timeout", "goal_fraction")
+
+
+def rate_bounds(metric: str) -> tuple[float, float] | None:
+    """``(0.0, 1.0)`` for a metric of :data:`RATE_METRICS`, else None (no bounds): the ``bounds`` of
+    :func:`t_interval` for that metric."""
+    return (0.0, 1.0) if metric.rsplit("/", 1)[-1] in RATE_METRICS else None
+
+
+def t_interval(values: Iterable[float], confidence: float = 0.95, *,
+               bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
     """Mean and Student-t confidence interval of ``values``.
 
+    Args:
+        bounds: ``(low, high)`` the quantity cannot leave, e.g. ``(0.0, 1.0)`` for a win or success rate: the
+            interval's ends are clipped to it (the t-interval of a rate near 1 would otherwise reach above 1, as
+            ``[0.93, 1.014]``); the clipped interval is no longer ``mean -+`` one half-width. None (the default):
+            no clipping.
+
     Returns:
-        ``(mean, low, high)``; with fewer than two finite values the interval is ``(nan, nan)``.
+        ``(mean, low, high)``; with fewer than two finite values the interval is ``(nan, nan)`` (never clipped).
     """
     mean, half = t_half_width(values, confidence)
-    return mean, mean - half, mean + half
+    low, high = mean - half, mean + half
+    if bounds is not None and not math.isnan(half):
+        low, high = min(max(low, bounds[0]), bounds[1]), max(min(high, bounds[1]), bounds[0])
+    return mean, low, high
 
 
 def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float]:
     """:func:`t_interval` as ``(mean, half_width)``: the interval is ``mean -+ half_width`` (the half-width is
-    nan with fewer than two finite values; None and non-finite values are left out, as there)."""
+    nan with fewer than two finite values; None and non-finite values are left out, as there). Never clipped: for
+    a bounded quantity (a rate) use :func:`t_interval` with ``bounds``."""
     x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     if len(x) == 0:
         return math.nan, math.nan
@@ -35,7 +57,8 @@ def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[flo
 
 
 def summarize(rows: list[dict]) -> dict[str, dict]:
-    """Per numeric metric: the mean over seeds of per-seed means, with a 95% t-interval over seeds.
+    """Per numeric metric: the mean over seeds of per-seed means, with a 95% t-interval over seeds (clipped to
+    [0, 1] for a rate, :func:`rate_bounds`).
 
     Args:
         rows: metrics.jsonl lines (dicts with ``seed`` and numeric metrics).
@@ -52,7 +75,7 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for k in sorted(per_seed):
         seed_means = {s: float(np.mean(v)) for s, v in sorted(per_seed[k].items())}
-        mean, lo, hi = t_interval(seed_means.values())
+        mean, lo, hi = t_interval(seed_means.values(), bounds=rate_bounds(k))
         out[k] = {
             "mean": _clean(mean), "ci95_low": _clean(lo), "ci95_high": _clean(hi),
             "n_seeds": len(seed_means), "n_episodes": sum(len(v) for v in per_seed[k].values()),
