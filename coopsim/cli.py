@@ -24,7 +24,21 @@ from coopsim.errors import CoopsimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="coopsim: run, train and compare teams of agents in one scenario engine.")
-console = Console()
+#: the width of stdout when it is not a terminal (piped, redirected) and COLUMNS is not set: rich's default of 80
+#: would wrap table rows (``coopsim list | cat``, ``coopsim sweep ... | tee log``)
+PIPED_WIDTH = 200
+
+
+def _stdout_console() -> Console:
+    """The stdout console: as rich makes it on a terminal; piped, :data:`PIPED_WIDTH` columns wide unless COLUMNS
+    says otherwise (not soft-wrapped by default: a table cell too wide would then be cut to an ellipsis)."""
+    c = Console()
+    if not c.is_terminal and "COLUMNS" not in os.environ:
+        c.width = PIPED_WIDTH
+    return c
+
+
+console = _stdout_console()
 err_console = Console(stderr=True)
 
 
@@ -84,7 +98,8 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
                     doc = f"[red](unavailable: {exc})[/]"
                 from rich.markup import escape
 
-                console.print(f"  {s.id:<34} " + (doc if doc.startswith("[red]") else escape(doc)), highlight=False)
+                console.print(f"  {s.id:<34} " + (doc if doc.startswith("[red]") else escape(doc)), highlight=False,
+                              soft_wrap=not console.is_terminal)  # piped: one line per id, however long
     except CoopsimError as exc:
         _fail(exc)
 
