@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy import stats
 
 from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
+from coopsim.platform.stats import t_half_width
 
 METHODS = ["mapf/immp-v0", "mapf/immp-v0-nocspibt", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0",
            "mapf/dppo-v0+cspibt", "mapf/pibt-v0", "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
@@ -48,13 +48,8 @@ CORE = ["mapf/immp-v0", "mapf/dppo-v0", "mapf/pibt-v0", "mapf/prioritized-v0"]
 
 
 def ci95(x) -> tuple[float, float]:
-    x = np.asarray(x, float)
-    if len(x) == 0:
-        return float("nan"), float("nan")
-    if len(x) == 1:
-        return float(x[0]), float("nan")
-    h = stats.t.ppf(0.975, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
-    return float(x.mean()), float(h)
+    """Mean and 95% Student-t half-width over seeds (:func:`coopsim.platform.stats.t_half_width`)."""
+    return t_half_width(x)
 
 
 def train_seed(cfg: dict):
