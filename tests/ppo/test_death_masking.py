@@ -95,3 +95,30 @@ def test_smac_dead_slots_keep_team_reward_and_team_value(monkeypatch):
     assert torch.equal(d_on, d_on[..., :1].expand_as(d_on))
     assert (d_off & ~d_on).any()       # some death ended a slot's episode only without death masking
     assert torch.equal(d_off, d_on | d_off)
+
+
+def test_training_episode_return_counts_smacs_shared_reward_once():
+    """``episode/return`` in training is the runner's ``episode_return``: SMAC's team reward once per step (a full
+    win returns 20), not once per agent (which read 3x larger on 3m)."""
+    core = make_scenario("smac/3m-v0", num_envs=8)
+    torch.manual_seed(0)
+    ag = PPOAgent(core, critic="central", hidden=[16])
+    cfg = PPOTrainConfig(total_env_steps=10**6, num_envs=8, rollout_steps=120, epochs=1, minibatches=1,
+                         bootstrap_truncated=False, team_reward=True, death_masking=True)
+    tr = PPOTrainer(ag, cfg, seed=3)
+    running, finished = np.zeros(8), []
+    real_step = core.step
+
+    def step(actions):
+        res = real_step(actions)
+        running[:] += np.asarray(res.info["team_reward"], dtype=np.float64)
+        for e in np.flatnonzero(np.asarray(core.done)):
+            finished.append(running[e])
+            running[e] = 0.0
+        return res
+
+    core.step = step
+    stats = tr.train_iteration()
+    assert stats["episodes"] == len(finished) > 8
+    assert stats["episode/return"] == pytest.approx(np.mean(finished), rel=1e-5)
+    assert max(finished) <= 20.0 + 1e-4

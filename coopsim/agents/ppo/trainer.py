@@ -172,6 +172,7 @@ class PPOTrainer:
         self.episode_t0 = np.zeros(E, dtype=np.int64)
         self.inbox_in = agent.receive(None, E)
         self.ep_return = np.zeros(E, dtype=np.float64)
+        self._team_scenario = bool(getattr(self.core, "team_reward", False))
         self.ep_len = np.zeros(E, dtype=np.int64)
         if self.channel is not None:
             self.channel.reset(self.seed, num_envs=E, num_agents=N, dt_s=float(self.core.dt_s), scenario=self.core)
@@ -228,7 +229,9 @@ class PPOTrainer:
             next_obs = flatten_obs(res.obs, agent.obs_space)
             reward = np.where(alive, res.reward, 0.0).astype(np.float32)
             done = np.asarray(res.terminated) | np.asarray(res.truncated)
-            self.ep_return += reward.sum(axis=1)
+            # episode/return as the runner's episode_return: a team-reward scenario's shared reward once per step
+            # (the mean over living slots), else the sum over agents
+            self.ep_return += reward.sum(axis=1) / (np.maximum(alive.sum(axis=1), 1) if self._team_scenario else 1)
             self.ep_len += 1
             if cfg.bootstrap_truncated:  # time limit is not a terminal state: bootstrap from V(final obs)
                 cut = alive & np.asarray(res.truncated) & ~np.asarray(res.terminated)
