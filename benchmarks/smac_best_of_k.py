@@ -1,0 +1,102 @@
+"""Is a trained SMAC policy at the game's ceiling? Greedy, sampled and best-of-K win rates from fixed starts.
+
+A batched core of ``--starts`` envs is reset with the same ``--reset-seed`` before every pass, so every pass sees
+the same start positions and the same environment random streams (the built-in enemy's target pick and cooldown
+jitter are drawn from them); only the policy's actions differ between passes. Pass 0 plays the policy greedily
+(PPO argmax / QMIX epsilon 0), passes 1..K sample its actions with K different seeds. A start from which some
+sampled pass wins is winnable by this policy's own behaviour; if the best of K wins from (nearly) every start while
+the greedy policy loses some, the policy is under-trained rather than facing unwinnable starts.
+
+Usage::
+
+    .venv/bin/python benchmarks/smac_best_of_k.py runs/<training run>/seed-10 --starts 256 -k 16
+
+The training run's ``config.yaml`` (the seed directory's parent) names the map, scenario params and agent.
+Prints one line; ``--out F.json`` also writes per-start wins (strict JSON, atomic).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smac_time_to_win import greedy_params  # noqa: E402  (the greedy switch of each learner, defined once there)
+
+from coopsim.errors import ConfigError, run_script  # noqa: E402
+from coopsim.platform import registry  # noqa: E402
+from coopsim.platform.config import load_config  # noqa: E402
+from coopsim.platform.recorder import atomic_write_text, dumps_json  # noqa: E402
+from coopsim.platform.runner import play_episodes, seeded_torch  # noqa: E402
+
+#: the acting param that makes a learner sample its actions (PPO); QMIX samples with epsilon > 0 instead
+SAMPLED_PARAMS = {"deterministic": False}
+
+
+def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed: int = 12345) -> dict:
+    """Greedy wins ``[starts]`` and sampled wins ``[k, starts]`` (float 0/1) of the policy in ``seed_dir``.
+
+    Raises:
+        ConfigError: ``seed_dir`` has no ``policy.pt`` / parent ``config.yaml``, or the learner cannot be made
+            greedy and sampled (PPO only for the sampled passes).
+    """
+    seed_dir = Path(seed_dir)
+    cfg_path = seed_dir.parent / "config.yaml"
+    if not (seed_dir / "policy.pt").exists() or not cfg_path.exists():
+        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)",
+                          key="seed_dir", value=str(seed_dir))
+    cfg = load_config(cfg_path)
+    core = registry.make_scenario(cfg.scenario.id, num_envs=starts, **cfg.scenario_params())
+    agent_cls = registry.spec("agent", cfg.agents.id).load()
+    if "deterministic" not in agent_cls.Params.model_fields:
+        raise ConfigError(f"sampled passes need a PPO learner (param 'deterministic'); {cfg.agents.id} has none",
+                          key="agents.id", value=cfg.agents.id)
+
+    def agent(params: dict):
+        with seeded_torch(0):
+            a = registry.make_component("agent", cfg.agents.id, core, **{**cfg.agents.params, **params})
+        a.load(str(seed_dir / "policy.pt"))
+        return a
+
+    greedy = agent(greedy_params(agent_cls, cfg.agents.id))
+    # play_episodes resets the core and the agent with one seed: pass the reset seed for the core's streams; the
+    # sampled agent's own generator is reseeded per pass right after (agent.reset(seed) would otherwise repeat it)
+    g = np.array([m["win"] for m in play_episodes(core, greedy, reset_seed)], dtype=float)
+    sampler = agent(SAMPLED_PARAMS)
+    s = np.zeros((k, starts))
+    for i in range(k):
+        obs = core.reset(seed=reset_seed)
+        sampler.reset(reset_seed * 1000 + 1 + i)
+        while not core.done.all():
+            actions, _ = sampler.act(obs)
+            obs = core.step(actions).obs
+        s[i] = [m["win"] for m in core.episode_metrics()]
+    return {"greedy": g, "sampled": s}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("seed_dir", help="a training run's seed-<s> directory (policy.pt; the run's config.yaml above it)")
+    ap.add_argument("--starts", type=int, default=256, help="fixed starts (one batched core)")
+    ap.add_argument("-k", type=int, default=16, help="sampled passes")
+    ap.add_argument("--reset-seed", type=int, default=12345)
+    ap.add_argument("--out", help="write per-start wins as JSON")
+    a = ap.parse_args(argv)
+    if a.starts < 1 or a.k < 1:
+        raise ConfigError("--starts and -k must be >= 1", key="--starts/-k", value=f"{a.starts}/{a.k}")
+    torch.set_num_threads(1)
+    r = wins_from_fixed_starts(a.seed_dir, a.starts, a.k, a.reset_seed)
+    g, s = r["greedy"], r["sampled"]
+    best = s.max(0)
+    print(f"{a.seed_dir}: {a.starts} starts (reset seed {a.reset_seed}): greedy {g.mean():.3f}, one sampled pass "
+          f"{s[0].mean():.3f}, mean of {a.k} sampled {s.mean():.3f}, best of {a.k} sampled {best.mean():.3f}; "
+          f"greedy losses that some sampled pass wins: {int(((g == 0) & (best == 1)).sum())} of {int((g == 0).sum())}")
+    if a.out:
+        atomic_write_text(Path(a.out), dumps_json({"args": vars(a), "greedy": g, "sampled": s}, indent=1))
+
+
+if __name__ == "__main__":
+    run_script(main)
