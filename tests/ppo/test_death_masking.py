@@ -46,6 +46,16 @@ def test_death_masking_needs_team_reward():
         PPOTrainConfig(total_env_steps=1, death_masking=True)
 
 
+def _smac3m_trainer(num_envs: int, rollout_steps: int, death_masking: bool, seed: int):
+    """A small MAPPO trainer on SMAC 3m with the SMAC configs' reward settings; returns ``(core, trainer)``."""
+    core = make_scenario("smac/3m-v0", num_envs=num_envs)
+    torch.manual_seed(0)
+    ag = PPOAgent(core, critic="central", hidden=[16])
+    cfg = PPOTrainConfig(total_env_steps=10**6, num_envs=num_envs, rollout_steps=rollout_steps, epochs=1, minibatches=1,
+                         bootstrap_truncated=False, team_reward=True, death_masking=death_masking)
+    return core, PPOTrainer(ag, cfg, seed=seed)
+
+
 def _gae_inputs_of_one_rollout(monkeypatch, death_masking: bool) -> dict:
     """SMAC 3m, 4 envs x 30 steps: the arguments the trainer passes to ``gae`` (the real one runs)."""
     import coopsim.agents.ppo.trainer as trainer_mod
@@ -58,12 +68,7 @@ def _gae_inputs_of_one_rollout(monkeypatch, death_masking: bool) -> dict:
         return out
 
     monkeypatch.setattr(trainer_mod, "gae", spy)
-    core = make_scenario("smac/3m-v0", num_envs=4)
-    torch.manual_seed(0)
-    ag = PPOAgent(core, critic="central", hidden=[16])
-    cfg = PPOTrainConfig(total_env_steps=10**6, num_envs=4, rollout_steps=30, epochs=1, minibatches=1,
-                         bootstrap_truncated=False, team_reward=True, death_masking=death_masking)
-    tr = PPOTrainer(ag, cfg, seed=5)
+    core, tr = _smac3m_trainer(num_envs=4, rollout_steps=30, death_masking=death_masking, seed=5)
     alive = []
     real_step = core.step
 
@@ -100,12 +105,7 @@ def test_smac_dead_slots_keep_team_reward_and_team_value(monkeypatch):
 def test_training_episode_return_counts_smacs_shared_reward_once():
     """``episode/return`` in training is the runner's ``episode_return``: SMAC's team reward once per step (a full
     win returns 20), not once per agent (which read 3x larger on 3m)."""
-    core = make_scenario("smac/3m-v0", num_envs=8)
-    torch.manual_seed(0)
-    ag = PPOAgent(core, critic="central", hidden=[16])
-    cfg = PPOTrainConfig(total_env_steps=10**6, num_envs=8, rollout_steps=120, epochs=1, minibatches=1,
-                         bootstrap_truncated=False, team_reward=True, death_masking=True)
-    tr = PPOTrainer(ag, cfg, seed=3)
+    core, tr = _smac3m_trainer(num_envs=8, rollout_steps=120, death_masking=True, seed=3)
     running, finished = np.zeros(8), []
     real_step = core.step
 
