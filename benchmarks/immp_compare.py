@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json
 from coopsim.platform.stats import t_half_width
 
 METHODS = ["mapf/immp-v0", "mapf/immp-v0-nocspibt", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0",
@@ -289,7 +289,7 @@ def main() -> None:
     if a.out:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "immp_eval.json", dumps_json({"table": tab, "targets": tgt}, indent=1, sort_keys=True))
+        atomic_write_json(out / "immp_eval.json", {"table": tab, "targets": tgt}, indent=1, sort_keys=True)
         plot(data, out / "immp_eval.png")
         print(f"\nwrote {out / 'immp_eval.json'} and {out / 'immp_eval.png'}")
 

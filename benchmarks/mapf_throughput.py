@@ -103,7 +103,7 @@ def run_json(cmd: list[str], cpu: str | None, timeout: float = 3600) -> dict:
 
 def export_instance(map_name: str, agents: int, path: Path) -> dict:
     """Write coopsim's seed-0 instance of ``map_name`` for POGEMA: rows of ``.``/``#``, (row, col) positions."""
-    from coopsim.platform.recorder import atomic_write_text, dumps_json
+    from coopsim.platform.recorder import atomic_write_json
     from coopsim.platform.registry import make_scenario
 
     core = make_scenario("mapf/MGMAPF-v0", num_envs=1, map=map_name, num_agents=agents, num_goals=NUM_GOALS,
@@ -117,7 +117,7 @@ def export_instance(map_name: str, agents: int, path: Path) -> dict:
         "agents_xy": [[int(y), int(x)] for x, y in inst.starts],
         "targets_xy": [[[int(y), int(x)] for x, y in seq] for seq in inst.goals],
     }
-    atomic_write_text(path, dumps_json(data))
+    atomic_write_json(path, data)
     return data
 
 

@@ -93,11 +93,11 @@ def write(results: list[dict], args, out: Path, t0: float) -> None:
         if rs:
             rows[name] = {"per_agent_return": t_half_width([r["per_agent_return"] for r in rs]),
                           "wall_s": t_half_width([r["wall_s"] for r in rs]), "seeds": [r["seed"] for r in rs]}
-    from coopsim.platform.recorder import atomic_write_text, dumps_json
+    from coopsim.platform.recorder import atomic_write_json, atomic_write_text
 
-    atomic_write_text(out.with_suffix(".json"), dumps_json({
+    atomic_write_json(out.with_suffix(".json"), {
         "args": vars(args), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "total_wall_s": time.time() - t0, "rows": rows, "runs": results}, indent=1))
+        "total_wall_s": time.time() - t0, "rows": rows, "runs": results}, indent=1)
     lines = [f"# MAPPO on simple_spread (N = 3, 25-step episodes): coopsim vs BenchMARL, {args.frames} frames per seed",
              "", f"`.venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames {args.frames} --seeds {args.seeds} "
              f"--episodes {args.episodes}` ({time.strftime('%Y-%m-%d', time.gmtime())}, shared 2-core machine under load from "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.constraints import Separation
 from coopsim.safety.shields import CertificateShield
@@ -92,7 +92,7 @@ def main() -> None:
     slope = float(np.polyfit(np.log(ns[big]), np.log(ms[big]), 1)[0]) if big.sum() >= 2 else float("nan")
     print(f"log-log slope of shield time vs N (N >= 32): {slope:.2f}  (1.0 = linear)")
     a.out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(a.out / "shield_scaling.json", dumps_json({"rows": rows, "slope_N_ge_32": slope}, indent=1))
+    atomic_write_json(a.out / "shield_scaling.json", {"rows": rows, "slope_N_ge_32": slope}, indent=1)
     import matplotlib
 
     matplotlib.use("Agg")

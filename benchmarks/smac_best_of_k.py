@@ -29,7 +29,7 @@ from smac_time_to_win import greedy_params  # noqa: E402  (the greedy switch of 
 from coopsim.errors import ConfigError, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
 from coopsim.platform.config import load_config  # noqa: E402
-from coopsim.platform.recorder import atomic_write_text, dumps_json  # noqa: E402
+from coopsim.platform.recorder import atomic_write_json  # noqa: E402
 from coopsim.platform.runner import play_episodes, seeded_torch  # noqa: E402
 
 #: the acting param that makes a learner sample its actions (PPO); QMIX samples with epsilon > 0 instead
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{s[0].mean():.3f}, mean of {a.k} sampled {s.mean():.3f}, best of {a.k} sampled {best.mean():.3f}; "
           f"greedy losses that some sampled pass wins: {int(((g == 0) & (best == 1)).sum())} of {int((g == 0).sum())}")
     if a.out:
-        atomic_write_text(Path(a.out), dumps_json({"args": vars(a), "greedy": g, "sampled": s}, indent=1))
+        atomic_write_json(Path(a.out), {"args": vars(a), "greedy": g, "sampled": s}, indent=1)
 
 
 if __name__ == "__main__":

@@ -227,7 +227,7 @@ def main() -> None:
                     print(f"speed cores={c} {m} b={b}: wall: coopsim {fmt(row['coopsim'])}  smax scan {fmt(row['smax_scan'])} "
                           f"call {fmt(row['smax_call'])} | per CPU-s: coopsim {fmt(row['coopsim_cpu'])} smax scan "
                           f"{fmt(row['smax_scan_cpu'])} call {fmt(row['smax_call_cpu'])}", flush=True)
-                    recorder.atomic_write_text(out, recorder.dumps_json(results, indent=2))
+                    recorder.atomic_write_json(out, results, indent=2)
 
     if a.only in (None, "calibration"):
         for m in calib:
@@ -242,10 +242,10 @@ def main() -> None:
             results["calibration"].append(row)
             print(f"calibration {m}: random {row['random_coopsim']:.2f} vs {row['random_smax']:.2f}, focus "
                   f"{row['focus_coopsim']:.2f} vs {row['focus_smax']:.2f} -> {'pass' if row['pass'] else 'FAIL'}", flush=True)
-            recorder.atomic_write_text(out, recorder.dumps_json(results, indent=2))
+            recorder.atomic_write_json(out, results, indent=2)
 
     results["machine"]["loadavg_end"] = os.getloadavg()
-    recorder.atomic_write_text(out, recorder.dumps_json(results, indent=2))
+    recorder.atomic_write_json(out, results, indent=2)
     # tables
     if results["speed"]:
         print("\n| cores | map | batch | coopsim steps/s | SMAX scan steps/s | SMAX call steps/s | coopsim/scan | coopsim/call | SMAX compile s (scan/call; cache hit) |")

@@ -32,7 +32,7 @@ import torch
 from coopsim.errors import ConfigError, run_script
 from coopsim.platform import registry
 from coopsim.platform.config import dump_config, load_config
-from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text
 from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import fit
 from coopsim.platform.training import build_trainer, trainable_class, train_config
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         fit(trainer, schedule, run_dir / f"seed-{seed}", description=f"{cfg.name} seed {seed}", on_iteration=on_iteration)
         first = next((e for e in evals if e["greedy_win"] >= args.target), None)
         out["per_seed"][str(seed)] = {"evals": evals, "first_at_target": first, "final": evals[-1] if evals else None}
-        atomic_write_text(run_dir / "time_to_win.json", dumps_json(out, indent=2))
+        atomic_write_json(run_dir / "time_to_win.json", out, indent=2)
     return 0
 
 

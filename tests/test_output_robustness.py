@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from coopsim.platform.recorder import atomic_savefig, dumps_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json, dumps_json
 from coopsim.platform.stats import summarize, t_interval
 
 
@@ -51,6 +51,17 @@ def test_ddacom_one_seed_results_are_strict_and_still_print(capsys):
     assert back["rows"]["wifi/ddacom"]["loss"] == [0.0, None]  # one seed: the half-width is null, not NaN
     print_table(back)  # the reader takes the null half-width as "no CI"
     assert "1 seed, no CI" in capsys.readouterr().out
+
+
+def test_atomic_write_json_is_strict_and_keeps_the_old_file_when_the_object_cannot_be_written(tmp_path):
+    path = tmp_path / "results.json"
+    atomic_write_json(path, {"win": np.float32(0.5), "loss": float("nan"), "rows": np.arange(3)}, indent=1)
+    assert json.loads(path.read_text()) == {"win": 0.5, "loss": None, "rows": [0, 1, 2]}
+    before = path.read_bytes()
+    with pytest.raises(TypeError):
+        atomic_write_json(path, {"bad": object()})
+    assert path.read_bytes() == before  # the previous version survives, no partial file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # and no temporary file is left
 
 
 def test_atomic_savefig_writes_a_readable_png_and_no_temporary_file(tmp_path):

@@ -120,6 +120,14 @@ def dumps_json(obj: Any, **kwargs: Any) -> str:
     return json.dumps(_finite_json(obj), allow_nan=False, **kwargs)
 
 
+def atomic_write_json(path: str | Path, obj: Any, **kwargs: Any) -> None:
+    """Write ``obj`` to ``path`` as strict JSON (:func:`dumps_json`, ``kwargs`` as ``json.dumps``: ``indent``,
+    ``sort_keys``) through :func:`atomic_write_bytes`: a reader never sees a half-written file, and an
+    interrupted writer leaves the previous version. The one writer of result JSON files (summary.json,
+    results.json, benchmark outputs)."""
+    atomic_write_text(path, dumps_json(obj, **kwargs))
+
+
 def json_line(row: dict[str, Any]) -> str:
     return json.dumps({k: _jsonable(v) for k, v in row.items()}, sort_keys=True, allow_nan=False)
 

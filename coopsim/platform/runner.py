@@ -23,7 +23,7 @@ from coopsim.errors import ConfigError, CoopsimError
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
-from coopsim.platform.recorder import JsonlWriter, atomic_savez, atomic_write_text, dumps_json, new_run_dir, read_jsonl
+from coopsim.platform.recorder import JsonlWriter, atomic_savez, atomic_write_json, atomic_write_text, new_run_dir, read_jsonl
 from coopsim.platform.stats import summarize
 
 
@@ -423,7 +423,7 @@ def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | N
     timing = _mean_timings(run_dir / "timing.jsonl")
     if timing:
         summary["timing"] = timing
-    atomic_write_text(run_dir / "summary.json", dumps_json(summary, indent=2, sort_keys=True))
+    atomic_write_json(run_dir / "summary.json", summary, indent=2, sort_keys=True)
     return summary
 
 

@@ -28,7 +28,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.errors import ConfigError
-from coopsim.platform.recorder import atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_write_json, atomic_write_text
 
 CHECKPOINT_NAME = "checkpoint.pt"
 POLICY_NAME = "policy.pt"
@@ -366,5 +366,5 @@ def fit(
         "final_metrics": {k: v for k, v in metrics.items() if k not in WALL_COLUMNS},
         "policy": str(run_dir / POLICY_NAME),
     }
-    atomic_write_text(run_dir / SUMMARY_NAME, dumps_json(summary, indent=2, sort_keys=True))
+    atomic_write_json(run_dir / SUMMARY_NAME, summary, indent=2, sort_keys=True)
     return summary

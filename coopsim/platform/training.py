@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from coopsim.errors import ConfigError
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
-from coopsim.platform.recorder import atomic_write_text, dumps_json, new_run_dir
+from coopsim.platform.recorder import atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.trainer import (CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, annealed_lr, entropy_coef, fit,
                                      load_checkpoint, training_seed_dirs)
 
@@ -296,7 +296,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
         "wall_time_s": sum(s["wall_time_s"] for s in per_seed.values()),
         "per_seed": per_seed,
     }
-    atomic_write_text(run_dir / SUMMARY_NAME, dumps_json(summary, indent=2, sort_keys=True))
+    atomic_write_json(run_dir / SUMMARY_NAME, summary, indent=2, sort_keys=True)
     return run_dir
 
 

@@ -28,7 +28,7 @@ from itertools import product
 import numpy as np
 from scipy.spatial import cKDTree
 
-from coopsim.safety.constraints import KeepConnected, PairConstraint, ResourceCap, Separation
+from coopsim.safety.constraints import KeepConnected, PairConstraint, ResourceCap
 from coopsim.safety.graph import CouplingGraph
 from coopsim.safety.state import SafetyState
 

@@ -1,5 +1,4 @@
 """The runner closes the feedback path: a rate-adaptive team receives its channel's per-sender delivery feedback."""
-import numpy as np
 
 from coopsim.platform.config import validate_config
 from coopsim.platform.runner import RunParts, run_episode

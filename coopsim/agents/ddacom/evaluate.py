@@ -29,8 +29,7 @@ import yaml
 from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam
 from coopsim.comm.oracle import safe_rate_oracle, utilization
 from coopsim.errors import int_at_least, run_script
-from coopsim.platform.comm import MessageBatch
-from coopsim.platform.recorder import atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_write_json
 from coopsim.platform.stats import t_half_width
 from coopsim.platform.registry import make_component, make_scenario
 
@@ -164,8 +163,8 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
         print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)
         summary = summarize(results)  # written after every seed: an interrupted sweep keeps its seeds
-        atomic_write_text(Path(a.out), dumps_json({"args": vars(a), "seeds_done": seed + 1, "summary": summary, "runs": [
-            {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
+        atomic_write_json(Path(a.out), {"args": vars(a), "seeds_done": seed + 1, "summary": summary, "runs": [
+            {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
     print_table(summary)
 
 

@@ -43,7 +43,7 @@ from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
 from coopsim.errors import int_at_least, run_script
-from coopsim.platform.recorder import atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_write_json, dumps_json
 from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
 
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
                   "train_wall_s": wall, "evals": {v: {str(k): e for k, e in d.items()} for v, d in evals.items()}}
         if "no_comm" in evals and "broadcast_ideal" in evals:
             result["summary"] = summarize(evals)
-        atomic_write_text(out / "results.json", dumps_json(result, indent=1))
+        atomic_write_json(out / "results.json", result, indent=1)
     print(dumps_json(result.get("summary", {}), indent=1))
 
 

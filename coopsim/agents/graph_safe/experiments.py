@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from coopsim.errors import ConfigError, int_at_least, run_script
-from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json
 
 OUT = Path("docs/safety_results")
 
@@ -36,7 +36,7 @@ OUT = Path("docs/safety_results")
 def _atomic_json(obj, path: Path) -> None:
     """Write ``obj`` as JSON (indent 1) to ``path`` with the run directories' atomic writer (temporary file in
     the same directory, fsync, ``os.replace``; parent directories are created)."""
-    atomic_write_text(path, dumps_json(obj, indent=1))
+    atomic_write_json(path, obj, indent=1)
 
 
 LEARNER = "graph_safe-v0 (counts replans, goal-directed expansion, training shield sharing the learner's counts)"

@@ -42,11 +42,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from coopsim.agents.ddacom.evaluate import ci95, print_table, run, summarize
+from coopsim.agents.ddacom.evaluate import print_table, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
-from coopsim.platform.recorder import atomic_savefig, atomic_write_text, dumps_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json
 from coopsim.platform.registry import make_component, make_scenario
 
 _KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "anchor_seeds", "channel", "oracle"}
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg.setdefault("sender_params", {}).setdefault(snd, {}).update(params)
     if a.calibrate:
         rows = calibrate(cfg, [float(x) for x in a.calibrate.split(",")])
-        atomic_write_text(Path(a.out), dumps_json({"config": cfg, "calibration": rows}, indent=1))
+        atomic_write_json(Path(a.out), {"config": cfg, "calibration": rows}, indent=1)
         return {"calibration": rows}
     kw = _scenario_kw(cfg)
     N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
@@ -386,9 +386,9 @@ def main(argv: list[str] | None = None) -> dict:
                                           drain_steps=int(orc.get("drain_steps", 12)))
                 safe[seed] = orc_out["safe_bps"]
                 if cache is not None:
-                    atomic_write_text(cache, dumps_json({"channel": cfg["channel"], "seed": seed,
+                    atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed,
                                                       "rates_bps": rates.tolist(),
-                                                      "safe_bps": safe[seed].tolist()}))
+                                                      "safe_bps": safe[seed].tolist()})
             sf = np.minimum(safe[seed], demand) / demand
             print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max {sf.max():.3f} "
                   f"({time.time() - t0:.0f} s)", flush=True)
@@ -406,11 +406,11 @@ def main(argv: list[str] | None = None) -> dict:
                       f"({time.time() - t0:.0f} s)", flush=True)
             summary = _summary(results, gap, anchors)
             ts = time_series(results, safe, N, demand)
-            atomic_write_text(Path(a.out), dumps_json({
+            atomic_write_json(Path(a.out), {
                 "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
-                "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1))
+                "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
     finally:
         ch.close()
     print_table(summary)

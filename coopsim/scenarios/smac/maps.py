@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from coopsim.scenarios.smac.units import MAP_HEIGHT, MAP_WIDTH, TYPE_ID
+from coopsim.scenarios.smac.units import MAP_HEIGHT, TYPE_ID
 
 
 @dataclass(frozen=True)
