@@ -50,17 +50,17 @@ def test_the_same_setting_resumes_as_done(tmp_path, capsys):
 
 
 def test_results_are_written_with_the_platform_atomic_writer(tmp_path, monkeypatch):
-    """Result JSON files go through coopsim.platform.recorder.atomic_write_text (fsync, unique temporary file)."""
+    """Result JSON files go through coopsim.platform.recorder.atomic_write_json (fsync, unique temporary file)."""
     from coopsim.agents.graph_safe import experiments
     from coopsim.platform import recorder
 
     calls = []
 
-    def spy(path, text):
+    def spy(path, obj, **kwargs):
         calls.append(path)
-        recorder.atomic_write_text(path, text)
+        recorder.atomic_write_json(path, obj, **kwargs)
 
-    monkeypatch.setattr(experiments, "atomic_write_text", spy)
+    monkeypatch.setattr(experiments, "atomic_write_json", spy)
     path = tmp_path / "sub" / "r.json"
     experiments._atomic_json({"a": [1, 2]}, path)
     assert calls == [path] and json.loads(path.read_text()) == {"a": [1, 2]}

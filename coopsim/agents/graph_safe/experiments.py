@@ -266,7 +266,7 @@ def tables(out: Path) -> str:
                      f"{np.mean([d['wall_s'] for d in ds]):.0f} |")
     lines += ["", "Per seed (seed: cumulative regret / slope / graph-safe violations / unshielded IQL violations when run):", ""]
     for case, ds in groups.items():
-        cells = [f"{d['seed']}: {d['cumulative_regret'][-1]:.0f} / {_floats([d['slope_second_half']])[0]:.2f} / {d['violations']:.0f}"
+        cells = [f"{d['seed']}: {d['cumulative_regret'][-1]:.0f} / {_float(d['slope_second_half']):.2f} / {d['violations']:.0f}"
                  + (f" / {d['iql_violations']:.0f}" if "iql_violations" in d else "") for d in ds]
         lines.append(f"- `{case}`: " + "; ".join(cells))
     text = "\n".join(lines) + "\n"
@@ -275,10 +275,15 @@ def tables(out: Path) -> str:
     return text
 
 
-def _floats(values) -> np.ndarray:
-    """``values`` as a float array, a ``null`` of the JSON files (a nan when written, see
+def _float(v) -> float:
+    """``v`` as a float, a ``null`` of the JSON files (a nan when written, see
     :func:`coopsim.platform.recorder.dumps_json`) as nan."""
-    return np.array([math.nan if v is None else v for v in values], dtype=float)
+    return math.nan if v is None else float(v)
+
+
+def _floats(values) -> np.ndarray:
+    """``values`` as a float array, each as :func:`_float`."""
+    return np.array([_float(v) for v in values], dtype=float)
 
 
 def _of_cert(ds: list[dict]) -> str:
