@@ -108,16 +108,17 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
 def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
              overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
     """Check a run config (schema, registry ids, every component's params) without running it."""
-    from coopsim.platform.config import check_buildable, dump_config, load_config
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import blame_override, check_buildable, dump_config, load_config
 
     try:
         cfg = load_config(config, overrides or [])
-        check_buildable(cfg, file=str(config))
+        try:
+            check_buildable(cfg, file=str(config))
+        except ConfigError as exc:  # a value given on the command line is named as the override
+            raise blame_override(exc, config, overrides or []) from None
         if cfg.train is not None:   # the train: section too, as `coopsim train` would read it
             from coopsim.platform.training import train_config, trainable_class
-
-            from coopsim.platform.config import blame_override
-            from coopsim.errors import ConfigError
 
             try:
                 train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
@@ -136,15 +137,22 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         checkpoint: Optional[Path] = typer.Option(None, help="load agent parameters from this file"),
         progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
-    from coopsim.platform.config import load_config
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import blame_override, load_config
     from coopsim.platform.report import load_run, summary_table
-    from coopsim.platform.runner import run_config
+    from coopsim.platform.runner import run_config, untrained_learner_warning
 
     try:
         cfg = load_config(config, overrides or [])
+        warning = untrained_learner_warning(cfg, str(checkpoint) if checkpoint else None)
+        if warning:
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
         with _sigterm_as_interrupt():  # an agent/scenario mismatch fails in run_config, before a run dir exists
-            run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress,
-                                 file=str(config))
+            try:
+                run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress,
+                                     file=str(config))
+            except ConfigError as exc:  # a value given on the command line is named as the override
+                raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:

@@ -144,6 +144,25 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
+def read_yaml_text(p: Path, shown: str | None = None) -> str:
+    """The text of the YAML file ``p``, decoded as UTF-8.
+
+    Raises:
+        ConfigError: the file cannot be read, or is not UTF-8 text (e.g. an image given by mistake).
+    """
+    shown = shown or str(p)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the file: {exc.strerror or exc}", file=shown) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"not a UTF-8 text (YAML) file (byte {raw[exc.start:exc.start + 1]!r} at line {line}); give "
+                          "the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml", file=shown) from None
+
+
 def load_raw(path: str | Path) -> dict[str, Any]:
     path = str(path)
     p = Path(path)
@@ -152,8 +171,9 @@ def load_raw(path: str | Path) -> dict[str, Any]:
                           "configs/mapf/random-32-32-10.yaml)", file=path)
     if not p.is_file():
         raise ConfigError("file not found (give the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml)", file=path)
+    text = read_yaml_text(p, path)
     try:
-        data = yaml.load(p.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except _DuplicateKey as exc:
         raise ConfigError(f"duplicate key {exc.key!r} (each key may appear once in a mapping; remove one)",
                           file=f"{path}, line {exc.line}") from None
@@ -209,7 +229,7 @@ def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
     """
     from coopsim.platform.runner import RunParts, check_first_step, check_resets
 
-    parts = RunParts(cfg)
+    parts = RunParts(cfg, file=file)
     try:
         check_resets(parts.scenario, cfg, file=file)
         check_first_step(parts, cfg, file=file)

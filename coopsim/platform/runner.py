@@ -60,18 +60,28 @@ class RunParts:
     """The four components of a run, built from the registry (num_envs == 1); the agent is built under
     :func:`seeded_torch` with the first run seed, so an untrained learner's initial weights are reproducible."""
 
-    def __init__(self, cfg: RunConfig, checkpoint: str | None = None):
+    def __init__(self, cfg: RunConfig, checkpoint: str | None = None, *, file: str | None = None):
         try:
             self.scenario = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
         except ConfigError as exc:
-            if exc.key and not exc.key.startswith("scenario."):  # a scenario's own check names its param only
-                msg = str(exc).split(f"key '{exc.key}': ", 1)[-1]
-                raise ConfigError(msg, file=exc.file, key=f"scenario.params.{exc.key}", value=exc.value) from None
+            if (exc.key and not exc.key.startswith("scenario.")) or (file and not exc.file):
+                # a scenario's own check names its param only, and not the config file
+                msg = str(exc).split(f"key '{exc.key}': ", 1)[-1] if exc.key else str(exc)
+                key = exc.key if not exc.key or exc.key.startswith("scenario.") else f"scenario.params.{exc.key}"
+                raise ConfigError(msg, file=exc.file or file, key=key, value=exc.value) from None
             raise
+        try:
+            self._build(cfg, checkpoint, file)
+        except BaseException:
+            self.scenario.close()
+            raise
+
+    def _build(self, cfg: RunConfig, checkpoint: str | None, file: str | None) -> None:
         missing = [c for c in getattr(registry.spec("agent", cfg.agents.id).load(), "requires", ()) if not hasattr(self.scenario, c)]
         if missing:
             raise ConfigError(f"agent '{cfg.agents.id}' needs scenario capabilities {missing}, which '{cfg.scenario.id}' lacks",
-                              key="agents.id", value=cfg.agents.id)
+                              file=file, key="agents.id", value=cfg.agents.id)
+        check_shield_fits(cfg, self.scenario, file=file)
         with seeded_torch(cfg.seeds[0]):  # an agent's initial network weights, as `coopsim train` seeds them
             self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
         if checkpoint is not None:
@@ -87,6 +97,56 @@ class RunParts:
     def close(self) -> None:
         self.channel.close()
         self.scenario.close()
+
+
+def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | None:
+    """The warning for a run that evaluates a learner (an agent class with ``make_trainer``) with neither
+    ``--checkpoint`` nor ``agents.params.checkpoint``: its policy is untrained (random initial weights); None
+    otherwise."""
+    if checkpoint is not None or cfg.agents.params.get("checkpoint"):
+        return None
+    try:
+        cls = _unwrap(registry.spec("agent", cfg.agents.id).load())
+    except CoopsimError:
+        return None
+    if not hasattr(cls, "make_trainer"):
+        return None
+    has_param = "checkpoint" in getattr(getattr(cls, "Params", None), "model_fields", {})
+    return (f"agent '{cfg.agents.id}' is a learner and no checkpoint was given: evaluating an untrained policy "
+            f"(train it with `coopsim train CONFIG`, or pass --checkpoint"
+            f"{' / agents.params.checkpoint' if has_param else ''})")
+
+
+def _unwrap(factory: Any) -> Any:
+    return factory.cls if isinstance(factory, registry.Variant) else factory
+
+
+def scenarios_with(capability: str) -> list[str]:
+    """Registered scenario ids whose class has ``capability`` (those that cannot be loaded are left out)."""
+    ids = []
+    for s in registry.specs("scenario"):
+        try:
+            cls = _unwrap(s.load())
+        except CoopsimError:
+            continue
+        if callable(getattr(cls, capability, None)):
+            ids.append(s.id)
+    return ids
+
+
+def check_shield_fits(cfg: RunConfig, scenario: Any, *, file: str | None = None) -> None:
+    """Raise a ConfigError (key ``shield.id``) when the configured shield needs a scenario capability
+    (:func:`coopsim.platform.shield.required_capabilities`: ``constraints()``, ``true_support()``, ...) that
+    ``scenario`` lacks. :class:`RunParts` calls it, so ``coopsim validate``, ``sweep`` and ``run`` refuse alike."""
+    from coopsim.platform.shield import required_capabilities
+
+    shield_cls = _unwrap(registry.spec("shield", cfg.shield.id).load())
+    for cap in required_capabilities(shield_cls):
+        if not callable(getattr(scenario, cap, None)):
+            having = scenarios_with(cap)
+            raise ConfigError(f"shield '{cfg.shield.id}' needs a scenario with {cap}(); scenario '{cfg.scenario.id}' "
+                              f"has none (scenarios with {cap}: {', '.join(having) or 'none registered'}; or use "
+                              f"shield.id=passthrough-v0)", file=file, key="shield.id", value=cfg.shield.id)
 
 
 def play_episodes(core, agent, seed: int) -> list[dict[str, float]]:
@@ -311,7 +371,7 @@ def run_config(
         ConfigError, RegistryError: invalid components or params, or an agent that cannot act on the scenario
             (before the run directory exists).
     """
-    parts = RunParts(cfg, checkpoint=checkpoint)
+    parts = RunParts(cfg, checkpoint=checkpoint, file=file)
     jobs = [(s, e) for s in cfg.seeds for e in range(cfg.episodes)]
     bar = _progress(progress)
     shown_bar = contextlib.ExitStack()

@@ -36,10 +36,14 @@ class ShieldParams(BaseModel):
 
 class Shield(ABC):
     """Filters joint actions. ``needs_state`` says whether the runner must ask the scenario for
-    ``constraints()`` each step (the pass-through shield does not)."""
+    ``constraints()`` each step (the pass-through shield does not); ``requires`` names further scenario
+    capabilities the shield calls (e.g. ``true_support``). The runner checks both when it builds the run's
+    components (:func:`required_capabilities`), so ``coopsim validate`` and ``coopsim run`` refuse a shield on a
+    scenario without them alike."""
 
     Params: ClassVar[type[ShieldParams]] = ShieldParams
     needs_state: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **params: Any):
         self.params = self.Params(**params)
@@ -66,3 +70,10 @@ class Shield(ABC):
         """Wall-time statistics of the shield's last episode; the runner writes them to ``timing.jsonl`` (and their
         means over episodes to ``summary.json``, under ``timing``)."""
         return {}
+
+
+def required_capabilities(shield_cls: Any) -> tuple[str, ...]:
+    """The scenario capabilities a shield class needs: ``constraints`` when it ``needs_state``, then its
+    ``requires``."""
+    need = ("constraints",) if getattr(shield_cls, "needs_state", False) else ()
+    return need + tuple(c for c in getattr(shield_cls, "requires", ()) if c not in need)

@@ -153,6 +153,7 @@ class OracleShield(CertificateShield):
     """
 
     Params = OracleShieldParams  # type: ignore[assignment]
+    requires = ("true_support",)
 
     def reset(self, seed: int | None, scenario: Any) -> None:
         if not hasattr(scenario, "true_support"):

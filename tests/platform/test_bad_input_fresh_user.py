@@ -1,0 +1,132 @@
+"""Bad input a new user gives: each is one clear error (file, key, value, what is valid; exit code 2), never a
+traceback; and a learner run without a checkpoint warns."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import check_buildable, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+LINE = ROOT / "configs" / "examples" / "line-random.yaml"
+MAPF = ROOT / "configs" / "mapf" / "random-32-32-10.yaml"
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "coopsim.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+def _build_error(path, overrides) -> ConfigError:
+    cfg = load_config(path, overrides)
+    with pytest.raises(ConfigError) as info:
+        check_buildable(cfg, file=str(path))
+    return info.value
+
+
+# 1. a shield on a scenario without the capabilities it calls: validate and run refuse alike
+
+@pytest.mark.parametrize("path", [LINE, ROOT / "configs" / "smac" / "3m-focus-fire.yaml",
+                                  ROOT / "configs" / "mpe" / "spread-po-ddacom-markov.yaml"])
+def test_certificate_shield_needs_constraints(path):
+    exc = _build_error(path, ["shield.id=certificate-v0", "seeds=[0]"])
+    assert exc.key == "shield.id" and exc.value == "certificate-v0"
+    msg = str(exc)
+    assert str(path) in msg
+    assert "shield 'certificate-v0' needs a scenario with constraints(); scenario '" in msg and "has none" in msg
+    assert "scenarios with constraints: " in msg and "mapf/MGMAPF-v0" in msg and "coop_game/Grid4x4-v0" in msg
+
+
+def test_oracle_shield_needs_true_support_on_mapf():
+    exc = _build_error(MAPF, ["shield.id=oracle-v0", "seeds=[0]", "scenario.params.num_agents=4"])
+    assert exc.key == "shield.id"
+    assert "shield 'oracle-v0' needs a scenario with true_support(); scenario 'mapf/MGMAPF-v0' has none" in str(exc)
+    assert "mapf/MGMAPF-v0" not in str(exc).split("scenarios with true_support: ", 1)[1]
+
+
+def test_shield_mismatch_cli_validate_and_run_exit_2(tmp_path):
+    for cmd in (["validate", LINE], ["run", LINE, f"out_dir={tmp_path}", "--no-progress"]):
+        r = cli(*cmd, "shield.id=certificate-v0")
+        assert r.returncode == 2, (cmd, r.stdout, r.stderr)
+        assert "Traceback" not in r.stderr
+        assert "command-line override 'shield.id=certificate-v0'" in r.stderr
+        assert "needs a scenario with constraints(); scenario 'line/LineWalk-v0' has none" in r.stderr
+    assert not any(tmp_path.iterdir())  # no run directory
+
+
+def test_matching_shields_still_build():
+    check_buildable(load_config(MAPF, ["shield.id=certificate-v0", "seeds=[0]", "scenario.params.num_agents=4",
+                                       "scenario.params.conflicts=allow"]))
+    check_buildable(load_config(ROOT / "configs" / "safety" / "coop-grid4x4-2ag-all.yaml", ["shield={id: oracle-v0}"]))
+
+
+# 2. a config file that is not UTF-8 text
+
+def test_binary_config_file_is_a_clear_error(tmp_path):
+    f = tmp_path / "bin.yaml"
+    f.write_bytes(b"\x89PNG\x00\x01")
+    with pytest.raises(ConfigError, match="not a UTF-8 text \\(YAML\\) file"):
+        load_config(f)
+    for cmd in ("validate", "run", "train"):
+        r = cli(cmd, f)
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert f"{f}: not a UTF-8 text (YAML) file" in r.stderr and "Traceback" not in r.stderr
+
+
+# 3. the PettingZoo adapter given something that is not a ParallelEnv
+
+PZ = ["scenario.id=pettingzoo/adapter-v0", "seeds=[0]", "agents.id=random-v0"]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_pettingzoo_aec_env_is_refused():
+    pytest.importorskip("pettingzoo.classic.rps_v2")
+    exc = _build_error(LINE, PZ + ["scenario.params={env: 'pettingzoo.classic.rps_v2:env'}"])
+    assert exc.key == "scenario.params.env" and exc.value == "pettingzoo.classic.rps_v2:env"
+    assert "'pettingzoo.classic.rps_v2:env'" in str(exc) and str(LINE) in str(exc)
+    assert "not a PettingZoo ParallelEnv" in str(exc) and "use its parallel_env" in str(exc)
+    assert "pettingzoo.classic.rps_v2:parallel_env" in str(exc)
+
+
+def test_pettingzoo_non_env_callables_are_refused():
+    exc = _build_error(LINE, PZ + ["scenario.params={env: 'os:getcwd'}"])
+    assert exc.key == "scenario.params.env" and "'os:getcwd'" in str(exc)
+    assert "is not a PettingZoo ParallelEnv" in str(exc) and "an AEC env? use its parallel_env" in str(exc)
+    exc = _build_error(LINE, PZ + ["scenario.params={env: 'os:sep'}"])
+    assert exc.key == "scenario.params.env" and "not a callable" in str(exc)
+
+
+def test_pettingzoo_reset_return_is_checked():
+    from coopsim.scenarios.pettingzoo_adapter import PettingZooCore
+
+    class Fake:  # a duck-typed parallel env whose reset returns the old (obs only) API
+        possible_agents = ["a"]
+
+        def reset(self, seed=None):
+            return {"a": [0.0]}
+
+        def step(self, actions):
+            raise AssertionError
+
+        def action_space(self, a):
+            import gymnasium
+            return gymnasium.spaces.Discrete(2)
+
+        def observation_space(self, a):
+            import gymnasium
+            return gymnasium.spaces.Box(0, 1, (1,))
+
+        def close(self):
+            pass
+
+    core = PettingZooCore.from_envs([Fake()])
+    with pytest.raises(ConfigError, match=r"reset\(\) returned dict, not \(observations, infos\)"):
+        core.reset(seed=0)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_pettingzoo_parallel_env_still_works():
+    pytest.importorskip("pettingzoo.classic.rps_v2")
+    check_buildable(load_config(LINE, PZ + ["scenario.params={env: 'pettingzoo.classic.rps_v2:parallel_env'}"]))
