@@ -24,6 +24,7 @@ Version history: v0 -- initial version.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import Any, Callable, Optional
 
@@ -54,6 +55,40 @@ def _load(path: str) -> Callable[..., Any]:
         raise ConfigError(f"module {mod!r} has no attribute {attr!r}", key="env", value=path) from None
 
 
+def _parallel_env_problem(env: Any) -> str | None:
+    """Why ``env`` is not a PettingZoo ``ParallelEnv`` (an AEC env, or no ``reset``/``step``/``possible_agents``/
+    ``action_space``/``observation_space``), or None when it looks like one."""
+    try:
+        from pettingzoo.utils.env import AECEnv, ParallelEnv
+    except ImportError:  # duck typing only
+        AECEnv = ParallelEnv = None  # noqa: N806
+    if ParallelEnv is not None and isinstance(env, ParallelEnv):
+        return None
+    if (AECEnv is not None and isinstance(env, AECEnv)) or hasattr(env, "agent_selection"):
+        return "AEC"
+    lacks = [a for a in ("reset", "step", "action_space", "observation_space") if not callable(getattr(env, a, None))]
+    try:
+        agents = getattr(env, "possible_agents", None)
+    except Exception:  # noqa: BLE001 - a property that raises is as good as missing
+        agents = None
+    if not isinstance(agents, (list, tuple)) or not agents:
+        lacks.append("possible_agents")
+    if lacks:
+        return f"a {type(env).__name__} without {', '.join(lacks)}"
+    return None
+
+
+def _not_parallel(what: str, env: Any, problem: str, path: str | None) -> ConfigError:
+    key = "env" if path else None
+    if problem == "AEC":
+        mod = path.split(":", 1)[0] if path and ":" in path else None
+        eg = f" (e.g. '{mod}:parallel_env')" if mod else ""
+        return ConfigError(f"{what} is an AEC env ({type(env).__name__}), not a PettingZoo ParallelEnv: use its "
+                           f"parallel_env{eg}", key=key, value=path)
+    return ConfigError(f"{what} is not a PettingZoo ParallelEnv ({problem}; an AEC env? use its parallel_env)",
+                       key=key, value=path)
+
+
 class PettingZooCore(ScenarioCore):
     """Batched core over PettingZoo parallel envs (see the module docstring)."""
 
@@ -67,8 +102,29 @@ class PettingZooCore(ScenarioCore):
         if envs is None:
             if self.params.env is None:
                 raise ConfigError("give 'env' ('module:callable') or a list of envs", key="env")
-            fn = _load(self.params.env)
-            envs = [fn(**self.params.env_kwargs) for _ in range(int(num_envs))]
+            path = self.params.env
+            fn = _load(path)
+            if not callable(fn):
+                raise ConfigError(f"{path!r} is a {type(fn).__name__}, not a callable returning a PettingZoo "
+                                  "ParallelEnv", key="env", value=path)
+            envs = []
+            for _ in range(int(num_envs)):
+                try:
+                    env = fn(**self.params.env_kwargs)
+                except TypeError as exc:  # wrong keyword arguments (env_kwargs) or not a factory
+                    raise ConfigError(f"{path}(**env_kwargs) raised TypeError: {exc} (env_kwargs: "
+                                      f"{self.params.env_kwargs!r})", key="env", value=path) from None
+                problem = _parallel_env_problem(env)
+                if problem:
+                    with contextlib.suppress(Exception):
+                        env.close()
+                    raise _not_parallel(f"{path!r} returned a value that", env, problem, path)
+                envs.append(env)
+        else:
+            for env in envs:
+                problem = _parallel_env_problem(env)
+                if problem:
+                    raise _not_parallel(f"env {env!r}", env, problem, None)
         self.envs = list(envs)
         self.num_envs = len(self.envs)
         self.dt_s = float(self.params.dt_s)
@@ -112,7 +168,12 @@ class PettingZooCore(ScenarioCore):
             if seed is not None:
                 self._seed_rngs[e] = self.env_rng(seed, int(e))
             s = int(self._seed_rngs[e].integers(2**31))
-            obs, _ = self.envs[e].reset(seed=s)
+            out = self.envs[e].reset(seed=s)
+            if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], dict)):
+                raise ConfigError(f"the env's reset() returned {type(out).__name__}, not (observations, infos) dicts "
+                                  "as a PettingZoo ParallelEnv's does (an AEC env? use its parallel_env)",
+                                  key="scenario.params.env" if self.params.env else None, value=self.params.env)
+            obs = out[0]
             self._put(int(e), obs)
             self._alive[e] = [a in obs for a in self.agent_ids]
             self._term[e] = ~self._alive[e]
