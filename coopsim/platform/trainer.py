@@ -269,6 +269,75 @@ def progress_info(metrics: dict[str, float], means: dict[str, list[float]]) -> s
     return ", ".join(parts)
 
 
+class _HeldSignals:
+    """SIGINT and SIGTERM while :func:`fit` runs (main thread only): the first one is held until the running
+    iteration ends, so the state at an iteration's end can be checkpointed; then it is delivered as it would have
+    been (the handler installed before, e.g. Ctrl-C's ``KeyboardInterrupt``). A second one while an iteration runs
+    (``urgent``) is delivered at once. A signal that was ignored stays ignored."""
+
+    SIGNALS = ("SIGINT", "SIGTERM")
+
+    def __init__(self) -> None:
+        self.old: dict[int, Any] = {}
+        self.pending: tuple[int, Any] | None = None
+        self.urgent = False
+
+    def __enter__(self) -> "_HeldSignals":
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for name in self.SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is None:
+                continue
+            old = signal.getsignal(sig)
+            if old is signal.SIG_IGN or old is None:
+                continue
+            self.old[sig] = old
+            signal.signal(sig, self._hold)
+        return self
+
+    def _hold(self, signum: int, frame: Any) -> None:
+        if self.pending is None:
+            self.pending = (signum, frame)
+            if self.urgent:
+                os.write(2, b"\nstopping after this iteration to checkpoint it (press Ctrl-C again to stop now)\n")
+            return
+        if self.urgent:
+            self.deliver()
+
+    def restore(self) -> None:
+        import signal
+
+        for sig, old in self.old.items():
+            signal.signal(sig, old)
+        self.old = {}
+
+    def deliver(self) -> None:
+        """Restore the handlers and deliver the held signal (raises, e.g. ``KeyboardInterrupt``); no-op if none."""
+        import signal
+
+        old = dict(self.old)
+        self.restore()
+        if self.pending is None:
+            return
+        signum, frame = self.pending
+        self.pending = None
+        handler = old.get(signum, signal.SIG_DFL)
+        if callable(handler):
+            handler(signum, frame)
+        else:  # SIG_DFL: the default action (e.g. SIGTERM ends the process) now that the checkpoint is written
+            os.kill(os.getpid(), signum)
+
+    def __exit__(self, *exc: Any) -> None:
+        if exc[0] is None:
+            self.deliver()  # a signal held during the final writes: deliver it now that they are done
+        else:
+            self.restore()
+
+
 def fit(
     trainer: Trainer,
     schedule: TrainSchedule,
@@ -298,6 +367,27 @@ def fit(
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with _HeldSignals() as held:
+        return _fit(trainer, schedule, run_dir, held, resume=resume, description=description, on_iteration=on_iteration)
+
+
+def _checkpoint_bytes(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def _atomic_write_bytes(data: bytes, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSignals, *, resume: bool,
+         description: str, on_iteration: Callable[[Trainer, dict[str, float]], bool] | None) -> dict[str, Any]:
     torch.set_num_threads(schedule.torch_threads)
     ckpt_path = run_dir / CHECKPOINT_NAME
     wall_before = 0.0
@@ -314,9 +404,28 @@ def fit(
     metrics: dict[str, float] = {}
     stopped_early = False
 
+    def state() -> dict[str, Any]:
+        return {"trainer": trainer.state_dict(), "rng": capture_torch_rng(),
+                "wall_s": wall_before + time.perf_counter() - t0, "env_steps": int(trainer.env_steps)}
+
+    # the checkpoint an interrupt keeps when it stops the first iteration before it ends (a second Ctrl-C): the
+    # state before it. A resumed run has its checkpoint on disk already.
+    initial = None if resume else _checkpoint_bytes(state())
+    initial_steps = int(trainer.env_steps)
+    saved = bool(resume)  # whether ckpt_path holds this run's state
+    saved_steps = int(trainer.env_steps)  # the env steps it holds
+
     def checkpoint() -> None:
-        atomic_save({"trainer": trainer.state_dict(), "rng": capture_torch_rng(),
-                     "wall_s": wall_before + time.perf_counter() - t0, "env_steps": int(trainer.env_steps)}, ckpt_path)
+        nonlocal saved, saved_steps
+        atomic_save(state(), ckpt_path)
+        saved, saved_steps = True, int(trainer.env_steps)
+
+    def stop_if_signalled() -> None:
+        """A held SIGINT/SIGTERM: checkpoint the state at the end of the last completed iteration (what the periodic
+        checkpoint holds, so --resume continues exactly), then deliver the signal (raises)."""
+        if held.pending is not None:
+            checkpoint()
+            held.deliver()
 
     progress = None
     episode_means: dict[str, list[float]] = {}  # running means of the progress display (this session's episodes)
@@ -332,10 +441,13 @@ def fit(
         task = progress.add_task(description, total=schedule.total_env_steps, completed=trainer.env_steps, info="")
         progress.start()
     try:
+        stop_if_signalled()
         while trainer.env_steps < schedule.total_env_steps:
             it_t0 = time.perf_counter()
             steps0 = trainer.env_steps
+            held.urgent = True  # a second signal while the iteration runs stops it at once
             metrics = dict(trainer.train_iteration())
+            held.urgent = False
             dt = time.perf_counter() - it_t0
             metrics["time/wall_s"] = wall_before + time.perf_counter() - t0
             metrics["time/env_steps_per_s"] = (trainer.env_steps - steps0) / max(dt, 1e-9)
@@ -343,15 +455,36 @@ def fit(
             if progress is not None:
                 progress.update(task, completed=min(trainer.env_steps, schedule.total_env_steps),
                                 info=progress_info(metrics, episode_means))
-            if on_iteration is not None and on_iteration(trainer, metrics):
-                stopped_early = True
-                break
+            if on_iteration is not None:
+                held.urgent = True
+                stop = on_iteration(trainer, metrics)
+                held.urgent = False
+                if stop:
+                    stopped_early = True
+                    break
+            stop_if_signalled()
             if schedule.checkpoint_every and trainer.env_steps - last_ckpt_steps >= schedule.checkpoint_every:
                 checkpoint()
                 last_ckpt_steps = trainer.env_steps
         checkpoint()
         trainer.save_policy(run_dir / POLICY_NAME)
+    except KeyboardInterrupt as exc:
+        # stopped mid-iteration (a second signal) before any checkpoint of this run: keep the state before the
+        # first iteration, so --resume continues (exactly) instead of starting over; further signals are dropped
+        if not saved and initial is not None:
+            quiet = _HeldSignals().__enter__()
+            try:
+                _atomic_write_bytes(initial, ckpt_path)
+                saved, saved_steps = True, initial_steps
+            except OSError:
+                pass
+            finally:
+                quiet.restore()
+        # what the interrupt kept, for the caller's message: (checkpoint file, its env steps), or None
+        exc.checkpoint = (ckpt_path, saved_steps) if saved else None
+        raise
     finally:
+        held.urgent = False
         if progress is not None:
             progress.stop()
         logger.close()

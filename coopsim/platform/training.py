@@ -272,8 +272,10 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
         if info is not None:  # at the start: a long training without a progress display shows where it writes
             info(f"run directory: {run_dir}")
     per_seed: dict[str, Any] = {}
+    running = None  # the seed being trained when an interrupt comes
     try:
         for seed in cfg.seeds:
+            running = seed
             sub = run_dir / f"seed-{seed}"
             prev = sub / SUMMARY_NAME
             if resume and prev.is_file():
@@ -285,7 +287,14 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
             per_seed[str(seed)] = fit(trainer, schedule, sub, resume=bool(resume) and (sub / CHECKPOINT_NAME).is_file(),
                                       description=f"{cfg.name} seed {seed}")
     except KeyboardInterrupt as exc:
+        exc.kept = _interrupt_kept(run_dir, cfg.seeds, running, getattr(exc, "checkpoint", None),
+                                   schedule.total_env_steps)
+        if exc.kept is None and not resume and _remove_if_nothing_kept(run_dir):
+            exc.kept = "nothing was written (interrupted before the first checkpoint; the run directory was removed)"
+            raise  # no run_dir: the CLI says nothing was written
         exc.run_dir = run_dir  # the CLI names it in its resume hint
+        if info is not None:
+            info(f"stopped: {exc.kept or 'no checkpoint was written: --resume starts every seed over'}")
         raise
     summary = {
         "config": str(run_dir / CONFIG_NAME),
@@ -298,6 +307,36 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     }
     atomic_write_json(run_dir / SUMMARY_NAME, summary, indent=2, sort_keys=True)
     return run_dir
+
+
+def _interrupt_kept(run_dir: Path, seeds: list[int], running: int | None, checkpoint: Any, budget: int) -> str | None:
+    """What an interrupted :func:`train_main` keeps, one line (e.g. ``seed 0: checkpoint at 34,816 of 40,960 env
+    steps (.../seed-0/checkpoint.pt)``); None if no seed holds a checkpoint or a finished summary."""
+    parts = []
+    for seed in seeds:
+        sub = run_dir / f"seed-{seed}"
+        if seed == running and isinstance(checkpoint, tuple):
+            parts.append(f"seed {seed}: checkpoint at {checkpoint[1]:,} of {budget:,} env steps ({checkpoint[0]})")
+        elif (sub / SUMMARY_NAME).is_file():
+            parts.append(f"seed {seed}: finished")
+        elif (sub / CHECKPOINT_NAME).is_file():
+            parts.append(f"seed {seed}: its last checkpoint ({sub / CHECKPOINT_NAME})")
+    return "; ".join(parts) or None
+
+
+def _remove_if_nothing_kept(run_dir: Path) -> bool:
+    """Remove a new run directory an interrupt left without any checkpoint (only its config and empty logs);
+    True if removed."""
+    import shutil
+
+    if any(d.is_dir() and ((d / CHECKPOINT_NAME).is_file() or (d / SUMMARY_NAME).is_file())
+           for d in run_dir.glob("seed-*")):
+        return False
+    try:
+        shutil.rmtree(run_dir)
+    except OSError:
+        return False
+    return True
 
 
 def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress: bool = True) -> Path:
