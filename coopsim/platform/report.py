@@ -132,6 +132,18 @@ def _run_note(cfg: dict, rows: list[dict], summary: dict, has_summary: bool) -> 
     return None
 
 
+#: metric families whose all-zero members (no messages, no interventions, no costs) tables and comparison plots
+#: leave out; the files (summary.json, metrics.jsonl, compare.csv) keep them
+HIDDEN_WHEN_ZERO = ("comm/", "shield/", "cost/")
+
+
+def hidden_when_zero(metric: str, stats: list[dict]) -> bool:
+    """Whether tables leave ``metric`` out: a :data:`HIDDEN_WHEN_ZERO` counter whose per-seed means are all zero (or
+    missing) in every one of ``stats`` (its summary entries)."""
+    return metric.startswith(HIDDEN_WHEN_ZERO) and not any(v for st in stats
+                                                           for v in (st or {}).get("per_seed", {}).values())
+
+
 def _ordered_metrics(names) -> list[str]:
     names = list(names)
     head = [m for m in HEADLINE if m in names]
@@ -186,7 +198,7 @@ def summary_table(run: dict[str, Any]):
         t.add_column(c, justify="right" if c != "metric" else "left")
     for m in _ordered_metrics(run["summary"]["metrics"]):
         st = run["summary"]["metrics"][m]
-        if "/" in m and not any(v for v in st.get("per_seed", {}).values()):
+        if hidden_when_zero(m, [st]):
             continue  # an all-zero layer counter (no messages, no interventions): kept in the files, not shown
         ci = "—" if st.get("ci95_low") is None else f"[{_fmt(st['ci95_low'])}, {_fmt(st['ci95_high'])}]"
         t.add_row(m, _fmt(st.get("mean")), ci, str(st.get("n_seeds")), str(st.get("n_episodes")))
@@ -252,7 +264,9 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     other field are pooled (``pooled_seeds`` in the result says when that happened), unless ``seeds`` is in
     ``group_by``: the config keys a sweep varied (its ``--grid`` axes), each of which, when its values differ,
     labels rows of its own even where it would be pooled otherwise (a sweep over ``seeds`` gives one row per
-    seeds value). Writes ``compare_<metric>.png`` into ``out_dir`` (default: the first run's parent).
+    seeds value). Writes ``compare_<metric>.png`` into ``out_dir`` (default: the first run's parent). Counters of
+    :data:`HIDDEN_WHEN_ZERO` that are zero in every run are left out of ``metrics`` (the table and the plots; listed
+    in ``hidden``), as the single-run table does; ``compare.csv`` keeps every metric.
     """
     runs = [load_run(d) for d in run_dirs]
     pooled = {"name", "out_dir", "seeds"} - set(group_by)
@@ -269,7 +283,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         groups[line][f.get(x_key) if x_key else 0].extend(r["rows"])
         members[(line, f.get(x_key) if x_key else 0)] += 1
     pooled_seeds = "seeds" in pooled and any(n > 1 for n in members.values())
-    metrics = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})
+    every = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})  # compare.csv keeps every one
+    metrics = [m for m in every if not hidden_when_zero(m, [r["summary"]["metrics"].get(m) for r in runs])]
     table: list[dict[str, Any]] = []
     for line, by_x in sorted(groups.items()):
         for x, rows in sorted(by_x.items(), key=lambda kv: (kv[0] is None, kv[0])):
@@ -281,7 +296,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
 
         warnings.warn(f"comparing runs of different scenarios {scen_ids}: their metrics need not be comparable", stacklevel=2)
     out_dir = Path(out_dir) if out_dir else Path(run_dirs[0]).parent
-    _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, metrics)
+    _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, every)
     plots = []
     if x_key is not None:
         plt = _mpl()
@@ -311,6 +326,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             plt.close(fig)
             plots.append(out)
     return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots,
+            "hidden": [m for m in every if m not in metrics],
             "pooled_seeds": pooled_seeds, "notes": {str(r["dir"]): r["note"] for r in runs if r["note"]}}
 
 
@@ -335,8 +351,12 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     from rich.table import Table
 
     metrics = metrics or result["metrics"][:6]
-    caption = ("runs that differ only in their seeds are pooled into one row (their seeds together)"
-               if result.get("pooled_seeds") else None)
+    notes = []
+    if result.get("pooled_seeds"):
+        notes.append("runs that differ only in their seeds are pooled into one row (their seeds together)")
+    if result.get("hidden"):
+        notes.append("all-zero comm/, shield/ and cost/ counters are hidden here; compare.csv has every metric")
+    caption = "; ".join(notes) or None
     t = Table(title="comparison (mean over seeds [95% CI])", caption=caption)
     for k in result["line_keys"]:
         t.add_column(k)

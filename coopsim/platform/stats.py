@@ -23,6 +23,35 @@ def rate_bounds(metric: str) -> tuple[float, float] | None:
     return (0.0, 1.0) if metric.rsplit("/", 1)[-1] in RATE_METRICS else None
 
 
+#: per-episode metrics that count or cost something and so cannot be negative (matched on the name's last ``/``
+#: part): :func:`summarize` clips their intervals' low end to 0 when every sample is >= 0. Returns and rewards,
+#: which can be negative, are not here.
+NONNEGATIVE_METRICS = ("soc", "sum_of_costs", "makespan", "steps", "episode_steps", "episode_length", "length",
+                       "collisions", "interventions", "violations", "invalid_moves", "blocked_moves", "throughput",
+                       "soc_over_lb", "allies_left", "enemies_left", "damage_dealt", "damage_taken", "failures",
+                       "attempts", "expansions", "time_s", "wall_s")
+#: metric families whose every member is a counter, a size, a duration or a cost (>= 0), e.g. ``comm/lost_copies``
+NONNEGATIVE_PREFIXES = ("comm/", "shield/", "plan/", "cost/")
+
+
+def is_nonnegative_kind(metric: str) -> bool:
+    """Whether ``metric`` is a quantity that cannot be negative: in :data:`NONNEGATIVE_METRICS` (last ``/`` part)
+    or under one of :data:`NONNEGATIVE_PREFIXES`."""
+    return metric.startswith(NONNEGATIVE_PREFIXES) or metric.rsplit("/", 1)[-1] in NONNEGATIVE_METRICS
+
+
+def metric_bounds(metric: str, values: Iterable[float] = ()) -> tuple[float, float] | None:
+    """The ``bounds`` of :func:`t_interval` for ``metric``: ``(0, 1)`` for a rate (:func:`rate_bounds`); ``(0, inf)``
+    for a non-negative kind (:func:`is_nonnegative_kind`) whose finite ``values`` (its samples) are all >= 0 (a
+    metric of that name that does go negative is left unclipped); else None."""
+    rb = rate_bounds(metric)
+    if rb is not None:
+        return rb
+    if is_nonnegative_kind(metric) and all(v >= 0 for v in values if v is not None and math.isfinite(v)):
+        return (0.0, math.inf)
+    return None
+
+
 def t_interval(values: Iterable[float], confidence: float = 0.95, *,
                bounds: tuple[float, float] | None = None) -> tuple[float, float, float]:
     """Mean and Student-t confidence interval of ``values``.
@@ -58,7 +87,7 @@ def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[flo
 
 def summarize(rows: list[dict]) -> dict[str, dict]:
     """Per numeric metric: the mean over seeds of per-seed means, with a 95% t-interval over seeds (clipped to
-    [0, 1] for a rate, :func:`rate_bounds`).
+    [0, 1] for a rate, and at 0 from below for a count or cost whose samples are all >= 0: :func:`metric_bounds`).
 
     Args:
         rows: metrics.jsonl lines (dicts with ``seed`` and numeric metrics).
@@ -75,7 +104,8 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for k in sorted(per_seed):
         seed_means = {s: float(np.mean(v)) for s, v in sorted(per_seed[k].items())}
-        mean, lo, hi = t_interval(seed_means.values(), bounds=rate_bounds(k))
+        samples = [v for vs in per_seed[k].values() for v in vs]
+        mean, lo, hi = t_interval(seed_means.values(), bounds=metric_bounds(k, samples))
         out[k] = {
             "mean": _clean(mean), "ci95_low": _clean(lo), "ci95_high": _clean(hi),
             "n_seeds": len(seed_means), "n_episodes": sum(len(v) for v in per_seed[k].values()),

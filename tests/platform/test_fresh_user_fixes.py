@@ -147,3 +147,98 @@ def test_cli_train_signal_without_periodic_checkpoints_writes_the_checkpoint_it_
     assert ck["env_steps"] == int(rows[-1]["env_steps"]) > 0  # the last logged iteration, nothing lost
     assert f"stopped: seed 0: checkpoint at {ck['env_steps']:,} of 10,000,000 env steps" in out
     assert f"{word}: the last checkpoint is kept" in err and f"--resume {run}" in err
+
+
+# --- tables: exactly the all-zero comm/, shield/ and cost/ counters are hidden -------------------------------------
+
+def _stat(per_seed: dict) -> dict:
+    vals = list(per_seed.values())
+    return {"mean": sum(vals) / len(vals), "ci95_low": None, "ci95_high": None, "n_seeds": len(vals),
+            "n_episodes": len(vals), "per_seed": {str(k): v for k, v in per_seed.items()}}
+
+
+def _table_text(table) -> str:
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_summary_table_shows_all_zero_plan_failures_and_hides_only_the_captioned_counters(tmp_path):
+    from coopsim.platform.report import summary_table
+
+    zero = _stat({0: 0.0, 1: 0.0})
+    metrics = {"soc": _stat({0: 10.0, 1: 12.0}), "plan/failures": zero, "plan/expansions": zero, "reward/goal": zero,
+               "comm/copies_offered": zero, "shield/interventions": zero, "cost/collision": zero,
+               "comm/lost_copies": _stat({0: 0.0, 1: 3.0})}
+    run = {"config": {"name": "t"}, "dir": tmp_path, "summary": {"metrics": metrics}, "has_summary": True}
+    rows = [c._cells for c in summary_table(run).columns][0]  # the metric column
+    # plan/ and reward/ are no hidden family (shown although all zero); comm/lost_copies is not all zero
+    assert rows == ["soc", "comm/lost_copies", "plan/expansions", "plan/failures", "reward/goal"]
+    assert not {"comm/copies_offered", "shield/interventions", "cost/collision"} & set(rows)
+
+
+def _fake_run(d: Path, num_agents: int, comm_offered: float, shield: float) -> Path:
+    import json
+
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump({"name": "r", "scenario": {"id": "line/LineWalk-v0",
+                                                   "params": {"num_agents": num_agents}}, "seeds": [0, 1]}))
+    rows = [{"seed": s, "episode": e, "soc": 5.0 + s + e + num_agents, "plan/failures": 0.0,
+             "comm/copies_offered": comm_offered, "shield/interventions": shield}
+            for s in (0, 1) for e in (0, 1)]
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_comparison_hides_all_zero_counters_in_table_and_plots_but_keeps_them_in_the_csv(tmp_path):
+    from coopsim.platform.report import compare_runs, comparison_table
+
+    runs = [_fake_run(tmp_path / "a", 2, 0.0, 0.0), _fake_run(tmp_path / "b", 3, 0.0, 4.0)]
+    res = compare_runs(runs, out_dir=tmp_path)
+    assert "comm/copies_offered" not in res["metrics"] and res["hidden"] == ["comm/copies_offered"]
+    assert "shield/interventions" in res["metrics"]  # non-zero in one run: shown in every row
+    assert "plan/failures" in res["metrics"]  # not a hidden family, shown although all zero
+    assert not (tmp_path / "compare_comm_copies_offered.png").exists()
+    assert (tmp_path / "compare_shield_interventions.png").is_file() and (tmp_path / "compare_soc.png").is_file()
+    head = (tmp_path / "compare.csv").read_text().splitlines()[0].split(",")
+    assert "comm/copies_offered" in head  # the file keeps every metric
+    text = _table_text(comparison_table(res))
+    assert "comm/copies_offered" not in text and "shield/interventions" in text
+    assert "all-zero comm/, shield/ and cost/ counters are hidden here" in " ".join(text.split())
+
+
+# --- confidence intervals of non-negative quantities stop at 0 ---------------------------------------------------
+
+def test_intervals_of_counts_and_costs_are_clipped_at_zero_and_returns_are_not():
+    import math
+
+    from scipy import stats as sstats
+
+    from coopsim.platform.stats import metric_bounds, summarize
+
+    # two seeds, one with a large count, one with none: the plain t-interval reaches far below 0
+    vals = {0: [0.0, 0.0], 1: [100.0, 120.0]}
+    rows = [{"seed": s, "episode": e, "soc": v, "shield/interventions": v, "comm/lost_copies": v, "plan/failures": v,
+             "cost/collision": v, "makespan": v, "collisions": v, "episode_steps": v, "episode_return": -v,
+             "reward/goal": v}
+            for s, vs in vals.items() for e, v in enumerate(vs)]
+    out = summarize(rows)
+    means = [0.0, 110.0]
+    half = sstats.t.ppf(0.975, 1) * float(__import__("numpy").std(means, ddof=1)) / math.sqrt(2)
+    assert 55.0 - half < -300  # what the interval used to be
+    for k in ("soc", "shield/interventions", "comm/lost_copies", "plan/failures", "cost/collision", "makespan",
+              "collisions", "episode_steps"):
+        assert out[k]["mean"] == pytest.approx(55.0)
+        assert out[k]["ci95_low"] == 0.0, k
+        assert out[k]["ci95_high"] == pytest.approx(55.0 + half), k
+    # a return can be negative, and reward/ terms are not a non-negative kind: unclipped
+    assert out["episode_return"]["ci95_low"] == pytest.approx(-55.0 - half)
+    assert out["episode_return"]["ci95_high"] == pytest.approx(-55.0 + half) and out["episode_return"]["ci95_high"] > 0
+    assert out["reward/goal"]["ci95_low"] == pytest.approx(55.0 - half)
+    # a non-negative kind whose samples do go negative (a differently defined metric of that name) is not clipped
+    assert metric_bounds("soc", [3.0, -1.0]) is None
+    assert metric_bounds("soc", [3.0, 0.0]) == (0.0, math.inf)
+    assert metric_bounds("episode/win", [1.0]) == (0.0, 1.0)
+    assert metric_bounds("episode_return", [1.0]) is None
