@@ -64,12 +64,7 @@ class RunParts:
         try:
             self.scenario = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
         except ConfigError as exc:
-            if (exc.key and not exc.key.startswith("scenario.")) or (file and not exc.file):
-                # a scenario's own check names its param only, and not the config file
-                msg = str(exc).split(f"key '{exc.key}': ", 1)[-1] if exc.key else str(exc)
-                key = exc.key if not exc.key or exc.key.startswith("scenario.") else f"scenario.params.{exc.key}"
-                raise ConfigError(msg, file=exc.file or file, key=key, value=exc.value) from None
-            raise
+            raise scenario_error(exc, file) from None
         try:
             self._build(cfg, checkpoint, file)
         except BaseException:
@@ -97,6 +92,20 @@ class RunParts:
     def close(self) -> None:
         self.channel.close()
         self.scenario.close()
+
+
+def scenario_error(exc: ConfigError, file: str | None) -> ConfigError:
+    """``exc``, raised by a scenario's own check (which names its param only, ``num_goals``, and no file),
+    re-addressed to ``scenario.params.<key>`` of ``file``; ``exc`` itself when it names both already."""
+    if not ((exc.key and not exc.key.startswith("scenario.")) or (file and not exc.file)):
+        return exc
+    msg = str(exc)
+    if exc.file and msg.startswith(f"{exc.file}: "):
+        msg = msg[len(str(exc.file)) + 2:]
+    if exc.key and msg.startswith(f"key '{exc.key}': "):
+        msg = msg[len(f"key '{exc.key}': "):]
+    key = exc.key if not exc.key or exc.key.startswith("scenario.") else f"scenario.params.{exc.key}"
+    return ConfigError(msg, file=exc.file or file, key=key, value=exc.value)
 
 
 def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | None:
@@ -251,6 +260,8 @@ def check_resets(scenario, cfg: RunConfig, *, file: str | None = None) -> None:
         for s in cfg.seeds:
             scenario.reset(seed=s * cfg.episodes)
     except (ValueError, KeyError, IndexError) as exc:
+        if isinstance(exc, ConfigError):
+            raise scenario_error(exc, file) from None
         if isinstance(exc, CoopsimError):
             raise
         raise ConfigError(f"the scenario cannot be built with these params: {exc}", file=file,

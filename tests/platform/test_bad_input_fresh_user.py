@@ -130,3 +130,93 @@ def test_pettingzoo_reset_return_is_checked():
 def test_pettingzoo_parallel_env_still_works():
     pytest.importorskip("pettingzoo.classic.rps_v2")
     check_buildable(load_config(LINE, PZ + ["scenario.params={env: 'pettingzoo.classic.rps_v2:parallel_env'}"]))
+
+
+# 4. distance maps too large for the memory are refused before they are allocated
+
+BIG = ["scenario.params.map=random", "scenario.params.random_size=[512,512]", "scenario.params.num_agents=8192"]
+
+
+def test_distance_maps_over_memory_are_a_config_error(monkeypatch):
+    import numpy as np
+
+    from coopsim.scenarios.mapf import metrics
+
+    monkeypatch.setattr(metrics, "available_memory_bytes", lambda: 2 * 2**20)  # 2 MiB "available"
+    monkeypatch.setattr(metrics, "MEMORY_CHECK_MIN_BYTES", 0)
+    blocked = np.zeros((64, 64), bool)
+    with pytest.raises(ConfigError) as info:
+        metrics.bfs_distances(blocked, np.array([[x, 0] for x in range(64)]))
+    exc = info.value
+    assert exc.key == "scenario.params.num_agents"
+    assert "need 4 MiB" in str(exc) and "more than 50% of the available memory (1 MiB of 2 MiB)" in str(exc)
+    assert "at most about 16 goal cells fit" in str(exc) and "random_size" in str(exc)
+    assert metrics.bfs_distances(blocked, np.array([[0, 0], [1, 0]])).shape == (2, 64, 64)  # small ones pass
+
+
+def test_huge_mapf_run_is_refused_by_validate_and_run(tmp_path):
+    from coopsim.scenarios.mapf.metrics import available_memory_bytes
+
+    avail = available_memory_bytes()
+    if avail is None or avail > 2 * 96 * 2**30:
+        pytest.skip("this machine has the memory for it")
+    for cmd in (["validate", MAPF], ["run", MAPF, f"out_dir={tmp_path}", "--no-progress"]):
+        r = cli(*cmd, *BIG, "seeds=[0]")
+        assert r.returncode == 2, (cmd, r.stderr)
+        assert "Traceback" not in r.stderr and "MemoryError" not in r.stderr
+        assert "key 'scenario.params.num_agents'" in r.stderr and "distance maps need 96.0 GiB" in r.stderr
+    assert not any(tmp_path.iterdir())
+
+
+# 5. the goal-sampling error of a random instance (no first goals) and of a scen instance
+
+def test_goal_sampling_wording_random_instance(tmp_path):
+    m = tmp_path / "tiny.map"
+    m.write_text("type octile\nheight 2\nwidth 3\nmap\n...\n.@.\n")
+    exc = _build_error(MAPF, [f"scenario.params.map={m}", "scenario.params.num_agents=2", "seeds=[0]"])
+    assert exc.key == "scenario.params.num_goals" and str(MAPF) in str(exc)
+    assert "cannot sample 3 goal(s) for each of the 2 agents" in str(exc)
+    assert "first goals" not in str(exc) and "extra" not in str(exc)
+    assert "num_agents x (1 + num_goals) = 8 > 5 free cells" in str(exc)
+
+
+def test_goal_sampling_wording_scen_instance():
+    import numpy as np
+
+    from coopsim.scenarios.mapf.sampling import sample_extra_goals
+
+    blocked = np.zeros((1, 4), bool)
+    with pytest.raises(ConfigError, match=r"cannot sample 2 extra goal\(s\) .* \(after starts and first goals\)"):
+        sample_extra_goals(blocked, np.array([[0, 0]]), np.array([[0, 0], [1, 0], [2, 0]]), 2, np.random.default_rng(0))
+
+
+def test_unknown_map_names_its_key_once():
+    with pytest.raises(ConfigError) as info:
+        load_config(MAPF, ["scenario.params.map=nosuch"])
+    msg = str(info.value)
+    assert msg.count("key '") == 1 and "key 'scenario.params.map'" in msg
+    assert "not a shipped map and no such file" in msg and "random-32-32-10" in msg
+
+
+# 6. a learner run without a checkpoint warns (stderr) and still runs
+
+def test_untrained_learner_warning():
+    from coopsim.platform.runner import untrained_learner_warning
+
+    cfg = load_config(ROOT / "configs" / "smac" / "3m-mappo.yaml")
+    w = untrained_learner_warning(cfg, None)
+    assert w == ("agent 'ppo/mappo-v0' is a learner and no checkpoint was given: evaluating an untrained policy "
+                 "(train it with `coopsim train CONFIG`, or pass --checkpoint)")
+    assert untrained_learner_warning(cfg, "policy.pt") is None
+    assert untrained_learner_warning(load_config(LINE), None) is None  # not a learner
+    immp = load_config(ROOT / "configs" / "mapf" / "immp-eval-random-32-32-10-immp.yaml")
+    if immp.agents.params.get("checkpoint"):
+        assert untrained_learner_warning(immp, None) is None  # agents.params.checkpoint given
+
+
+def test_untrained_learner_warning_cli(tmp_path):
+    cfg = ROOT / "configs" / "ppo" / "linewalk-mappo.yaml"
+    r = cli("run", cfg, f"out_dir={tmp_path}", "seeds=[0]", "episodes=1", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    assert "is a learner and no checkpoint was given: evaluating an untrained policy" in r.stderr
+    assert "evaluating an untrained policy" not in r.stdout

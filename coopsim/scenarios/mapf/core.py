@@ -147,7 +147,10 @@ class MGMAPFParams(ScenarioParams):
     @classmethod
     def _check_map(cls, v: str) -> str:
         if v != "random":
-            resolve_map(v)  # raises ConfigError (a ValueError) listing the shipped maps
+            try:
+                resolve_map(v)
+            except ConfigError as exc:  # the registry names the key and the value: keep the reason and the list only
+                raise ValueError(str(exc).split(f"unknown map {v!r}: ", 1)[-1]) from None
         return v
 
     @field_validator("random_size")

@@ -16,6 +16,68 @@ import numpy as np
 
 EXACT_MAX_GOALS = 10
 
+#: distance maps smaller than this are never refused (a busy machine's free memory is no reason to refuse 64 MiB)
+MEMORY_CHECK_MIN_BYTES = 256 * 2**20
+#: fraction of the available memory one set of distance maps may take
+MEMORY_FRACTION = 0.5
+
+
+def available_memory_bytes() -> int | None:
+    """Memory available to a new allocation: psutil's ``available`` if installed, else ``MemAvailable`` of
+    /proc/meminfo, else free pages (``os.sysconf('SC_AVPHYS_PAGES')``); None when none of them is known."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - not installed or not supported here
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gib(b: float) -> str:
+    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.0f} MiB"
+
+
+def check_distance_memory(num_sources: int, num_unique: int, h: int, w: int) -> None:
+    """Refuse, before allocating, distance maps (float64 ``[num_unique + num_sources, H*W]`` at the peak of
+    :func:`bfs_distances`) larger than :data:`MEMORY_FRACTION` of the available memory.
+
+    Raises:
+        ConfigError: key ``scenario.params.num_agents``; names the bytes needed, the limit, and the largest
+            number of goal cells that fits on this map size.
+    """
+    from coopsim.errors import ConfigError
+
+    per_source = h * w * 8
+    need = (num_unique + num_sources) * per_source
+    if need <= MEMORY_CHECK_MIN_BYTES:
+        return
+    avail = available_memory_bytes()
+    if avail is None:
+        return
+    limit = int(avail * MEMORY_FRACTION)
+    if need <= limit:
+        return
+    fits = max(limit // (2 * per_source), 0)
+    raise ConfigError(
+        f"the agent's distance maps need {_gib(need)} (({num_unique} distinct source cells + {num_sources} rows, "
+        f"one per agent goal) x {h}x{w} cells x 8 bytes), more than {MEMORY_FRACTION:.0%} of the available memory "
+        f"({_gib(limit)} of {_gib(avail)}); on a {h}x{w} map at most about {fits} goal cells fit "
+        f"(num_agents x num_goals): lower scenario.params.num_agents or num_goals, or use a smaller map "
+        f"(scenario.params.random_size / map)", key="scenario.params.num_agents")
+
 
 def _grid_graph(blocked: np.ndarray):
     from scipy import sparse
@@ -47,6 +109,7 @@ def bfs_distances(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
     h, w = blocked.shape
     src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
     uniq, inv = np.unique(src[:, 1] * w + src[:, 0], return_inverse=True)
+    check_distance_memory(len(src), len(uniq), h, w)
     dist = shortest_path(_grid_graph(blocked), method="D", directed=True, unweighted=True, indices=uniq)
     dist = dist.reshape(len(uniq), h, w)[inv.ravel()]
     dist[:, blocked] = np.inf

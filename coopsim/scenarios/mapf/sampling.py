@@ -23,7 +23,8 @@ from coopsim.scenarios.mapf.loaders import MapData, ScenData
 
 
 def sample_extra_goals(blocked: np.ndarray, starts_xy: np.ndarray, taken_xy: np.ndarray, count: int,
-                       rng: np.random.Generator, labels: np.ndarray | None = None) -> np.ndarray:
+                       rng: np.random.Generator, labels: np.ndarray | None = None, *,
+                       extra: bool = True) -> np.ndarray:
     """``count`` goals per agent from free cells of its start's 4-connected region, all distinct.
 
     Args:
@@ -33,6 +34,8 @@ def sample_extra_goals(blocked: np.ndarray, starts_xy: np.ndarray, taken_xy: np.
         count: goals to sample per agent (>= 0).
         rng: generator.
         labels: optional precomputed :func:`coopsim.scenarios.mapf.grid.components` of ``blocked``.
+        extra: the goals are extra goals after first goals fixed elsewhere (a scen file's), as the error message
+            says; False: they are all of each agent's goals (a random instance).
 
     Returns:
         int32 ``[N, count, 2]`` cells (x, y), pairwise distinct and distinct from ``taken_xy``.
@@ -66,9 +69,16 @@ def sample_extra_goals(blocked: np.ndarray, starts_xy: np.ndarray, taken_xy: np.
     short = need * count > have
     if short.any():
         r = int(np.flatnonzero(short)[0])
-        raise ConfigError(f"cannot sample {count} extra goal(s) for each of the {int(need[r])} agents of a region with only "
-                          f"{int(have[r])} free cells left (after starts and first goals); use fewer agents or goals",
-                          key="num_goals", value=count)
+        if extra:
+            msg = (f"cannot sample {count} extra goal(s) for each of the {int(need[r])} agents of a region with only "
+                   f"{int(have[r])} free cells left (after starts and first goals); use fewer agents or goals")
+        else:
+            size = int(have[r]) + int(need[r])  # a random instance takes only the starts before its goals
+            msg = (f"cannot sample {count} goal(s) for each of the {int(need[r])} agents of a region with only "
+                   f"{int(have[r])} free cells left after their starts (every start and goal is a distinct cell: "
+                   f"num_agents x (1 + num_goals) = {int(need[r]) * (1 + count)} > {size} free cells of the region); "
+                   f"use fewer agents or goals, or a larger map")
+        raise ConfigError(msg, key="num_goals", value=count)
     # rank of each agent within its region (stable, by agent index)
     ao = np.argsort(agent_lab, kind="stable")
     rank = np.empty(n, dtype=np.int64)
@@ -128,5 +138,5 @@ def random_instance(map_data: MapData, num_agents: int, num_goals: int, rng: np.
     w = map_data.width
     sflat = rng.choice(free, size=num_agents, replace=False)
     starts = np.stack([sflat % w, sflat // w], axis=-1).astype(np.int32)
-    goals = sample_extra_goals(blocked, starts, starts, num_goals, rng, labels)
+    goals = sample_extra_goals(blocked, starts, starts, num_goals, rng, labels, extra=False)
     return starts, goals
