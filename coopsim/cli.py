@@ -81,11 +81,14 @@ def _interrupt_code() -> int:
 
 
 @app.command("list")
-def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, channel or shield (default: all)")) -> None:
+def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, channel or shield, or their plurals "
+                                                               "(default: all)")) -> None:
     """List every registered component id (the registry is the single source of truth)."""
     from coopsim.platform import registry
 
     try:
+        if kind and kind not in registry.KINDS and kind.endswith("s") and kind[:-1] in registry.KINDS:
+            kind = kind[:-1]  # `coopsim list scenarios` as `coopsim list scenario`
         kinds = [kind] if kind else list(registry.KINDS)
         for k in kinds:
             registry.list_ids(k)  # raises on an unknown kind before anything is printed
@@ -172,8 +175,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)")) -> None:
     """Run the product of --grid values, one `coopsim run` process per core, then compare them.
 
-    Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared);
-    130 / 143: interrupted (finished runs kept)."""
+    Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
+    """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     from coopsim.platform.config import check_buildable, load_config, parse_override
 
     try:
@@ -408,9 +411,8 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
                                                          "unless the command line gives train.total_env_steps=N")) -> None:
     """Train a learner (checkpoints, CSV and TensorBoard logs).
 
-    --resume continues a stopped run exactly with the run's stored budget; a larger budget
-    (train.total_env_steps=N) trains further, but moves an annealed lr / entropy schedule back up
-    (a warning says so): the result then differs from an uninterrupted run of N steps."""
+    --resume continues a stopped run exactly with the run's stored budget; a larger budget (train.total_env_steps=N) trains further, but moves an annealed lr / entropy schedule back up (a warning says so): the result then differs from an uninterrupted run of N steps.
+    """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     try:
         from coopsim.platform.training import train_main
 

@@ -53,6 +53,15 @@ class RunConfig(BaseModel):
     #: trainer settings, read by ``coopsim train`` (schema owned by the trainer)
     train: dict[str, Any] | None = None
 
+    @field_validator("seeds", "episodes", "max_steps", mode="before")
+    @classmethod
+    def _no_quoted_ints(cls, v: Any) -> Any:
+        # pydantic would turn "40" into 40 silently: a quoted number is more likely a mistake than meant
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, str):
+                raise ValueError(f"must be an integer, not the string {x!r} (remove the quotes)")
+        return v
+
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
@@ -237,12 +246,40 @@ def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
         parts.close()
 
 
+#: top-level keys that mark the input of an experiment script (not a run config), and the script
+EXPERIMENT_FILES = (
+    (("senders", "sender_params", "oracle", "anchor_seeds"), "python -m coopsim.comm.ns3.experiment",
+     "run it with `python -m coopsim.comm.ns3.experiment FILE`"),
+    (("channels",), "python -m coopsim.agents.ddacom.evaluate",
+     "that script reads configs/mpe/channels.yaml itself: `python -m coopsim.agents.ddacom.evaluate`"),
+)
+
+
+def experiment_file_hint(data: Any) -> str | None:
+    """A hint when ``data`` (a config file's top level) looks like the input of an experiment script rather than a
+    run config (e.g. it has ``senders``); None otherwise."""
+    if not isinstance(data, dict) or {"name", "agents"} <= set(data):
+        return None
+    for keys, script, usage in EXPERIMENT_FILES:
+        if any(k in data for k in keys):
+            return (f"this looks like an experiment file of `{script}`, not a run config; {usage}, or give "
+                    "`coopsim` a run config such as configs/examples/line-random.yaml")
+    return None
+
+
 def validate_config(data: dict[str, Any], *, file: str | None = None, check_components: bool = True) -> RunConfig:
     reject_bools(data, RunConfig, file=file)
     try:
         cfg = RunConfig(**data)
     except ValidationError as exc:
-        raise registry.pydantic_to_config_error(exc, RunConfig, file=file) from None
+        err = registry.pydantic_to_config_error(exc, RunConfig, file=file)
+        hint = experiment_file_hint(data)
+        if hint:
+            new = ConfigError(f"{str(err)[len(f'{file}: ') if file and str(err).startswith(f'{file}: ') else 0:]}"
+                              f" ({hint})", file=file)
+            new.key, new.value = err.key, err.value
+            err = new
+        raise err from None
     if check_components:
         validate_components(cfg, file=file)
     return cfg

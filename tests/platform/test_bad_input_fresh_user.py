@@ -220,3 +220,51 @@ def test_untrained_learner_warning_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "is a learner and no checkpoint was given: evaluating an untrained policy" in r.stderr
     assert "evaluating an untrained policy" not in r.stdout
+
+
+# 7. experiment files of the research scripts given to `coopsim validate`
+
+@pytest.mark.parametrize("name, script", [("ns3/ddacom-spread.yaml", "python -m coopsim.comm.ns3.experiment"),
+                                          ("mpe/channels.yaml", "python -m coopsim.agents.ddacom.evaluate")])
+def test_experiment_file_hint(name, script):
+    with pytest.raises(ConfigError) as info:
+        load_config(ROOT / "configs" / name)
+    assert f"this looks like an experiment file of `{script}`, not a run config" in str(info.value)
+    assert info.value.key == "name"
+
+
+def test_no_experiment_hint_for_a_run_config_typo(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("name: x\nscenario: {id: line/LineWalk-v0}\nagentz: {id: random-v0}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(f)
+    assert "experiment file" not in str(info.value)
+
+
+# 8. small ones: plural kinds, quoted integers, help text line ends
+
+def test_list_accepts_plurals():
+    r = cli("list", "scenarios")
+    assert r.returncode == 0 and "mapf/MGMAPF-v0" in r.stdout and "random-v0" not in r.stdout
+    r = cli("list", "agents")
+    assert r.returncode == 0 and "random-v0" in r.stdout
+    assert cli("list", "bogus").returncode == 2
+
+
+@pytest.mark.parametrize("override", ['max_steps="40"', "episodes='2'", 'seeds=[0, "1"]'])
+def test_quoted_integers_are_refused(override):
+    with pytest.raises(ConfigError, match="must be an integer, not the string .* \\(remove the quotes\\)"):
+        load_config(LINE, [override])
+    assert load_config(LINE, ["max_steps=40"]).max_steps == 40
+
+
+def test_train_help_has_no_source_line_ends():
+    import os
+
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "train", "--help"], capture_output=True, text=True,
+                       env={**os.environ, "COLUMNS": "80"})
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "stored budget; a larger budget (train.total_env_steps=N) trains further" in text
+    lines = [ln.strip() for ln in r.stdout.splitlines()]
+    assert "larger budget" not in lines and "schedule back up" not in lines
