@@ -23,7 +23,6 @@ import argparse
 import json
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +31,7 @@ import torch
 from coopsim.errors import ConfigError, run_script
 from coopsim.platform import registry
 from coopsim.platform.config import dump_config, load_config
-from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import fit
 from coopsim.platform.training import build_trainer, trainable_class, train_config
@@ -144,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     greedy_params(cls, cfg.agents.id)  # before training: a learner that cannot be evaluated greedily
     schedule = train_config(cfg, cls, file=args.config)
     seeds = args.seeds if args.seeds is not None else list(cfg.seeds)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    run_dir = Path(cfg.out_dir) / f"{cfg.name}-ttw-{stamp}-{uuid.uuid4().hex[:6]}"
-    run_dir.mkdir(parents=True, exist_ok=False)
+    run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-ttw")  # <name>-ttw-<UTC time>Z-<id>, as coopsim's run dirs
     atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
     print(f"run directory: {run_dir}", flush=True)
     out: dict = {"config": args.config, "overrides": list(args.overrides), "target": args.target,
