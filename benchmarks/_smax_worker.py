@@ -215,5 +215,9 @@ def main():
     print(json.dumps(out))
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # runs in the jaxmarl venv (no coopsim): Ctrl-C gives one line, not a traceback
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted; kept: nothing (the worker prints its JSON result when it finishes)", file=__import__("sys").stderr)
+        raise SystemExit(130) from None

@@ -156,4 +156,4 @@ def main() -> None:
 if __name__ == "__main__":
     from coopsim.errors import run_script
 
-    run_script(lambda argv: main())
+    run_script(main)

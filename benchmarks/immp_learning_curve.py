@@ -55,4 +55,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from coopsim.errors import run_script
+
+    run_script(main)

@@ -13,21 +13,30 @@ from smac_speed import random_stepper  # same directory (run as a script)
 def load(path, name):
     spec = importlib.util.spec_from_file_location(name, path)
     m = importlib.util.module_from_spec(spec); sys.modules[name] = m; spec.loader.exec_module(m); return m
-old = load(sys.argv[1], "oldcore")
-reps = int(sys.argv[2])
-cases = [a.split(":") for a in sys.argv[3:]]
-def make(cls, m, b):
-    one = random_stepper(cls(num_envs=b, map_name=m), seed=0)
-    for _ in range(3): one()
-    return one
-for m, b, n in cases:
-    b, n = int(b), int(n)
-    fo, fn = make(old.SMACCore, m, b), make(new.SMACCore, m, b)
-    to, tn = [], []
-    for rep in range(reps):
-        for f, acc in ((fo, to), (fn, tn)):
-            c0 = time.process_time()
-            for _ in range(n): f()
-            acc.append((time.process_time() - c0) / (b * n))
-    to, tn = np.array(to), np.array(tn)
-    print(f"{m:11s} b={b:5d}: steps/CPU-s old min-time {1/to.min():9,.0f} med {1/np.median(to):9,.0f} | new {1/tn.min():9,.0f} med {1/np.median(tn):9,.0f} | x{to.min()/tn.min():.2f} (med x{np.median(to)/np.median(tn):.2f})", flush=True)
+
+
+def main():
+    old = load(sys.argv[1], "oldcore")
+    reps = int(sys.argv[2])
+    cases = [a.split(":") for a in sys.argv[3:]]
+    def make(cls, m, b):
+        one = random_stepper(cls(num_envs=b, map_name=m), seed=0)
+        for _ in range(3): one()
+        return one
+    for m, b, n in cases:
+        b, n = int(b), int(n)
+        fo, fn = make(old.SMACCore, m, b), make(new.SMACCore, m, b)
+        to, tn = [], []
+        for rep in range(reps):
+            for f, acc in ((fo, to), (fn, tn)):
+                c0 = time.process_time()
+                for _ in range(n): f()
+                acc.append((time.process_time() - c0) / (b * n))
+        to, tn = np.array(to), np.array(tn)
+        print(f"{m:11s} b={b:5d}: steps/CPU-s old min-time {1/to.min():9,.0f} med {1/np.median(to):9,.0f} | new {1/tn.min():9,.0f} med {1/np.median(tn):9,.0f} | x{to.min()/tn.min():.2f} (med x{np.median(to)/np.median(tn):.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    from coopsim.errors import run_script
+
+    run_script(main)

@@ -80,16 +80,32 @@ def int_at_least(minimum: int):
     return parse
 
 
-def run_script(main, argv=None):
-    """Run a module's ``main(argv)`` as the CLI does: a :class:`CoopsimError` prints its message to stderr and
-    exits with code 2 (no traceback), as does a pydantic ``ValidationError`` of a component's parameters (one line per
-    error, naming the key); Ctrl-C exits with 130. For ``python -m coopsim.<...>`` and benchmark scripts."""
+#: what an interrupted script keeps, unless it says more (``run_script(kept=...)``): the writers of
+#: :mod:`coopsim.platform.recorder` write every file whole or not at all
+KEPT_DEFAULT = "what it printed and the files it had written (each whole: none is left half-written)"
+
+
+def run_script(main, argv=None, *, kept=None):
+    """Run a module's ``main(argv)`` (or ``main()``, if it takes no argument) as the CLI does: a :class:`CoopsimError`
+    prints its message to stderr and exits with code 2 (no traceback), as does a pydantic ``ValidationError`` of a
+    component's parameters (one line per error, naming the key); Ctrl-C prints one line, ``interrupted; kept:
+    <kept>``, and exits with 130. For ``python -m coopsim.<...>`` and benchmark scripts.
+
+    Args:
+        kept: what the script has written when it is interrupted (a string, or a function returning one, called
+            then); default :data:`KEPT_DEFAULT`.
+    """
+    import inspect
     import sys
 
     from pydantic import ValidationError
 
     try:
-        return main(argv)
+        try:
+            takes_args = bool(inspect.signature(main).parameters)
+        except (TypeError, ValueError):  # a builtin or C callable: give it argv
+            takes_args = True
+        return main(argv) if takes_args or argv is not None else main()
     except CoopsimError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -98,6 +114,12 @@ def run_script(main, argv=None):
             key = ".".join(str(x) for x in err.get("loc", ()))
             print(f"error: {e.title}: key {key!r}: {err.get('msg')}", file=sys.stderr)
         raise SystemExit(2) from None
+    except BrokenPipeError:  # stdout piped into a reader that stopped (e.g. `| head`): not an error of the script
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
+        raise SystemExit(141) from None  # the shell's 128 + SIGPIPE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        what = kept() if callable(kept) else kept
+        print(f"interrupted; kept: {what or KEPT_DEFAULT}", file=sys.stderr)
         raise SystemExit(130) from None

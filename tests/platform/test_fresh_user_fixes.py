@@ -242,3 +242,87 @@ def test_intervals_of_counts_and_costs_are_clipped_at_zero_and_returns_are_not()
     assert metric_bounds("soc", [3.0, 0.0]) == (0.0, math.inf)
     assert metric_bounds("episode/win", [1.0]) == (0.0, 1.0)
     assert metric_bounds("episode_return", [1.0]) is None
+
+
+# --- benchmark scripts: Ctrl-C gives one line and exit code 130 -------------------------------------------------
+
+def _benchmark_entry_points() -> dict[str, str]:
+    import ast
+
+    out = {}
+    for p in sorted((REPO / "benchmarks").glob("*.py")):
+        tree = ast.parse(p.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                out[p.name] = ast.unparse(node)
+    return out
+
+
+def test_every_benchmark_entry_point_stops_quietly_on_ctrl_c():
+    entries = _benchmark_entry_points()
+    assert len(entries) >= 20 and "smac_step_ab.py" in entries  # its module-level loop is now main()
+    for name, block in entries.items():
+        if name == "_smax_worker.py":  # runs in the jaxmarl venv, without coopsim: its own one-line handler
+            assert "except KeyboardInterrupt" in block and "SystemExit(130)" in block
+        else:
+            assert "run_script(main" in block, (name, block)
+
+
+def test_sigint_to_a_benchmark_prints_one_line_and_exits_130():
+    p = subprocess.Popen([sys.executable, str(REPO / "benchmarks" / "ddacom_loss_bound.py"), "--headroom"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                         env={**ENV, "PYTHONUNBUFFERED": "1"})
+    try:
+        first = p.stdout.readline()  # the script is at work (the headroom table takes about a minute more)
+        assert first.startswith("N = 3"), first
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, (out, err)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert err.strip().splitlines() == ["interrupted; kept: what it printed and the files it had written (each whole: "
+                                        "none is left half-written)"]
+
+
+def test_run_script_calls_main_with_or_without_argv_and_says_what_is_kept(capsys):
+    from coopsim.errors import run_script
+
+    assert run_script(lambda: 3) == 3 and run_script(lambda argv: argv, ["a"]) == ["a"]
+
+    def stopped(argv=None):
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as ei:
+        run_script(stopped, kept=lambda: "results/x.json (3 rows)")
+    assert ei.value.code == 130
+    assert capsys.readouterr().err == "interrupted; kept: results/x.json (3 rows)\n"
+
+
+# --- benchmark run directories are named like coopsim's -----------------------------------------------------------
+
+def test_time_to_win_run_dir_uses_the_recorder_format(tmp_path, monkeypatch):
+    import importlib.util
+    import re
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location("smac_time_to_win_fresh", REPO / "benchmarks" / "smac_time_to_win.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+    def no_training(*a, **k):
+        raise KeyboardInterrupt  # stop once the run directory exists
+
+    monkeypatch.setattr(mod, "fit", no_training)
+    with pytest.raises(KeyboardInterrupt):
+        mod.main([str(REPO / "configs" / "smac" / "3m-mappo.yaml"), "--seeds", "0", "--eval-episodes", "2",
+                  "train.num_envs=2", f"out_dir={tmp_path}", "name=ttw-name"])
+    (run,) = tmp_path.iterdir()
+    # e.g. ttw-name-ttw-20261202T135812Z-52af4e (was ttw-name-ttw-20261202-140526-<6 hex>)
+    assert re.fullmatch(r"ttw-name-ttw-\d{8}T\d{6}Z-[0-9a-f]{6}", run.name), run.name
+    assert (run / "config.yaml").is_file()
