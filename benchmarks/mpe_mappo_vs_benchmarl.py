@@ -78,7 +78,7 @@ def coopsim_mappo(frames: int, seed: int, episodes: int, run_dir: Path) -> dict:
 def benchmarl_mappo(frames: int, seed: int, episodes: int) -> dict:
     py = ensure_venv()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    out = subprocess.run(["nice", "-n", "10", str(py), str(ROOT / "benchmarks" / "peers" / "benchmarl_worker.py"),
+    out = subprocess.run([str(py), str(ROOT / "benchmarks" / "peers" / "benchmarl_worker.py"),
                           "--frames", str(frames), "--seed", str(seed), "--episodes", str(episodes)],
                          capture_output=True, text=True, env=env)
     if out.returncode != 0:
@@ -101,7 +101,7 @@ def write(results: list[dict], args, out: Path, t0: float) -> None:
     lines = [f"# MAPPO on simple_spread (N = 3, 25-step episodes): coopsim vs BenchMARL, {args.frames} frames per seed",
              "", f"`.venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames {args.frames} --seeds {args.seeds} "
              f"--episodes {args.episodes}` ({time.strftime('%Y-%m-%d', time.gmtime())}, shared 2-core machine under load from "
-             f"other jobs, both learners niced and one at a time; total wall time {time.time() - t0:.0f} s).", "",
+             f"other jobs, both learners at the niceness of this process (the peer no longer niced 10 more) and one at a time; total wall time {time.time() - t0:.0f} s).", "",
              "Per-agent episode return (sum of an agent's reward over 25 steps, mean over agents; greedy actions, "
              f"{args.episodes} episodes per seed), mean +- 95% CI half-width over seeds.", "",
              "| learner | per-agent return | training wall time (s) | seeds |", "|---|---|---|---|"]
