@@ -425,15 +425,17 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
         code = _interrupt_code()
         word = "terminated" if code == 143 else "interrupted"
         where = getattr(exc, "run_dir", None) or resume
-        if where is None:  # stopped before the run directory existed
-            err_console.print(f"{word} before the run directory was created: nothing was written", soft_wrap=True,
-                              highlight=False)
+        kept = getattr(exc, "kept", None)  # train_main's one line of what it kept (None: no checkpoint)
+        if where is None:  # stopped before the run directory existed, or train_main removed an empty one
+            err_console.print(f"{word}: {kept or 'before the run directory was created: nothing was written'}",
+                              soft_wrap=True, highlight=False)
             raise typer.Exit(code=code)
         import shlex
 
         again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
-        err_console.print(f"{word}: the last checkpoint is kept; continue "
-                          f"with: coopsim train {again} --resume {where}", soft_wrap=True, highlight=False)
+        what = f"kept {kept}" if kept else "no checkpoint was written (--resume starts every seed over)"
+        err_console.print(f"{word}: {what}; continue with: coopsim train {again} --resume {where}", soft_wrap=True,
+                          highlight=False)
         raise typer.Exit(code=code)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 

@@ -146,7 +146,8 @@ def test_cli_train_signal_without_periodic_checkpoints_writes_the_checkpoint_it_
     rows = read_metrics(run / "seed-0")
     assert ck["env_steps"] == int(rows[-1]["env_steps"]) > 0  # the last logged iteration, nothing lost
     assert f"stopped: seed 0: checkpoint at {ck['env_steps']:,} of 10,000,000 env steps" in out
-    assert f"{word}: the last checkpoint is kept" in err and f"--resume {run}" in err
+    assert f"{word}: kept seed 0: checkpoint at {ck['env_steps']:,} of 10,000,000 env steps" in err  # the CLI says it too
+    assert f"--resume {run}" in err
 
 
 # --- tables: exactly the all-zero comm/, shield/ and cost/ counters are hidden -------------------------------------
@@ -326,3 +327,13 @@ def test_time_to_win_run_dir_uses_the_recorder_format(tmp_path, monkeypatch):
     # e.g. ttw-name-ttw-20261202T135812Z-52af4e (was ttw-name-ttw-20261202-140526-<6 hex>)
     assert re.fullmatch(r"ttw-name-ttw-\d{8}T\d{6}Z-[0-9a-f]{6}", run.name), run.name
     assert (run / "config.yaml").is_file()
+
+
+def test_ns3_experiment_file_that_is_not_utf8_is_a_config_error(tmp_path):
+    from coopsim.comm.ns3.experiment import load
+    from coopsim.errors import ConfigError
+
+    bad = tmp_path / "exp.yaml"
+    bad.write_bytes(b"\x89PNG\x00\x01")
+    with pytest.raises(ConfigError, match="not a UTF-8 text"):
+        load(str(bad))

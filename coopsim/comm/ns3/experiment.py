@@ -55,10 +55,10 @@ BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 
 def load(path: str) -> dict:
     """Read and check an experiment config; raises ConfigError naming the file and the bad key."""
+    from coopsim.platform.config import read_yaml_text
+
     try:
-        cfg = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read the experiment config ({e.strerror or e})", file=path) from None
+        cfg = yaml.safe_load(read_yaml_text(Path(path), path))  # unreadable or not UTF-8: a ConfigError
     except yaml.YAMLError as e:
         raise ConfigError(f"not valid YAML: {e}", file=path) from None
     if not isinstance(cfg, dict):
