@@ -259,6 +259,9 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
             schedule = train_config(cfg, cls, file=file)
         except ConfigError as exc:  # a value given on the command line is named as the override, not the file
             raise blame_override(exc, file, overrides) from None
+    note = shield_note(cfg, schedule)
+    if note and info is not None and not resume:
+        info(note)
     # build the first seed's trainer before anything is written: every error surfaces first
     first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
     if not resume:
@@ -307,6 +310,23 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     }
     atomic_write_json(run_dir / SUMMARY_NAME, summary, indent=2, sort_keys=True)
     return run_dir
+
+
+def shield_note(cfg: RunConfig, schedule: Any) -> str | None:
+    """One line when the run config's ``shield:`` section is not what filters the actions during training: it
+    applies to ``coopsim run`` / ``eval``; a learner whose ``train:`` section has a ``shield`` key (the tabular safe
+    learners) trains with that one, the others (PPO, QMIX, ...) train unshielded. None when nothing differs."""
+    sid = cfg.shield.id
+    if sid == "passthrough-v0":
+        return None
+    trains_with = getattr(schedule, "shield", None)
+    if trains_with is None:
+        return (f"note: the shield section ({sid}) applies to `coopsim run` / `eval`; {cfg.agents.id} trains "
+                f"unshielded (its train: section has no shield)")
+    if trains_with != sid:
+        return (f"note: the shield section ({sid}) applies to `coopsim run` / `eval`; training filters the "
+                f"learner's actions with train.shield = {trains_with}")
+    return None
 
 
 def _interrupt_kept(run_dir: Path, seeds: list[int], running: int | None, checkpoint: Any, budget: int) -> str | None:

@@ -337,3 +337,20 @@ def test_ns3_experiment_file_that_is_not_utf8_is_a_config_error(tmp_path):
     bad.write_bytes(b"\x89PNG\x00\x01")
     with pytest.raises(ConfigError, match="not a UTF-8 text"):
         load(str(bad))
+
+
+def test_train_says_when_the_shield_section_does_not_filter_training():
+    from coopsim.platform.config import load_config
+    from coopsim.platform.training import shield_note, train_config, trainable_class
+
+    def note(path, overrides=()):
+        cfg = load_config(str(REPO / path), list(overrides))
+        return shield_note(cfg, train_config(cfg, trainable_class(cfg)[1]))
+
+    gs = "configs/safety/coop-grid4x4-2ag-resource.yaml"
+    assert note(gs) is None  # graph-safe trains with train.shield = certificate-v0, the section's shield
+    assert "train.shield = passthrough-v0" in note(gs, ["train.shield=passthrough-v0"])
+    ppo = note(gs, ["agents.id=ppo/mappo-v0", "agents.params={}", "train={total_env_steps: 64}"])
+    assert ppo.startswith("note: the shield section (certificate-v0) applies to `coopsim run` / `eval`; "
+                          "ppo/mappo-v0 trains unshielded")
+    assert note(gs, ["shield.id=passthrough-v0", "shield.params={}"]) is None
