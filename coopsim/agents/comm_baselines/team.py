@@ -146,7 +146,7 @@ class SpreadCommTeam(AgentPlugin):
 
     # ------------------------------------------------------------------ policy
     def _targets(self, obs: np.ndarray) -> np.ndarray:
-        E, N, p = self.E, self.N, self.params
+        N, p = self.N, self.params
         A, L = self.belief[:, :, :N], self.belief[:, :, N:]
         kA, kL = self.known[:, :, :N], self.known[:, :, N:]
         d = np.linalg.norm(A[:, :, :, None, :] - L[:, :, None, :, :], axis=-1)  # [E, viewer, a, l]
@@ -179,7 +179,6 @@ class SpreadCommTeam(AgentPlugin):
         p = self.params
         vel, pos = obs[..., 0:2].astype(np.float64), obs[..., 2:4].astype(np.float64)
         err = target - pos
-        dist = np.linalg.norm(err, axis=-1, keepdims=True)
         vd = err * p.gain_per_s
         sp = np.linalg.norm(vd, axis=-1, keepdims=True)
         vd = np.where(sp > p.max_speed_mps, vd / np.maximum(sp, 1e-9) * p.max_speed_mps, vd)

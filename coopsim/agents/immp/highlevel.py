@@ -328,7 +328,6 @@ class TeamPlanner:
         """Best order of the remaining goals ``rem [G, r]``: tour length (+ congestion if ``dens``)."""
         g, r = rem.shape
         perms = np.array(list(itertools.permutations(range(r))), dtype=np.int64)   # [P, r]
-        rows = np.arange(g)[:, None]
         gc = env.goals[ag[:, None], rem]                                # [G, r] goal cells
         nodes = np.concatenate([c0[:, None], gc], axis=1)               # [G, r+1]: 0 = here, 1.. goals
         # dist[a, b] = d(node a -> goal b)

@@ -503,7 +503,7 @@ class MGMAPFCore(ScenarioCore):
     def state(self) -> np.ndarray:
         """Global state float32 ``[E, 3N + 3NK + 1]``: agent cells, goal cells (normalized by W, H), visited
         flags, finished flags, ``t / max_steps`` (see the module docstring)."""
-        E, N, K = self.num_envs, self.num_agents, self.params.num_goals
+        E = self.num_envs
         size = np.maximum(self._size - 1, 1).astype(np.float32)  # (W-1, H-1)
         xy = (self._xy / size[:, None, :]).reshape(E, -1)
         g = (self._goals_xy / size[:, None, None, :]).reshape(E, -1)
