@@ -90,7 +90,9 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
     [0, 1] for a rate, and at 0 from below for a count or cost whose samples are all >= 0: :func:`metric_bounds`).
 
     Args:
-        rows: metrics.jsonl lines (dicts with ``seed`` and numeric metrics).
+        rows: metrics.jsonl lines (dicts with ``seed`` and numeric metrics). A missing value (null, nan, inf) is
+            left out: a metric's mean is over the episodes and seeds that have a value, ``n_episodes`` and
+            ``n_seeds`` count those.
 
     Returns:
         ``{metric: {"mean", "ci95_low", "ci95_high", "n_seeds", "n_episodes", "per_seed": {seed: mean}}}``.
@@ -98,8 +100,8 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
     per_seed: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         for k, v in r.items():
-            if k in ID_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)):
-                continue
+            if k in ID_KEYS or isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                continue  # a nan (or null in metrics.jsonl) is a missing value: averaged over the episodes with one
             per_seed[k][int(r["seed"])].append(float(v))
     out: dict[str, dict] = {}
     for k in sorted(per_seed):

@@ -110,16 +110,21 @@ class PrioritizedAgent(AgentPlugin):
     def episode_metrics(self) -> dict[str, float]:
         """Planning statistics of the current plans (means over envs), deterministic for a seed:
         ``plan/failures`` (agents without a complete plan), ``plan/attempts``, ``plan/expansions``,
-        ``plan/soc`` and ``plan/makespan``. The runner adds them to ``metrics.jsonl``."""
+        ``plan/soc`` and ``plan/makespan``. The runner adds them to ``metrics.jsonl``.
+
+        ``plan/makespan`` is the mean over the envs whose every agent has a complete plan; with no such env it is
+        nan (missing: ``metrics.jsonl`` writes null and the summary averages over the episodes that have a value),
+        never the -1 of an unfinished agent's ``finish_step``. ``plan/failures`` counts the failures."""
         if not self.plans:
             return {}
         r = self.plans
+        done = [float(x.makespan) for x in r if len(x.finish_step) == 0 or (x.finish_step >= 0).all()]
         return {
             "plan/failures": float(np.mean([x.failed.sum() for x in r])),
             "plan/attempts": float(np.mean([x.attempts for x in r])),
             "plan/expansions": float(np.mean([x.expansions for x in r])),
             "plan/soc": float(np.mean([x.soc for x in r])),
-            "plan/makespan": float(np.mean([x.makespan for x in r])),
+            "plan/makespan": float(np.mean(done)) if done else float("nan"),
         }
 
     def episode_timings(self) -> dict[str, float]:

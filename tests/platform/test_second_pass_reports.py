@@ -1,0 +1,50 @@
+"""Second new-user pass: failed plans' makespan, damaged runs in reports, cross-scenario comparisons, memory
+pre-checks of the learners' buffers, checkpoints trained on another scenario."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from coopsim.platform.recorder import json_line
+from coopsim.platform.stats import summarize
+
+
+# --- N2: a failed plan's makespan is missing (nan / null), not -1 --------------------------------------------------
+
+def _plan(finish_step, failed):
+    from coopsim.agents.mapf_baselines.planner import PlanResult
+
+    n = len(finish_step)
+    return PlanResult(paths=np.zeros((2, n, 2), dtype=np.int32), failed=np.asarray(failed, dtype=bool),
+                      finish_step=np.asarray(finish_step, dtype=np.int32), order=np.arange(n),
+                      goal_sequence=np.zeros((n, 1), dtype=np.int64), attempts=1, expansions=3, plan_time_s=0.0)
+
+
+def test_failed_plan_makespan_is_missing_not_minus_one():
+    from coopsim.agents.mapf_baselines.prioritized import PrioritizedAgent
+
+    agent = PrioritizedAgent.__new__(PrioritizedAgent)
+    agent.plans = [_plan([-1, -1], [True, True])]
+    m = agent.episode_metrics()
+    assert math.isnan(m["plan/makespan"]) and m["plan/failures"] == 2.0
+    assert json.loads(json_line({"seed": 0, **m}))["plan/makespan"] is None  # metrics.jsonl: null
+    agent.plans = [_plan([2, 3], [False, False]), _plan([4, -1], [False, True])]  # only the complete env counts
+    m = agent.episode_metrics()
+    assert m["plan/makespan"] == 3.0 and m["plan/failures"] == 0.5
+
+
+def test_summary_averages_makespan_over_episodes_with_a_value():
+    # the reported case: per-seed {2, 2, 1, -1, 1} gave "1 [-0.52, 2.52]"; the failed seed is now missing
+    rows = [{"seed": s, "episode": 0, "plan/makespan": v, "plan/failures": f}
+            for s, v, f in [(0, 2.0, 0.0), (1, 2.0, 0.0), (2, 1.0, 0.0), (3, float("nan"), 1.0), (4, 1.0, 0.0)]]
+    st = summarize(rows)["plan/makespan"]
+    assert st["mean"] == pytest.approx(1.5) and st["n_seeds"] == 4 and st["n_episodes"] == 4
+    assert "3" not in st["per_seed"] and st["ci95_low"] >= 0
+    assert summarize(rows)["plan/failures"]["mean"] == pytest.approx(0.2)
+    # as read back from metrics.jsonl: null
+    back = [json.loads(json_line(r)) for r in rows]
+    assert back[3]["plan/makespan"] is None
+    assert summarize(back)["plan/makespan"]["mean"] == pytest.approx(1.5)
