@@ -54,11 +54,15 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if not (isinstance(cfg, dict) and isinstance(cfg.get("scenario"), dict) and "id" in cfg["scenario"]):
         raise CoopsimError(f"{d / 'config.yaml'}: not a run config (needs a mapping with scenario: {{id: ...}}); "
                            f"the run directory is damaged")
-    rows = read_jsonl(d / "metrics.jsonl")
+    mpath = d / "metrics.jsonl"
+    rows, bad = read_metrics(mpath) if mpath.is_file() else ([], [])
     if not rows and training_seeds(d):
         raise CoopsimError(training_run_message(d))
+    if not mpath.is_file():
+        raise CoopsimError(f"{mpath}: missing; the run directory has no metrics.jsonl (the file `coopsim run` writes "
+                           f"one line to per finished episode), so there is nothing to report")
     if not rows:
-        raise CoopsimError(f"{d}: no finished episode in metrics.jsonl (the run was stopped before its first episode ended)")
+        raise CoopsimError(f"{d}: {_no_episode_reason(d, bad)}")
     summ_path = d / "summary.json"
     summary = {"metrics": summarize(rows)}
     has_summary = summ_path.exists()
@@ -71,8 +75,68 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
             raise CoopsimError(f"{summ_path}: not a run summary (no 'metrics' mapping); delete it and `coopsim report` "
                                f"rebuilds the summary from metrics.jsonl")
-    return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary,
-            "note": _run_note(cfg, rows, summary, has_summary)}
+    note = _run_note(cfg, rows, summary, has_summary)
+    if bad:
+        skipped = _bad_rows_note(mpath, bad)
+        note = f"{note}; {skipped}" if note else skipped
+    return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary, "note": note,
+            "bad_rows": bad}
+
+
+def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
+    """The episode rows of a ``metrics.jsonl`` and the lines left out as ``(line number, why)``: a line that is
+    not a JSON object or whose ``seed`` (and ``episode``, if given) is not an integer. A truncated last line (a run
+    killed mid-write) is left out without a word, as :func:`coopsim.platform.recorder.read_jsonl` does."""
+    rows: list[dict] = []
+    bad: list[tuple[int, str]] = []
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            if i != last:
+                bad.append((i + 1, "not valid JSON"))
+            continue
+        if not isinstance(row, dict):
+            bad.append((i + 1, f"not a JSON object ({type(row).__name__})"))
+            continue
+        why = next((f"{k!r} is {row[k]!r}, not an integer" for k in ("seed", "episode")
+                    if (k in row or k == "seed") and not _is_int(row.get(k))), None)
+        if why:
+            bad.append((i + 1, why))
+            continue
+        rows.append(row)
+    return rows, bad
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _bad_rows_note(path: Path, bad: list[tuple[int, str]]) -> str:
+    shown = "; ".join(f"line {n}: {why}" for n, why in bad[:3]) + (f"; ... ({len(bad) - 3} more)" if len(bad) > 3 else "")
+    return (f"{path}: {len(bad)} damaged line(s) left out ({shown}); each line must be one episode's JSON object "
+            f"with an integer 'seed'")
+
+
+def _no_episode_reason(d: Path, bad: list[tuple[int, str]]) -> str:
+    """Why a run with an empty (or all-damaged) metrics.jsonl has nothing to report."""
+    if bad:
+        return f"no usable episode: {_bad_rows_note(d / 'metrics.jsonl', bad)}"
+    try:
+        summary = json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = None
+    if not isinstance(summary, dict):
+        return "no finished episode in metrics.jsonl (the run was stopped before its first episode ended)"
+    if summary.get("interrupted"):
+        return "no finished episode in metrics.jsonl (the run was interrupted before its first episode ended)"
+    err = summary.get("error")
+    because = f" ({err})" if err else " (its process stopped on an error; its output said which)"
+    return f"the run finished no episode: it failed before its first episode ended{because}"
 
 
 def training_seeds(run_dir: str | Path) -> list[Path]:

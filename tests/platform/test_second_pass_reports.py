@@ -48,3 +48,61 @@ def test_summary_averages_makespan_over_episodes_with_a_value():
     back = [json.loads(json_line(r)) for r in rows]
     assert back[3]["plan/makespan"] is None
     assert summarize(back)["plan/makespan"]["mean"] == pytest.approx(1.5)
+
+
+# --- N12: damaged or failed run directories in `coopsim report` ---------------------------------------------------
+
+def _run_dir(tmp_path, rows=None, summary=None, name="r"):
+    import yaml
+
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.yaml").write_text(yaml.safe_dump({"name": name, "scenario": {"id": "coop_game/matrix-v0"},
+                                                   "seeds": [0, 1], "episodes": 1}))
+    if rows is not None:
+        (d / "metrics.jsonl").write_text("".join(r if isinstance(r, str) else json.dumps(r) + "\n" for r in rows))
+    if summary is not None:
+        (d / "summary.json").write_text(json.dumps(summary))
+    return d
+
+
+def test_report_skips_a_row_whose_seed_is_not_an_integer(tmp_path):
+    from coopsim.platform.report import load_run, summary_table
+
+    d = _run_dir(tmp_path, [{"seed": 0, "episode": 0, "x": 1.0}, {"seed": "x", "episode": 0, "x": 5.0},
+                            {"seed": 1, "episode": 0, "x": 3.0}])
+    run = load_run(d)
+    assert [r["seed"] for r in run["rows"]] == [0, 1] and run["summary"]["metrics"]["x"]["mean"] == 2.0
+    assert "metrics.jsonl" in run["note"] and "line 2" in run["note"] and "'seed' is 'x'" in run["note"]
+    summary_table(run)
+
+
+def test_report_all_rows_damaged_names_file_and_line(tmp_path):
+    from coopsim.errors import CoopsimError
+    from coopsim.platform.report import load_run
+
+    d = _run_dir(tmp_path, [{"seed": "x", "episode": 0, "x": 5.0}])
+    with pytest.raises(CoopsimError, match=r"metrics\.jsonl.*line 1: 'seed' is 'x', not an integer"):
+        load_run(d)
+
+
+def test_report_missing_metrics_file_says_missing(tmp_path):
+    from coopsim.errors import CoopsimError
+    from coopsim.platform.report import load_run
+
+    with pytest.raises(CoopsimError, match=r"metrics\.jsonl: missing") as ei:
+        load_run(_run_dir(tmp_path))
+    assert "no finished episode" not in str(ei.value)
+
+
+def test_report_failed_run_with_no_episode_says_failed_not_stopped(tmp_path):
+    from coopsim.errors import CoopsimError
+    from coopsim.platform.report import load_run
+
+    d = _run_dir(tmp_path, [], {"episodes_finished": 0, "interrupted": False, "metrics": {}})
+    with pytest.raises(CoopsimError, match="finished no episode: it failed") as ei:
+        load_run(d)
+    assert "stopped" not in str(ei.value).split("(")[0]
+    d2 = _run_dir(tmp_path, [], {"episodes_finished": 0, "interrupted": True, "metrics": {}}, name="r2")
+    with pytest.raises(CoopsimError, match="interrupted"):
+        load_run(d2)
