@@ -355,43 +355,73 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             s = summarize(rows)
             table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s})
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
-    if len(scen_ids) > 1:
-        import warnings
-
-        warnings.warn(f"comparing runs of different scenarios {scen_ids}: their metrics need not be comparable", stacklevel=2)
+    notes = {str(r["dir"]): r["note"] for r in runs if r["note"]}
+    if len(scen_ids) > 1:  # a note line of the report, not a python warning with file, line and source
+        notes["comparison"] = (f"runs of different scenarios ({', '.join(scen_ids)}): their metrics need not be "
+                               f"comparable")
     out_dir = Path(out_dir) if out_dir else Path(run_dirs[0]).parent
     _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, every)
     plots = []
     if x_key is not None:
+        import warnings
+
         plt = _mpl()
-        for m in metrics[:8]:
-            fig, ax = plt.subplots(figsize=(6.4, 3.4))
-            for line, by_x in sorted(groups.items()):
-                xs, ms, lo, hi = [], [], [], []
-                for x, rows in sorted(by_x.items()):
-                    per_seed = summarize(rows).get(m)
-                    if not per_seed:
-                        continue
-                    xs.append(x)
-                    ms.append(per_seed["mean"])
-                    lo.append(per_seed["ci95_low"] if per_seed["ci95_low"] is not None else per_seed["mean"])
-                    hi.append(per_seed["ci95_high"] if per_seed["ci95_high"] is not None else per_seed["mean"])
-                if xs:
-                    label = ", ".join(line) or "run"
-                    ax.plot(xs, ms, marker="o", label=label)
-                    ax.fill_between(xs, lo, hi, alpha=0.2)
-            ax.set_xlabel(x_key.split(".")[-1])
-            ax.set_ylabel(m)
-            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-            ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
-            fig.tight_layout()
-            out = out_dir / f"compare_{m.replace('/', '_')}.png"
-            atomic_savefig(fig, out, dpi=110)
-            plt.close(fig)
-            plots.append(out)
-    return {"x_key": x_key, "line_keys": line_keys, "table": table, "metrics": metrics, "plots": plots,
-            "hidden": [m for m in every if m not in metrics],
-            "pooled_seeds": pooled_seeds, "notes": {str(r["dir"]): r["note"] for r in runs if r["note"]}}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plots = _compare_plots(plt, groups, metrics, x_key, out_dir)
+        if caught:
+            first = str(caught[0].message).splitlines()[0] if str(caught[0].message) else caught[0].category.__name__
+            notes["plots"] = (f"{len(caught)} plotting warning(s) while drawing the comparison plots, e.g. {first}"
+                              if len(caught) > 1 else f"plotting warning: {first}")
+    shown = shown_line_keys(line_keys, flat)
+    return {"x_key": x_key, "line_keys": line_keys, "shown_line_keys": shown, "table": table, "metrics": metrics,
+            "plots": plots, "hidden": [m for m in every if m not in metrics],
+            "pooled_seeds": pooled_seeds, "notes": notes}
+
+
+#: at most this many differing config keys are columns of the comparison table (the rest: compare.csv)
+MAX_TABLE_KEYS = 6
+#: a differing config key whose value is longer than this (as text) in some run is left to compare.csv
+MAX_TABLE_VALUE = 24
+
+
+def shown_line_keys(line_keys: list[str], flat: list[dict[str, Any]]) -> list[str]:
+    """The differing config keys the comparison table shows: those whose every value is short (at most
+    :data:`MAX_TABLE_VALUE` characters), ids first, at most :data:`MAX_TABLE_KEYS`; ``compare.csv`` has all."""
+    short = [k for k in line_keys if all(len(str(f.get(k))) <= MAX_TABLE_VALUE for f in flat)]
+    short.sort(key=lambda k: (not k.endswith(".id"), k.count("."), line_keys.index(k)))
+    return short[:MAX_TABLE_KEYS]
+
+
+def _compare_plots(plt, groups, metrics, x_key, out_dir) -> list[Path]:
+    """One ``compare_<metric>.png`` per metric (the first 8): metric vs ``x_key``, one line per group."""
+    plots = []
+    for m in metrics[:8]:
+        fig, ax = plt.subplots(figsize=(6.4, 3.4))
+        for line, by_x in sorted(groups.items()):
+            xs, ms, lo, hi = [], [], [], []
+            for x, rows in sorted(by_x.items()):
+                per_seed = summarize(rows).get(m)
+                if not per_seed:
+                    continue
+                xs.append(x)
+                ms.append(per_seed["mean"])
+                lo.append(per_seed["ci95_low"] if per_seed["ci95_low"] is not None else per_seed["mean"])
+                hi.append(per_seed["ci95_high"] if per_seed["ci95_high"] is not None else per_seed["mean"])
+            if xs:
+                label = ", ".join(line) or "run"
+                ax.plot(xs, ms, marker="o", label=label)
+                ax.fill_between(xs, lo, hi, alpha=0.2)
+        ax.set_xlabel(x_key.split(".")[-1])
+        ax.set_ylabel(m)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+        ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
+        fig.tight_layout()
+        out = out_dir / f"compare_{m.replace('/', '_')}.png"
+        atomic_savefig(fig, out, dpi=110)
+        plt.close(fig)
+        plots.append(out)
+    return plots
 
 
 def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
@@ -420,16 +450,20 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
         notes.append("runs that differ only in their seeds are pooled into one row (their seeds together)")
     if result.get("hidden"):
         notes.append("all-zero comm/, shield/ and cost/ counters are hidden here; compare.csv has every metric")
+    keys = result.get("shown_line_keys", result["line_keys"])
+    if len(keys) < len(result["line_keys"]):
+        notes.append(f"{len(result['line_keys']) - len(keys)} more config key(s) differ (long values or many "
+                     f"keys); compare.csv has every one")
     caption = "; ".join(notes) or None
     t = Table(title="comparison (mean over seeds [95% CI])", caption=caption)
-    for k in result["line_keys"]:
+    for k in keys:
         t.add_column(k)
     if result["x_key"]:
         t.add_column(result["x_key"], justify="right")
     for m in metrics:
         t.add_column(m, justify="right")
     for row in result["table"]:
-        cells = [row["line"][k] for k in result["line_keys"]]
+        cells = [row["line"][k] for k in keys]
         if result["x_key"]:
             cells.append(str(row["x"]))
         for m in metrics:

@@ -106,3 +106,43 @@ def test_report_failed_run_with_no_episode_says_failed_not_stopped(tmp_path):
     d2 = _run_dir(tmp_path, [], {"episodes_finished": 0, "interrupted": True, "metrics": {}}, name="r2")
     with pytest.raises(CoopsimError, match="interrupted"):
         load_run(d2)
+
+
+# --- N11: comparing runs of different scenarios -------------------------------------------------------------------
+
+def _cfg_run(tmp_path, name, cfg, rows):
+    import yaml
+
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+def test_compare_different_scenarios_notes_instead_of_warnings_and_short_table(tmp_path):
+    import warnings
+
+    from rich.console import Console
+
+    from coopsim.platform.report import MAX_TABLE_KEYS, comparison_table, compare_runs
+
+    pa = {f"param_{i}": "a-very-long-value-" * 3 + str(i) for i in range(20)}
+    pb = {f"other_{i}": i for i in range(20)}
+    a = _cfg_run(tmp_path, "a", {"name": "a", "seeds": [0], "scenario": {"id": "mapf/grid-v0", "params": pa},
+                                 "agents": {"id": "x/a-v0"}}, [{"seed": 0, "episode": 0, "m": 1.0}])
+    b = _cfg_run(tmp_path, "b", {"name": "b", "seeds": [0], "scenario": {"id": "coop_game/matrix-v0", "params": pb},
+                                 "agents": {"id": "x/b-v0"}}, [{"seed": 0, "episode": 0, "m": 2.0}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no python warning (scenario mismatch, matplotlib) escapes
+        res = compare_runs([a, b], out_dir=tmp_path)
+    assert "different scenarios" in res["notes"]["comparison"]
+    shown = res["shown_line_keys"]
+    assert "scenario.id" in shown and "agents.id" in shown and len(shown) <= MAX_TABLE_KEYS
+    assert not any(k.startswith("scenario.params.param_") for k in shown)
+    console = Console(width=200, record=True)
+    console.print(comparison_table(res))
+    text = console.export_text()
+    assert "compare.csv has every one" in text and "param_3" not in text
+    head = (tmp_path / "compare.csv").read_text().splitlines()[0]
+    assert "scenario.params.param_3" in head and "scenario.params.other_3" in head  # the full list
