@@ -383,7 +383,10 @@ def run_config(
             (before the run directory exists).
     """
     parts = RunParts(cfg, checkpoint=checkpoint, file=file)
-    jobs = [(s, e) for s in cfg.seeds for e in range(cfg.episodes)]
+    # lazily: episodes=10**8 must not build 10**8 pairs before the first episode (nor itertools.product, which
+    # makes a tuple of each input)
+    jobs = ((s, e) for s in cfg.seeds for e in range(cfg.episodes))
+    n_jobs = len(cfg.seeds) * cfg.episodes
     bar = _progress(progress)
     shown_bar = contextlib.ExitStack()
     run: dict[str, Any] = {}  # the run directory and its writers, once the first step went through
@@ -406,7 +409,7 @@ def run_config(
         run.update(dir=d, metrics=JsonlWriter(d / "metrics.jsonl"), timing=JsonlWriter(d / "timing.jsonl"),
                    started=time.perf_counter())
         shown_bar.enter_context(bar)
-        run["task"] = bar.add_task(f"{cfg.name}", total=len(jobs))
+        run["task"] = bar.add_task(f"{cfg.name}", total=n_jobs)
 
     check = FirstStep(cfg, file=file, passed=open_run)
     interrupted = False

@@ -1,0 +1,101 @@
+"""Bad input from a second new-user pass: each is one clear ConfigError (file, key, value, what is valid), never a
+traceback, a silent exit or a huge allocation."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import check_buildable, load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+LINE = ROOT / "configs" / "examples" / "line-random.yaml"
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "coopsim.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd)
+
+
+# N1: a huge episode count does not build a list of (seed, episode) jobs up front
+
+def test_run_config_jobs_are_lazy(tmp_path, monkeypatch):
+    from coopsim.platform import runner
+
+    real = runner.run_episode
+    calls = []
+
+    def one_then_interrupt(*a, **kw):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(runner, "run_episode", one_then_interrupt)
+    cfg = load_config(LINE, [f"out_dir={tmp_path}", "episodes=1000000000", "seeds=[0,1,2,3]"])
+    with pytest.raises(runner.RunInterrupted):  # 4e9 pairs as a list would not fit in memory
+        runner.run_config(cfg, progress=False)
+    rows = (next(tmp_path.iterdir()) / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 1
+
+
+# N3: scenario.params.env names a PettingZoo env factory, nothing else
+
+@pytest.mark.parametrize("env, says", [
+    ("sys:exit", "not a PettingZoo env factory"),
+    ("builtins:exit", "not a PettingZoo env factory"),
+    ("os:abort", "not a PettingZoo env factory"),
+    ("json:loads", "not a PettingZoo env factory"),
+    (":", "'module:callable'"),
+    (":env", "'module:callable'"),
+    ("mpe2:", "'module:callable'"),
+    (".:x", "'module:callable'"),
+    ("a b:c", "'module:callable'"),
+])
+def test_pettingzoo_env_path_is_strict(env, says):
+    from coopsim.platform.registry import make_scenario
+
+    with pytest.raises(ConfigError, match=says) as info:
+        make_scenario("pettingzoo/adapter-v0", env=env)
+    assert info.value.key == "env" and info.value.value == env
+
+
+def test_pettingzoo_env_path_cli_exit_2(tmp_path):
+    cfg = tmp_path / "pz.yaml"
+    cfg.write_text("name: pz\nscenario:\n  id: pettingzoo/adapter-v0\n  params: {env: 'sys:exit'}\n"
+                   "agents:\n  id: random-v0\nseeds: [0]\nepisodes: 1\nmax_steps: 5\n")
+    r = cli("validate", cfg)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "scenario.params.env" in r.stderr and "not a PettingZoo env factory" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_pettingzoo_factory_that_exits(monkeypatch):
+    import types
+
+    from coopsim.platform.registry import make_scenario
+
+    mod = types.ModuleType("coopsim_fake_pz_env")
+
+    def exits(**kw):
+        raise SystemExit(3)
+
+    def fails(**kw):
+        raise RuntimeError("boom")
+
+    mod.exits, mod.fails = exits, fails
+    monkeypatch.setitem(sys.modules, "coopsim_fake_pz_env", mod)
+    for name, says in [("exits", "SystemExit"), ("fails", "RuntimeError: boom")]:
+        with pytest.raises(ConfigError, match=says) as info:
+            make_scenario("pettingzoo/adapter-v0", env=f"coopsim_fake_pz_env:{name}")
+        assert info.value.key == "env"
+
+
+# N10: a sweep over an untrained learner warns once
+
+def test_sweep_warns_untrained_learner_once(tmp_path):
+    cfg = ROOT / "configs" / "ppo" / "linewalk-mappo.yaml"
+    r = cli("sweep", cfg, "--grid", "seeds=0,1", f"out_dir={tmp_path}", "episodes=1", "--jobs", "2")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.stderr.count("evaluating an untrained policy") == 1
