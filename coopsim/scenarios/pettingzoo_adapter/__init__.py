@@ -43,16 +43,43 @@ class PettingZooParams(ScenarioParams):
     dt_s: float = Field(0.1, gt=0, description="simulated seconds per step (s), > 0")
 
 
+_EG = "e.g. 'mpe2.simple_spread_v3:parallel_env'"
+
+
 def _load(path: str) -> Callable[..., Any]:
+    """The callable ``path`` ('module:callable') names: both parts non-empty, the module a dotted identifier, not
+    the standard library or builtins (``sys:exit``, ``os:abort`` are not env factories).
+
+    Raises:
+        ConfigError: key ``env``; a malformed path, a standard-library target or a missing attribute.
+        DependencyNotInstalled: the module cannot be imported.
+    """
+    import sys
+
     if ":" not in path:
-        raise ConfigError(f"env must be 'module:callable', got {path!r}", key="env", value=path)
+        raise ConfigError(f"env must be 'module:callable', got {path!r} ({_EG})", key="env", value=path)
     mod, attr = path.split(":", 1)
+    if not mod or not all(p.isidentifier() for p in mod.split(".")) or not all(
+            p.isidentifier() for p in attr.split(".")):
+        raise ConfigError(f"env must be 'module:callable' with a dotted module name and a callable name, got "
+                          f"{path!r} ({_EG})", key="env", value=path)
+    top = mod.split(".", 1)[0]
+    if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names or top == "builtins":
+        raise ConfigError(f"{path!r} is in the Python standard library: not a PettingZoo env factory ({_EG})",
+                          key="env", value=path)
     try:
-        return getattr(importlib.import_module(mod), attr)
+        obj: Any = importlib.import_module(mod)
     except ImportError as exc:
         raise DependencyNotInstalled(f"cannot import {mod!r} for env {path!r}: {exc} (install the package providing it)") from exc
+    except Exception as exc:  # noqa: BLE001 - a module that fails on import is a bad env, not a crash
+        raise ConfigError(f"importing {mod!r} for env {path!r} raised {type(exc).__name__}: {exc}",
+                          key="env", value=path) from None
+    try:
+        for a in attr.split("."):
+            obj = getattr(obj, a)
     except AttributeError:
         raise ConfigError(f"module {mod!r} has no attribute {attr!r}", key="env", value=path) from None
+    return obj
 
 
 def _parallel_env_problem(env: Any) -> str | None:
@@ -114,6 +141,11 @@ class PettingZooCore(ScenarioCore):
                 except TypeError as exc:  # wrong keyword arguments (env_kwargs) or not a factory
                     raise ConfigError(f"{path}(**env_kwargs) raised TypeError: {exc} (env_kwargs: "
                                       f"{self.params.env_kwargs!r})", key="env", value=path) from None
+                except (Exception, SystemExit) as exc:  # noqa: BLE001 - a factory that exits is a bad env
+                    if isinstance(exc, ConfigError):
+                        raise
+                    raise ConfigError(f"{path}(**env_kwargs) raised {type(exc).__name__}: {exc} (not a PettingZoo "
+                                      f"env factory?)", key="env", value=path) from None
                 problem = _parallel_env_problem(env)
                 if problem:
                     with contextlib.suppress(Exception):
