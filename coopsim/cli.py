@@ -178,6 +178,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     from coopsim.platform.config import check_buildable, load_config, parse_override
+    from coopsim.platform.runner import untrained_learner_warning
 
     try:
         axes = []
@@ -207,10 +208,17 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         for c in itertools.product(*axes):
             tag = "-".join(_slug(x.split("=", 1)[1]) for x in c)
             combos.append(list(overrides or []) + list(c) + [f"name={base}-{tag}"])
+        warnings: list[str] = []
         for c in combos:  # validate and build everything before starting anything
-            check_buildable(load_config(config, c), file=str(config))
+            cfg_c = load_config(config, c)
+            check_buildable(cfg_c, file=str(config))
+            w = untrained_learner_warning(cfg_c, None)
+            if w and w not in warnings:
+                warnings.append(w)
     except CoopsimError as exc:
         _fail(exc)
+    for w in warnings:  # once per distinct warning, not once per run (as `coopsim run` prints it)
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
     jobs = jobs or os.cpu_count() or 1
     console.print(f"sweep: {len(combos)} runs, {jobs} at a time")
     procs: list[tuple[list[str], subprocess.Popen]] = []
