@@ -146,3 +146,37 @@ def test_compare_different_scenarios_notes_instead_of_warnings_and_short_table(t
     assert "compare.csv has every one" in text and "param_3" not in text
     head = (tmp_path / "compare.csv").read_text().splitlines()[0]
     assert "scenario.params.param_3" in head and "scenario.params.other_3" in head  # the full list
+
+
+# --- N4: rollout / replay buffers larger than half the available memory are refused before numpy tries ------------
+
+def test_ppo_rollout_memory_precheck_is_a_config_error():
+    from coopsim.agents.ppo.trainer import check_rollout_memory
+    from coopsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"key 'train\.num_envs': invalid value 65536 \(with train\.rollout_steps "
+                                          r"100000\): the rollout buffers need .* GiB .*what fits: train\.num_envs <= "
+                                          r"\d+ at rollout_steps 100000, or train\.rollout_steps <= \d+"):
+        check_rollout_memory(65536, 100000, 3, 200, file="c.yaml")
+    check_rollout_memory(16, 32, 3, 200)  # small: never refused
+
+
+def test_ppo_train_huge_rollout_refused_before_allocating():
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config
+    from coopsim.platform.training import build_trainer
+
+    f = "configs/ppo/linewalk-mappo.yaml"
+    cfg = load_config(f, ["train.num_envs=65536", "train.rollout_steps=100000", "train.minibatches=1"])
+    with pytest.raises(ConfigError, match=r"train\.num_envs.*rollout buffers need"):
+        build_trainer(cfg, 0, file=f)
+
+
+def test_qmix_buffer_memory_precheck():
+    from coopsim.agents.qmix.trainer import check_buffer_memory
+    from coopsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"key 'train\.buffer_episodes': invalid value 1000000: the replay buffer "
+                                          r"needs .*what fits: train\.buffer_episodes <= \d+"):
+        check_buffer_memory(1_000_000, 10_000, 8, 500, 1000, 10)
+    check_buffer_memory(2000, 32, 3, 10, 20, 5)

@@ -118,6 +118,50 @@ def check_minibatches(cfg: PPOTrainConfig, num_envs: int, num_agents: int, recur
                           key="train.minibatches", value=cfg.minibatches)
 
 
+def _linear_in(module: torch.nn.Module) -> int:
+    """Input width of the first ``nn.Linear`` in ``module`` (0 without one)."""
+    return next((int(m.in_features) for m in module.modules() if isinstance(m, torch.nn.Linear)), 0)
+
+
+def rollout_bytes_per_agent_step(obs_dim: int, actor_in: int, critic_in: int, num_actions: int) -> int:
+    """Bytes one agent-step takes in a rollout of :meth:`PPOTrainer.train_iteration` at its peak: obs and next obs,
+    the actor and critic inputs (as steps and stacked), float32 each; the action mask; action (int64), log-prob,
+    value, reward, advantage, return, target and the agent index; alive and done flags."""
+    return 4 * (2 * obs_dim + 2 * actor_in + 2 * critic_in) + num_actions + 8 + 4 * 7 + 8 + 2
+
+
+def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per_agent_step: int, *,
+                         file: str | None = None) -> None:
+    """Refuse, before allocating, rollout buffers (``num_envs x rollout_steps x num_agents`` agent-steps of
+    ``per_agent_step`` bytes) larger than half the available memory (the share and the helper of
+    :func:`coopsim.scenarios.mapf.metrics.check_distance_memory`; below 256 MiB nothing is refused).
+
+    Raises:
+        ConfigError: key ``train.num_envs`` (the message names ``train.rollout_steps`` too): the bytes needed, the
+            limit, and the largest num_envs (at this rollout_steps) and rollout_steps (at this num_envs) that fit.
+    """
+    from coopsim.errors import ConfigError
+    from coopsim.scenarios.mapf.metrics import MEMORY_CHECK_MIN_BYTES, MEMORY_FRACTION, _gib, available_memory_bytes
+
+    step = num_agents * per_agent_step
+    need = num_envs * rollout_steps * step
+    if need <= MEMORY_CHECK_MIN_BYTES:
+        return
+    avail = available_memory_bytes()
+    if avail is None:
+        return
+    limit = int(avail * MEMORY_FRACTION)
+    if need <= limit:
+        return
+    fit_e, fit_t = limit // max(rollout_steps * step, 1), limit // max(num_envs * step, 1)
+    raise ConfigError(
+        f"invalid value {num_envs} (with train.rollout_steps {rollout_steps}): the rollout buffers need {_gib(need)} "
+        f"({num_envs} envs x {rollout_steps} steps x {num_agents} agents x {per_agent_step} bytes), more than "
+        f"{MEMORY_FRACTION:.0%} of the available memory ({_gib(limit)} of {_gib(avail)}); what fits: train.num_envs "
+        f"<= {fit_e} at rollout_steps {rollout_steps}, or train.rollout_steps <= {fit_t} at num_envs {num_envs}",
+        file=file, key="train.num_envs", value=num_envs)
+
+
 class PPOTrainer:
     """Trains a :class:`PPOAgent` on its scenario core (``agent.scenario``, ``E = num_envs``).
 
@@ -140,6 +184,9 @@ class PPOTrainer:
         self.core = agent.scenario
         self.net, self.vnorm = agent.net, agent.value_norm
         check_minibatches(train, self.core.num_envs, self.core.num_agents, self.net.recurrent, file=file)
+        check_rollout_memory(self.core.num_envs, train.rollout_steps, self.core.num_agents,
+                             rollout_bytes_per_agent_step(agent.obs_dim, _linear_in(self.net.encoder),
+                                                          _linear_in(self.net.critic), agent.num_actions), file=file)
         ctx = agent._context(self.net.feature_dim, seed=self.seed)
         self.intrinsic = intrinsic if intrinsic is not None else load_hook(train.intrinsic, key="train.intrinsic", file=file)
         self.aux = [load_hook(s, key=f"train.aux_losses.{i}", file=file) for i, s in enumerate(train.aux_losses)]

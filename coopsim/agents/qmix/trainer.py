@@ -85,6 +85,32 @@ class EpisodeBuffer:
                 "filled": self.filled[idx, :T]}
 
 
+def check_buffer_memory(capacity: int, T: int, N: int, D: int, S: int, A: int, *, file: str | None = None) -> None:
+    """Refuse, before allocating, an :class:`EpisodeBuffer` larger than half the available memory (the share and
+    the helper of :func:`coopsim.scenarios.mapf.metrics.check_distance_memory`; below 256 MiB nothing is refused).
+
+    Raises:
+        ConfigError: key ``train.buffer_episodes``: the bytes needed, the limit and the most episodes that fit.
+    """
+    from coopsim.scenarios.mapf.metrics import MEMORY_CHECK_MIN_BYTES, MEMORY_FRACTION, _gib, available_memory_bytes
+
+    per_episode = (T + 1) * (N * D * 4 + S * 4 + N * A) + T * (N * 8 + 4 + 2)
+    need = capacity * per_episode
+    if need <= MEMORY_CHECK_MIN_BYTES:
+        return
+    avail = available_memory_bytes()
+    if avail is None:
+        return
+    limit = int(avail * MEMORY_FRACTION)
+    if need <= limit:
+        return
+    raise ConfigError(
+        f"invalid value {capacity}: the replay buffer needs {_gib(need)} ({capacity} episodes x {T} steps x {N} agents; "
+        f"{per_episode} bytes per episode), more than {MEMORY_FRACTION:.0%} of the available memory ({_gib(limit)} of "
+        f"{_gib(avail)}); what fits: train.buffer_episodes <= {limit // per_episode}", file=file,
+        key="train.buffer_episodes", value=capacity)
+
+
 class QMIXTrainer:
     """Trains a :class:`QMIXAgent` on its scenario core. Implements :class:`coopsim.platform.trainer.Trainer`;
     ``env_steps`` counts the steps of envs whose episode was running.
@@ -110,6 +136,8 @@ class QMIXTrainer:
         self.target_mixer = copy.deepcopy(agent.mixer)
         self.params = list(agent.net.parameters()) + list(agent.mixer.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=train.lr)
+        check_buffer_memory(train.buffer_episodes, self.T, agent.n_agents, agent.obs_dim, agent.state_dim,
+                            agent.n_actions, file=file)
         self.buffer = EpisodeBuffer(train.buffer_episodes, self.T, agent.n_agents, agent.obs_dim, agent.state_dim, agent.n_actions)
         agent.rng = np.random.default_rng([self.seed, 2])
         self.sample_rng = np.random.default_rng([self.seed, 3])
