@@ -15,6 +15,7 @@ Every error names the file, the dotted key, the bad value and what is valid (:cl
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from coopsim.platform.registry import reject_bools  # the params check's; re-exp
 
 
 class ComponentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # ser_json_inf_nan: an allowed inf (e.g. a trace's recover_at_s: .inf) is dumped as .inf, not as null
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
     id: str
     params: dict[str, Any] = Field(default_factory=dict)
 
@@ -40,7 +42,7 @@ class ComponentConfig(BaseModel):
 class RunConfig(BaseModel):
     """Schema of a run config (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")  # as ComponentConfig's
     name: str = Field(description="run name; the run directory is runs/<name>-<UTC time>-<short id>")
     scenario: ComponentConfig
     agents: ComponentConfig
@@ -298,6 +300,39 @@ def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
         except CoopsimError as exc:
             raise ConfigError(str(exc), file=file, key=f"{field}.id", value=comp.id) from None
         registry.validate_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
+        _reject_non_finite(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
+
+
+def _non_finite(v: Any) -> bool:
+    if isinstance(v, float):
+        return not math.isfinite(v)
+    if isinstance(v, (list, tuple)):  # not into mappings: a nested model (e.g. a trace) checks its own fields
+        return any(_non_finite(x) for x in v)
+    return False
+
+
+def _reject_non_finite(kind: str, id_: str, params: dict[str, Any], *, file: str | None, key_prefix: str) -> None:
+    """A nan or +-inf param (``.nan``, ``.inf`` in YAML) is refused, as config.yaml could not store it faithfully
+    and no finite-valued param means it; except where the param's own default is that value (``inf = never``).
+
+    Raises:
+        ConfigError: key ``<field>.params.<name>``.
+    """
+    try:
+        cls = registry.spec(kind, id_).load()
+    except CoopsimError:
+        return
+    cls = cls.cls if isinstance(cls, registry.Variant) else cls
+    fields = getattr(getattr(cls, "Params", None), "model_fields", {})
+    for k, v in params.items():
+        if not _non_finite(v):
+            continue
+        f = fields.get(k)
+        d = getattr(f, "default", None)
+        if isinstance(v, float) and isinstance(d, float) and math.isinf(d) and v == d:
+            continue
+        raise ConfigError(f"invalid value {v!r}: must be a finite number (not nan or inf)", file=file,
+                          key=f"{key_prefix}{k}", value=v)
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -99,3 +99,32 @@ def test_sweep_warns_untrained_learner_once(tmp_path):
     r = cli("sweep", cfg, "--grid", "seeds=0,1", f"out_dir={tmp_path}", "episodes=1", "--jobs", "2")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert r.stderr.count("evaluating an untrained policy") == 1
+
+
+# N5: +-inf params are refused like nan (config.yaml could not store them); an inf default stays allowed
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_non_finite_param_refused(value):
+    with pytest.raises(ConfigError) as info:
+        load_config(ROOT / "configs" / "mapf" / "random-32-32-10.yaml", [f"scenario.params.cell_size_m={value}"])
+    assert info.value.key == "scenario.params.cell_size_m"
+    assert "random-32-32-10.yaml" in str(info.value)
+
+
+def test_inf_is_refused_even_without_a_bound():
+    with pytest.raises(ConfigError, match="must be a finite number") as info:
+        load_config(ROOT / "configs" / "mapf" / "random-32-32-10.yaml", ["scenario.params.cell_size_m=.inf"])
+    assert info.value.value == float("inf")
+
+
+def test_allowed_inf_round_trips(tmp_path):
+    from coopsim.platform.config import dump_config
+
+    cfg = load_config(LINE, ["channel.id=bandwidth-v0",
+                             "channel.params.trace={kind: step, high: 1.0e+6, low: 1.0e+5, drop_at_s: 1.0, "
+                             "recover_at_s: .inf}"])
+    text = dump_config(cfg)
+    assert "null" not in text and ".inf" in text
+    p = tmp_path / "config.yaml"
+    p.write_text(text)
+    assert load_config(p).channel.params["trace"]["recover_at_s"] == float("inf")
