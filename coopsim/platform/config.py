@@ -16,6 +16,7 @@ Every error names the file, the dotted key, the bad value and what is valid (:cl
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,10 @@ class ComponentConfig(BaseModel):
     @classmethod
     def _none_is_empty(cls, v: Any) -> Any:
         return {} if v is None else v
+
+
+#: longest run name: the run directory name adds a time stamp and an id (file names stop at 255 bytes)
+NAME_MAX = 150
 
 
 class RunConfig(BaseModel):
@@ -69,7 +74,17 @@ class RunConfig(BaseModel):
     def _name_ok(cls, v: str) -> str:
         if not v or any(c in v for c in "/\\ \t\n"):
             raise ValueError("must be a non-empty name without slashes or spaces")
+        if len(v.encode("utf-8")) > NAME_MAX:  # the run directory adds -<UTC time>-<id>; names stop at 255 bytes
+            raise ValueError(f"is {len(v)} characters ({len(v.encode('utf-8'))} bytes in UTF-8) long; at most "
+                             f"{NAME_MAX} bytes (the run directory adds a time stamp and an id)")
         return v
+
+    @field_validator("out_dir")
+    @classmethod
+    def _out_dir_ok(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must be a folder path, e.g. runs (not empty)")
+        return os.path.expanduser(v)  # out_dir=~/x is the home folder's x, not ./~/x
 
     @field_validator("seeds")
     @classmethod

@@ -128,3 +128,26 @@ def test_allowed_inf_round_trips(tmp_path):
     p = tmp_path / "config.yaml"
     p.write_text(text)
     assert load_config(p).channel.params["trace"]["recover_at_s"] == float("inf")
+
+
+# N7: out_dir=~/x is under the home folder; an empty out_dir is refused
+
+def test_out_dir_tilde_and_empty(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert load_config(LINE, ["out_dir=~/x"], check_components=False).out_dir == str(tmp_path / "x")
+    for v in ["", "  "]:
+        with pytest.raises(ConfigError, match="not empty") as info:
+            load_config(LINE, [f"out_dir={v}"], check_components=False)
+        assert info.value.key == "out_dir"
+
+
+# N8: a name too long for a run directory fails in validate, on key name
+
+def test_name_too_long():
+    from coopsim.platform.config import NAME_MAX
+
+    load_config(LINE, ["name=" + "a" * NAME_MAX], check_components=False)
+    for name in ["a" * 300, "é" * 100]:
+        with pytest.raises(ConfigError, match=f"at most {NAME_MAX} bytes") as info:
+            load_config(LINE, [f"name={name}"], check_components=False)
+        assert info.value.key == "name" and str(LINE) in str(info.value)
