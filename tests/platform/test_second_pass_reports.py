@@ -180,3 +180,45 @@ def test_qmix_buffer_memory_precheck():
                                           r"needs .*what fits: train\.buffer_episodes <= \d+"):
         check_buffer_memory(1_000_000, 10_000, 8, 500, 1000, 10)
     check_buffer_memory(2000, 32, 3, 10, 20, 5)
+
+
+# --- N9: a policy trained on one scenario, loaded on another with the same sizes --------------------------------
+
+def _ppo_on(sid):
+    from coopsim.agents.ppo.agent import PPOAgent
+    from coopsim.platform.registry import make_scenario
+
+    return PPOAgent(make_scenario(sid, num_envs=1, num_agents=2), critic="central", hidden=[8])
+
+
+def test_policy_records_scenario_and_warns_on_another(tmp_path, capsys):
+    import torch
+
+    a = _ppo_on("coop_game/Grid4x4-v0")
+    a.save(tmp_path / "policy.pt")
+    meta = torch.load(tmp_path / "policy.pt", weights_only=False)["scenario"]
+    assert meta["id"] == "coop_game/Grid4x4-v0" and meta["params"]["height"] == 4
+    capsys.readouterr()
+    _ppo_on("coop_game/Grid4x4-v0").load(tmp_path / "policy.pt")  # same id: silent
+    assert "warning" not in capsys.readouterr().err
+    b = _ppo_on("coop_game/Grid5x5-v0")
+    assert b.obs_dim == a.obs_dim  # only obs_dim was compared before
+    b.load(tmp_path / "policy.pt")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "trained on scenario 'coop_game/Grid4x4-v0'" in err
+    assert "'coop_game/Grid5x5-v0'" in err
+
+
+def test_old_policy_without_scenario_field_loads_silently(tmp_path, capsys):
+    import torch
+
+    from coopsim.platform.trainer import atomic_save
+
+    a = _ppo_on("coop_game/Grid4x4-v0")
+    ck = a.checkpoint()
+    del ck["scenario"]
+    atomic_save(ck, tmp_path / "policy.pt")
+    capsys.readouterr()
+    _ppo_on("coop_game/Grid5x5-v0").load(tmp_path / "policy.pt")
+    assert "warning" not in capsys.readouterr().err
+    assert torch.load(tmp_path / "policy.pt", weights_only=False).get("scenario") is None

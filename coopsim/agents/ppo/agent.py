@@ -20,6 +20,46 @@ from .networks import ActorCritic, ValueNorm, flatten_obs, obs_dim
 CHECKPOINT_FORMAT = "coopsim.ppo/1"
 
 
+def scenario_identity(scenario: Any) -> dict[str, Any]:
+    """``{"id", "params"}`` of the scenario a policy is trained on, for its checkpoint: the registered id (the
+    scenario's ``registry_id`` attribute if it has one, else the registry entry of its class, in its own package,
+    whose fixed params it has: ``coop_game/Grid4x4-v0`` rather than the general id; None when none is found) and its
+    params as JSON values (empty without a ``params`` model)."""
+    p = getattr(scenario, "params", None)
+    try:
+        params = p.model_dump(mode="json") if hasattr(p, "model_dump") else {}
+    except Exception:  # noqa: BLE001 - a param that JSON cannot hold: the id is what is compared
+        params = {}
+    sid = getattr(scenario, "registry_id", None)
+    if not isinstance(sid, str):
+        sid = _registered_id(type(scenario), p)
+    return {"id": sid, "params": params}
+
+
+def _registered_id(cls: type, params: Any) -> str | None:
+    from coopsim.platform import registry
+
+    best: tuple[int, str] | None = None
+    for s in registry.specs("scenario"):
+        mod = s.entry_point.split(":")[0]
+        if not (cls.__module__ == mod or cls.__module__.startswith(mod + ".")):
+            continue
+        try:
+            f = s.load()
+        except Exception:  # noqa: BLE001 - an optional scenario that cannot load is not this one
+            continue
+        if f is cls:
+            score = 0
+        elif isinstance(f, Variant) and f.cls is cls and all(
+                getattr(params, k, None) == f.defaults.get(k) for k in f.fixed):
+            score = len(f.fixed)
+        else:
+            continue
+        if best is None or score > best[0]:
+            best = (score, s.id)
+    return best[1] if best else None
+
+
 class PPOAgent(AgentPlugin):
     """IPPO / MAPPO team policy: one actor shared by all agent slots (agent-id one-hot input), a GRU
     option, action masks from ``scenario.action_masks()``, and a local (IPPO) or centralised (MAPPO,
@@ -158,7 +198,13 @@ class PPOAgent(AgentPlugin):
         return {"format": CHECKPOINT_FORMAT, "params": self.params.model_dump(), "obs_dim": self.obs_dim,
                 "num_agents": self.num_agents, "num_actions": self.num_actions, "state_dim": self.state_dim,
                 "net": self.net.state_dict(), "value_norm": self.value_norm.state_dict(),
-                "comm": self.comm.state_dict() if self.comm is not None and hasattr(self.comm, "state_dict") else None}
+                "comm": self.comm.state_dict() if self.comm is not None and hasattr(self.comm, "state_dict") else None,
+                "scenario": self._scenario_identity()}
+
+    def _scenario_identity(self) -> dict[str, Any]:
+        if getattr(self, "_scenario_id_cache", None) is None:
+            self._scenario_id_cache = scenario_identity(self.scenario)
+        return self._scenario_id_cache
 
     def save(self, path: str | Path) -> None:
         from coopsim.platform.trainer import atomic_save
@@ -185,6 +231,12 @@ class PPOAgent(AgentPlugin):
             if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
+        theirs, ours = (ck.get("scenario") or {}).get("id"), mine["scenario"].get("id")
+        if theirs and ours and theirs != ours:  # an older file without the field loads as before, silently
+            import sys
+
+            print(f"warning: {path}: the policy was trained on scenario {theirs!r}; this run's scenario is {ours!r} "
+                  f"(same observation and action sizes, so it loads, but it need not do well here)", file=sys.stderr)
         self.net.load_state_dict(ck["net"])
         self.value_norm.load_state_dict(ck["value_norm"])
         if ck.get("comm") is not None and self.comm is not None:
