@@ -164,7 +164,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     if (run_dir / "replays").is_dir():
         prog = sys.argv[0] if Path(sys.argv[0]).name == "coopsim" else "coopsim"  # as the user called it
-        console.print(f"next: {prog} report {run_dir}   (re-renders the plots and writes a GIF of the first replay)",
+        console.print(f"next: {shlex.quote(prog)} report {shlex.quote(str(run_dir))}   (re-renders the plots and writes a GIF of the first replay)",
                       soft_wrap=True, highlight=False)
 
 
@@ -265,7 +265,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         if pending:
             err_console.print(f"  not started: {len(pending)} run(s)", highlight=False)
         err_console.print(f"run directories kept: {len(kept)}" + ("" if not kept else
-                          f"; compare them with: coopsim report {' '.join(kept)}"), soft_wrap=True, highlight=False)
+                          f"; compare them with: coopsim report {' '.join(shlex.quote(str(k)) for k in kept)}"), soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     if len(run_dirs) > 1:
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
@@ -280,7 +280,7 @@ def _sweep_result(c: list[str], returncode: int, out: str, run_dirs: list[str], 
         console.print(f"[green]done[/] {' '.join(shlex.quote(x) for x in c)} -> {run_dirs[-1]}")
     else:
         failed.append(c)
-        console.print(f"[red]failed[/] {' '.join(c)}:\n{out[-2000:]}")
+        console.print(f"[red]failed[/] {' '.join(shlex.quote(x) for x in c)}:\n{out[-2000:]}")
 
 
 def _interrupted_run(exc: BaseException) -> None:
@@ -438,11 +438,9 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
             err_console.print(f"{word}: {kept or 'before the run directory was created: nothing was written'}",
                               soft_wrap=True, highlight=False)
             raise typer.Exit(code=code)
-        import shlex
-
         again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
         what = f"kept {kept}" if kept else "no checkpoint was written (--resume starts every seed over)"
-        err_console.print(f"{word}: {what}; continue with: coopsim train {again} --resume {where}", soft_wrap=True,
+        err_console.print(f"{word}: {what}; continue with: coopsim train {again} --resume {shlex.quote(str(where))}", soft_wrap=True,
                           highlight=False)
         raise typer.Exit(code=code)
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)

@@ -42,6 +42,8 @@ class ComponentConfig(BaseModel):
 
 #: longest run name: the run directory name adds a time stamp and an id (file names stop at 255 bytes)
 NAME_MAX = 150
+#: the characters a run name may have besides (unicode) letters and digits
+NAME_CHARS = "._+-"
 
 
 class RunConfig(BaseModel):
@@ -72,8 +74,12 @@ class RunConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not v or any(c in v for c in "/\\ \t\n"):
-            raise ValueError("must be a non-empty name without slashes or spaces")
+        if not v:
+            raise ValueError("must be a non-empty name, e.g. my-run")
+        bad = sorted({c for c in v if not (c.isalnum() or c in NAME_CHARS)})
+        if bad:  # it names a directory and is printed inside suggested shell commands
+            raise ValueError(f"must use letters, digits and {' '.join(NAME_CHARS)} only (no slashes, spaces or shell "
+                             f"characters); not {' '.join(repr(c) for c in bad)}")
         if len(v.encode("utf-8")) > NAME_MAX:  # the run directory adds -<UTC time>-<id>; names stop at 255 bytes
             raise ValueError(f"is {len(v)} characters ({len(v.encode('utf-8'))} bytes in UTF-8) long; at most "
                              f"{NAME_MAX} bytes (the run directory adds a time stamp and an id)")

@@ -13,6 +13,7 @@ scenario seeds 0, 1, 2.
 from __future__ import annotations
 
 import contextlib
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -403,7 +404,7 @@ def run_config(
             if "checkpoint" in type(parts.agent.params).model_fields:
                 agents = cfg.agents.model_copy(update={"params": {**cfg.agents.params, "checkpoint": ck}})
                 shown = cfg.model_copy(update={"agents": agents})
-            text = f"# evaluated with --checkpoint {ck}\n" + dump_config(shown)
+            text = f"# evaluated with --checkpoint {shlex.quote(ck)}\n" + dump_config(shown)
             atomic_write_text(d / "checkpoint.txt", ck + "\n")
         atomic_write_text(d / "config.yaml", text)
         run.update(dir=d, metrics=JsonlWriter(d / "metrics.jsonl"), timing=JsonlWriter(d / "timing.jsonl"),

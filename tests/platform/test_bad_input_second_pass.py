@@ -151,3 +151,25 @@ def test_name_too_long():
         with pytest.raises(ConfigError, match=f"at most {NAME_MAX} bytes") as info:
             load_config(LINE, [f"name={name}"], check_components=False)
         assert info.value.key == "name" and str(LINE) in str(info.value)
+
+
+# N6: a run name is a safe file name; paths inside printed commands are shell-quoted
+
+@pytest.mark.parametrize("name", ["a$(touch x)", "a;b", "a*", "a'b", "a|b"])
+def test_name_charset(name):
+    with pytest.raises(ConfigError, match="must use letters, digits and") as info:
+        load_config(LINE, [f"name={name}"], check_components=False)
+    assert info.value.key == "name"
+
+
+def test_name_unicode_letters_ok():
+    assert load_config(LINE, ["name=café-1.2+x_y"], check_components=False).name == "café-1.2+x_y"
+
+
+def test_next_line_quotes_the_run_dir(tmp_path):
+    out = tmp_path / "with space"
+    r = cli("run", ROOT / "configs" / "mapf" / "random-32-32-10.yaml", f"out_dir={out}", "seeds=[0]", "episodes=1",
+            "max_steps=5", "scenario.params.num_agents=4", "--no-progress")  # MAPF writes replays: a next: line
+    assert r.returncode == 0, r.stderr
+    nxt = [ln for ln in r.stdout.splitlines() if ln.startswith("next: ")]
+    assert nxt and f" report '{out}/" in nxt[0]
