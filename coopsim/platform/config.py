@@ -68,7 +68,12 @@ class RunConfig(BaseModel):
         # pydantic would turn "40" into 40 silently: a quoted number is more likely a mistake than meant
         for x in (v if isinstance(v, list) else [v]):
             if isinstance(x, str):
-                raise ValueError(f"must be an integer, not the string {x!r} (remove the quotes)")
+                t = x.strip()
+                if t[:1] in "[{(" or t[-1:] in "]})":  # e.g. seeds=[0,1 (unclosed): YAML gave up, it is a string
+                    raise ValueError(f"is not a valid list: {x!r} (check the brackets, e.g. seeds=[0,1,2])")
+                if t.lstrip("+-").isdigit():
+                    raise ValueError(f"must be an integer, not the string {x!r} (remove the quotes)")
+                raise ValueError(f"must be an integer, not the string {x!r}")
         return v
 
     @field_validator("name")
@@ -200,6 +205,9 @@ def load_raw(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if p.is_dir():
         raise ConfigError("is a directory, not a file (give the path of a YAML run config, e.g. "
+                          "configs/mapf/random-32-32-10.yaml)", file=path)
+    if p.exists() and not p.is_file():  # /dev/zero, a FIFO: reading it would hang or never end
+        raise ConfigError("not a regular file (give the path of a YAML run config, e.g. "
                           "configs/mapf/random-32-32-10.yaml)", file=path)
     if not p.is_file():
         raise ConfigError("file not found (give the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml)", file=path)

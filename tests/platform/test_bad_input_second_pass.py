@@ -173,3 +173,31 @@ def test_next_line_quotes_the_run_dir(tmp_path):
     assert r.returncode == 0, r.stderr
     nxt = [ln for ln in r.stdout.splitlines() if ln.startswith("next: ")]
     assert nxt and f" report '{out}/" in nxt[0]
+
+
+# N13: messages
+
+def test_ns3_data_mode_error_names_its_key():
+    from coopsim.platform import registry
+
+    with pytest.raises(ConfigError) as info:
+        registry.validate_params("channel", "ns3-v0", {"data_mode": "Foo"}, file="c.yaml", key_prefix="channel.params.")
+    assert info.value.key == "channel.params.data_mode" and "'Foo' is not a mode of 802.11a" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        registry.validate_params("channel", "ns3-v0", {"nakagami_distance2_m": 10.0}, file="c.yaml",
+                                 key_prefix="channel.params.")
+    assert info.value.key == "channel.params.nakagami_distance2_m"
+
+
+@pytest.mark.parametrize("override", ["seeds=[0,1", "seeds=0,1]"])
+def test_unclosed_bracket_hint(override):
+    with pytest.raises(ConfigError, match="check the brackets") as info:
+        load_config(LINE, [override])
+    assert "remove the quotes" not in str(info.value) and info.value.key == "seeds"
+
+
+def test_not_a_regular_file():
+    if not Path("/dev/null").exists():
+        pytest.skip("no /dev/null")
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_config("/dev/null")

@@ -57,7 +57,7 @@ import warnings
 from typing import Any, Literal, Optional
 
 import numpy as np
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
@@ -132,15 +132,23 @@ class Ns3Params(ChannelParams):
     step_timeout_s: float = Field(5.0, gt=0, description="deadline for ns-3 to finish one step (s), > 0")
     reset_timeout_s: float = Field(60.0, gt=0, description="deadline for ns-3 to build the networks at reset (s), > 0")
 
-    @model_validator(mode="after")
-    def _check(self) -> "Ns3Params":
-        if self.data_mode is not None and not _MODES[self.standard].match(self.data_mode):
-            raise ValueError(f"data_mode {self.data_mode!r} is not a mode of {self.standard}; valid: "
-                             f"{_MODES[self.standard].pattern}")
-        if self.nakagami_distance2_m <= self.nakagami_distance1_m:
-            raise ValueError(f"nakagami_distance2_m ({self.nakagami_distance2_m}) must be > "
-                             f"nakagami_distance1_m ({self.nakagami_distance1_m})")
-        return self
+    # field validators (not one model validator): an error names its key, channel.params.data_mode, not
+    # channel.params. (standard and nakagami_distance1_m are declared first, so they are in info.data)
+    @field_validator("data_mode")
+    @classmethod
+    def _data_mode(cls, v, info):
+        std = info.data.get("standard")
+        if v is not None and std in _MODES and not _MODES[std].match(v):
+            raise ValueError(f"{v!r} is not a mode of {std}; valid: {_MODES[std].pattern}")
+        return v
+
+    @field_validator("nakagami_distance2_m")
+    @classmethod
+    def _nakagami(cls, v, info):
+        d1 = info.data.get("nakagami_distance1_m")
+        if d1 is not None and v <= d1:
+            raise ValueError(f"must be > nakagami_distance1_m ({d1})")
+        return v
 
     @field_validator("background_schedule")
     @classmethod
