@@ -193,6 +193,20 @@ def _resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tup
     return stored, given
 
 
+def rounded_budget_note(summary: dict[str, Any]) -> str | None:
+    """The note when a training (not resumed) did more env steps than its budget: training runs whole iterations,
+    so a budget that is not a multiple of one iteration's env steps is rounded up; None otherwise."""
+    budget, done, its = (summary.get(k) for k in ("total_env_steps_budget", "env_steps", "iterations"))
+    if not (isinstance(budget, int) and isinstance(done, int) and isinstance(its, int)) or its < 1 or done <= budget:
+        return None
+    per = done // its
+    if its == 1:
+        return (f"note: the budget train.total_env_steps={budget:,} env steps is below one iteration ({done:,}): "
+                f"trained {done:,} (training runs whole iterations)")
+    return (f"note: the budget train.total_env_steps={budget:,} env steps is rounded up to whole iterations "
+            f"(about {per:,} env steps each): trained {done:,}")
+
+
 def train_main(config_path: str, overrides: list[str], resume: str | None,
                info: Callable[[str], None] | None = None) -> Path:
     """Train the config's agent for every seed; returns the run directory.
@@ -287,8 +301,12 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
                     per_seed[str(seed)] = done_seed
                     continue
             trainer = first if first is not None and seed == cfg.seeds[0] else build_trainer(cfg, seed, file=file)[0]
-            per_seed[str(seed)] = fit(trainer, schedule, sub, resume=bool(resume) and (sub / CHECKPOINT_NAME).is_file(),
+            resumed_seed = bool(resume) and (sub / CHECKPOINT_NAME).is_file()
+            per_seed[str(seed)] = fit(trainer, schedule, sub, resume=resumed_seed,
                                       description=f"{cfg.name} seed {seed}")
+            note = None if resumed_seed else rounded_budget_note(per_seed[str(seed)])
+            if note and info is not None and seed == cfg.seeds[0]:  # the same for every seed: said once
+                info(note)
     except KeyboardInterrupt as exc:
         exc.kept = _interrupt_kept(run_dir, cfg.seeds, running, getattr(exc, "checkpoint", None),
                                    schedule.total_env_steps)

@@ -201,3 +201,23 @@ def test_not_a_regular_file():
         pytest.skip("no /dev/null")
     with pytest.raises(ConfigError, match="not a regular file"):
         load_config("/dev/null")
+
+
+# N14: a budget below (or not a multiple of) one iteration is rounded up, and a note says so
+
+def test_rounded_budget_note():
+    from coopsim.platform.training import rounded_budget_note
+
+    n = rounded_budget_note({"total_env_steps_budget": 1, "env_steps": 512, "iterations": 1})
+    assert n == ("note: the budget train.total_env_steps=1 env steps is below one iteration (512): trained 512 "
+                 "(training runs whole iterations)")
+    n = rounded_budget_note({"total_env_steps_budget": 1000, "env_steps": 1024, "iterations": 2})
+    assert "rounded up to whole iterations" in n and "trained 1,024" in n
+    assert rounded_budget_note({"total_env_steps_budget": 1024, "env_steps": 1024, "iterations": 2}) is None
+
+
+def test_train_tiny_budget_notes_rounding(tmp_path):
+    r = cli("train", ROOT / "configs" / "ppo" / "linewalk-mappo.yaml", "train.total_env_steps=1", "seeds=[0]",
+            f"out_dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert "is below one iteration (" in r.stdout + r.stderr
