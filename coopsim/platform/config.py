@@ -181,7 +181,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     return data
 
 
-def read_yaml_text(p: Path, shown: str | None = None) -> str:
+def read_yaml_text(p: Path, shown: str | None = None,
+                   expected: str = "a YAML run config, e.g. configs/mapf/random-32-32-10.yaml") -> str:
     """The text of the YAML file ``p``, decoded as UTF-8.
 
     Raises:
@@ -197,7 +198,7 @@ def read_yaml_text(p: Path, shown: str | None = None) -> str:
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise ConfigError(f"not a UTF-8 text (YAML) file (byte {raw[exc.start:exc.start + 1]!r} at line {line}); give "
-                          "the path of a YAML run config, e.g. configs/mapf/random-32-32-10.yaml", file=shown) from None
+                          f"the path of {expected}", file=shown) from None
 
 
 def load_raw(path: str | Path) -> dict[str, Any]:

@@ -221,3 +221,19 @@ def test_train_tiny_budget_notes_rounding(tmp_path):
             f"out_dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert "is below one iteration (" in r.stdout + r.stderr
+
+
+# N15: the ns-3 experiment script speaks of its own input (configs/ns3/*.yaml)
+
+def test_ns3_experiment_messages(tmp_path):
+    from coopsim.comm.ns3.experiment import load
+
+    with pytest.raises(ConfigError, match="coopsim run config, not an ns-3 experiment file: run it with `coopsim run"):
+        load(str(LINE))
+    b = tmp_path / "x.yaml"
+    b.write_bytes(b"\xd0\xcf\x11\xe0\x00\xff")
+    with pytest.raises(ConfigError, match="configs/ns3/") as info:
+        load(str(b))
+    assert "configs/mapf" not in str(info.value)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load(str(tmp_path))

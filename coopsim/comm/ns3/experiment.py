@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shlex
 import time
 from pathlib import Path
 
@@ -50,6 +51,8 @@ from coopsim.platform.recorder import atomic_savefig, atomic_write_json
 from coopsim.platform.registry import make_component, make_scenario
 
 _KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "anchor_seeds", "channel", "oracle"}
+#: what this script reads, for its messages
+_WHAT = "an ns-3 experiment file (YAML), e.g. configs/ns3/ddacom-spread.yaml"
 BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 
 
@@ -57,12 +60,18 @@ def load(path: str) -> dict:
     """Read and check an experiment config; raises ConfigError naming the file and the bad key."""
     from coopsim.platform.config import read_yaml_text
 
+    if Path(path).exists() and not Path(path).is_file():
+        raise ConfigError(f"{'is a directory' if Path(path).is_dir() else 'not a regular file'} (give {_WHAT})",
+                          file=path)
     try:
-        cfg = yaml.safe_load(read_yaml_text(Path(path), path))  # unreadable or not UTF-8: a ConfigError
+        cfg = yaml.safe_load(read_yaml_text(Path(path), path, _WHAT))  # unreadable or not UTF-8: a ConfigError
     except yaml.YAMLError as e:
         raise ConfigError(f"not valid YAML: {e}", file=path) from None
     if not isinstance(cfg, dict):
-        raise ConfigError("expected a mapping at the top level", file=path)
+        raise ConfigError(f"expected a mapping at the top level ({_WHAT})", file=path)
+    if {"name", "agents"} <= set(cfg):
+        raise ConfigError("this is a coopsim run config, not an ns-3 experiment file: run it with `coopsim run "
+                          f"{shlex.quote(str(path))}`; this script takes {_WHAT}", file=path)
     extra = set(cfg) - _KEYS
     if extra:
         raise ConfigError(f"unknown keys {sorted(extra)}; valid: {sorted(_KEYS)}", file=path, key=sorted(extra)[0])
