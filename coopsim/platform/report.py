@@ -19,7 +19,7 @@ import numpy as np
 import yaml
 
 from coopsim.errors import CoopsimError
-from coopsim.platform.recorder import atomic_savefig, atomic_write_bytes, read_jsonl
+from coopsim.platform.recorder import atomic_savefig, atomic_write_bytes
 from coopsim.platform.stats import ID_KEYS, summarize
 
 #: metrics drawn first when present (the field's headline numbers)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from coopsim.errors import ConfigError
-from coopsim.platform.config import check_buildable, load_config
+from coopsim.platform.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 LINE = ROOT / "configs" / "examples" / "line-random.yaml"
