@@ -434,6 +434,9 @@ def run_config(
         if not run:  # before the first step went through: nothing was written, nothing to keep
             raise
         interrupted = True
+    except Exception as exc:  # the run failed: its summary says why (report shows it), then the error propagates
+        run["error"] = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         if not run:
             parts.close()
@@ -443,7 +446,7 @@ def run_config(
                 run["timing"].close()
                 parts.close()
                 write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
-                              totals=parts.shield.run_stats())
+                              totals=parts.shield.run_stats(), error=run.get("error"))
                 try:
                     from coopsim.platform.report import plot_run
 
@@ -478,15 +481,18 @@ def _sigint_deferred():
 
 
 def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None,
-                  totals: dict[str, float] | None = None) -> dict:
+                  totals: dict[str, float] | None = None, error: str | None = None) -> dict:
     """Write ``summary.json`` from the run directory's files; ``totals`` (the shield's :meth:`run_stats`, totals
-    over every episode of the run) go under ``totals``."""
+    over every episode of the run) go under ``totals``; ``error`` ("Type: message" of the exception that ended a
+    failed run) under ``error``."""
     rows = read_jsonl(run_dir / "metrics.jsonl")
     summary = {
         "episodes_finished": len(rows),
         "interrupted": interrupted,
         "metrics": summarize(rows),
     }
+    if error:
+        summary["error"] = error
     if (run_dir / "checkpoint.txt").is_file():
         summary["checkpoint"] = (run_dir / "checkpoint.txt").read_text().strip()
     if wall_s is not None:
