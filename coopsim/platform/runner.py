@@ -414,6 +414,7 @@ def run_config(
 
     check = FirstStep(cfg, file=file, passed=open_run)
     interrupted = False
+    error = None  # "Type: message" of an exception that ends the run after its directory exists
     try:
         with shown_bar:
             check_resets(parts.scenario, cfg, file=file)
@@ -435,7 +436,7 @@ def run_config(
             raise
         interrupted = True
     except Exception as exc:  # the run failed: its summary says why (report shows it), then the error propagates
-        run["error"] = f"{type(exc).__name__}: {exc}"
+        error = f"{type(exc).__name__}: {exc}"
         raise
     finally:
         if not run:
@@ -446,7 +447,7 @@ def run_config(
                 run["timing"].close()
                 parts.close()
                 write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
-                              totals=parts.shield.run_stats(), error=run.get("error"))
+                              totals=parts.shield.run_stats(), error=error)
                 try:
                     from coopsim.platform.report import plot_run
 

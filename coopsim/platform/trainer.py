@@ -20,6 +20,7 @@ import csv
 import io
 import math
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -133,7 +134,7 @@ def resolve_policy_path(path: str | Path) -> Path:
             seeds = training_seed_dirs(path, (POLICY_NAME, CHECKPOINT_NAME))
             if seeds:
                 raise ConfigError(f"a training run directory: its checkpoints are in {', '.join(d.name + '/' for d in seeds)}; "
-                                  f"pass one, e.g. --checkpoint {seeds[0]}", file=str(path))
+                                  f"pass one, e.g. --checkpoint {shlex.quote(str(seeds[0]))}", file=str(path))
         path = path / POLICY_NAME if (path / POLICY_NAME).is_file() else path / CHECKPOINT_NAME
     return path
 
