@@ -142,10 +142,11 @@ BIG = ["scenario.params.map=random", "scenario.params.random_size=[512,512]", "s
 def test_distance_maps_over_memory_are_a_config_error(monkeypatch):
     import numpy as np
 
+    from coopsim.platform import memory
     from coopsim.scenarios.mapf import metrics
 
-    monkeypatch.setattr(metrics, "available_memory_bytes", lambda: 2 * 2**20)  # 2 MiB "available"
-    monkeypatch.setattr(metrics, "MEMORY_CHECK_MIN_BYTES", 0)
+    monkeypatch.setattr(memory, "available_memory_bytes", lambda: 2 * 2**20)  # 2 MiB "available"
+    monkeypatch.setattr(memory, "MEMORY_CHECK_MIN_BYTES", 0)
     blocked = np.zeros((64, 64), bool)
     with pytest.raises(ConfigError) as info:
         metrics.bfs_distances(blocked, np.array([[x, 0] for x in range(64)]))
@@ -157,7 +158,7 @@ def test_distance_maps_over_memory_are_a_config_error(monkeypatch):
 
 
 def test_huge_mapf_run_is_refused_by_validate_and_run(tmp_path):
-    from coopsim.scenarios.mapf.metrics import available_memory_bytes
+    from coopsim.platform.memory import available_memory_bytes
 
     avail = available_memory_bytes()
     if avail is None or avail > 2 * 96 * 2**30:

@@ -141,23 +141,19 @@ def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per
             limit, and the largest num_envs (at this rollout_steps) and rollout_steps (at this num_envs) that fit.
     """
     from coopsim.errors import ConfigError
-    from coopsim.scenarios.mapf.metrics import MEMORY_CHECK_MIN_BYTES, MEMORY_FRACTION, _gib, available_memory_bytes
+    from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
 
     step = num_agents * per_agent_step
     need = num_envs * rollout_steps * step
-    if need <= MEMORY_CHECK_MIN_BYTES:
+    over = over_limit(need)
+    if over is None:
         return
-    avail = available_memory_bytes()
-    if avail is None:
-        return
-    limit = int(avail * MEMORY_FRACTION)
-    if need <= limit:
-        return
+    limit, avail = over
     fit_e, fit_t = limit // max(rollout_steps * step, 1), limit // max(num_envs * step, 1)
     raise ConfigError(
-        f"invalid value {num_envs} (with train.rollout_steps {rollout_steps}): the rollout buffers need {_gib(need)} "
+        f"invalid value {num_envs} (with train.rollout_steps {rollout_steps}): the rollout buffers need {gib(need)} "
         f"({num_envs} envs x {rollout_steps} steps x {num_agents} agents x {per_agent_step} bytes), more than "
-        f"{MEMORY_FRACTION:.0%} of the available memory ({_gib(limit)} of {_gib(avail)}); what fits: train.num_envs "
+        f"{MEMORY_FRACTION:.0%} of the available memory ({gib(limit)} of {gib(avail)}); what fits: train.num_envs "
         f"<= {fit_e} at rollout_steps {rollout_steps}, or train.rollout_steps <= {fit_t} at num_envs {num_envs}",
         file=file, key="train.num_envs", value=num_envs)
 

@@ -92,22 +92,18 @@ def check_buffer_memory(capacity: int, T: int, N: int, D: int, S: int, A: int, *
     Raises:
         ConfigError: key ``train.buffer_episodes``: the bytes needed, the limit and the most episodes that fit.
     """
-    from coopsim.scenarios.mapf.metrics import MEMORY_CHECK_MIN_BYTES, MEMORY_FRACTION, _gib, available_memory_bytes
+    from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
 
     per_episode = (T + 1) * (N * D * 4 + S * 4 + N * A) + T * (N * 8 + 4 + 2)
     need = capacity * per_episode
-    if need <= MEMORY_CHECK_MIN_BYTES:
+    over = over_limit(need)
+    if over is None:
         return
-    avail = available_memory_bytes()
-    if avail is None:
-        return
-    limit = int(avail * MEMORY_FRACTION)
-    if need <= limit:
-        return
+    limit, avail = over
     raise ConfigError(
-        f"invalid value {capacity}: the replay buffer needs {_gib(need)} ({capacity} episodes x {T} steps x {N} agents; "
-        f"{per_episode} bytes per episode), more than {MEMORY_FRACTION:.0%} of the available memory ({_gib(limit)} of "
-        f"{_gib(avail)}); what fits: train.buffer_episodes <= {limit // per_episode}", file=file,
+        f"invalid value {capacity}: the replay buffer needs {gib(need)} ({capacity} episodes x {T} steps x {N} agents; "
+        f"{per_episode} bytes per episode), more than {MEMORY_FRACTION:.0%} of the available memory ({gib(limit)} of "
+        f"{gib(avail)}); what fits: train.buffer_episodes <= {limit // per_episode}", file=file,
         key="train.buffer_episodes", value=capacity)
 
 

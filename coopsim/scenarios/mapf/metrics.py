@@ -16,38 +16,7 @@ import numpy as np
 
 EXACT_MAX_GOALS = 10
 
-#: distance maps smaller than this are never refused (a busy machine's free memory is no reason to refuse 64 MiB)
-MEMORY_CHECK_MIN_BYTES = 256 * 2**20
-#: fraction of the available memory one set of distance maps may take
-MEMORY_FRACTION = 0.5
-
-
-def available_memory_bytes() -> int | None:
-    """Memory available to a new allocation: psutil's ``available`` if installed, else ``MemAvailable`` of
-    /proc/meminfo, else free pages (``os.sysconf('SC_AVPHYS_PAGES')``); None when none of them is known."""
-    try:
-        import psutil
-
-        return int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001 - not installed or not supported here
-        pass
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import os
-
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def _gib(b: float) -> str:
-    return f"{b / 2**30:.1f} GiB" if b >= 2**30 else f"{b / 2**20:.0f} MiB"
+from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
 
 
 def check_distance_memory(num_sources: int, num_unique: int, h: int, w: int) -> None:
@@ -62,19 +31,15 @@ def check_distance_memory(num_sources: int, num_unique: int, h: int, w: int) -> 
 
     per_source = h * w * 8
     need = (num_unique + num_sources) * per_source
-    if need <= MEMORY_CHECK_MIN_BYTES:
+    over = over_limit(need)
+    if over is None:
         return
-    avail = available_memory_bytes()
-    if avail is None:
-        return
-    limit = int(avail * MEMORY_FRACTION)
-    if need <= limit:
-        return
+    limit, avail = over
     fits = max(limit // (2 * per_source), 0)
     raise ConfigError(
-        f"the agent's distance maps need {_gib(need)} (({num_unique} distinct source cells + {num_sources} rows, "
+        f"the agent's distance maps need {gib(need)} (({num_unique} distinct source cells + {num_sources} rows, "
         f"one per agent goal) x {h}x{w} cells x 8 bytes), more than {MEMORY_FRACTION:.0%} of the available memory "
-        f"({_gib(limit)} of {_gib(avail)}); on a {h}x{w} map at most about {fits} goal cells fit "
+        f"({gib(limit)} of {gib(avail)}); on a {h}x{w} map at most about {fits} goal cells fit "
         f"(num_agents x num_goals): lower scenario.params.num_agents or num_goals, or use a smaller map "
         f"(scenario.params.random_size / map)", key="scenario.params.num_agents")
 
