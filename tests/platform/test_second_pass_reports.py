@@ -29,11 +29,12 @@ def test_failed_plan_makespan_is_missing_not_minus_one():
     agent = PrioritizedAgent.__new__(PrioritizedAgent)
     agent.plans = [_plan([-1, -1], [True, True])]
     m = agent.episode_metrics()
-    assert math.isnan(m["plan/makespan"]) and m["plan/failures"] == 2.0
+    assert math.isnan(m["plan/makespan"]) and math.isnan(m["plan/soc"]) and m["plan/failures"] == 2.0
     assert json.loads(json_line({"seed": 0, **m}))["plan/makespan"] is None  # metrics.jsonl: null
     agent.plans = [_plan([2, 3], [False, False]), _plan([4, -1], [False, True])]  # only the complete env counts
     m = agent.episode_metrics()
     assert m["plan/makespan"] == 3.0 and m["plan/failures"] == 0.5
+    assert m["plan/soc"] == 5.0  # 2 + 3 of the complete env; the other env's 4 (its finished agent only) is left out
 
 
 def test_summary_averages_makespan_over_episodes_with_a_value():

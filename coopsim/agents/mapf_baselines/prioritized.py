@@ -112,18 +112,20 @@ class PrioritizedAgent(AgentPlugin):
         ``plan/failures`` (agents without a complete plan), ``plan/attempts``, ``plan/expansions``,
         ``plan/soc`` and ``plan/makespan``. The runner adds them to ``metrics.jsonl``.
 
-        ``plan/makespan`` is the mean over the envs whose every agent has a complete plan; with no such env it is
-        nan (missing: ``metrics.jsonl`` writes null and the summary averages over the episodes that have a value),
-        never the -1 of an unfinished agent's ``finish_step``. ``plan/failures`` counts the failures."""
+        ``plan/soc`` and ``plan/makespan`` are means over the envs whose every agent has a complete plan; with no
+        such env they are nan (missing: ``metrics.jsonl`` writes null and the summary averages over the episodes
+        that have a value), never the -1 of an unfinished agent's ``finish_step`` nor a sum of costs that leaves
+        the unfinished agents out. ``plan/failures`` counts the failures."""
         if not self.plans:
             return {}
         r = self.plans
-        done = [float(x.makespan) for x in r if len(x.finish_step) == 0 or (x.finish_step >= 0).all()]
+        complete = [x for x in r if len(x.finish_step) == 0 or (x.finish_step >= 0).all()]
+        done = [float(x.makespan) for x in complete]
         return {
             "plan/failures": float(np.mean([x.failed.sum() for x in r])),
             "plan/attempts": float(np.mean([x.attempts for x in r])),
             "plan/expansions": float(np.mean([x.expansions for x in r])),
-            "plan/soc": float(np.mean([x.soc for x in r])),
+            "plan/soc": float(np.mean([x.soc for x in complete])) if complete else float("nan"),
             "plan/makespan": float(np.mean(done)) if done else float("nan"),
         }
 
