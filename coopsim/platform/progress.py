@@ -56,8 +56,10 @@ class LineProgress:
         return len(self.tasks) - 1
 
     def update(self, task_id: int, *, advance: float | None = None, completed: float | None = None,
-               description: str | None = None, **fields: Any) -> None:
+               total: float | None = None, description: str | None = None, **fields: Any) -> None:
         t = self.tasks[task_id]
+        if total is not None:  # as rich's Progress.update: a new total
+            t["total"] = total
         if completed is not None:
             t["completed"] = completed
         if advance is not None:

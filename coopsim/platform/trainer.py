@@ -454,7 +454,10 @@ def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSi
             metrics["time/env_steps_per_s"] = (trainer.env_steps - steps0) / max(dt, 1e-9)
             logger.log(trainer.iteration, trainer.env_steps, metrics)
             if progress is not None:
-                progress.update(task, completed=min(trainer.env_steps, schedule.total_env_steps),
+                # the last iteration may overshoot the budget (whole iterations): the bar then shows the steps
+                # actually trained, e.g. 512/512 for a budget of 1, never 1/1 or 512/1
+                progress.update(task, total=max(schedule.total_env_steps, trainer.env_steps),
+                                completed=trainer.env_steps,
                                 info=progress_info(metrics, episode_means))
             if on_iteration is not None:
                 held.urgent = True

@@ -85,3 +85,14 @@ def test_training_progress_shows_running_means_over_the_finished_episodes():
         "mean win=0.75 return=16 over 4 episodes"
     assert progress_info({"episodes": 0.0, "episode/win": float("nan")}, means) == \
         "mean win=0.75 return=16 over 4 episodes"
+
+
+def test_train_below_one_iteration_shows_the_steps_it_trained(tmp_path):
+    """A budget of 1 env step trains one whole iteration (4 envs x 128 rollout steps here): the line says 512/512,
+    as rich's bar does, not 1/1 or 512/1 (51200%)."""
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "train", str(ROOT / "configs" / "ppo" / "linewalk-mappo.yaml"),
+                        f"out_dir={tmp_path}", "train.total_env_steps=1", "train.num_envs=4", "train.rollout_steps=128",
+                        "train.progress=true"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert any(": 512/512 env steps (100%)" in ln for ln in r.stdout.splitlines()), r.stdout
+    assert "/1 env steps" not in r.stdout and "trained 512" in r.stdout
