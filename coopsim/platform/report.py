@@ -214,6 +214,15 @@ def _ordered_metrics(names) -> list[str]:
     return head + sorted(m for m in names if m not in head)
 
 
+def plot_selection(allm: dict[str, dict], max_metrics: int = 12) -> tuple[list[str], list[str]]:
+    """The panels of ``metrics.png`` (summary metrics in headline order, at most ``max_metrics``) and its footnote:
+    a metric zero in every episode gets no panel (it would crowd out the rest) but is named in the footnote, except
+    the all-zero comm/, shield/ and cost/ counters the tables hide too (:func:`hidden_when_zero`)."""
+    names = [m for m in _ordered_metrics(allm) if m not in ID_KEYS]
+    zero = [m for m in names if not any(v for v in allm[m].get("per_seed", {}).values())]
+    return [m for m in names if m not in zero][:max_metrics], [m for m in zero if not hidden_when_zero(m, [allm[m]])]
+
+
 def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
     """Per-episode values of the headline metrics, one colour per seed, mean ± 95% CI; writes ``metrics.png``."""
     run = load_run(run_dir)
@@ -221,8 +230,9 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
     if not rows:
         return None
     allm = run["summary"]["metrics"]
-    metrics = [m for m in _ordered_metrics(allm) if m not in ID_KEYS
-               and any(v for v in allm[m].get("per_seed", {}).values())][:max_metrics]  # all-zero panels say nothing
+    metrics, shown_zero = plot_selection(allm, max_metrics)
+    if not metrics:
+        return None
     plt = _mpl()
     cols = min(4, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
@@ -246,6 +256,12 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
         ax.axis("off")
     fig.suptitle(f"{run['config'].get('name')}: each dot one episode, grouped by seed (line: mean over seeds, band: Student-t 95% CI)", fontsize=9)
     fig.tight_layout()
+    if shown_zero:
+        import textwrap
+
+        note = textwrap.fill("zero in every episode (not plotted): " + ", ".join(shown_zero), 180)
+        fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=7)
+        fig.subplots_adjust(bottom=0.08 + 0.02 * note.count("\n"))
     out = Path(run_dir) / "metrics.png"
     atomic_savefig(fig, out, dpi=110)
     plt.close(fig)

@@ -354,3 +354,16 @@ def test_train_says_when_the_shield_section_does_not_filter_training():
     assert ppo.startswith("note: the shield section (certificate-v0) applies to `coopsim run` / `eval`; "
                           "ppo/mappo-v0 trains unshielded")
     assert note(gs, ["shield.id=passthrough-v0", "shield.params={}"]) is None
+
+
+def test_metrics_png_names_its_zero_metrics_as_the_table_does():
+    from coopsim.platform.report import plot_selection
+
+    def st(*vals):
+        return {"mean": sum(vals) / len(vals), "per_seed": {str(i): v for i, v in enumerate(vals)}}
+
+    allm = {"success": st(1.0, 1.0), "collisions": st(0.0, 0.0), "plan/failures": st(0.0, 0.0),
+            "comm/messages": st(0.0, 0.0), "soc": st(10.0, 12.0), "seed": st(0.0, 1.0)}
+    panels, footnote = plot_selection(allm)
+    assert panels == ["success", "soc"]  # headline order; zeros and ids get no panel
+    assert footnote == ["collisions", "plan/failures"]  # named; the all-zero comm/ counter is hidden, as in the table
