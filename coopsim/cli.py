@@ -160,6 +160,14 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         _fail(exc)
     except KeyboardInterrupt as exc:
         _interrupted_run(exc)
+    except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
+        where = getattr(exc, "run_dir", None)
+        if where is None or os.environ.get("COOPSIM_TRACEBACK"):
+            raise
+        err_console.print(f"[bold red]error:[/] the run failed: {type(exc).__name__}: {escape(str(exc))}\n  its finished "
+                          f"episodes and the error are kept in {escape(shlex.quote(str(where)))} (summary.json); set "
+                          f"COOPSIM_TRACEBACK=1 to see the traceback", markup=True, soft_wrap=True, highlight=False)
+        raise typer.Exit(code=1)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     if (run_dir / "replays").is_dir():
@@ -464,6 +472,14 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
         _fail(exc)
     except KeyboardInterrupt as exc:
         _interrupted_run(exc)
+    except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
+        where = getattr(exc, "run_dir", None)
+        if where is None or os.environ.get("COOPSIM_TRACEBACK"):
+            raise
+        err_console.print(f"[bold red]error:[/] the run failed: {type(exc).__name__}: {escape(str(exc))}\n  its finished "
+                          f"episodes and the error are kept in {escape(shlex.quote(str(where)))} (summary.json); set "
+                          f"COOPSIM_TRACEBACK=1 to see the traceback", markup=True, soft_wrap=True, highlight=False)
+        raise typer.Exit(code=1)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 

@@ -336,6 +336,11 @@ def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
 def _non_finite(v: Any) -> bool:
     if isinstance(v, float):
         return not math.isfinite(v)
+    if isinstance(v, str):  # 'inf', 'Infinity', '1e400' (YAML reads them as text; pydantic would make them floats)
+        try:
+            return not math.isfinite(float(v))
+        except ValueError:
+            return False
     if isinstance(v, (list, tuple)):  # not into mappings: a nested model (e.g. a trace) checks its own fields
         return any(_non_finite(x) for x in v)
     return False

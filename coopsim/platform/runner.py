@@ -437,6 +437,9 @@ def run_config(
         interrupted = True
     except Exception as exc:  # the run failed: its summary says why (report shows it), then the error propagates
         error = f"{type(exc).__name__}: {exc}"
+        if run:  # the CLI names the kept run directory instead of printing a traceback
+            with contextlib.suppress(AttributeError):
+                exc.run_dir = run["dir"]
         raise
     finally:
         if not run:

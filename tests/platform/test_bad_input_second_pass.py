@@ -103,7 +103,7 @@ def test_sweep_warns_untrained_learner_once(tmp_path):
 
 # N5: +-inf params are refused like nan (config.yaml could not store them); an inf default stays allowed
 
-@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan", "inf", "Infinity", "1e400", "\"-1e400\""])
 def test_non_finite_param_refused(value):
     with pytest.raises(ConfigError) as info:
         load_config(ROOT / "configs" / "mapf" / "random-32-32-10.yaml", [f"scenario.params.cell_size_m={value}"])
@@ -237,3 +237,35 @@ def test_ns3_experiment_messages(tmp_path):
     assert "configs/mapf" not in str(info.value)
     with pytest.raises(ConfigError, match="is a directory"):
         load(str(tmp_path))
+
+
+def test_adapter_refuses_coopsims_own_cli_as_env():
+    from coopsim.platform.registry import make_scenario
+
+    for env in ("coopsim.cli:main", "__main__:main"):
+        with pytest.raises(ConfigError, match="coopsim's own command line"):
+            make_scenario("pettingzoo/adapter-v0", num_envs=1, env=env)
+
+
+def test_cli_run_whose_episode_raises_prints_one_error_and_keeps_the_run(tmp_path, monkeypatch, capsys):
+    import typer
+
+    import coopsim.cli as cli_mod
+    from coopsim.platform import runner
+
+    real, calls = runner.run_episode, []
+
+    def second_fails(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom in episode 2")
+        return real(*a, **k)
+
+    monkeypatch.setattr(runner, "run_episode", second_fails)
+    monkeypatch.delenv("COOPSIM_TRACEBACK", raising=False)
+    with pytest.raises(typer.Exit) as ei:
+        cli_mod.run(ROOT / "configs" / "examples" / "line-random.yaml", ["seeds=[0]", f"out_dir={tmp_path}"], None, False)
+    err = capsys.readouterr().err
+    assert ei.value.exit_code == 1 and "Traceback" not in err
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert "the run failed: RuntimeError: boom in episode 2" in " ".join(err.split()) and run.name in err

@@ -63,6 +63,9 @@ def _load(path: str) -> Callable[..., Any]:
             p.isidentifier() for p in attr.split(".")):
         raise ConfigError(f"env must be 'module:callable' with a dotted module name and a callable name, got "
                           f"{path!r} ({_EG})", key="env", value=path)
+    if mod == "__main__" or mod == "coopsim.cli" or mod.startswith("coopsim.cli."):
+        raise ConfigError(f"{path!r} is coopsim's own command line: not a PettingZoo env factory ({_EG})",
+                          key="env", value=path)
     top = mod.split(".", 1)[0]
     if top in getattr(sys, "stdlib_module_names", ()) or top in sys.builtin_module_names or top == "builtins":
         raise ConfigError(f"{path!r} is in the Python standard library: not a PettingZoo env factory ({_EG})",
