@@ -161,19 +161,26 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     except KeyboardInterrupt as exc:
         _interrupted_run(exc)
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
-        where = getattr(exc, "run_dir", None)
-        if where is None or os.environ.get("COOPSIM_TRACEBACK"):
-            raise
-        err_console.print(f"[bold red]error:[/] the run failed: {type(exc).__name__}: {escape(str(exc))}\n  its finished "
-                          f"episodes and the error are kept in {escape(shlex.quote(str(where)))} (summary.json); set "
-                          f"COOPSIM_TRACEBACK=1 to see the traceback", markup=True, soft_wrap=True, highlight=False)
-        raise typer.Exit(code=1)
+        _failed_run(exc)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     if (run_dir / "replays").is_dir():
         prog = sys.argv[0] if Path(sys.argv[0]).name == "coopsim" else "coopsim"  # as the user called it
         console.print(f"next: {shlex.quote(prog)} report {shlex.quote(str(run_dir))}   (re-renders the plots and writes a GIF of the first replay)",
                       soft_wrap=True, highlight=False)
+
+
+def _failed_run(exc: Exception) -> None:
+    """A run (``run``, ``eval``) whose episode raised after its directory existed: one error line naming the kept
+    run directory (its summary.json records the error), exit 1; the traceback itself with ``COOPSIM_TRACEBACK=1``
+    or when no run directory was made."""
+    where = getattr(exc, "run_dir", None)
+    if where is None or os.environ.get("COOPSIM_TRACEBACK"):
+        raise exc
+    err_console.print(f"[bold red]error:[/] the run failed: {type(exc).__name__}: {escape(str(exc))}\n  its finished "
+                      f"episodes and the error are kept in {escape(shlex.quote(str(where)))} (summary.json); set "
+                      f"COOPSIM_TRACEBACK=1 to see the traceback", markup=True, soft_wrap=True, highlight=False)
+    raise typer.Exit(code=1)
 
 
 @app.command()
@@ -473,13 +480,7 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
     except KeyboardInterrupt as exc:
         _interrupted_run(exc)
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
-        where = getattr(exc, "run_dir", None)
-        if where is None or os.environ.get("COOPSIM_TRACEBACK"):
-            raise
-        err_console.print(f"[bold red]error:[/] the run failed: {type(exc).__name__}: {escape(str(exc))}\n  its finished "
-                          f"episodes and the error are kept in {escape(shlex.quote(str(where)))} (summary.json); set "
-                          f"COOPSIM_TRACEBACK=1 to see the traceback", markup=True, soft_wrap=True, highlight=False)
-        raise typer.Exit(code=1)
+        _failed_run(exc)
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
