@@ -372,21 +372,6 @@ def fit(
         return _fit(trainer, schedule, run_dir, held, resume=resume, description=description, on_iteration=on_iteration)
 
 
-def _checkpoint_bytes(obj: Any) -> bytes:
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    return buf.getvalue()
-
-
-def _atomic_write_bytes(data: bytes, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSignals, *, resume: bool,
          description: str, on_iteration: Callable[[Trainer, dict[str, float]], bool] | None) -> dict[str, Any]:
     torch.set_num_threads(schedule.torch_threads)
@@ -409,17 +394,15 @@ def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSi
         return {"trainer": trainer.state_dict(), "rng": capture_torch_rng(),
                 "wall_s": wall_before + time.perf_counter() - t0, "env_steps": int(trainer.env_steps)}
 
-    # the checkpoint an interrupt keeps when it stops the first iteration before it ends (a second Ctrl-C): the
-    # state before it. A resumed run has its checkpoint on disk already.
-    initial = None if resume else _checkpoint_bytes(state())
-    initial_steps = int(trainer.env_steps)
-    saved = bool(resume)  # whether ckpt_path holds this run's state
-    saved_steps = int(trainer.env_steps)  # the env steps it holds
+    saved_steps = int(trainer.env_steps)  # the env steps ckpt_path holds
 
     def checkpoint() -> None:
-        nonlocal saved, saved_steps
+        nonlocal saved_steps
         atomic_save(state(), ckpt_path)
-        saved, saved_steps = True, int(trainer.env_steps)
+        saved_steps = int(trainer.env_steps)
+
+    if not resume:  # what an interrupt keeps when a second Ctrl-C stops the first iteration: the state before it
+        checkpoint()  # (a resumed run has its checkpoint on disk already)
 
     def stop_if_signalled() -> None:
         """A held SIGINT/SIGTERM: checkpoint the state at the end of the last completed iteration (what the periodic
@@ -473,19 +456,9 @@ def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSi
         checkpoint()
         trainer.save_policy(run_dir / POLICY_NAME)
     except KeyboardInterrupt as exc:
-        # stopped mid-iteration (a second signal) before any checkpoint of this run: keep the state before the
-        # first iteration, so --resume continues (exactly) instead of starting over; further signals are dropped
-        if not saved and initial is not None:
-            quiet = _HeldSignals().__enter__()
-            try:
-                _atomic_write_bytes(initial, ckpt_path)
-                saved, saved_steps = True, initial_steps
-            except OSError:
-                pass
-            finally:
-                quiet.restore()
-        # what the interrupt kept, for the caller's message: (checkpoint file, its env steps), or None
-        exc.checkpoint = (ckpt_path, saved_steps) if saved else None
+        # what the interrupt kept, for the caller's message: (checkpoint file, its env steps); a second signal that
+        # stops an iteration at once keeps the last checkpoint, at worst the one written before the first iteration
+        exc.checkpoint = (ckpt_path, saved_steps)
         raise
     finally:
         held.urgent = False
