@@ -247,21 +247,12 @@ def test_adapter_refuses_coopsims_own_cli_as_env():
             make_scenario("pettingzoo/adapter-v0", num_envs=1, env=env)
 
 
-def test_cli_run_whose_episode_raises_prints_one_error_and_keeps_the_run(tmp_path, monkeypatch, capsys):
+def test_cli_run_whose_episode_raises_prints_one_error_and_keeps_the_run(tmp_path, monkeypatch, capsys,
+                                                                        second_episode_fails):
     import typer
 
     import coopsim.cli as cli_mod
-    from coopsim.platform import runner
 
-    real, calls = runner.run_episode, []
-
-    def second_fails(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("boom in episode 2")
-        return real(*a, **k)
-
-    monkeypatch.setattr(runner, "run_episode", second_fails)
     monkeypatch.delenv("COOPSIM_TRACEBACK", raising=False)
     with pytest.raises(typer.Exit) as ei:
         cli_mod.run(ROOT / "configs" / "examples" / "line-random.yaml", ["seeds=[0]", f"out_dir={tmp_path}"], None, False)

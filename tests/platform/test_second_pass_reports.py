@@ -225,21 +225,12 @@ def test_old_policy_without_scenario_field_loads_silently(tmp_path, capsys):
     assert torch.load(tmp_path / "policy.pt", weights_only=False).get("scenario") is None
 
 
-def test_a_run_that_fails_mid_way_keeps_its_episodes_and_says_why(tmp_path, monkeypatch):
+def test_a_run_that_fails_mid_way_keeps_its_episodes_and_says_why(tmp_path, second_episode_fails):
     from pathlib import Path
 
     from coopsim.platform import runner
     from coopsim.platform.config import load_config
 
-    real, calls = runner.run_episode, []
-
-    def second_fails(*a, **k):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("boom in episode 2")
-        return real(*a, **k)
-
-    monkeypatch.setattr(runner, "run_episode", second_fails)
     cfg = load_config(str(Path(__file__).resolve().parents[2] / "configs/examples/line-random.yaml"),
                       ["seeds=[0]", "episodes=3", f"out_dir={tmp_path}"])
     with pytest.raises(RuntimeError, match="boom"):

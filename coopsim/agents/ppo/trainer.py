@@ -133,8 +133,8 @@ def rollout_bytes_per_agent_step(obs_dim: int, actor_in: int, critic_in: int, nu
 def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per_agent_step: int, *,
                          file: str | None = None) -> None:
     """Refuse, before allocating, rollout buffers (``num_envs x rollout_steps x num_agents`` agent-steps of
-    ``per_agent_step`` bytes) larger than half the available memory (the share and the helper of
-    :func:`coopsim.scenarios.mapf.metrics.check_distance_memory`; below 256 MiB nothing is refused).
+    ``per_agent_step`` bytes) larger than half the available memory (:func:`coopsim.platform.memory.over_limit`;
+    below 256 MiB nothing is refused).
 
     Raises:
         ConfigError: key ``train.num_envs`` (the message names ``train.rollout_steps`` too): the bytes needed, the

@@ -86,8 +86,8 @@ class EpisodeBuffer:
 
 
 def check_buffer_memory(capacity: int, T: int, N: int, D: int, S: int, A: int, *, file: str | None = None) -> None:
-    """Refuse, before allocating, an :class:`EpisodeBuffer` larger than half the available memory (the share and
-    the helper of :func:`coopsim.scenarios.mapf.metrics.check_distance_memory`; below 256 MiB nothing is refused).
+    """Refuse, before allocating, an :class:`EpisodeBuffer` larger than half the available memory
+    (:func:`coopsim.platform.memory.over_limit`; below 256 MiB nothing is refused).
 
     Raises:
         ConfigError: key ``train.buffer_episodes``: the bytes needed, the limit and the most episodes that fit.
