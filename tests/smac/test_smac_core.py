@@ -273,3 +273,34 @@ def test_obs_own_cooldown_appends_the_normalised_weapon_cooldown():
     # a partial reset observes the same way as a full observation
     obs = core.reset(env_ids=np.array([1]))
     np.testing.assert_array_equal(obs, core._observe())
+
+
+def test_reward_only_positive_false_subtracts_half_the_damage_taken_and_ally_deaths():
+    """SMAC's ``reward_only_positive=False``: the same fight (rewards never change the dynamics) pays the
+    positive reward minus 0.5 x (damage taken + 10 per ally lost), scaled by 20 / the maximum return."""
+    E = 16
+    pos = SMACCore(num_envs=E, map_name="3m")
+    neg = SMACCore(num_envs=E, map_name="3m", reward_only_positive=False)
+    obs = pos.reset(seed=7)
+    neg.reset(seed=7)
+    agent = FocusFireAgent(pos)
+    A = pos.n_allies
+    saw_loss = False
+    for _ in range(pos.limit):
+        running = ~pos.done
+        taken0 = pos._dmg_taken.astype(np.float64).copy()
+        alive0 = pos._unit_alive[:, :A].sum(1)
+        a, _ = agent.act(obs)
+        rp, rn = pos.step(a), neg.step(a)
+        taken = pos._dmg_taken.astype(np.float64) - taken0
+        lost = (alive0 - pos._unit_alive[:, :A].sum(1)) * running
+        want = rp.info["team_reward"] - 0.5 * (taken + 10.0 * lost) / pos._max_reward * 20.0
+        np.testing.assert_allclose(rn.info["team_reward"], want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(rn.obs, rp.obs)
+        saw_loss |= bool((lost > 0).any())
+        obs = rp.obs
+        if pos.done.all():
+            break
+    assert saw_loss and (neg._dmg_taken == pos._dmg_taken).all()
+    with pytest.raises(ConfigError):
+        make_scenario("smac/3m-v0", reward_negative_scale=-1.0)

@@ -24,7 +24,7 @@ bool ``[3, E]`` episode over, the last step's battle won, running at the start o
 ``TF`` float32 ``[n_types, NF]`` and ``TB`` bool ``[n_types, NB]`` (columns ``F_*`` / ``B_*`` below, built by
 ``core._type_tables``), ``HIT`` float32 ``[n_types, n_types]`` damage of one hit; ``walls`` float32 ``[W, 4]``
 (x0, y0, x1, y1); ``icfg`` int64 ``[nb, enemy_shield, ally_shield, obs_last_action, obs_own_cooldown, n_actions,
-A, limit, reward_sparse, record_replay, state_last_action]``; replay buffers ``rpf`` float32 ``[L, E, U, 4]``
+A, limit, reward_sparse, record_replay, state_last_action, reward_only_positive]``; replay buffers ``rpf`` float32 ``[L, E, U, 4]``
 (x, y, health, shield), ``rpb`` bool ``[L, E, U]`` alive, ``rpi`` int32 ``[L, E, U]`` target.
 No ``parallel=True``: one thread.
 """
@@ -731,7 +731,7 @@ def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, e
     ``reward`` float32 ``[E, A]``, the step's info terms in ``ef[3:7]``, ``ei[2]`` and ``eb[1:3]`` (see
     ``SMACCore.__init__``), and the replay frame of every running env when recording (``icfg[9]``).
     ``consts`` float32: ``[heal per tick, energy regen per tick, shield regen per tick, shield regen delay s,
-    jitter low, jitter span, tick s]``. ``wf32``, ``wf64``, ``wi64``, ``wb``: work arrays (``SMACCore`` sizes
+    jitter low, jitter span, tick s, reward_negative_scale]``. ``wf32``, ``wf64``, ``wi64``, ``wb``: work arrays (``SMACCore`` sizes
     them). Returns -1, or ``e * A + i`` of the first action out of range (then nothing changed).
     """
     E, Un = typ.shape
@@ -752,6 +752,8 @@ def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, e
     max_reward, dmg_dealt, dmg_taken = ef[0], ef[1], ef[2]
     heal_tick, energy_tick, shield_tick, shield_delay = consts[0], consts[1], consts[2], consts[3]
     jit_lo, jit_span, tick_s = consts[4], consts[5], consts[6]
+    neg_scale = np.float64(consts[7])
+    only_pos = icfg[11] != 0
     ticks = 8
     # work arrays
     hp_before = wf32[:, ticks * Un:(ticks + 1) * Un]
@@ -1027,9 +1029,18 @@ def step(act_in, masks, typ, pos, uf, ua, min_hp, ef, ei, eb, at, last_action, e
             result[e] = -1
         if sparse:
             team = (np.float32(1.0) if win else _Z) - (np.float32(1.0) if lost else _Z)
-        else:
+        elif only_pos:
             team = np.float32(((np.float64(r_damage) + death_r * kills) + win_r * (1.0 if win else 0.0))
                               / np.float64(max_reward[e]) * scale_r)
+        else:  # SMAC's reward_only_positive=False: minus neg_scale x (damage taken + 10 per ally lost)
+            ally_lost = 0
+            if active:
+                for a in range(A):
+                    if slot0[e, a] and not ua[e, a]:
+                        ally_lost += 1
+            r_taken = np.float64(_pw_sum(loss, 0, A))
+            team = np.float32((((np.float64(r_damage) + death_r * kills) + win_r * (1.0 if win else 0.0))
+                               - neg_scale * (r_taken + death_r * ally_lost)) / np.float64(max_reward[e]) * scale_r)
         team = team * actf
         for a in range(A):
             reward[e, a] = team * (np.float32(1.0) if slot0[e, a] else _Z)

@@ -128,6 +128,12 @@ class SMACParams(ScenarioParams):
     max_steps: int | None = Field(None, ge=1, le=100_000, description="episode limit in agent steps (0.5 s each); "
                                                                        "None = the map's SMAC limit")
     reward_sparse: bool = Field(False, description="True: +1 win, -1 loss, 0 otherwise (SMAC's sparse option)")
+    reward_only_positive: bool = Field(True, description="SMAC's option of that name: True (default) rewards damage "
+                                                         "dealt, kills and the win only; False also subtracts "
+                                                         "reward_negative_scale x (damage taken + 10 per ally lost)")
+    reward_negative_scale: float = Field(0.5, ge=0.0, le=10.0, allow_inf_nan=False,
+                                         description="SMAC's reward_negative_scale: weight of damage taken and allies "
+                                                     "lost when reward_only_positive is False")
     obs_last_action: bool = Field(False, description="append each ally's last action (one-hot) to the ally block")
     obs_own_cooldown: bool = Field(False, description="append the agent's own weapon cooldown / base cooldown (medivac: "
                                                        "energy / 200) to the own block (SMAX's own features have it; "
@@ -194,7 +200,10 @@ class SMACCore(ScenarioCore):
         killed + 200 on a win, divided by the maximum (sum of enemy health and shields + 10 per enemy
         + 200) and multiplied by 20, so a full win returns exactly 20. Damage is counted as the drop of
         each enemy's lowest-ever health + shield, so shield regeneration and healing never earn reward
-        (SMAC pays again for re-damaging healed health; this keeps the maximum exact). Sparse option:
+        (SMAC pays again for re-damaging healed health; this keeps the maximum exact). With
+        ``reward_only_positive: false`` (SMAC's option) the team reward also loses ``reward_negative_scale``
+        (0.5) x (health + shield lost by allies + 10 per ally killed), on the same scale, so only a win without
+        damage taken returns 20 and a step can be negative. Sparse option:
         +1 win, -1 loss, 0 otherwise. Terms in ``info``: ``reward/damage``, ``reward/kill``, ``reward/win``
         (float32 ``[E]``, unscaled), ``team_reward`` (float32 ``[E]``, what each slot gets).
 
@@ -279,11 +288,12 @@ class SMACCore(ScenarioCore):
         self._kc = np.zeros((2, E), np.uint64)
         self._rngs: list[np.random.Generator] = [np.random.default_rng([0, e]) for e in range(E)]
         #: kernel layout flags (int64): [nb, enemy_shield, ally_shield, obs_last_action, obs_own_cooldown, n_actions,
-        #: n_allies, limit, reward_sparse, record_replay, state_last_action]
+        #: n_allies, limit, reward_sparse, record_replay, state_last_action, reward_only_positive]
         self._record = bool(p.record_replay) if p.record_replay is not None else E == 1
         self._icfg = np.array([nb, self.enemy_shield, self.ally_shield, int(p.obs_last_action), int(p.obs_own_cooldown),
                                self.n_actions, A, self.limit, int(p.reward_sparse), int(self._record),
-                               int(p.state_last_action)], np.int64)
+                               int(p.state_last_action), int(p.reward_only_positive)], np.int64)
+        self._consts = np.append(_CONSTS, np.float32(p.reward_negative_scale)).astype(np.float32)
         # output and work buffers the kernels write (outputs are handed out only as copies)
         self._obs_buf = np.zeros((E, A, self.obs_dim), np.float32)
         self._mask_buf = np.zeros((E, A, self.n_actions), bool)
@@ -326,7 +336,7 @@ class SMACCore(ScenarioCore):
         # the kernels' argument tuples (every array above is updated in place, never rebound)
         self._step_args = (self._mask_buf, self._type, self._pos, self._uf, self._unit_alive, self._min_hp, self._ef,
                            self._ei, self._eb, self._at, self._last_action, self._enemy_last, self._enemy_goal,
-                           self._fired_at, self._kc, _TF, _TB, _HIT, self._type_bit, self._walls, self._icfg, _CONSTS,
+                           self._fired_at, self._kc, _TF, _TB, _HIT, self._type_bit, self._walls, self._icfg, self._consts,
                            self._obs_buf, self._reward_buf, self._wf32, self._wf64, self._wi64, self._wb, self._rpf,
                            self._rp_alive, self._rp_target)
         self._obs_args = (self._type, self._pos, self._uf, self._unit_alive, self._eb, self._last_action, _TF, _TB,
