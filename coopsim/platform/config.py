@@ -95,7 +95,11 @@ class RunConfig(BaseModel):
     def _out_dir_ok(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("must be a folder path, e.g. runs (not empty)")
-        return os.path.expanduser(v)  # out_dir=~/x is the home folder's x, not ./~/x
+        out = os.path.expanduser(v)  # out_dir=~/x is the home folder's x, not ./~/x
+        if out.startswith("~"):  # ~user of no such user: expanduser leaves it, which would make a folder named ~user
+            raise ValueError(f"starts with '{out.split('/')[0]}', but there is no such user's home folder; write "
+                             "the full path, or ~/... for your own home folder")
+        return out
 
     @field_validator("seeds")
     @classmethod

@@ -139,6 +139,9 @@ def test_out_dir_tilde_and_empty(monkeypatch, tmp_path):
         with pytest.raises(ConfigError, match="not empty") as info:
             load_config(LINE, [f"out_dir={v}"], check_components=False)
         assert info.value.key == "out_dir"
+    with pytest.raises(ConfigError, match="no such user") as info:  # not a folder named '~nosuchuser-coopsim'
+        load_config(LINE, ["out_dir=~nosuchuser-coopsim/x"], check_components=False)
+    assert info.value.key == "out_dir"
 
 
 # N8: a name too long for a run directory fails in validate, on key name
