@@ -52,6 +52,7 @@ def test_run_config_jobs_are_lazy(tmp_path, monkeypatch):
     ("mpe2:", "'module:callable'"),
     (".:x", "'module:callable'"),
     ("a b:c", "'module:callable'"),
+    ("nosuchmod_coopsim.x:env", "cannot import 'nosuchmod_coopsim.x'"),
 ])
 def test_pettingzoo_env_path_is_strict(env, says):
     from coopsim.platform.registry import make_scenario

@@ -32,7 +32,7 @@ import gymnasium
 import numpy as np
 from pydantic import Field
 
-from coopsim.errors import ConfigError, DependencyNotInstalled
+from coopsim.errors import ConfigError
 from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
 
 
@@ -51,8 +51,8 @@ def _load(path: str) -> Callable[..., Any]:
     the standard library or builtins (``sys:exit``, ``os:abort`` are not env factories).
 
     Raises:
-        ConfigError: key ``env``; a malformed path, a standard-library target or a missing attribute.
-        DependencyNotInstalled: the module cannot be imported.
+        ConfigError: key ``env``; a malformed path, a standard-library target, a module that cannot be imported
+            (not installed, or misspelt) or a missing attribute.
     """
     import sys
 
@@ -72,8 +72,9 @@ def _load(path: str) -> Callable[..., Any]:
                           key="env", value=path)
     try:
         obj: Any = importlib.import_module(mod)
-    except ImportError as exc:
-        raise DependencyNotInstalled(f"cannot import {mod!r} for env {path!r}: {exc} (install the package providing it)") from exc
+    except ImportError as exc:  # a ConfigError so that the message names the file and the key
+        raise ConfigError(f"cannot import {mod!r} for env {path!r}: {exc} (is the module name right? if so, install "
+                          "the package providing it into this Python)", key="env", value=path) from None
     except Exception as exc:  # noqa: BLE001 - a module that fails on import is a bad env, not a crash
         raise ConfigError(f"importing {mod!r} for env {path!r} raised {type(exc).__name__}: {exc}",
                           key="env", value=path) from None
