@@ -458,7 +458,18 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
         err_console.print(f"{word}: {what}; continue with: coopsim train {again} --resume {shlex.quote(str(where))}", soft_wrap=True,
                           highlight=False)
         raise typer.Exit(code=code)
-    console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
+    # the run directory was printed when training began; end with what to do with the result
+    seeds = sorted((p for p in Path(run_dir).glob("seed-*") if (p / "policy.pt").is_file()), key=lambda p: p.name)
+    if seeds:
+        prog = sys.argv[0] if Path(sys.argv[0]).name == "coopsim" else "coopsim"
+        first = seeds[0].name.split("-", 1)[1]
+        cfg = Path(run_dir) / "config.yaml"  # the run's own config, overrides included
+        console.print(f"trained: {len(seeds)} polic{'y' if len(seeds) == 1 else 'ies'} in {run_dir}/seed-*/policy.pt; "
+                      f"next: {shlex.quote(prog)} eval {shlex.quote(str(cfg if cfg.is_file() else config))} "
+                      f"{shlex.quote(f'seeds=[{first}]')} --checkpoint {shlex.quote(str(seeds[0]))}",
+                      soft_wrap=True, highlight=False)
+    else:
+        console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 
 @app.command("eval")

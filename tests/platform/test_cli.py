@@ -83,7 +83,10 @@ def test_train_resume_with_another_config_is_refused_and_eval_takes_a_seed_dir(t
     r = cli("train", str(train_cfg), f"out_dir={tmp_path}", "train.total_env_steps=1024", "train.num_envs=4",
             "train.checkpoint_every=512", "train.progress=false")
     assert r.returncode == 0, r.stderr
-    run_dir = Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    lines = r.stdout.strip().splitlines()
+    run_dir = Path(next(ln for ln in lines if ln.startswith("run directory: ")).split(": ", 1)[1])
+    # it ends with the eval command of the first seed's policy, on the run's own config
+    assert lines[-1].endswith(f"eval {run_dir / 'config.yaml'} 'seeds=[0]' --checkpoint {run_dir / 'seed-0'}")
     r = cli("train", str(CFG), "--resume", str(run_dir))
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "name 'ppo-linewalk-mappo'" in r.stderr and "name 'line-random'" in r.stderr
