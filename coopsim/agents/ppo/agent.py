@@ -15,7 +15,7 @@ from coopsim.platform.hooks import CommModule, HookContext, load_hook
 from coopsim.platform.registry import Variant
 
 from .config import PPOAgentParams, PPOTrainConfig
-from .networks import ActorCritic, ValueNorm, flatten_obs, obs_dim
+from .networks import ActorCritic, ASNActorCritic, ValueNorm, flatten_obs, obs_dim
 
 CHECKPOINT_FORMAT = "coopsim.ppo/1"
 
@@ -101,10 +101,33 @@ class PPOAgent(AgentPlugin):
         self.comm_dim = comm_dim
         in_dim = self.obs_dim + self.id_dim + comm_dim
         critic_dim = (self.state_dim + (self.obs_dim if p.critic_obs else 0) if p.critic == "central" else self.obs_dim) + self.id_dim
-        self.net = ActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation, p.recurrent)
+        if p.actor == "asn":
+            self.net = self._asn(in_dim, critic_dim)
+        else:
+            self.net = ActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation, p.recurrent)
         self.value_norm = ValueNorm()
         self._eye = torch.eye(self.num_agents)
         self.reset(p.seed)
+
+    def _asn(self, in_dim: int, critic_dim: int) -> ASNActorCritic:
+        """The ASN actor-critic for ``actor: asn``.
+
+        Raises:
+            ConfigError: key ``agents.params.actor``; the scenario has no ``action_entities()``, or the GRU or a
+                comm module is asked for as well.
+        """
+        p = self.params
+        layout = getattr(self.scenario, "action_entities", None)
+        if layout is None:
+            raise ConfigError(f"actor 'asn' needs a scenario whose actions act on observed entities "
+                              f"(action_entities(), e.g. smac/*); {type(self.scenario).__name__} has none: use "
+                              "actor: mlp", key="agents.params.actor", value=p.actor)
+        if p.recurrent or p.comm is not None:
+            raise ConfigError("actor 'asn' is feed-forward and takes no comm module: set recurrent: false and no "
+                              "comm, or use actor: mlp", key="agents.params.actor", value=p.actor)
+        first, n, offset, feats = layout()
+        return ASNActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation,
+                              first_action=first, n_entities=n, offset=offset, feats=feats)
 
     def _context(self, feature_dim: int, seed: int | None = None) -> HookContext:
         return HookContext(obs_dim=self.obs_dim, feature_dim=feature_dim, num_agents=self.num_agents,
@@ -226,7 +249,7 @@ class PPOAgent(AgentPlugin):
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:
                 raise ConfigError(f"checkpoint has {k}={ck[k]} but this scenario gives {k}={mine[k]}", file=str(path), key=k)
-        arch = ("critic", "hidden", "activation", "recurrent", "agent_id", "comm", "critic_obs")
+        arch = ("critic", "hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs")
         for k in arch:  # a key missing from an older file takes its default
             if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "

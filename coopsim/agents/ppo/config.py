@@ -17,6 +17,11 @@ class PPOAgentParams(AgentParams):
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="encoder MLP widths, each in [1, 4096]")
     activation: Literal["tanh", "relu"] = Field("tanh", description="hidden activation")
     recurrent: bool = Field(False, description="a GRU after the encoder (actor memory); the critic stays feed-forward")
+    actor: Literal["mlp", "asn"] = Field(
+        "mlp", description="'mlp': one MLP from the observation to every logit; 'asn': action semantics network "
+                           "(Wang et al. 2020): the logit of an action on an entity (SMAC: attack enemy j) is "
+                           "computed from that entity's own observation features by a network shared over entities; "
+                           "needs a scenario with action_entities() (smac/*), no GRU, no comm module")
     agent_id: bool = Field(True, description="append a one-hot of the agent slot to actor and critic inputs (shared parameters)")
     critic_obs: bool = Field(
         False, description="central critic only: append the agent's own observation to the global state (MAPPO's "

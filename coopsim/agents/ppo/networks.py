@@ -101,6 +101,57 @@ class ActorCritic(nn.Module):
         return self.critic(c).squeeze(-1)
 
 
+class ASNActorCritic(ActorCritic):
+    """Action-semantics actor (ASN, Wang et al. 2020, "Action Semantics Network: Considering the Effects of
+    Actions in Multiagent Systems", ICLR) with the same critic as :class:`ActorCritic`.
+
+    The actions ``first_action + j`` (``j < n_entities``) each act on one entity (SMAC: attack enemy ``j``) whose
+    features are the observation slice ``x[offset + j * feats : offset + (j + 1) * feats]``. The other actions'
+    logits come from the MLP over the whole input, as in :class:`ActorCritic`: ``z = MLP(x) [.., F]``,
+    ``logits[:first_action] = W z``. Each entity gets an embedding from one shared MLP over its own features,
+    ``e_j = MLP_e(x_j) [.., F]``, and its action's logit is ``(Q z) . e_j`` (``Q [F, F]`` initialised at std
+    0.01, like the policy head, so the first policy is near uniform). So the logit of attacking an enemy depends
+    on that enemy's own features through a weight shared over enemies, rather than on a separate output unit per
+    enemy slot. Features handed to :meth:`logits` are ``[.., F + n_entities * F]`` (``z`` then every ``e_j``).
+    No GRU and no comm module (the agent refuses both with ``actor: asn``).
+
+    Raises:
+        ValueError: ``first_action + n_entities != num_actions`` or the entity slice does not fit ``in_dim``.
+    """
+
+    def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, *,
+                 first_action: int, n_entities: int, offset: int, feats: int):
+        super().__init__(in_dim, critic_dim, num_actions, hidden, activation, recurrent=False)
+        if first_action + n_entities != num_actions or first_action < 1 or n_entities < 1:
+            raise ValueError(f"ASN needs first_action + n_entities == num_actions ({first_action} + {n_entities} "
+                             f"!= {num_actions})")
+        if offset < 0 or feats < 1 or offset + n_entities * feats > in_dim:
+            raise ValueError(f"entity features [{offset}, {offset + n_entities * feats}) do not fit the input of "
+                             f"width {in_dim}")
+        act = nn.Tanh if activation == "tanh" else nn.ReLU
+        self.first_action, self.n_entities, self.offset, self.feats = first_action, n_entities, offset, feats
+        self.pi = _layer(self.feature_dim, first_action, 0.01)
+        self.entity = _mlp(feats, hidden, act)
+        self.q = _layer(self.feature_dim, self.feature_dim, 0.01)
+
+    def _entities(self, x: torch.Tensor) -> torch.Tensor:
+        ent = x[..., self.offset:self.offset + self.n_entities * self.feats]
+        return self.entity(ent.reshape(*x.shape[:-1], self.n_entities, self.feats)).flatten(-2)
+
+    def features(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return torch.cat([self.encoder(x), self._entities(x)], dim=-1), None
+
+    def features_seq(self, x: torch.Tensor, h0: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
+        return self.features(x, None)[0]
+
+    def logits(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        F = self.feature_dim
+        z = features[..., :F]
+        e = features[..., F:].reshape(*features.shape[:-1], self.n_entities, F)
+        per_entity = (self.q(z).unsqueeze(-2) * e).sum(-1)
+        return torch.cat([self.pi(z), per_entity], dim=-1).masked_fill(~mask, NEG_INF)
+
+
 class ValueNorm(nn.Module):
     """Running mean/variance of value targets (parallel Welford, Chan et al. 1979), as buffers.
 

@@ -445,6 +445,14 @@ class SMACCore(ScenarioCore):
         return out
 
 
+    def action_entities(self) -> tuple[int, int, int, int]:
+        """Which actions act on which observed entity, for entity-aware policies (PPO's ``actor: asn``):
+        ``(first_action, n_entities, offset, feats)``: action ``first_action + j`` (6 + j, attack enemy j) acts on
+        the enemy whose observation features are ``obs[..., offset + j * feats : offset + (j + 1) * feats]`` (the
+        enemy block after the 4 move flags). On a medivac the same actions heal ally j instead (SMAC's layout), so
+        there the pairing is positional only."""
+        return 6, self.n_enemies, 4, self.enemy_feats
+
     def action_masks(self) -> np.ndarray:
         """bool ``[E, n_allies, 6 + n_enemies]`` of available actions (SMAC's rules, see the class doc)."""
         if self._masks is None:
