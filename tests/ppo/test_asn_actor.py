@@ -43,8 +43,7 @@ def test_asn_logits_are_the_hand_formula():
         want = list(net.pi(z))
         for j in range(n):
             e = x[r, offset + j * feats: offset + (j + 1) * feats]
-            for lin in (net.entity[0], net.entity[2]):
-                e = relu(lin(e))
+            e = relu(net.entity[0](e))
             want.append(torch.dot(net.q(z), e))
         assert torch.allclose(got[r], torch.stack(want), atol=1e-5)
     # masked actions are -1e9, as with the MLP actor

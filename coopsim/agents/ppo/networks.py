@@ -108,8 +108,8 @@ class ASNActorCritic(ActorCritic):
     The actions ``first_action + j`` (``j < n_entities``) each act on one entity (SMAC: attack enemy ``j``) whose
     features are the observation slice ``x[offset + j * feats : offset + (j + 1) * feats]``. The other actions'
     logits come from the MLP over the whole input, as in :class:`ActorCritic`: ``z = MLP(x) [.., F]``,
-    ``logits[:first_action] = W z``. Each entity gets an embedding from one shared MLP over its own features,
-    ``e_j = MLP_e(x_j) [.., F]``, and its action's logit is ``(Q z) . e_j`` (``Q [F, F]`` initialised at std
+    ``logits[:first_action] = W z``. Each entity gets an embedding from one shared layer over its own features,
+    ``e_j = act(W_e x_j + b_e) [.., F]``, and its action's logit is ``(Q z) . e_j`` (``Q [F, F]`` initialised at std
     0.01, like the policy head, so the first policy is near uniform). So the logit of attacking an enemy depends
     on that enemy's own features through a weight shared over enemies, rather than on a separate output unit per
     enemy slot. Features handed to :meth:`logits` are ``[.., F + n_entities * F]`` (``z`` then every ``e_j``).
@@ -131,7 +131,7 @@ class ASNActorCritic(ActorCritic):
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         self.first_action, self.n_entities, self.offset, self.feats = first_action, n_entities, offset, feats
         self.pi = _layer(self.feature_dim, first_action, 0.01)
-        self.entity = _mlp(feats, hidden, act)
+        self.entity = _mlp(feats, [hidden[-1]], act)  # one layer: it runs once per entity, the encoder once
         self.q = _layer(self.feature_dim, self.feature_dim, 0.01)
 
     def _entities(self, x: torch.Tensor) -> torch.Tensor:
