@@ -32,14 +32,20 @@ PIPED_WIDTH = 200
 def _stdout_console() -> Console:
     """The stdout console: as rich makes it on a terminal; piped, :data:`PIPED_WIDTH` columns wide unless COLUMNS
     says otherwise (not soft-wrapped by default: a table cell too wide would then be cut to an ellipsis)."""
-    c = Console()
+    c = Console(emoji=False)  # user text (file lines, overrides) is echoed verbatim: no :name: emoji codes
     if not c.is_terminal and "COLUMNS" not in os.environ:
         c.width = PIPED_WIDTH
     return c
 
 
 console = _stdout_console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, emoji=False)
+
+
+def _invoked_as() -> str:
+    from coopsim.platform.report import invoked_as
+
+    return invoked_as()
 
 
 def _fail(exc: Exception) -> None:
@@ -142,7 +148,6 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
     from coopsim.errors import ConfigError
     from coopsim.platform.config import blame_override, load_config
-    from coopsim.platform.report import load_run, summary_table
     from coopsim.platform.runner import run_config, untrained_learner_warning
 
     try:
@@ -162,11 +167,17 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         _interrupted_run(exc)
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
         _failed_run(exc)
+    _finished_run(run_dir)
+
+
+def _finished_run(run_dir: Path) -> None:
+    """The end of `run` and `eval`: the summary table, the run directory and the `report` command for its GIF."""
+    from coopsim.platform.report import invoked_as, load_run, summary_table
+
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
-    if (run_dir / "replays").is_dir():
-        prog = sys.argv[0] if Path(sys.argv[0]).name == "coopsim" else "coopsim"  # as the user called it
-        console.print(f"next: {shlex.quote(prog)} report {shlex.quote(str(run_dir))}   (re-renders the plots and writes a GIF of the first replay)",
+    if (Path(run_dir) / "replays").is_dir():
+        console.print(f"next: {invoked_as()} report {shlex.quote(str(run_dir))}   (re-renders the plots and writes a GIF of the first replay)",
                       soft_wrap=True, highlight=False)
 
 
@@ -381,7 +392,7 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
 
     out = new_run_dir(Path(run_dirs[0]).parent, "compare")
     res = compare_runs(run_dirs, out_dir=out, group_by=group_by)
-    Console(width=max(console.width, 200)).print(comparison_table(res))
+    Console(width=max(console.width, 200), emoji=False).print(comparison_table(res))
     for d, note in res["notes"].items():
         console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
     console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
@@ -455,17 +466,16 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
             raise typer.Exit(code=code)
         again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
         what = f"kept {kept}" if kept else "no checkpoint was written (--resume starts every seed over)"
-        err_console.print(f"{word}: {what}; continue with: coopsim train {again} --resume {shlex.quote(str(where))}", soft_wrap=True,
+        err_console.print(f"{word}: {what}; continue with: {_invoked_as()} train {again} --resume {shlex.quote(str(where))}", soft_wrap=True,
                           highlight=False)
         raise typer.Exit(code=code)
     # the run directory was printed when training began; end with what to do with the result
     seeds = sorted((p for p in Path(run_dir).glob("seed-*") if (p / "policy.pt").is_file()), key=lambda p: p.name)
     if seeds:
-        prog = sys.argv[0] if Path(sys.argv[0]).name == "coopsim" else "coopsim"
         first = seeds[0].name.split("-", 1)[1]
         cfg = Path(run_dir) / "config.yaml"  # the run's own config, overrides included
         console.print(f"trained: {len(seeds)} polic{'y' if len(seeds) == 1 else 'ies'} in {run_dir}/seed-*/policy.pt; "
-                      f"next: {shlex.quote(prog)} eval {shlex.quote(str(cfg if cfg.is_file() else config))} "
+                      f"next: {_invoked_as()} eval {shlex.quote(str(cfg if cfg.is_file() else config))} "
                       f"{shlex.quote(f'seeds=[{first}]')} --checkpoint {shlex.quote(str(seeds[0]))}",
                       soft_wrap=True, highlight=False)
     else:
@@ -479,8 +489,6 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
              overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
              progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
-    from coopsim.platform.report import load_run, summary_table
-
     try:
         from coopsim.platform.training import eval_main
 
@@ -492,8 +500,7 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
         _interrupted_run(exc)
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
         _failed_run(exc)
-    console.print(summary_table(load_run(run_dir)))
-    console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
+    _finished_run(run_dir)
 
 
 def main() -> None:

@@ -244,19 +244,43 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
         raise blame_override(exc, path, overrides) from None
 
 
+#: keys a top-level override hands on to a component's params (the error then names the key the user typed)
+_PASSED_ON = {"scenario.params.max_steps": "max_steps"}
+
+
 def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> ConfigError:
     """``exc`` re-addressed to the command-line override its key came from (``command-line override 'k=v'
-    (config FILE)``: the value is not in the file), or ``exc`` itself when no override sets that key."""
+    (config FILE)``: the value is not in the file), or ``exc`` itself when no override sets that key.
+
+    The last override that sets the key is the one whose value counts (``episodes=1 episodes=-1`` blames
+    ``episodes=-1``; a sweep's grid values come after the fixed overrides); an override of exactly the key wins
+    over one of a parent or child key; a top-level ``max_steps`` override is blamed for
+    ``scenario.params.max_steps``, which it sets."""
+    parsed = []
     for text in overrides:
         try:
             parts, _ = parse_override(text)
         except ConfigError:
             continue
-        key = ".".join(parts)
-        if exc.key and (exc.key == key or exc.key.startswith(key + ".") or key.startswith(exc.key + ".")):
+        parsed.append((".".join(parts), text))
+    if not exc.key:
+        return exc
+    alias = _PASSED_ON.get(exc.key)
+
+    def matches(key: str, exact: bool) -> bool:
+        if exact:
+            return key == exc.key or key == alias
+        return exc.key.startswith(key + ".") or key.startswith(exc.key + ".")
+
+    for exact in (True, False):
+        for key, text in reversed(parsed):
+            if not matches(key, exact):
+                continue
             msg = str(exc)[len(str(path)) + 2:] if str(exc).startswith(f"{path}: ") else str(exc)
+            if key == alias:
+                msg = msg.replace(f"key '{exc.key}'", f"key '{alias}' (passed on to {exc.key})", 1)
             new = ConfigError(msg, file=f"command-line override '{text}' (config {path})")
-            new.key, new.value = exc.key, exc.value
+            new.key, new.value = (alias if key == alias else exc.key), exc.value
             return new
     return exc
 

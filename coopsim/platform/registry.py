@@ -147,7 +147,11 @@ def _fixed_hint(kind: str, id_: str, factory: Variant, k: str, value: Any, key_p
             siblings.setdefault(f.defaults.get(k), ep.name)
     id_key = key_prefix.removesuffix("params.") + "id" if key_prefix.endswith("params.") else "the id"
     setting = f"{id_key}=" if key_prefix.endswith("params.") else "id "
-    if value in siblings:
+    try:
+        known = value in siblings
+    except TypeError:  # an unhashable value (a YAML mapping or list) fixes no id
+        known = False
+    if known:
         return f"To use {k}={value!r}, choose its id: {setting}{siblings[value]}"
     pattern = id_.replace(str(factory.defaults.get(k)), f"<{k}>", 1)
     vals = ", ".join(str(v) for v in sorted(siblings, key=str))

@@ -147,11 +147,22 @@ def training_seeds(run_dir: str | Path) -> list[Path]:
     return [] if (d / "metrics.jsonl").is_file() else training_seed_dirs(d)
 
 
+def invoked_as() -> str:
+    """The coopsim executable as the user called it (``.venv/bin/coopsim`` after ``make demo``, which puts
+    nothing on PATH), shell-quoted, for the commands printed as hints; ``coopsim`` under ``python -m``."""
+    import shlex
+    import sys
+
+    return shlex.quote(sys.argv[0]) if Path(sys.argv[0]).name == "coopsim" else "coopsim"
+
+
 def training_run_message(run_dir: str | Path) -> str:
+    import shlex
+
     d = Path(run_dir)
     seed = training_seeds(d)[0] if training_seeds(d) else d / "seed-<s>"
     return (f"{d}: a training run (written by coopsim train), not a run of evaluation episodes; evaluate it with: "
-            f"coopsim eval {d / 'config.yaml'} --checkpoint {seed}")
+            f"{invoked_as()} eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}")
 
 
 def plot_training(run_dir: str | Path) -> Path | None:

@@ -178,13 +178,13 @@ def test_adaptive_order_samples_only_stalled_agents():
                            goals=np.array([[[2, 0]], [[3, 0]]]))
     core = MGMAPFCore.from_instance(inst, conflicts="block", obs_radius=2, max_steps=40, goal_order="free")
     ag = registry.make_component("agent", "mapf/immp-v0", core, hidden=[8], cs_patience=2)
-    obs = core.reset(seed=0)
+    core.reset(seed=0)
     ag.reset(0)
     ag._sync()
     assert ag._stalled().tolist() == [[False, False]]          # t = 0: counters start
     # agent 0 waits (no progress), agent 1 moves left (progress) for three steps
     for step in range(3):
-        obs = core.step(np.array([[WAIT, LEFT if step < 2 else WAIT]])).obs
+        core.step(np.array([[WAIT, LEFT if step < 2 else WAIT]]))
         ag._sync()
         st = ag._stalled()
     # agent 0: 3 steps without a new best cost-to-go >= patience 2; agent 1 finished its goal -> sorted (default)

@@ -19,7 +19,7 @@ class GlobalRngLineWalk(LineWalkCore):
     """Broken: draws targets from numpy's global generator, so two instances with one seed differ."""
 
     def reset(self, seed=None, env_ids=None):
-        obs = super().reset(seed=seed, env_ids=env_ids)
+        super().reset(seed=seed, env_ids=env_ids)
         ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids)
         self._target[ids] = np.random.randint(0, self.params.length, (len(ids), self.num_agents))
         self._alive[ids] = self._pos[ids] != self._target[ids]

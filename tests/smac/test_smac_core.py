@@ -304,3 +304,23 @@ def test_reward_only_positive_false_subtracts_half_the_damage_taken_and_ally_dea
     assert saw_loss and (neg._dmg_taken == pos._dmg_taken).all()
     with pytest.raises(ConfigError):
         make_scenario("smac/3m-v0", reward_negative_scale=-1.0)
+
+
+def test_reward_penalty_term_completes_the_sum():
+    core = SMACCore(num_envs=8, map_name="3m", reward_only_positive=False)
+    obs = core.reset(seed=3)
+    agent = FocusFireAgent(core)
+    pen = 0.0
+    for _ in range(core.limit):
+        a, _ = agent.act(obs)
+        res = core.step(a)
+        i = res.info
+        np.testing.assert_allclose(i["reward/damage"] + i["reward/kill"] + i["reward/win"] + i["reward/penalty"],
+                                   i["team_reward"], atol=1e-5)
+        assert (i["reward/penalty"] <= 1e-6).all()
+        pen += float(i["reward/penalty"].sum())
+        obs = res.obs
+        if core.done.all():
+            break
+    assert pen < 0.0
+    assert "reward/penalty" not in SMACCore(num_envs=1, map_name="3m").step(np.ones((1, 3), np.int64)).info

@@ -10,7 +10,7 @@ from typing import ClassVar, Literal
 
 import gymnasium
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, check_num_envs
 from coopsim.scenarios.smac import _kernels as K
@@ -147,6 +147,18 @@ class SMACParams(ScenarioParams):
                           "`coopsim report`'s GIF); None = only when num_envs == 1. Memory: (limit + 1) x num_envs "
                           "x units x 25 bytes")
 
+    @field_validator("reward_negative_scale")
+    @classmethod
+    def _scale_used(cls, v: float, info: ValidationInfo) -> float:
+        # runs only when the scale is given: a scale the reward would ignore is a mistake, not a no-op
+        if info.data.get("reward_sparse"):
+            raise ValueError("has no effect with reward_sparse: true (+1 win, -1 loss only); remove it or set "
+                             "reward_sparse: false and reward_only_positive: false")
+        if info.data.get("reward_only_positive", True):
+            raise ValueError("has no effect while reward_only_positive is true (the default): also set "
+                             "scenario.params.reward_only_positive=false")
+        return v
+
     @field_validator("map_name")
     @classmethod
     def _known_map(cls, v: str) -> str:
@@ -205,7 +217,8 @@ class SMACCore(ScenarioCore):
         (0.5) x (health + shield lost by allies + 10 per ally killed), on the same scale, so only a win without
         damage taken returns 20 and a step can be negative. Sparse option:
         +1 win, -1 loss, 0 otherwise. Terms in ``info``: ``reward/damage``, ``reward/kill``, ``reward/win``
-        (float32 ``[E]``, unscaled), ``team_reward`` (float32 ``[E]``, what each slot gets).
+        (float32 ``[E]``, on the reward's scale), with ``reward_only_positive: false`` also ``reward/penalty``
+        (<= 0; the terms then add up to the team reward), ``team_reward`` (float32 ``[E]``, what each slot gets).
 
     Episode end:
         An agent terminates when its unit dies. The episode terminates for every agent when one side has
@@ -294,6 +307,7 @@ class SMACCore(ScenarioCore):
                                self.n_actions, A, self.limit, int(p.reward_sparse), int(self._record),
                                int(p.state_last_action), int(p.reward_only_positive)], np.int64)
         self._consts = np.append(_CONSTS, np.float32(p.reward_negative_scale)).astype(np.float32)
+        self._penalised = not p.reward_only_positive and not p.reward_sparse
         # output and work buffers the kernels write (outputs are handed out only as copies)
         self._obs_buf = np.zeros((E, A, self.obs_dim), np.float32)
         self._mask_buf = np.zeros((E, A, self.n_actions), bool)
@@ -537,6 +551,8 @@ class SMACCore(ScenarioCore):
             "battle_won": self._info_won.copy(),
             "invalid_actions": self._invalid.copy(),
         }
+        if self._penalised:  # reward_only_positive: false: the part for damage taken and allies lost (<= 0)
+            info["reward/penalty"] = team - r_dmg - r_kill - r_win
         return StepResult(self._obs_buf.copy(), self._reward_buf.copy(), self._term.copy(), self._trunc.copy(), info)
 
     # ------------------------------------------------------------------ metrics / replay / render

@@ -1,0 +1,54 @@
+"""Fixes from the ninth new-user pass: the override an error blames, emoji codes echoed verbatim, hints with the
+executable as called, the reward options' consistency."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SMAC = ROOT / "configs" / "smac" / "3m-focus-fire.yaml"
+
+
+def blamed(overrides):
+    with pytest.raises(ConfigError) as info:
+        load_config(SMAC, overrides)
+    return str(info.value), info.value.key
+
+
+@pytest.mark.parametrize("overrides, text, key", [
+    (["episodes=1", "seeds=[0]", "episodes=-1"], "override 'episodes=-1'", "episodes"),  # the last one counts
+    (["seeds=[0]", "seeds=[-1]"], "override 'seeds=[-1]'", "seeds"),
+    (["train.total_env_steps=3000", "train=5"], "override 'train=5'", "train"),  # exact key before a child key
+    (["episodes=1", "max_steps=100000000"], "override 'max_steps=100000000'", "max_steps"),  # passed on
+])
+def test_the_override_that_supplied_the_value_is_blamed(overrides, text, key):
+    msg, k = blamed(overrides)
+    assert text in msg and k == key
+    if key == "max_steps":
+        assert "key 'max_steps' (passed on to scenario.params.max_steps)" in msg
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "coopsim.cli", *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_sweep_blames_the_grid_value_and_emoji_codes_stay_verbatim():
+    r = cli("sweep", SMAC, "episodes=1", "seeds=[0]", "--grid", "episodes=1,0")
+    assert r.returncode == 2 and "override 'episodes=0'" in r.stderr, r.stderr
+    r = cli("validate", SMAC, "scenario.params.map_name=:smile:")
+    assert r.returncode == 2 and ":smile:" in r.stderr and "\U0001F604" not in r.stderr, r.stderr
+
+
+def test_reward_negative_scale_needs_the_negative_reward():
+    with pytest.raises(ConfigError, match="reward_only_positive") as info:
+        load_config(SMAC, ["scenario.params.reward_negative_scale=2"])
+    assert info.value.key.endswith("reward_negative_scale")
+    load_config(SMAC, ["scenario.params.reward_negative_scale=2", "scenario.params.reward_only_positive=false"])
+    with pytest.raises(ConfigError, match="reward_sparse"):
+        load_config(SMAC, ["scenario.params.reward_negative_scale=2", "scenario.params.reward_only_positive=false",
+                           "scenario.params.reward_sparse=true"])
