@@ -469,6 +469,14 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
         err_console.print(f"{word}: {what}; continue with: {_invoked_as()} train {again} --resume {shlex.quote(str(where))}", soft_wrap=True,
                           highlight=False)
         raise typer.Exit(code=code)
+    except (MemoryError, RuntimeError) as exc:  # torch reports a failed allocation as a RuntimeError
+        if not isinstance(exc, MemoryError) and "allocate" not in str(exc) and "out of memory" not in str(exc):
+            raise
+        err_console.print(f"error: out of memory while training ({type(exc).__name__}: {escape(str(exc).splitlines()[0][:200])}); "
+                          "the rollout holds train.num_envs x train.rollout_steps agent-steps: lower them (or the "
+                          "replay buffer, train.buffer_episodes, for QMIX); checkpoints already written are kept",
+                          soft_wrap=True, highlight=False)
+        raise typer.Exit(code=2)
     # the run directory was printed when training began; end with what to do with the result
     seeds = sorted((p for p in Path(run_dir).glob("seed-*") if (p / "policy.pt").is_file()), key=lambda p: p.name)
     if seeds:

@@ -52,3 +52,15 @@ def test_reward_negative_scale_needs_the_negative_reward():
     with pytest.raises(ConfigError, match="reward_sparse"):
         load_config(SMAC, ["scenario.params.reward_negative_scale=2", "scenario.params.reward_only_positive=false",
                            "scenario.params.reward_sparse=true"])
+
+
+def test_memory_check_honours_the_address_space_limit():
+    """`ulimit -v` (RLIMIT_AS) caps what the memory pre-checks count as available, as containers' limits do."""
+    import resource
+
+    limit = 3 * 2**30
+    code = "from coopsim.platform.memory import available_memory_bytes as a; print(a())"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY)))
+    assert r.returncode == 0, r.stderr
+    assert 0 < int(r.stdout) < limit
