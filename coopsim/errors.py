@@ -22,7 +22,7 @@ class ConfigError(CoopsimError, ValueError):
     """
 
     def __init__(self, message: str, *, file: str | None = None, key: str | None = None, value: object = None):
-        self.file, self.key, self.value = file, key, value
+        self.file, self.key, self.value, self.message = file, key, value, message
         where = []
         if file:
             where.append(str(file))
@@ -30,6 +30,14 @@ class ConfigError(CoopsimError, ValueError):
             where.append(f"key '{key}'")
         prefix = (": ".join(where) + ": ") if where else ""
         super().__init__(prefix + message)
+
+
+def in_file(exc: ConfigError, file: str | None) -> ConfigError:
+    """``exc`` with ``file`` named when it names no file yet (an error raised while a component was built from
+    a config, where the component knows the key but not the file); ``exc`` itself otherwise."""
+    if exc.file or not file:
+        return exc
+    return ConfigError(exc.message, file=file, key=exc.key, value=exc.value)
 
 
 class MapFormatError(CoopsimError, ValueError):

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from coopsim.errors import ConfigError, CoopsimError
+from coopsim.errors import ConfigError, CoopsimError, in_file
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
@@ -79,7 +79,10 @@ class RunParts:
                               file=file, key="agents.id", value=cfg.agents.id)
         check_shield_fits(cfg, self.scenario, file=file)
         with seeded_torch(cfg.seeds[0]):  # an agent's initial network weights, as `coopsim train` seeds them
-            self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
+            try:
+                self.agent = registry.make_component("agent", cfg.agents.id, self.scenario, **cfg.agents.params)
+            except ConfigError as exc:  # the agent's own checks know the key, not the file
+                raise in_file(exc, file) from None
         if checkpoint is not None:
             from pathlib import Path as _P
 

@@ -139,6 +139,20 @@ def resolve_policy_path(path: str | Path) -> Path:
     return path
 
 
+#: the learner whose config loads a policy file of each format (for the message when the wrong one is given)
+POLICY_LEARNERS = {"coopsim.ppo/1": "ppo/mappo-v0 or ppo/ippo-v0", "coopsim.qmix/1": "qmix/qmix-v0",
+                   "coopsim.immp/1": "mapf/immp-v0 (or mapf/dppo-v0)"}
+
+
+def wrong_policy_message(ck, expected: str, learner: str) -> str:
+    """"not a <learner> policy file", saying what the file is instead and which config would load it."""
+    fmt = ck.get("format") if isinstance(ck, dict) else None
+    if fmt in POLICY_LEARNERS:
+        return (f"not a {learner} policy file: it is a {fmt} policy, which a config with agents.id "
+                f"{POLICY_LEARNERS[fmt]} loads (e.g. its training run's config.yaml); expected {expected}")
+    return f"not a {learner} policy file (format {fmt!r}, expected {expected!r})"
+
+
 def load_policy(path: str | Path) -> tuple[Any, Path]:
     """Read the policy an agent plugin's ``load`` restores from a ``policy.pt``, a training ``checkpoint.pt``
     (its ``"trainer"`` part's ``"policy"``) or a seed directory (see :func:`resolve_policy_path`).

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from coopsim.errors import ConfigError
+from coopsim.errors import ConfigError, in_file
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text, new_run_dir
@@ -277,7 +277,12 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     if note and info is not None and not resume:
         info(note)
     # build the first seed's trainer before anything is written: every error surfaces first
-    first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
+    from coopsim.platform.config import blame_override
+
+    try:
+        first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
+    except ConfigError as exc:  # a component's own check (e.g. agents.params.actor): name the file or the override
+        raise blame_override(in_file(exc, file), file, [] if resume else overrides) from None
     if not resume:
         run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-train")
         try:
@@ -388,4 +393,9 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
                           file=str(checkpoint))
     from coopsim.platform.runner import run_config
 
-    return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path)))
+    from coopsim.platform.config import blame_override
+
+    try:
+        return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path)))
+    except ConfigError as exc:  # a value given on the command line is named as the override
+        raise blame_override(exc, config_path, overrides) from None

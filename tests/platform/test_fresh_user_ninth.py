@@ -64,3 +64,27 @@ def test_memory_check_honours_the_address_space_limit():
                        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, resource.RLIM_INFINITY)))
     assert r.returncode == 0, r.stderr
     assert 0 < int(r.stdout) < limit
+
+
+def test_component_errors_name_the_override_and_the_scenario_id(tmp_path):
+    line = ROOT / "configs" / "ppo" / "linewalk-mappo.yaml"
+    r = cli("train", line, f"out_dir={tmp_path}", "train.total_env_steps=2000", "agents.params.actor=asn")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    msg = " ".join(r.stderr.split())
+    assert f"command-line override 'agents.params.actor=asn' (config {line})" in msg
+    assert "line/LineWalk-v0 has none" in msg
+    r = cli("train", ROOT / "configs" / "smac" / "3m-mappo.yaml", f"out_dir={tmp_path}", "agents.params.actor=asn",
+            "agents.params.recurrent=true")
+    assert r.returncode == 2 and "agents.params.recurrent is true" in " ".join(r.stderr.split())
+
+
+def test_a_policy_of_another_learner_says_what_it_is(tmp_path):
+    import torch
+
+    from coopsim.agents.ppo import PPOAgent
+    from coopsim.agents.qmix.agent import POLICY_FORMAT
+    from coopsim.platform.registry import make_scenario
+
+    torch.save({"format": POLICY_FORMAT}, tmp_path / "policy.pt")
+    with pytest.raises(ConfigError, match="it is a coopsim.qmix/1 policy, which a config with agents.id qmix/qmix-v0"):
+        PPOAgent(make_scenario("smac/3m-v0", num_envs=1)).load(tmp_path / "policy.pt")

@@ -119,12 +119,16 @@ class PPOAgent(AgentPlugin):
         p = self.params
         layout = getattr(self.scenario, "action_entities", None)
         if layout is None:
+            sid = scenario_identity(self.scenario).get("id") or type(self.scenario).__name__
             raise ConfigError(f"actor 'asn' needs a scenario whose actions act on observed entities "
-                              f"(action_entities(), e.g. smac/*); {type(self.scenario).__name__} has none: use "
+                              f"(action_entities(), e.g. smac/*); {sid} has none: use actor: mlp",
+                              key="agents.params.actor", value=p.actor)
+        if p.recurrent:
+            raise ConfigError("actor 'asn' is feed-forward, but agents.params.recurrent is true: set recurrent: "
+                              "false, or use actor: mlp", key="agents.params.actor", value=p.actor)
+        if p.comm is not None:
+            raise ConfigError("actor 'asn' takes no comm module, but agents.params.comm is set: remove comm, or use "
                               "actor: mlp", key="agents.params.actor", value=p.actor)
-        if p.recurrent or p.comm is not None:
-            raise ConfigError("actor 'asn' is feed-forward and takes no comm module: set recurrent: false and no "
-                              "comm, or use actor: mlp", key="agents.params.actor", value=p.actor)
         first, n, offset, feats = layout()
         return ASNActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation,
                               first_action=first, n_entities=n, offset=offset, feats=feats)
@@ -244,7 +248,9 @@ class PPOAgent(AgentPlugin):
 
         ck, path = load_policy(path)
         if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-            raise ConfigError(f"not a PPO policy file (format {CHECKPOINT_FORMAT})", file=str(path))
+            from coopsim.platform.trainer import wrong_policy_message
+
+            raise ConfigError(wrong_policy_message(ck, CHECKPOINT_FORMAT, "PPO"), file=str(path))
         mine = self.checkpoint()
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:

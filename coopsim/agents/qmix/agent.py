@@ -125,8 +125,9 @@ class QMIXAgent(AgentPlugin):
 
         ck, path = load_policy(path)
         if not isinstance(ck, dict) or ck.get("format") != POLICY_FORMAT:
-            fmt = ck.get("format") if isinstance(ck, dict) else None
-            raise ConfigError(f"not a QMIX policy file (format {fmt!r}, expected {POLICY_FORMAT!r})", file=str(path))
+            from coopsim.platform.trainer import wrong_policy_message
+
+            raise ConfigError(wrong_policy_message(ck, POLICY_FORMAT, "QMIX"), file=str(path))
         for k in ("in_dim", "n_actions", "state_dim"):
             if ck[k] != getattr(self, k):
                 raise ConfigError(f"policy {k} is {ck[k]} but this scenario needs {getattr(self, k)}", file=str(path), key=k)
