@@ -529,8 +529,10 @@ def _mean_timings(path: Path) -> dict[str, float]:
 
 
 def _bar_text(name: str, row: dict) -> str:
+    """The progress line's text: the latest episode's headline metrics, labelled as such (the summary table
+    printed at the end has the means)."""
     shown = [k for k in ("success", "soc", "soc_over_lb", "win", "episode_return") if k in row][:3]
-    return name + "  " + "  ".join(f"{k}={row[k]:.3g}" for k in shown)
+    return name + "  last episode: " + "  ".join(f"{k}={row[k]:.3g}" for k in shown)
 
 
 def _progress(enabled: bool):

@@ -88,3 +88,9 @@ def test_a_policy_of_another_learner_says_what_it_is(tmp_path):
     torch.save({"format": POLICY_FORMAT}, tmp_path / "policy.pt")
     with pytest.raises(ConfigError, match="it is a coopsim.qmix/1 policy, which a config with agents.id qmix/qmix-v0"):
         PPOAgent(make_scenario("smac/3m-v0", num_envs=1)).load(tmp_path / "policy.pt")
+
+
+def test_progress_text_says_its_numbers_are_the_last_episode():
+    from coopsim.platform.runner import _bar_text
+
+    assert _bar_text("x", {"win": 0.0, "episode_return": 3.5, "other": 1}) == "x  last episode: win=0  episode_return=3.5"
