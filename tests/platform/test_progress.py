@@ -59,7 +59,7 @@ def test_run_piped_prints_a_plain_progress_line(tmp_path):
                         "episodes=3"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     first = r.stdout.splitlines()[0]
-    assert first.startswith("line-random  success=") and ": 6/6 episodes (100%), " in first, first
+    assert first.startswith("line-random  last episode: success=") and ": 6/6 episodes (100%), " in first, first
     assert "\x1b" not in r.stdout and "━" not in first  # no bar, no cursor control
 
 
