@@ -155,8 +155,8 @@ class SMACParams(ScenarioParams):
             raise ValueError("has no effect with reward_sparse: true (+1 win, -1 loss only); remove it or set "
                              "reward_sparse: false and reward_only_positive: false")
         if info.data.get("reward_only_positive", True):
-            raise ValueError("has no effect while reward_only_positive is true (the default): also set "
-                             "scenario.params.reward_only_positive=false")
+            raise ValueError("has no effect while reward_only_positive is true (its default is true): also set "
+                             "scenario.params.reward_only_positive=false, or leave the scale out")
         return v
 
     @field_validator("map_name")
