@@ -43,6 +43,7 @@ err_console = Console(stderr=True, emoji=False)
 
 
 def _invoked_as() -> str:
+    """:func:`coopsim.platform.report.invoked_as`, imported when a hint is printed (not for ``--help``)."""
     from coopsim.platform.report import invoked_as
 
     return invoked_as()
@@ -172,12 +173,12 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
 
 def _finished_run(run_dir: Path) -> None:
     """The end of `run` and `eval`: the summary table, the run directory and the `report` command for its GIF."""
-    from coopsim.platform.report import invoked_as, load_run, summary_table
+    from coopsim.platform.report import load_run, summary_table
 
     console.print(summary_table(load_run(run_dir)))
     console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
     if (Path(run_dir) / "replays").is_dir():
-        console.print(f"next: {invoked_as()} report {shlex.quote(str(run_dir))}   (re-renders the plots and writes a GIF of the first replay)",
+        console.print(f"next: {_invoked_as()} report {shlex.quote(str(run_dir))}   (re-renders the plots and writes a GIF of the first replay)",
                       soft_wrap=True, highlight=False)
 
 
@@ -291,7 +292,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         if pending:
             err_console.print(f"  not started: {len(pending)} run(s)", highlight=False)
         err_console.print(f"run directories kept: {len(kept)}" + ("" if not kept else
-                          f"; compare them with: coopsim report {' '.join(shlex.quote(str(k)) for k in kept)}"), soft_wrap=True, highlight=False)
+                          f"; compare them with: {_invoked_as()} report {' '.join(shlex.quote(str(k)) for k in kept)}"), soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     if len(run_dirs) > 1:
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
