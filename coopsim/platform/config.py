@@ -69,6 +69,8 @@ class RunConfig(BaseModel):
         for x in (v if isinstance(v, list) else [v]):
             if isinstance(x, str):
                 t = x.strip()
+                if not t:  # 'episodes=' with nothing after it (''[:1] would be 'in' any string below)
+                    raise ValueError("is empty: give an integer (or a list of integers for seeds, e.g. seeds=[0,1,2])")
                 if t[:1] in "[{(" or t[-1:] in "]})":  # e.g. seeds=[0,1 (unclosed): YAML gave up, it is a string
                     raise ValueError(f"is not a valid list: {x!r} (check the brackets, e.g. seeds=[0,1,2])")
                 if t.lstrip("+-").isdigit():
