@@ -34,10 +34,11 @@ class ConfigError(CoopsimError, ValueError):
 
 def in_file(exc: ConfigError, file: str | None) -> ConfigError:
     """``exc`` with ``file`` named when it names no file yet (an error raised while a component was built from
-    a config, where the component knows the key but not the file); ``exc`` itself otherwise."""
+    a config, where the component knows the key but not the file), of ``exc``'s own class; ``exc`` itself
+    otherwise."""
     if exc.file or not file:
         return exc
-    return ConfigError(exc.message, file=file, key=exc.key, value=exc.value)
+    return type(exc)(exc.message, file=file, key=exc.key, value=exc.value)
 
 
 class MapFormatError(CoopsimError, ValueError):
