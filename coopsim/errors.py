@@ -19,10 +19,13 @@ class ConfigError(CoopsimError, ValueError):
         file: the config file, if any.
         key: dotted key path, e.g. ``scenario.params.num_agents``.
         value: the offending value.
+        also: other keys the error involves (a check across keys, e.g. ``agents.params.recurrent`` beside
+            ``agents.params.actor``), so the command-line override that set one of them can be blamed.
     """
 
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None, value: object = None):
-        self.file, self.key, self.value, self.message = file, key, value, message
+    def __init__(self, message: str, *, file: str | None = None, key: str | None = None, value: object = None,
+                 also: tuple[str, ...] = ()):
+        self.file, self.key, self.value, self.message, self.also = file, key, value, message, tuple(also)
         where = []
         if file:
             where.append(str(file))
@@ -38,7 +41,7 @@ def in_file(exc: ConfigError, file: str | None) -> ConfigError:
     otherwise."""
     if exc.file or not file:
         return exc
-    return type(exc)(exc.message, file=file, key=exc.key, value=exc.value)
+    return type(exc)(exc.message, file=file, key=exc.key, value=exc.value, also=getattr(exc, "also", ()))
 
 
 class MapFormatError(CoopsimError, ValueError):

@@ -257,7 +257,8 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
     The last override that sets the key is the one whose value counts (``episodes=1 episodes=-1`` blames
     ``episodes=-1``; a sweep's grid values come after the fixed overrides); an override of exactly the key wins
     over one of a parent or child key; a top-level ``max_steps`` override is blamed for
-    ``scenario.params.max_steps``, which it sets."""
+    ``scenario.params.max_steps``, which it sets. An error across keys (``exc.also``) whose own key no override
+    sets is blamed on the override of one of its other keys."""
     parsed = []
     for text in overrides:
         try:
@@ -284,6 +285,12 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
             new = ConfigError(msg, file=f"command-line override '{text}' (config {path})")
             new.key, new.value = (alias if key == alias else exc.key), exc.value
             return new
+    for other in getattr(exc, "also", ()):  # a check across keys: the override that set the other key
+        for key, text in reversed(parsed):
+            if key == other or other.startswith(key + "."):
+                new = ConfigError(exc.message, file=f"command-line override '{text}' (config {path})",
+                                  key=exc.key, value=exc.value)
+                return new
     return exc
 
 

@@ -100,3 +100,21 @@ def test_actor_is_part_of_the_architecture_and_trains(tmp_path):
     with pytest.raises(ConfigError, match="actor") as info:
         PPOAgent(core).load(tmp_path / "asn.pt")  # an MLP agent refuses the ASN policy, naming the key
     assert info.value.key == "agents.params.actor"
+
+
+def test_cross_key_refusal_blames_the_override_that_set_the_other_key():
+    """``actor: asn`` in the file with ``agents.params.recurrent=true`` on the command line: the error is addressed
+    to that override (the file says recurrent: false), not to the file's actor key."""
+    from coopsim.platform.config import blame_override
+
+    smac = make_scenario("smac/3m-v0", num_envs=1)
+    with pytest.raises(ConfigError) as info:
+        PPOAgent(smac, actor="asn", recurrent=True)
+    assert info.value.also == ("agents.params.recurrent",)
+    blamed = blame_override(info.value, "c.yaml", ["episodes=2", "agents.params.recurrent=true"])
+    assert str(blamed).startswith("command-line override 'agents.params.recurrent=true' (config c.yaml): "
+                                  "key 'agents.params.actor': actor 'asn' is feed-forward")
+    # an override of the error's own key still wins; no matching override leaves the error as it was
+    blamed = blame_override(info.value, "c.yaml", ["agents.params.recurrent=true", "agents.params.actor=asn"])
+    assert str(blamed).startswith("command-line override 'agents.params.actor=asn'")
+    assert blame_override(info.value, "c.yaml", ["episodes=2"]) is info.value

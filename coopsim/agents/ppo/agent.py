@@ -125,10 +125,12 @@ class PPOAgent(AgentPlugin):
                               key="agents.params.actor", value=p.actor)
         if p.recurrent:
             raise ConfigError("actor 'asn' is feed-forward, but agents.params.recurrent is true: set recurrent: "
-                              "false, or use actor: mlp", key="agents.params.actor", value=p.actor)
+                              "false, or use actor: mlp", key="agents.params.actor", value=p.actor,
+                              also=("agents.params.recurrent",))
         if p.comm is not None:
             raise ConfigError("actor 'asn' takes no comm module, but agents.params.comm is set: remove comm, or use "
-                              "actor: mlp", key="agents.params.actor", value=p.actor)
+                              "actor: mlp", key="agents.params.actor", value=p.actor,
+                              also=("agents.params.comm",))
         first, n, offset, feats = layout()
         return ASNActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation,
                               first_action=first, n_entities=n, offset=offset, feats=feats)
