@@ -78,6 +78,20 @@ class RunConfig(BaseModel):
                 raise ValueError(f"must be an integer, not the string {x!r}")
         return v
 
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds_a_list(cls, v: Any) -> Any:
+        # seeds: 3 could mean seed 3 or three seeds: say both rather than guess
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if not float(v).is_integer() or v < 0:
+                raise ValueError(f"must be a list of integer seeds >= 0, e.g. seeds=[0, 1, 2]; not {v!r}")
+            v = int(v)
+            n = v if v >= 1 else None
+            three = f", or seeds=[{', '.join(str(i) for i in range(n))}] for {n} seeds" if n and n <= 10 else ""
+            raise ValueError(f"must be a list of integer seeds, not the single number {v!r}: write seeds=[{v!r}] for "
+                             f"that one seed{three}")
+        return v
+
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
@@ -227,6 +241,9 @@ def load_raw(path: str | Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         raise _yaml_error(path, exc) from None
     if not isinstance(data, dict):
+        if data is None:  # an empty file (or only comments)
+            raise ConfigError("the file is empty (or only comments): a run config is a mapping with keys name, "
+                              "scenario, agents, ...; see configs/ for examples", file=path)
         raise ConfigError(f"top level must be a mapping with keys name, scenario, agents, ...; got {type(data).__name__}", file=path)
     return data
 

@@ -323,7 +323,10 @@ def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> l
             with np.load(path, allow_pickle=False) as z:
                 replay = {k: z[k] for k in z.files}
         except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
-            raise CoopsimError(f"{path}: not a replay file (a .npz written by `coopsim run`): {exc}") from None
+            # numpy's own text for a non-.npz file suggests allow_pickle=True, which a user should not follow
+            why = "" if "pickle" in str(exc) else f": {exc}"
+            raise CoopsimError(f"{path}: not a replay file (a .npz written by `coopsim run`; this one is damaged or "
+                               f"of another kind: remove it, or run the episodes again){why}") from None
         frames = render(replay)
         out = Path(run_dir) / f"replay_{path.stem}.gif"
         import io

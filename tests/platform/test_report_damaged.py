@@ -52,7 +52,9 @@ def test_bad_replay_npz(good_run, tmp_path):
     (d / "config.yaml").write_text(cfg)
     (d / "replays").mkdir(exist_ok=True)
     (d / "replays" / "seed0_ep0.npz").write_text("x\n")
-    check(cli("report", str(d)), f"{d / 'replays' / 'seed0_ep0.npz'}: not a replay file")
+    r = cli("report", str(d))
+    check(r, f"{d / 'replays' / 'seed0_ep0.npz'}: not a replay file", "damaged")
+    assert "allow_pickle" not in r.stderr  # numpy's advice for pickled data is not for a damaged replay
 
 
 def test_missing_path(tmp_path):

@@ -1,0 +1,34 @@
+"""Fixes from the thirteenth new-user pass (session 13): a single number for seeds, an empty config file."""
+from pathlib import Path
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+SMAC = ROOT / "configs" / "smac" / "3m-focus-fire.yaml"
+
+
+@pytest.mark.parametrize("override, needles", [
+    ("seeds=3", ["write seeds=[3] for that one seed", "or seeds=[0, 1, 2] for 3 seeds"]),
+    ("seeds=0", ["write seeds=[0] for that one seed"]),
+    ("seeds=1.5", ["integer seeds >= 0, e.g. seeds=[0, 1, 2]; not 1.5"]),
+])
+def test_a_single_number_for_seeds_says_how_to_write_the_list(override, needles):
+    with pytest.raises(ConfigError) as info:
+        load_config(SMAC, [override])
+    msg = str(info.value)
+    assert info.value.key == "seeds" and f"command-line override '{override}'" in msg
+    for n in needles:
+        assert n in msg, msg
+    assert load_config(SMAC, ["seeds=[3]"]).seeds == [3]
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n"])
+def test_an_empty_config_file_is_called_empty(tmp_path, text):
+    f = tmp_path / "empty.yaml"
+    f.write_text(text)
+    with pytest.raises(ConfigError, match="the file is empty") as info:
+        load_config(f)
+    assert str(info.value).startswith(f"{f}: ") and "NoneType" not in str(info.value)
