@@ -256,10 +256,19 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
         RegistryError: an unknown component id (lists the registered ids).
     """
     overrides = list(overrides or [])
-    data = apply_overrides(load_raw(path), overrides)
+    raw = load_raw(path)
+    in_file_sections = set(raw)  # apply_overrides adds to raw in place
+    data = apply_overrides(raw, overrides)
     try:
         return validate_config(data, file=str(path), check_components=check_components)
     except ConfigError as exc:
+        section = (exc.key or "").split(".")[0]
+        if (exc.key == f"{section}.id" and section not in in_file_sections and isinstance(data.get(section), dict)
+                and "id" not in data[section]):  # an override made the section (shield.params.x=1): it needs an id
+            exc = ConfigError(f"missing required key '{section}.id': the file has no '{section}' section, so an "
+                              f"override that sets a key in it needs {section}.id=<a registered id> as well "
+                              f"(`coopsim list` shows them)",
+                              file=exc.file, key=exc.key, value=exc.value, also=(section,))
         raise blame_override(exc, path, overrides) from None
 
 
@@ -304,7 +313,7 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
             return new
     for other in getattr(exc, "also", ()):  # a check across keys: the override that set the other key
         for key, text in reversed(parsed):
-            if key == other or other.startswith(key + "."):
+            if key == other or other.startswith(key + ".") or key.startswith(other + "."):
                 new = ConfigError(exc.message, file=f"command-line override '{text}' (config {path})",
                                   key=exc.key, value=exc.value)
                 return new

@@ -32,3 +32,28 @@ def test_an_empty_config_file_is_called_empty(tmp_path, text):
     with pytest.raises(ConfigError, match="the file is empty") as info:
         load_config(f)
     assert str(info.value).startswith(f"{f}: ") and "NoneType" not in str(info.value)
+
+
+def test_an_override_into_a_section_the_file_lacks_asks_for_its_id():
+    mapf = ROOT / "configs" / "mapf" / "random-32-32-10.yaml"
+    with pytest.raises(ConfigError) as info:
+        load_config(mapf, ["episodes=1", "shield.params.delta=2"])
+    msg = str(info.value)
+    assert msg.startswith(f"command-line override 'shield.params.delta=2' (config {mapf}): key 'shield.id': ")
+    assert "the file has no 'shield' section" in msg and "shield.id=<a registered id>" in msg
+    assert "is given" not in msg
+    # with the id the section is whole, and the range check of the value itself speaks
+    with pytest.raises(ConfigError, match="shield.params.delta") as info:
+        load_config(mapf, ["shield.params.delta=2", "shield.id=certificate-v0"])
+
+
+def test_a_file_section_without_id_is_still_blamed_on_the_file(tmp_path):
+    import yaml
+
+    data = yaml.safe_load(SMAC.read_text())
+    data["channel"] = {"params": {}}
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError) as info:
+        load_config(f, ["channel.params.x=1"])
+    assert str(info.value).startswith(f"{f}: key 'channel.id': ") and "'channel' is given" in str(info.value)
