@@ -243,6 +243,14 @@ def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel] | None
     return model
 
 
+def _did_you_mean(key: object, valid: Any) -> str:
+    """`` (did you mean 'x'?)`` for the closest valid key (difflib), or ``''``."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), [str(k) for k in valid], n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, file: str | None, key_prefix: str = "",
                              owner: str | None = None) -> ConfigError:
     err = exc.errors()[0]
@@ -268,11 +276,12 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         sub = _model_at(model, [str(p) for p in err["loc"][:-1]])
         if len(err["loc"]) > 1 and sub is not None:  # a misspelled key below the top: that level's valid keys
             parent = ".".join(str(p) for p in err["loc"][:-1])
-            msg = (f"unknown parameter {loc!r} (value {value!r}); valid keys of '{key_prefix}{parent}': "
-                   f"{', '.join(sub.model_fields)}")
+            msg = (f"unknown parameter {loc!r} (value {value!r}){_did_you_mean(err['loc'][-1], sub.model_fields)}; "
+                   f"valid keys of '{key_prefix}{parent}': {', '.join(sub.model_fields)}")
             return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
         valid = ", ".join(sorted(model.model_fields))
-        msg = (f"unknown parameter {loc!r} (value {value!r}); valid parameters: {valid}" if valid else
+        hint = _did_you_mean(err["loc"][-1], model.model_fields)
+        msg = (f"unknown parameter {loc!r} (value {value!r}){hint}; valid parameters: {valid}" if valid else
                f"unknown parameter {loc!r} (value {value!r}); {owner or 'it'} takes no parameters (remove params)")
     elif err["type"] == "model_type":  # e.g. `agents: random-v0`; do not name the internal pydantic class
         eg = f", e.g. {{id: {value}}}" if isinstance(value, str) else ""

@@ -44,7 +44,8 @@ def test_good_config_and_override(tmp_path):
     (GOOD, ["scenario.params.num_agents=true"],
      r"key 'scenario\.params\.num_agents': invalid value True: a number is required, not a boolean"),
     (GOOD, ["shield.params.delta=2"],
-     r"key 'shield\.id': missing required key 'shield\.id' \('shield' is given, so it needs its 'id' too\)"),
+     r"command-line override 'shield\.params\.delta=2' \(config .*c\.yaml\): key 'shield\.id': missing required key "
+     r"'shield\.id': the file has no 'shield' section"),
 ])
 def test_bad_config_messages(tmp_path, text, overrides, pattern):
     with pytest.raises(ConfigError, match=pattern):
@@ -97,8 +98,10 @@ def test_a_misspelled_second_level_key_lists_that_levels_keys(tmp_path):
         load_config(write(tmp_path, GOOD), ["scenario.parms.num_agents=3"])
     assert str(ei.value) == (
         f"command-line override 'scenario.parms.num_agents=3' (config {tmp_path / 'c.yaml'}): key 'scenario.parms': "
-        f"unknown parameter 'scenario.parms' (value {{'num_agents': 3}}); valid keys of 'scenario': id, params")
+        f"unknown parameter 'scenario.parms' (value {{'num_agents': 3}}) (did you mean 'params'?); "
+        f"valid keys of 'scenario': id, params")
     bad = GOOD.replace("agents: {id: random-v0}", "agents: {id: random-v0, parms: {}}")
-    with pytest.raises(ConfigError, match=r"key 'agents.parms': unknown parameter 'agents.parms' \(value \{\}\); "
+    with pytest.raises(ConfigError, match=r"key 'agents.parms': unknown parameter 'agents.parms' \(value \{\}\) "
+                                          r"\(did you mean 'params'\?\); "
                                           r"valid keys of 'agents': id, params$"):
         load_config(write(tmp_path, bad))

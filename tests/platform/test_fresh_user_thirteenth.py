@@ -57,3 +57,18 @@ def test_a_file_section_without_id_is_still_blamed_on_the_file(tmp_path):
     with pytest.raises(ConfigError) as info:
         load_config(f, ["channel.params.x=1"])
     assert str(info.value).startswith(f"{f}: key 'channel.id': ") and "'channel' is given" in str(info.value)
+
+
+@pytest.mark.parametrize("override, hint", [("scenrio.id=x", "'scenrio' (value {'id': 'x'}) (did you mean 'scenario'?)"),
+                                            ("max_step=3", "(did you mean 'max_steps'?)"),
+                                            ("scenario.params.reward_sprase=true", "(did you mean 'reward_sparse'?)")])
+def test_a_misspelled_key_gets_the_closest_valid_one(override, hint):
+    with pytest.raises(ConfigError) as info:
+        load_config(SMAC, [override])
+    assert hint in str(info.value) and "valid parameters" in str(info.value), str(info.value)
+
+
+def test_a_key_close_to_nothing_gets_no_guess():
+    with pytest.raises(ConfigError) as info:
+        load_config(SMAC, ["zzz=1"])
+    assert "did you mean" not in str(info.value)
