@@ -87,9 +87,9 @@ class RunConfig(BaseModel):
                 raise ValueError(f"must be a list of integer seeds >= 0, e.g. seeds=[0, 1, 2]; not {v!r}")
             v = int(v)
             n = v if v >= 1 else None
-            three = f", or seeds=[{', '.join(str(i) for i in range(n))}] for {n} seeds" if n and n <= 10 else ""
+            as_count = f", or seeds=[{', '.join(str(i) for i in range(n))}] for {n} seeds" if n and n <= 10 else ""
             raise ValueError(f"must be a list of integer seeds, not the single number {v!r}: write seeds=[{v!r}] for "
-                             f"that one seed{three}")
+                             f"that one seed{as_count}")
         return v
 
     @field_validator("name")
@@ -314,9 +314,8 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
     for other in getattr(exc, "also", ()):  # a check across keys: the override that set the other key
         for key, text in reversed(parsed):
             if key == other or other.startswith(key + ".") or key.startswith(other + "."):
-                new = ConfigError(exc.message, file=f"command-line override '{text}' (config {path})",
-                                  key=exc.key, value=exc.value)
-                return new
+                return ConfigError(exc.message, file=f"command-line override '{text}' (config {path})",
+                                   key=exc.key, value=exc.value)
     return exc
 
 

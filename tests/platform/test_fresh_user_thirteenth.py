@@ -1,4 +1,5 @@
-"""Fixes from the thirteenth new-user pass (session 13): a single number for seeds, an empty config file."""
+"""Fixes from the thirteenth new-user pass (session 13): a single number for seeds, an empty config file, an override
+into a section the file lacks, and "did you mean" for a misspelled key."""
 from pathlib import Path
 
 import pytest
