@@ -80,6 +80,8 @@ class PPOAgent(AgentPlugin):
     Params: ClassVar = PPOAgentParams
     TrainConfig: ClassVar = PPOTrainConfig
     requires: ClassVar[tuple[str, ...]] = ("action_masks",)
+    #: observations the actor reads (``stack_frames``); a subclass that builds its own input keeps 1
+    frames: int = 1
 
     def __init__(self, scenario, **params: Any):
         super().__init__(scenario, **params)
@@ -99,7 +101,8 @@ class PPOAgent(AgentPlugin):
             self.comm.setup(self._context(feature_dim=p.hidden[-1]))
             comm_dim = int(self.comm.input_dim)
         self.comm_dim = comm_dim
-        in_dim = self.obs_dim + self.id_dim + comm_dim
+        self.frames = int(p.stack_frames)
+        in_dim = self.obs_dim * self.frames + self.id_dim + comm_dim
         critic_dim = (self.state_dim + (self.obs_dim if p.critic_obs else 0) if p.critic == "central" else self.obs_dim) + self.id_dim
         if p.actor == "asn":
             self.net = self._asn(in_dim, critic_dim)
@@ -133,7 +136,8 @@ class PPOAgent(AgentPlugin):
                               also=("agents.params.comm",))
         first, n, offset, feats = layout()
         return ASNActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation,
-                              first_action=first, n_entities=n, offset=offset, feats=feats)
+                              first_action=first, n_entities=n, offset=offset, feats=feats,
+                              frames=self.frames, frame_dim=self.obs_dim)
 
     def _context(self, feature_dim: int, seed: int | None = None) -> HookContext:
         return HookContext(obs_dim=self.obs_dim, feature_dim=feature_dim, num_agents=self.num_agents,
@@ -141,8 +145,30 @@ class PPOAgent(AgentPlugin):
                            dt_s=float(self.scenario.dt_s), seed=self.params.seed if seed is None else seed)
 
     # --- inputs -------------------------------------------------------------------------------
+    def push_frame(self, hist: np.ndarray | None, obs_flat: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
+        """The frame history after observing ``obs_flat`` (``stack_frames`` k, MAPPO's stacked observations).
+
+        Args:
+            hist: float32 ``[E, N, k, D]`` the previous history (frame 0 newest), or None before the first step.
+            obs_flat: float32 ``[E, N, D]`` this step's observation.
+            starts: bool ``[E]`` envs whose episode starts with this observation (None: none).
+
+        Returns:
+            float32 ``[E, N, k, D]``: ``obs_flat`` then the ``k - 1`` newest frames of ``hist``; where the history
+            is None or the env starts an episode, every frame is ``obs_flat``.
+        """
+        obs = np.asarray(obs_flat, dtype=np.float32)[:, :, None]
+        if hist is None:
+            return np.repeat(obs, self.frames, axis=2)
+        new = np.concatenate([obs, hist[:, :, :-1]], axis=2)
+        if starts is not None and np.any(starts):
+            new[starts] = obs[starts]
+        return new
+
     def actor_input(self, obs_flat: np.ndarray, inbox_in: np.ndarray | None) -> torch.Tensor:
-        """float32 ``[E, N, D + N? + C?]``: observation, agent-id one-hot, aggregated inbox."""
+        """float32 ``[E, N, k*D + N? + C?]``: the observation (``[E, N, D]``; with ``stack_frames`` k > 1 the
+        history ``[E, N, k, D]`` of :meth:`push_frame`, flattened newest first), agent-id one-hot, aggregated inbox."""
+        obs_flat = np.asarray(obs_flat).reshape(obs_flat.shape[0], obs_flat.shape[1], -1)
         e = obs_flat.shape[0]
         parts = [torch.as_tensor(obs_flat, dtype=torch.float32)]
         if self.id_dim:
@@ -189,6 +215,7 @@ class PPOAgent(AgentPlugin):
         e = self.scenario.num_envs
         self._h = torch.zeros(e * self.num_agents, self.net.feature_dim)
         self._t = 0
+        self._hist: np.ndarray | None = None
         self._gen = torch.Generator().manual_seed(self.params.seed if seed is None else int(seed))
 
     def masked_logits(self, x: torch.Tensor, h: torch.Tensor | None = None
@@ -205,7 +232,9 @@ class PPOAgent(AgentPlugin):
     def act(self, obs, inbox: MessageBatch | None = None) -> tuple[np.ndarray, MessageBatch | None]:
         flat = flatten_obs(obs, self.obs_space)
         e, n = flat.shape[:2]
-        x = self.actor_input(flat, self.receive(inbox, e, obs=flat))
+        if self.frames > 1:  # the runner calls reset() at each episode start: the history restarts there
+            self._hist = self.push_frame(self._hist, flat, None)
+        x = self.actor_input(self._hist if self.frames > 1 else flat, self.receive(inbox, e, obs=flat))
         logits, feat, h = self.masked_logits(x, self._h if self.net.recurrent else None)
         with torch.no_grad():
             if self.params.deterministic:
@@ -257,7 +286,7 @@ class PPOAgent(AgentPlugin):
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:
                 raise ConfigError(f"checkpoint has {k}={ck[k]} but this scenario gives {k}={mine[k]}", file=str(path), key=k)
-        arch = ("critic", "hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs")
+        arch = ("critic", "hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs", "stack_frames")
         for k in arch:  # a key missing from an older file takes its default
             if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "

@@ -22,6 +22,11 @@ class PPOAgentParams(AgentParams):
                            "(Wang et al. 2020): the logit of an action on an entity (SMAC: attack enemy j) is "
                            "computed from that entity's own observation features by a network shared over entities; "
                            "needs a scenario with action_entities() (smac/*), no GRU, no comm module")
+    stack_frames: int = Field(
+        1, ge=1, le=16, description="the actor reads the last k observations, newest first (MAPPO's stacked frames); "
+                                    "at an episode's start the missing older frames repeat the first one; with "
+                                    "actor: asn each entity's features come from every frame; the critic reads "
+                                    "the current step only")
     agent_id: bool = Field(True, description="append a one-hot of the agent slot to actor and critic inputs (shared parameters)")
     critic_obs: bool = Field(
         False, description="central critic only: append the agent's own observation to the global state (MAPPO's "

@@ -115,28 +115,37 @@ class ASNActorCritic(ActorCritic):
     enemy slot. Features handed to :meth:`logits` are ``[.., F + n_entities * F]`` (``z`` then every ``e_j``).
     No GRU and no comm module (the agent refuses both with ``actor: asn``).
 
+    With ``frames > 1`` the input holds ``frames`` stacked observations of width ``frame_dim`` each (newest first,
+    then any agent id and inbox); entity ``j``'s features are then its slice from every frame, concatenated
+    (``[.., frames * feats]``), so its embedding sees how that entity changed (an enemy losing health is one being
+    shot at).
+
     Raises:
         ValueError: ``first_action + n_entities != num_actions`` or the entity slice does not fit ``in_dim``.
     """
 
     def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, *,
-                 first_action: int, n_entities: int, offset: int, feats: int):
+                 first_action: int, n_entities: int, offset: int, feats: int, frames: int = 1, frame_dim: int = 0):
         super().__init__(in_dim, critic_dim, num_actions, hidden, activation, recurrent=False)
+        frame_dim = frame_dim if frames > 1 else in_dim
         if first_action + n_entities != num_actions or first_action < 1 or n_entities < 1:
             raise ValueError(f"ASN needs first_action + n_entities == num_actions ({first_action} + {n_entities} "
                              f"!= {num_actions})")
-        if offset < 0 or feats < 1 or offset + n_entities * feats > in_dim:
-            raise ValueError(f"entity features [{offset}, {offset + n_entities * feats}) do not fit the input of "
-                             f"width {in_dim}")
+        if offset < 0 or feats < 1 or offset + n_entities * feats > frame_dim or frames * frame_dim > in_dim:
+            raise ValueError(f"entity features [{offset}, {offset + n_entities * feats}) do not fit frames of width "
+                             f"{frame_dim} ({frames} of them in an input of width {in_dim})")
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         self.first_action, self.n_entities, self.offset, self.feats = first_action, n_entities, offset, feats
+        self.frames, self.frame_dim = int(frames), int(frame_dim)
         self.pi = _layer(self.feature_dim, first_action, 0.01)
-        self.entity = _mlp(feats, [hidden[-1]], act)  # one layer: it runs once per entity, the encoder once
+        self.entity = _mlp(feats * self.frames, [hidden[-1]], act)  # one layer: it runs once per entity, the encoder once
         self.q = _layer(self.feature_dim, self.feature_dim, 0.01)
 
     def _entities(self, x: torch.Tensor) -> torch.Tensor:
-        ent = x[..., self.offset:self.offset + self.n_entities * self.feats]
-        return self.entity(ent.reshape(*x.shape[:-1], self.n_entities, self.feats)).flatten(-2)
+        n, w = self.n_entities, self.feats
+        ent = torch.cat([x[..., f * self.frame_dim + self.offset:f * self.frame_dim + self.offset + n * w]
+                         .reshape(*x.shape[:-1], n, w) for f in range(self.frames)], dim=-1)
+        return self.entity(ent).flatten(-2)
 
     def features(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
         return torch.cat([self.encoder(x), self._entities(x)], dim=-1), None

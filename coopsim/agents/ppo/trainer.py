@@ -211,6 +211,7 @@ class PPOTrainer:
         self.obs = flatten_obs(self.core.reset(seed=self.seed), agent.obs_space)
         self.h = torch.zeros(E, N, self.net.feature_dim)
         self.starts = np.ones(E, dtype=bool)
+        self.hist: np.ndarray | None = None  # [E, N, k, D] observation history (stack_frames k > 1)
         self.t = 0
         self.episode_t0 = np.zeros(E, dtype=np.int64)
         self.inbox_in = agent.receive(None, E)
@@ -248,7 +249,9 @@ class PPOTrainer:
         for t in range(T):
             alive = np.asarray(core.alive).copy()
             masks = np.asarray(core.action_masks())
-            x = agent.actor_input(self.obs, self.inbox_in)
+            if agent.frames > 1:  # frame history, restarted in envs whose episode starts now
+                self.hist = agent.push_frame(self.hist, self.obs, self.starts)
+            x = agent.actor_input(self.hist if agent.frames > 1 else self.obs, self.inbox_in)
             c = agent.critic_input(self.obs, core.state() if agent.state_dim else None)
             with torch.no_grad():
                 h_in = (self.h * torch.as_tensor(~self.starts).float()[:, None, None]).reshape(E * N, -1)
@@ -445,7 +448,7 @@ class PPOTrainer:
             "aux": [hook_state(h) for h in self.aux],
             "world": pickle.dumps((self.core, self.channel)),  # arrays + numpy generators of every env
             "rng": self.rng.bit_generator.state, "gen": self.gen.get_state(),
-            "carry": dict(obs=self.obs, h=self.h, starts=self.starts, t=self.t, episode_t0=self.episode_t0,
+            "carry": dict(obs=self.obs, h=self.h, starts=self.starts, hist=self.hist, t=self.t, episode_t0=self.episode_t0,
                           inbox_in=self.inbox_in, ep_return=self.ep_return, ep_len=self.ep_len),
             "env_steps": self.env_steps, "iteration": self.iteration,
         }
