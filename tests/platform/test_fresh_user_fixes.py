@@ -367,3 +367,27 @@ def test_metrics_png_names_its_zero_metrics_as_the_table_does():
     panels, footnote = plot_selection(allm)
     assert panels == ["success", "soc"]  # headline order; zeros and ids get no panel
     assert footnote == ["collisions", "plan/failures"]  # named; the all-zero comm/ counter is hidden, as in the table
+
+
+def test_a_reward_named_like_a_rate_is_not_clipped_to_the_unit_interval():
+    """``reward/win`` (SMAC's win bonus, 0 or 10.96 per episode) ends in ``win`` but is no rate: its interval must
+    contain its mean (it used to be clipped to [1, 1] around a mean of 6.9)."""
+    import math
+
+    import numpy as np
+    from scipy import stats as sstats
+
+    from coopsim.platform.stats import metric_bounds, summarize
+
+    per_seed = {0: [10.96, 10.96, 0.0], 1: [10.96, 0.0, 0.0], 2: [10.96, 10.96, 10.96]}
+    rows = [{"seed": s, "episode": e, "reward/win": v, "win": float(v > 0)}
+            for s, vs in per_seed.items() for e, v in enumerate(vs)]
+    out = summarize(rows)
+    means = [float(np.mean(v)) for v in per_seed.values()]
+    half = sstats.t.ppf(0.975, 2) * float(np.std(means, ddof=1)) / math.sqrt(3)
+    r = out["reward/win"]
+    assert r["mean"] == pytest.approx(np.mean(means))
+    assert r["ci95_low"] == pytest.approx(np.mean(means) - half) and r["ci95_high"] == pytest.approx(np.mean(means) + half)
+    assert out["win"]["ci95_high"] == 1.0 and out["win"]["ci95_low"] >= 0.0  # the true rate is still clipped
+    assert metric_bounds("reward/win", [0.0, 10.96]) is None
+    assert metric_bounds("episode/win", [0.0, 1.0]) == (0.0, 1.0)
