@@ -192,16 +192,17 @@ def plot_training(run_dir: str | Path) -> Path | None:
 
 
 def _run_note(cfg: dict, rows: list[dict], summary: dict, has_summary: bool) -> str | None:
-    """What a report must say about a run that did not finish: no summary.json (killed before writing it), or an
-    interrupted one; None for a finished run."""
+    """What a report must say about a run that did not finish: no summary.json (still running, or killed before
+    writing it), or an interrupted one; None for a finished run."""
     try:
         planned = len(cfg["seeds"]) * int(cfg.get("episodes", 1))
     except (KeyError, TypeError, ValueError):
         planned = None
     of = f" of {planned}" if planned else ""
     if not has_summary:
-        return (f"the run did not finish: it has no summary.json (its process stopped before writing one, e.g. it was "
-                f"killed); shown: the {len(rows)}{of} episode(s) that finished, from metrics.jsonl")
+        return (f"the run has not finished: it has no summary.json yet (it is still running, or its process stopped "
+                f"before writing one, e.g. it was killed); shown: the {len(rows)}{of} episode(s) finished so far, from "
+                f"metrics.jsonl")
     if summary.get("interrupted"):
         return f"the run was interrupted: {summary.get('episodes_finished', len(rows))}{of} episode(s) finished"
     return None

@@ -47,14 +47,14 @@ def test_report_of_a_killed_run_says_it_did_not_finish(tmp_path):
     run = load_run(d)
     assert run["has_summary"] is False
     assert run["summary"]["metrics"] == summarize(rows)
-    assert f"the {len(rows)} of 200000 episode(s) that finished" in run["note"]
+    assert f"the {len(rows)} of 200000 episode(s) finished so far" in run["note"]
 
     r = cli("report", str(d), "--no-gif")
     assert r.returncode == 0, r.stderr
     out = " ".join(r.stdout.split())  # the table's caption may wrap
     assert "summary.json has every metric" not in out
     assert "metrics.jsonl has every value" in out
-    assert "the run did not finish: it has no summary.json" in out
+    assert "the run has not finished: it has no summary.json yet (it is still running" in out
     # the table's episode count is what metrics.jsonl holds
     (line,) = [ln for ln in r.stdout.splitlines() if ln.strip("│ ").startswith("episode_return ")]
     assert line.split("│")[-2].strip() == str(len(rows))
@@ -66,7 +66,7 @@ def test_report_of_a_killed_run_says_it_did_not_finish(tmp_path):
     done = Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1])
     r = cli("report", str(d), str(done))
     assert r.returncode == 0, r.stderr
-    assert f"note: {d}: the run did not finish" in " ".join(r.stdout.split())
+    assert f"note: {d}: the run has not finished" in " ".join(r.stdout.split())
     assert f"note: {done}" not in r.stdout
 
 
