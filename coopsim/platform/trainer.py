@@ -153,6 +153,47 @@ def wrong_policy_message(ck, expected: str, learner: str) -> str:
     return f"not a {learner} policy file (format {fmt!r}, expected {expected!r})"
 
 
+#: what each size a policy file records means, for :func:`policy_size_mismatch`
+POLICY_SIZES = {"obs_dim": "observation width per agent", "in_dim": "agent network input width",
+                "num_agents": "agents", "n_agents": "agents", "num_actions": "actions per agent",
+                "n_actions": "actions per agent", "state_dim": "global state width"}
+
+
+def policy_size_mismatch(size: str, theirs: Any, ours: Any, trained_on: dict | None, this_run: dict | None, *,
+                         file: str | None = None) -> ConfigError:
+    """The error for a policy file whose network sizes do not fit this run's scenario: names the size (what it
+    means), the scenario id and the scenario params the policy was trained with where they differ from this run's,
+    and the fix (evaluate with the training run's config.yaml, or train for this scenario).
+
+    Args:
+        size: the recorded size that differs (``obs_dim``, ``num_agents``, ...).
+        theirs, ours: its value in the file and in this run.
+        trained_on, this_run: ``{"id", "params"}`` of the two scenarios (the file's may be None: older files).
+
+    Returns:
+        a :class:`ConfigError` keyed ``scenario.id`` when the ids differ, ``scenario.params.<k>`` when one param
+        differs, else the size's name.
+    """
+    what = POLICY_SIZES.get(size, size)
+    msg = f"the policy does not fit this scenario: its {what} ({size}) is {theirs}, this run's is {ours}"
+    key = size
+    t, o = trained_on or {}, this_run or {}
+    if t.get("id"):
+        tp, op = t.get("params") or {}, o.get("params") or {}
+        diff = [k for k in tp if k in op and tp[k] != op[k]]
+        msg += f"; it was trained on {t['id']}"
+        if diff:
+            msg += " with " + ", ".join(f"scenario.params.{k}={tp[k]!r} (this run: {op[k]!r})" for k in diff[:6])
+        if o.get("id") and o["id"] != t["id"]:
+            msg += f", and this run's scenario is {o['id']}"
+            key = "scenario.id"
+        elif len(diff) == 1:
+            key = f"scenario.params.{diff[0]}"
+    msg += ("; evaluate it with its training run's config.yaml (the same scenario id and params), or train a policy "
+            "for this scenario")
+    return ConfigError(msg, file=file, key=key)
+
+
 def load_policy(path: str | Path) -> tuple[Any, Path]:
     """Read the policy an agent plugin's ``load`` restores from a ``policy.pt``, a training ``checkpoint.pt``
     (its ``"trainer"`` part's ``"policy"``) or a seed directory (see :func:`resolve_policy_path`).

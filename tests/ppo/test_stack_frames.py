@@ -132,3 +132,19 @@ def test_stack_frames_is_part_of_the_checkpoint_and_of_the_resume_state(tmp_path
     np.testing.assert_array_equal(tr2.hist, tr.hist)
     a, b = tr.train_iteration(), tr2.train_iteration()  # the resumed trainer continues exactly
     assert a["loss/policy"] == b["loss/policy"]
+
+
+def test_a_policy_for_another_map_names_the_map_and_params_it_was_trained_on(tmp_path):
+    """Loading a 3m policy on 8m, or with another ``obs_own_cooldown``, says which scenario and param the file was
+    trained with (not just an internal size) and is keyed to the config key to change."""
+    ag = PPOAgent(make_scenario("smac/3m-v0", num_envs=1, obs_own_cooldown=True))
+    ag.save(tmp_path / "p.pt")
+    with pytest.raises(ConfigError) as info:
+        PPOAgent(make_scenario("smac/8m-v0", num_envs=1, obs_own_cooldown=True)).load(tmp_path / "p.pt")
+    msg = str(info.value)
+    assert "trained on smac/3m-v0" in msg and "this run's scenario is smac/8m-v0" in msg and "config.yaml" in msg
+    assert info.value.key == "scenario.id"
+    with pytest.raises(ConfigError) as info:
+        PPOAgent(make_scenario("smac/3m-v0", num_envs=1, obs_own_cooldown=False)).load(tmp_path / "p.pt")
+    assert "scenario.params.obs_own_cooldown=True (this run: False)" in str(info.value)
+    assert info.value.key == "scenario.params.obs_own_cooldown"

@@ -285,7 +285,9 @@ class PPOAgent(AgentPlugin):
         mine = self.checkpoint()
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:
-                raise ConfigError(f"checkpoint has {k}={ck[k]} but this scenario gives {k}={mine[k]}", file=str(path), key=k)
+                from coopsim.platform.trainer import policy_size_mismatch
+
+                raise policy_size_mismatch(k, ck[k], mine[k], ck.get("scenario"), mine["scenario"], file=str(path))
         arch = ("critic", "hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs", "stack_frames")
         for k in arch:  # a key missing from an older file takes its default
             if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):

@@ -23,7 +23,7 @@ class PPOAgentParams(AgentParams):
                            "computed from that entity's own observation features by a network shared over entities; "
                            "needs a scenario with action_entities() (smac/*), no GRU, no comm module")
     stack_frames: int = Field(
-        1, ge=1, le=16, description="the actor reads the last k observations, newest first (MAPPO's stacked frames); "
+        1, ge=1, le=16, description="k in 1..16: the actor reads the last k observations, newest first (MAPPO's stacked frames); "
                                     "at an episode's start the missing older frames repeat the first one; with "
                                     "actor: asn each entity's features come from every frame; the critic reads "
                                     "the current step only")

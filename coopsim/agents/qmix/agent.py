@@ -108,7 +108,16 @@ class QMIXAgent(AgentPlugin):
     def checkpoint(self) -> dict[str, Any]:
         return {"format": POLICY_FORMAT, "params": self.params.model_dump(), "in_dim": self.in_dim,
                 "n_actions": self.n_actions, "state_dim": self.state_dim,
-                "net": self.net.state_dict(), "mixer": self.mixer.state_dict()}
+                "net": self.net.state_dict(), "mixer": self.mixer.state_dict(),
+                "scenario": self._scenario_identity()}
+
+    def _scenario_identity(self) -> dict[str, Any]:
+        """``{"id", "params"}`` of the scenario (cached: it scans the registry once)."""
+        if getattr(self, "_scenario_id_cache", None) is None:
+            from coopsim.agents.ppo.agent import scenario_identity
+
+            self._scenario_id_cache = scenario_identity(self.scenario)
+        return self._scenario_id_cache
 
     def save(self, path: str | Path) -> None:
         from coopsim.platform.trainer import atomic_save
@@ -130,7 +139,10 @@ class QMIXAgent(AgentPlugin):
             raise ConfigError(wrong_policy_message(ck, POLICY_FORMAT, "QMIX"), file=str(path))
         for k in ("in_dim", "n_actions", "state_dim"):
             if ck[k] != getattr(self, k):
-                raise ConfigError(f"policy {k} is {ck[k]} but this scenario needs {getattr(self, k)}", file=str(path), key=k)
+                from coopsim.platform.trainer import policy_size_mismatch
+
+                raise policy_size_mismatch(k, ck[k], getattr(self, k), ck.get("scenario"),
+                                           self._scenario_identity(), file=str(path))
         self.net.load_state_dict(ck["net"])
         self.mixer.load_state_dict(ck["mixer"])
 
