@@ -128,3 +128,35 @@ def test_shipped_configs_validate(path):
     _, cls = trainable_class(cfg)
     train = train_config(cfg, cls)
     assert train.total_env_steps > 0  # every shipped training config has a step budget
+
+
+def test_mgmapf_trainer_resumes_from_its_state_dict_exactly():
+    """The MG-MAPF trainer's checkpoint state (torch.save / torch.load, as fit() does) continues bit for bit: the
+    scenario core pickled in it observes exactly as the original (regression: its window views went stale)."""
+    import io
+
+    from coopsim.agents.ppo import PPOAgent, PPOTrainConfig, PPOTrainer
+    from coopsim.agents.ppo.mapf_shaping import MGMAPFGoalShaping
+    from coopsim.platform.registry import make_scenario
+
+    def trainer():
+        core = make_scenario("mapf/MGMAPF-v0", num_envs=2, map="random", random_size=(8, 8), num_agents=3,
+                             num_goals=2, obs_radius=2, max_steps=16)
+        cfg = PPOTrainConfig(total_env_steps=10**6, num_envs=2, rollout_steps=8, epochs=1, minibatches=2)
+        return PPOTrainer(PPOAgent(core, hidden=[16], critic="central"), cfg, seed=0,
+                          intrinsic=MGMAPFGoalShaping(num_goals=2, gamma=cfg.gamma))
+
+    tr = trainer()
+    for _ in range(2):
+        tr.train_iteration()
+    buf = io.BytesIO()
+    torch.save(tr.state_dict(), buf)
+    buf.seek(0)
+    again = trainer()
+    again.load_state_dict(torch.load(buf, weights_only=False))
+    for _ in range(3):  # 24 steps: episodes end (max_steps 16) and reset inside the resumed rollouts
+        a, b = tr.train_iteration(), again.train_iteration()
+        a, b = ({k: v for k, v in s.items() if not k.startswith("time/")} for s in (a, b))
+        assert a == b
+    sa, sb = tr.net.state_dict(), again.net.state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)

@@ -304,9 +304,7 @@ class MGMAPFCore(ScenarioCore):
         # float32 afterwards (4x less gathered memory than float planes)
         self._planes = np.zeros((e, self._Hc, self._Wc, 3), dtype=np.uint8)
         self._planes[..., 0] = 1
-        self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
-        self._win = np.ndarray(shape=(e * self._C - (self._S - 1) * self._Wc - self._S + 1, self._S),
-                               dtype=np.dtype((np.void, 3 * self._S)), buffer=self._planes, strides=(3, 3 * self._Wc))
+        self._bind_views()
         self._corner = r * self._Wc + r                 # centre cell - top-left cell of a window
         self._e_idx = np.arange(e)[:, None]
         self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
@@ -335,6 +333,23 @@ class MGMAPFCore(ScenarioCore):
         self._scen_used: list[Optional[str]] = [None] * e
         self._rngs = [self.env_rng(0, i) for i in range(e)]
         self._ar_k = np.arange(k)
+
+    #: attributes that are views of ``_planes`` (rebuilt, not pickled: pickle would store each as its own copy)
+    _VIEWS = ("_pflat", "_win")
+
+    def _bind_views(self) -> None:
+        """``_pflat`` and ``_win``: views of ``_planes`` (``step`` writes the planes through ``_pflat``,
+        ``_observe`` reads windows through ``_win``)."""
+        self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
+        self._win = np.ndarray(shape=(self.num_envs * self._C - (self._S - 1) * self._Wc - self._S + 1, self._S),
+                               dtype=np.dtype((np.void, 3 * self._S)), buffer=self._planes, strides=(3, 3 * self._Wc))
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind_views()
 
     # ScenarioCore API -------------------------------------------------------------------------------
     @property
