@@ -391,3 +391,11 @@ def test_a_reward_named_like_a_rate_is_not_clipped_to_the_unit_interval():
     assert out["win"]["ci95_high"] == 1.0 and out["win"]["ci95_low"] >= 0.0  # the true rate is still clipped
     assert metric_bounds("reward/win", [0.0, 10.96]) is None
     assert metric_bounds("episode/win", [0.0, 1.0]) == (0.0, 1.0)
+
+
+def test_random_size_of_one_number_asks_for_a_pair():
+    from coopsim.errors import ConfigError
+    from coopsim.platform.registry import make_scenario
+
+    with pytest.raises((ConfigError, ValueError), match=r"random_size must be a pair \[lo, hi\].*got \[16\]"):
+        make_scenario("mapf/MGMAPF-v0", num_envs=1, map="random", random_size=[16])

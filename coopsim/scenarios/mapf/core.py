@@ -153,6 +153,14 @@ class MGMAPFParams(ScenarioParams):
                 raise ValueError(str(exc).split(f"unknown map {v!r}: ", 1)[-1]) from None
         return v
 
+    @field_validator("random_size", mode="before")
+    @classmethod
+    def _size_is_a_pair(cls, v: Any) -> Any:
+        if isinstance(v, (list, tuple)) and len(v) != 2:
+            raise ValueError(f"random_size must be a pair [lo, hi] of side lengths in cells (4 <= lo <= hi <= 512), "
+                             f"e.g. [16, 16] for 16x16 maps; got {list(v)}")
+        return v
+
     @field_validator("random_size")
     @classmethod
     def _check_size(cls, v: tuple[int, int]) -> tuple[int, int]:
