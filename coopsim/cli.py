@@ -136,6 +136,11 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
                 raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
         _fail(exc)
+    from coopsim.platform.runner import open_loop_shield_warning
+
+    warning = open_loop_shield_warning(cfg)
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
     console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed"
                   f"{', the train: section checked' if cfg.train is not None else ''})")
     console.print(dump_config(cfg), highlight=False)
@@ -149,13 +154,14 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
     from coopsim.errors import ConfigError
     from coopsim.platform.config import blame_override, load_config
-    from coopsim.platform.runner import run_config, untrained_learner_warning
+    from coopsim.platform.runner import open_loop_shield_warning, run_config, untrained_learner_warning
 
     try:
         cfg = load_config(config, overrides or [])
-        warning = untrained_learner_warning(cfg, str(checkpoint) if checkpoint else None)
-        if warning:
-            err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+        for warning in (untrained_learner_warning(cfg, str(checkpoint) if checkpoint else None),
+                        open_loop_shield_warning(cfg)):
+            if warning:
+                err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
         with _sigterm_as_interrupt():  # an agent/scenario mismatch fails in run_config, before a run dir exists
             try:
                 run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress,

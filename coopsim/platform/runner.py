@@ -130,6 +130,24 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
             f"{' / agents.params.checkpoint' if has_param else ''})")
 
 
+def open_loop_shield_warning(cfg: RunConfig) -> str | None:
+    """The warning for an open-loop agent (one whose class sets ``open_loop = True``: it replays a plan made at
+    ``reset`` and never reads what happened, e.g. ``mapf/prioritized-v0``) under a shield other than
+    ``passthrough-v0``: a shield that changes one planned move desynchronises the plan, the agent never replans, and
+    the episode can fail (success 0, invalid moves) although the plan was conflict-free; None otherwise."""
+    if cfg.shield.id == "passthrough-v0":
+        return None
+    try:
+        cls = _unwrap(registry.spec("agent", cfg.agents.id).load())
+    except CoopsimError:
+        return None
+    if not getattr(cls, "open_loop", False):
+        return None
+    return (f"agent '{cfg.agents.id}' plays an open-loop plan and never replans, so shield '{cfg.shield.id}' changing "
+            f"any of its moves leaves the rest of the plan out of step (the run can end with success 0 although the "
+            f"plan is conflict-free); its plans need no shield: use shield.id=passthrough-v0, or a closed-loop agent")
+
+
 def _unwrap(factory: Any) -> Any:
     return factory.cls if isinstance(factory, registry.Variant) else factory
 

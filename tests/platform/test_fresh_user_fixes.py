@@ -399,3 +399,16 @@ def test_random_size_of_one_number_asks_for_a_pair():
 
     with pytest.raises((ConfigError, ValueError), match=r"random_size must be a pair \[lo, hi\].*got \[16\]"):
         make_scenario("mapf/MGMAPF-v0", num_envs=1, map="random", random_size=[16])
+
+
+def test_open_loop_planner_under_an_intervening_shield_is_warned_about():
+    from coopsim.platform.config import validate_config
+    from coopsim.platform.runner import open_loop_shield_warning
+
+    base = {"name": "w", "scenario": {"id": "mapf/MGMAPF-v0"}, "agents": {"id": "mapf/prioritized-v0"}}
+    assert open_loop_shield_warning(validate_config(base)) is None
+    w = open_loop_shield_warning(validate_config({**base, "shield": {"id": "certificate-v0"}}))
+    assert w is not None and "open-loop" in w and "shield.id=passthrough-v0" in w
+    # a closed-loop agent under the same shield: no warning
+    assert open_loop_shield_warning(validate_config({**base, "agents": {"id": "mapf/pibt-v0"},
+                                                     "shield": {"id": "certificate-v0"}})) is None

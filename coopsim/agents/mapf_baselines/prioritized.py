@@ -50,6 +50,8 @@ class PrioritizedAgent(AgentPlugin):
 
     Params = PrioritizedParams
     requires = ("instance",)
+    #: replays the plan made at reset without reading observations (a shield that moves an agent breaks it)
+    open_loop = True
 
     def __init__(self, scenario: Any, **params: Any):
         super().__init__(scenario, **params)
