@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +169,23 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 (PyYAML) reads 1e5 and 2.5e-3 as strings (its floats need a dot and a signed exponent); YAML 1.2 and
+# every user read them as numbers: so does coopsim, in config files and in overrides (1e5 -> 100000, an int when
+# written without a dot and whole; 2.5e-3 -> 0.0025)
+_E_NUMBER = "tag:coopsim:e-number"
+
+
+def _construct_e_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | int:
+    text = loader.construct_scalar(node)
+    x = float(text)
+    return int(x) if "." not in text and x.is_integer() and abs(x) < 2**63 else x
+
+
+UniqueKeyLoader.add_implicit_resolver(
+    _E_NUMBER, re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"), list("-+0123456789."))
+UniqueKeyLoader.add_constructor(_E_NUMBER, _construct_e_number)
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"scenario.params.num_agents=128"`` -> (``["scenario", "params", "num_agents"]``, ``128``).
 
@@ -181,7 +199,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"override {text!r} has an empty key; write key.path=value")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else ""  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError:
         value = raw
     return parts, value

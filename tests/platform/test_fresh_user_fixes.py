@@ -412,3 +412,19 @@ def test_open_loop_planner_under_an_intervening_shield_is_warned_about():
     # a closed-loop agent under the same shield: no warning
     assert open_loop_shield_warning(validate_config({**base, "agents": {"id": "mapf/pibt-v0"},
                                                      "shield": {"id": "certificate-v0"}})) is None
+
+
+def test_numbers_in_e_notation_are_numbers_in_files_and_overrides(tmp_path):
+    """PyYAML alone reads 1e5 as the string '1e5'; coopsim reads it as the number users mean."""
+    from coopsim.platform.config import load_config, parse_override
+
+    assert parse_override("train.total_env_steps=1e5") == (["train", "total_env_steps"], 100000)
+    assert isinstance(parse_override("a=1e5")[1], int) and parse_override("a=-3E2")[1] == -300
+    assert parse_override("a=2.5e-3")[1] == 0.0025 and parse_override("a=1.0e3")[1] == 1000.0
+    assert parse_override("a=1e")[1] == "1e" and parse_override("a=e5")[1] == "e5"
+    f = tmp_path / "c.yaml"
+    f.write_text("name: e\nscenario: {id: line/LineWalk-v0}\nagents: {id: ppo/ippo-v0}\nmax_steps: 1e2\n"
+                 "train: {total_env_steps: 2e4, lr: 3e-4}\n")
+    cfg = load_config(f, ["episodes=2e0"])
+    assert cfg.max_steps == 100 and cfg.episodes == 2
+    assert cfg.train["total_env_steps"] == 20000 and cfg.train["lr"] == 0.0003
