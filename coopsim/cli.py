@@ -82,6 +82,16 @@ def _sigterm_as_interrupt():
         signal.signal(signal.SIGTERM, old)
 
 
+def _ignore_further_interrupts() -> None:
+    """Ignore SIGINT and SIGTERM from here on: the command is stopping and prints what it kept and how to continue;
+    a second Ctrl-C pressed while it does so (the hint imports a module or two) must not swallow that line."""
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except ValueError:  # not the main thread (a test runner's worker): nothing to guard
+        pass
+
+
 def _interrupt_code() -> int:
     """130 after Ctrl-C/SIGINT, 143 after SIGTERM (the shell's 128 + signal number)."""
     return 143 if _TERMINATED else 130
@@ -171,6 +181,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
+        _ignore_further_interrupts()
         _interrupted_run(exc)
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
         _failed_run(exc)
@@ -273,6 +284,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 procs.pop(0)
                 _sweep_result(c, p.returncode, out, run_dirs, failed)
     except KeyboardInterrupt:
+        _ignore_further_interrupts()
         code = _interrupt_code()
         with contextlib.suppress(ValueError):
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the children's summaries short
@@ -463,6 +475,7 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
+        _ignore_further_interrupts()
         code = _interrupt_code()
         word = "terminated" if code == 143 else "interrupted"
         where = getattr(exc, "run_dir", None) or resume
@@ -512,6 +525,7 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:
+        _ignore_further_interrupts()
         _interrupted_run(exc)
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
         _failed_run(exc)

@@ -150,6 +150,39 @@ def test_cli_train_signal_without_periodic_checkpoints_writes_the_checkpoint_it_
     assert f"--resume {run}" in err
 
 
+def test_cli_train_a_second_ctrl_c_while_it_prints_the_hint_does_not_swallow_it(tmp_path):
+    """The reported case: Ctrl-C, then Ctrl-C again just after the checkpoint was written: the second one used to
+    interrupt the CLI while it printed (importing the module that spells the command), so no resume hint appeared."""
+    cfg = REPO / "configs" / "ppo" / "linewalk-mappo.yaml"
+    p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", str(cfg), "train.checkpoint_every=0",
+                          "train.total_env_steps=10000000", "train.progress=false", "train.tensorboard=false",
+                          f"out_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**ENV, "PYTHONUNBUFFERED": "1"})
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 120 and p.poll() is None:
+            csvs = list(tmp_path.glob("*/seed-0/metrics.csv"))
+            if csvs and len(csvs[0].read_text().splitlines()) >= 3:
+                break
+            time.sleep(0.2)
+        p.send_signal(signal.SIGINT)
+        lines = []
+        for line in p.stdout:
+            lines.append(line)
+            if line.startswith("stopped:"):
+                time.sleep(0.05)  # the CLI is now printing its hint
+                p.send_signal(signal.SIGINT)
+                break
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    out = "".join(lines) + out
+    assert p.returncode == 130 and "Traceback" not in out + err, (out, err)
+    (run,) = [d for d in tmp_path.iterdir() if d.is_dir()]
+    assert "interrupted: kept seed 0: checkpoint at" in err and f"--resume {run}" in err, err
+
+
 # --- tables: exactly the all-zero comm/, shield/ and cost/ counters are hidden -------------------------------------
 
 def _stat(per_seed: dict) -> dict:
