@@ -55,6 +55,11 @@ def test_a_changed_network_or_lr_is_refused_and_the_run_is_untouched(done_run, t
     with pytest.raises(ConfigError, match=r"key 'train.lr'.*0\.003.*0\.1"):
         train_main(CFG, [*TINY, "train.lr=0.1"], str(run))
     assert snapshot(run) == before
+    # several changed keys: every one is named at once
+    with pytest.raises(ConfigError, match=r"key 'train.lr'.*0\.003.*0\.1; 2 more key\(s\) differ: "
+                                          r"train.epochs \(run: \d+, new: 7\), train.gamma \(run: \(not set\), new: 0.5\)"):
+        train_main(CFG, [*TINY, "train.lr=0.1", "train.epochs=7", "train.gamma=0.5"], str(run))
+    assert snapshot(run) == before
     # the unchanged config still resumes (here: already complete)
     assert train_main(CFG, TINY, str(run)) == run
 
