@@ -115,7 +115,11 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        raise ConfigError(f"not a readable checkpoint: {exc}", file=str(path)) from None
+        size = path.stat().st_size
+        raise ConfigError(f"not a readable checkpoint: the file ({size:,} bytes) is damaged, truncated or not a torch "
+                          f"file written by coopsim (the reader said: {type(exc).__name__}: {exc}); use another "
+                          f"checkpoint of the run (seed-<s>/policy.pt or checkpoint.pt), or train again",
+                          file=str(path)) from None
 
 
 def training_seed_dirs(run_dir: str | Path, holding: tuple[str, ...] = (CHECKPOINT_NAME, METRICS_CSV)) -> list[Path]:

@@ -461,3 +461,14 @@ def test_numbers_in_e_notation_are_numbers_in_files_and_overrides(tmp_path):
     cfg = load_config(f, ["episodes=2e0"])
     assert cfg.max_steps == 100 and cfg.episodes == 2
     assert cfg.train["total_env_steps"] == 20000 and cfg.train["lr"] == 0.0003
+
+
+def test_a_damaged_checkpoint_is_called_damaged_with_its_size(tmp_path):
+    from coopsim.errors import ConfigError
+    from coopsim.platform.trainer import load_checkpoint
+
+    f = tmp_path / "policy.pt"
+    f.write_bytes(b"\x80\x02garbage")
+    with pytest.raises(ConfigError, match=r"not a readable checkpoint: the file \(9 bytes\) is damaged, truncated") as info:
+        load_checkpoint(f)
+    assert info.value.file == str(f) and "use another checkpoint" in str(info.value)
