@@ -34,6 +34,11 @@ NONNEGATIVE_METRICS = ("soc", "sum_of_costs", "makespan", "steps", "episode_step
 NONNEGATIVE_PREFIXES = ("comm/", "shield/", "plan/", "cost/")
 
 
+#: per-episode metrics with a lower bound above 0 (last ``/`` part): SoC over the sum of the agents' shortest-path
+#: lengths is >= 1 (the denominator is a lower bound on any plan's SoC); clipped there when every sample is
+AT_LEAST = {"soc_over_lb": 1.0}
+
+
 def is_nonnegative_kind(metric: str) -> bool:
     """Whether ``metric`` is a quantity that cannot be negative: in :data:`NONNEGATIVE_METRICS` (last ``/`` part)
     or under one of :data:`NONNEGATIVE_PREFIXES`."""
@@ -43,12 +48,16 @@ def is_nonnegative_kind(metric: str) -> bool:
 def metric_bounds(metric: str, values: Iterable[float] = ()) -> tuple[float, float] | None:
     """The ``bounds`` of :func:`t_interval` for ``metric``: ``(0, 1)`` for a rate (:func:`rate_bounds`) whose finite
     ``values`` (its samples) all lie in [0, 1]; ``(0, inf)`` for a non-negative kind (:func:`is_nonnegative_kind`)
-    whose finite samples are all >= 0; else None. A metric named like a rate or a count whose samples leave that
+    whose finite samples are all >= 0 (``(1, inf)`` for :data:`AT_LEAST`'s ``soc_over_lb`` when they are all >= 1);
+    else None. A metric named like a rate or a count whose samples leave that
     range (``reward/win``: the win bonus, 0 or 10.96 per episode) is not one and is left unclipped."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     rb = rate_bounds(metric)
     if rb is not None and all(rb[0] <= v <= rb[1] for v in finite):
         return rb
+    low = AT_LEAST.get(metric.rsplit("/", 1)[-1])
+    if low is not None and all(v >= low for v in finite):
+        return (low, math.inf)
     if is_nonnegative_kind(metric) and all(v >= 0 for v in finite):
         return (0.0, math.inf)
     return None

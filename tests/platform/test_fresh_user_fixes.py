@@ -472,3 +472,15 @@ def test_a_damaged_checkpoint_is_called_damaged_with_its_size(tmp_path):
     with pytest.raises(ConfigError, match=r"not a readable checkpoint: the file \(9 bytes\) is damaged, truncated") as info:
         load_checkpoint(f)
     assert info.value.file == str(f) and "use another checkpoint" in str(info.value)
+
+
+def test_soc_over_lb_interval_stays_at_or_above_one():
+    import math
+
+    from coopsim.platform.stats import metric_bounds, summarize
+
+    rows = [{"seed": s, "episode": 0, "soc_over_lb": v} for s, v in enumerate([1.0, 1.0, 1.2])]
+    out = summarize(rows)["soc_over_lb"]
+    assert out["ci95_low"] == 1.0 and out["ci95_high"] > 1.2  # the plain t-interval reaches below 1
+    assert metric_bounds("episode/soc_over_lb", [1.0, 1.5]) == (1.0, math.inf)
+    assert metric_bounds("soc_over_lb", [0.9, 1.5]) == (0.0, math.inf)  # a sample below 1: only the >= 0 clip
