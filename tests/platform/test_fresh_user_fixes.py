@@ -120,21 +120,28 @@ def test_signal_handlers_are_restored_after_fit(tmp_path, monkeypatch):
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
+def _train_linewalk_until_logged(tmp_path: Path, env: dict) -> subprocess.Popen:
+    """`coopsim train` on LineWalk (no periodic checkpoints, a 10M budget) in a child process, returned once its
+    metrics.csv holds two iterations (or after 120 s)."""
+    cfg = REPO / "configs" / "ppo" / "linewalk-mappo.yaml"
+    p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", str(cfg), "train.checkpoint_every=0",
+                          "train.total_env_steps=10000000", "train.progress=false", "train.tensorboard=false",
+                          f"out_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 120 and p.poll() is None:
+        csvs = list(tmp_path.glob("*/seed-0/metrics.csv"))
+        if csvs and len(csvs[0].read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.2)
+    return p
+
+
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_cli_train_signal_without_periodic_checkpoints_writes_the_checkpoint_it_names(tmp_path, sig, code, word):
     """The reported case: `coopsim train` with checkpoint_every unset, stopped mid-run, used to print 'the last
     checkpoint is kept' with no checkpoint.pt, and --resume said 'seed 0 not started'."""
-    cfg = REPO / "configs" / "ppo" / "linewalk-mappo.yaml"
-    p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", str(cfg), "train.checkpoint_every=0",
-                          "train.total_env_steps=10000000", "train.progress=false", "train.tensorboard=false",
-                          f"out_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    p = _train_linewalk_until_logged(tmp_path, ENV)
     try:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 120 and p.poll() is None:
-            csvs = list(tmp_path.glob("*/seed-0/metrics.csv"))
-            if csvs and len(csvs[0].read_text().splitlines()) >= 3:
-                break
-            time.sleep(0.2)
         p.send_signal(sig)
         out, err = p.communicate(timeout=120)
     finally:
@@ -153,18 +160,8 @@ def test_cli_train_signal_without_periodic_checkpoints_writes_the_checkpoint_it_
 def test_cli_train_a_second_ctrl_c_while_it_prints_the_hint_does_not_swallow_it(tmp_path):
     """The reported case: Ctrl-C, then Ctrl-C again just after the checkpoint was written: the second one used to
     interrupt the CLI while it printed (importing the module that spells the command), so no resume hint appeared."""
-    cfg = REPO / "configs" / "ppo" / "linewalk-mappo.yaml"
-    p = subprocess.Popen([sys.executable, "-m", "coopsim.cli", "train", str(cfg), "train.checkpoint_every=0",
-                          "train.total_env_steps=10000000", "train.progress=false", "train.tensorboard=false",
-                          f"out_dir={tmp_path}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**ENV, "PYTHONUNBUFFERED": "1"})
+    p = _train_linewalk_until_logged(tmp_path, {**ENV, "PYTHONUNBUFFERED": "1"})
     try:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 120 and p.poll() is None:
-            csvs = list(tmp_path.glob("*/seed-0/metrics.csv"))
-            if csvs and len(csvs[0].read_text().splitlines()) >= 3:
-                break
-            time.sleep(0.2)
         p.send_signal(signal.SIGINT)
         lines = []
         for line in p.stdout:
