@@ -56,6 +56,15 @@ class AgentPlugin(ABC):
         self.scenario = scenario
         self.params = self.Params(**params)
 
+    def trained_on(self) -> dict[str, Any]:
+        """``{"id", "params"}`` of the scenario, as a policy file records it
+        (:func:`coopsim.platform.trainer.scenario_identity`; computed once: it scans the registry)."""
+        if getattr(self, "_trained_on", None) is None:
+            from coopsim.platform.trainer import scenario_identity
+
+            self._trained_on = scenario_identity(self.scenario)
+        return self._trained_on
+
     def reset(self, seed: int | None = None) -> None:
         """Called after ``scenario.reset``; a planner plans here."""
 

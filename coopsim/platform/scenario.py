@@ -190,6 +190,25 @@ def _slice_obs(obs: Obs, e: int, i: int):
     return np.array(obs[e, i], copy=True)
 
 
+class RebindsViews:
+    """Mixin for a core that keeps numpy views into its own arrays (named slices, strided windows). Pickle (the
+    trainers' checkpoints pickle the core) stores each view as an array of its own, so after unpickling writes
+    through a view would no longer reach the array it came from. The attributes named in ``_VIEWS`` are left out of
+    the pickled state and rebuilt by ``_bind()``, which the core also calls in ``__init__``."""
+
+    _VIEWS: ClassVar[tuple[str, ...]] = ()
+
+    def _bind(self) -> None:
+        raise NotImplementedError
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._bind()
+
+
 class ScenarioEnv(ParallelEnv):
     """PettingZoo ``ParallelEnv`` view of one environment of a :class:`ScenarioCore` (``num_envs == 1``).
 

@@ -157,6 +157,47 @@ def wrong_policy_message(ck, expected: str, learner: str) -> str:
     return f"not a {learner} policy file (format {fmt!r}, expected {expected!r})"
 
 
+def scenario_identity(scenario: Any) -> dict[str, Any]:
+    """``{"id", "params"}`` of the scenario a policy is trained on, for its checkpoint: the registered id (the
+    scenario's ``registry_id`` attribute if it has one, else the registry entry of its class, in its own package,
+    whose fixed params it has: ``coop_game/Grid4x4-v0`` rather than the general id; None when none is found) and its
+    params as JSON values (empty without a ``params`` model)."""
+    p = getattr(scenario, "params", None)
+    try:
+        params = p.model_dump(mode="json") if hasattr(p, "model_dump") else {}
+    except Exception:  # noqa: BLE001 - a param that JSON cannot hold: the id is what is compared
+        params = {}
+    sid = getattr(scenario, "registry_id", None)
+    if not isinstance(sid, str):
+        sid = _registered_id(type(scenario), p)
+    return {"id": sid, "params": params}
+
+
+def _registered_id(cls: type, params: Any) -> str | None:
+    from coopsim.platform import registry
+    from coopsim.platform.registry import Variant
+
+    best: tuple[int, str] | None = None
+    for s in registry.specs("scenario"):
+        mod = s.entry_point.split(":")[0]
+        if not (cls.__module__ == mod or cls.__module__.startswith(mod + ".")):
+            continue
+        try:
+            f = s.load()
+        except Exception:  # noqa: BLE001 - an optional scenario that cannot load is not this one
+            continue
+        if f is cls:
+            score = 0
+        elif isinstance(f, Variant) and f.cls is cls and all(
+                getattr(params, k, None) == f.defaults.get(k) for k in f.fixed):
+            score = len(f.fixed)
+        else:
+            continue
+        if best is None or score > best[0]:
+            best = (score, s.id)
+    return best[1] if best else None
+
+
 #: what each size a policy file records means, for :func:`policy_size_mismatch`
 POLICY_SIZES = {"obs_dim": "observation width per agent", "in_dim": "agent network input width",
                 "num_agents": "agents", "n_agents": "agents", "num_actions": "actions per agent",

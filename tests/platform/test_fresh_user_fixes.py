@@ -427,8 +427,9 @@ def test_random_size_of_one_number_asks_for_a_pair():
     from coopsim.errors import ConfigError
     from coopsim.platform.registry import make_scenario
 
-    with pytest.raises((ConfigError, ValueError), match=r"random_size must be a pair \[lo, hi\].*got \[16\]"):
+    with pytest.raises(ConfigError, match=r"random_size must be a pair \[lo, hi\].*got \[16\]") as info:
         make_scenario("mapf/MGMAPF-v0", num_envs=1, map="random", random_size=[16])
+    assert info.value.key == "random_size"
 
 
 def test_open_loop_planner_under_an_intervening_shield_is_warned_about():

@@ -13,51 +13,12 @@ from coopsim.platform.agent import AgentPlugin
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.hooks import CommModule, HookContext, load_hook
 from coopsim.platform.registry import Variant
+from coopsim.platform.trainer import scenario_identity  # noqa: F401 (this module's API before it moved)
 
 from .config import PPOAgentParams, PPOTrainConfig
 from .networks import ActorCritic, ASNActorCritic, ValueNorm, flatten_obs, obs_dim
 
 CHECKPOINT_FORMAT = "coopsim.ppo/1"
-
-
-def scenario_identity(scenario: Any) -> dict[str, Any]:
-    """``{"id", "params"}`` of the scenario a policy is trained on, for its checkpoint: the registered id (the
-    scenario's ``registry_id`` attribute if it has one, else the registry entry of its class, in its own package,
-    whose fixed params it has: ``coop_game/Grid4x4-v0`` rather than the general id; None when none is found) and its
-    params as JSON values (empty without a ``params`` model)."""
-    p = getattr(scenario, "params", None)
-    try:
-        params = p.model_dump(mode="json") if hasattr(p, "model_dump") else {}
-    except Exception:  # noqa: BLE001 - a param that JSON cannot hold: the id is what is compared
-        params = {}
-    sid = getattr(scenario, "registry_id", None)
-    if not isinstance(sid, str):
-        sid = _registered_id(type(scenario), p)
-    return {"id": sid, "params": params}
-
-
-def _registered_id(cls: type, params: Any) -> str | None:
-    from coopsim.platform import registry
-
-    best: tuple[int, str] | None = None
-    for s in registry.specs("scenario"):
-        mod = s.entry_point.split(":")[0]
-        if not (cls.__module__ == mod or cls.__module__.startswith(mod + ".")):
-            continue
-        try:
-            f = s.load()
-        except Exception:  # noqa: BLE001 - an optional scenario that cannot load is not this one
-            continue
-        if f is cls:
-            score = 0
-        elif isinstance(f, Variant) and f.cls is cls and all(
-                getattr(params, k, None) == f.defaults.get(k) for k in f.fixed):
-            score = len(f.fixed)
-        else:
-            continue
-        if best is None or score > best[0]:
-            best = (score, s.id)
-    return best[1] if best else None
 
 
 class PPOAgent(AgentPlugin):
@@ -122,7 +83,7 @@ class PPOAgent(AgentPlugin):
         p = self.params
         layout = getattr(self.scenario, "action_entities", None)
         if layout is None:
-            sid = scenario_identity(self.scenario).get("id") or type(self.scenario).__name__
+            sid = self.trained_on().get("id") or type(self.scenario).__name__
             raise ConfigError(f"actor 'asn' needs a scenario whose actions act on observed entities "
                               f"(action_entities(), e.g. smac/*); {sid} has none: use actor: mlp",
                               key="agents.params.actor", value=p.actor)
@@ -257,12 +218,7 @@ class PPOAgent(AgentPlugin):
                 "num_agents": self.num_agents, "num_actions": self.num_actions, "state_dim": self.state_dim,
                 "net": self.net.state_dict(), "value_norm": self.value_norm.state_dict(),
                 "comm": self.comm.state_dict() if self.comm is not None and hasattr(self.comm, "state_dict") else None,
-                "scenario": self._scenario_identity()}
-
-    def _scenario_identity(self) -> dict[str, Any]:
-        if getattr(self, "_scenario_id_cache", None) is None:
-            self._scenario_id_cache = scenario_identity(self.scenario)
-        return self._scenario_id_cache
+                "scenario": self.trained_on()}
 
     def save(self, path: str | Path) -> None:
         from coopsim.platform.trainer import atomic_save

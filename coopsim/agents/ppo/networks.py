@@ -143,6 +143,8 @@ class ASNActorCritic(ActorCritic):
 
     def _entities(self, x: torch.Tensor) -> torch.Tensor:
         n, w = self.n_entities, self.feats
+        if self.frames == 1:  # the common case: a view of the one frame, no copy
+            return self.entity(x[..., self.offset:self.offset + n * w].reshape(*x.shape[:-1], n, w)).flatten(-2)
         ent = torch.cat([x[..., f * self.frame_dim + self.offset:f * self.frame_dim + self.offset + n * w]
                          .reshape(*x.shape[:-1], n, w) for f in range(self.frames)], dim=-1)
         return self.entity(ent).flatten(-2)

@@ -109,15 +109,7 @@ class QMIXAgent(AgentPlugin):
         return {"format": POLICY_FORMAT, "params": self.params.model_dump(), "in_dim": self.in_dim,
                 "n_actions": self.n_actions, "state_dim": self.state_dim,
                 "net": self.net.state_dict(), "mixer": self.mixer.state_dict(),
-                "scenario": self._scenario_identity()}
-
-    def _scenario_identity(self) -> dict[str, Any]:
-        """``{"id", "params"}`` of the scenario (cached: it scans the registry once)."""
-        if getattr(self, "_scenario_id_cache", None) is None:
-            from coopsim.agents.ppo.agent import scenario_identity
-
-            self._scenario_id_cache = scenario_identity(self.scenario)
-        return self._scenario_id_cache
+                "scenario": self.trained_on()}
 
     def save(self, path: str | Path) -> None:
         from coopsim.platform.trainer import atomic_save
@@ -142,7 +134,7 @@ class QMIXAgent(AgentPlugin):
                 from coopsim.platform.trainer import policy_size_mismatch
 
                 raise policy_size_mismatch(k, ck[k], getattr(self, k), ck.get("scenario"),
-                                           self._scenario_identity(), file=str(path))
+                                           self.trained_on(), file=str(path))
         self.net.load_state_dict(ck["net"])
         self.mixer.load_state_dict(ck["mixer"])
 

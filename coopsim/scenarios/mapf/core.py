@@ -106,7 +106,7 @@ from pydantic import Field, field_validator, model_validator
 
 from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import RebindsViews, ScenarioCore, ScenarioParams, StepResult
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
@@ -196,7 +196,7 @@ def _cached_labels(path: str) -> np.ndarray:
     return labels
 
 
-class MGMAPFCore(ScenarioCore):
+class MGMAPFCore(RebindsViews, ScenarioCore):
     """Batched MG-MAPF simulator on MovingAI grid maps (see the module docstring for the full specification).
 
     Args:
@@ -312,7 +312,7 @@ class MGMAPFCore(ScenarioCore):
         # float32 afterwards (4x less gathered memory than float planes)
         self._planes = np.zeros((e, self._Hc, self._Wc, 3), dtype=np.uint8)
         self._planes[..., 0] = 1
-        self._bind_views()
+        self._bind()
         self._corner = r * self._Wc + r                 # centre cell - top-left cell of a window
         self._e_idx = np.arange(e)[:, None]
         self._aoff = (np.arange(e, dtype=np.int64) * n)[:, None]  # [E, 1] agent offsets into flattened [E*N]
@@ -345,19 +345,12 @@ class MGMAPFCore(ScenarioCore):
     #: attributes that are views of ``_planes`` (rebuilt, not pickled: pickle would store each as its own copy)
     _VIEWS = ("_pflat", "_win")
 
-    def _bind_views(self) -> None:
+    def _bind(self) -> None:
         """``_pflat`` and ``_win``: views of ``_planes`` (``step`` writes the planes through ``_pflat``,
         ``_observe`` reads windows through ``_win``)."""
         self._pflat = self._planes.reshape(-1)          # view; plane c of global cell g = e*C + cell at 3*g + c
         self._win = np.ndarray(shape=(self.num_envs * self._C - (self._S - 1) * self._Wc - self._S + 1, self._S),
                                dtype=np.dtype((np.void, 3 * self._S)), buffer=self._planes, strides=(3, 3 * self._Wc))
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._bind_views()
 
     # ScenarioCore API -------------------------------------------------------------------------------
     @property

@@ -12,7 +12,7 @@ import gymnasium
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, check_num_envs
+from coopsim.platform.scenario import RebindsViews, ScenarioCore, ScenarioParams, StepResult, check_num_envs
 from coopsim.scenarios.smac import _kernels as K
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
@@ -166,7 +166,7 @@ class SMACParams(ScenarioParams):
         return v
 
 
-class SMACCore(ScenarioCore):
+class SMACCore(RebindsViews, ScenarioCore):
     """SMAC-like StarCraft unit micromanagement, batched over envs and vectorized over units.
 
     Description:
@@ -362,13 +362,6 @@ class SMACCore(ScenarioCore):
     _VIEWS = ("_health", "_shield", "_cooldown", "_energy", "_since_dmg", "_max_reward", "_dmg_dealt", "_dmg_taken",
               "_t", "_result", "_invalid", "_over", "_info_won", "_active", "_term", "_trunc", "_key", "_ctr",
               "_rp_pos", "_rp_health", "_rp_shield", "_step_args", "_obs_args", "_info_rows", "_step_ep", "_done_ep")
-
-    def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._bind()
 
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
