@@ -9,6 +9,8 @@ from coopsim.agents.ppo.networks import ASNActorCritic
 from coopsim.errors import ConfigError
 from coopsim.platform.registry import make_scenario
 
+COMM = {"module": "coopsim.agents.ppo.hook_examples:MeanBroadcast", "params": {"width": 4}}
+
 
 def test_smac_entity_layout_is_the_enemy_block():
     core = make_scenario("smac/2s3z-v0", num_envs=1)
@@ -77,8 +79,8 @@ def test_asn_is_refused_where_it_cannot_apply():
         PPOAgent(line, actor="asn", critic="local")
     assert info.value.key == "agents.params.actor"
     smac = make_scenario("smac/3m-v0", num_envs=1)
-    with pytest.raises(ConfigError, match="feed-forward") as info:
-        PPOAgent(smac, actor="asn", recurrent=True)
+    with pytest.raises(ConfigError, match="no comm module") as info:
+        PPOAgent(smac, actor="asn", comm=COMM)
     assert info.value.key == "agents.params.actor"
 
 
@@ -103,18 +105,107 @@ def test_actor_is_part_of_the_architecture_and_trains(tmp_path):
 
 
 def test_cross_key_refusal_blames_the_override_that_set_the_other_key():
-    """``actor: asn`` in the file with ``agents.params.recurrent=true`` on the command line: the error is addressed
-    to that override (the file says recurrent: false), not to the file's actor key."""
+    """``actor: asn`` in the file with ``agents.params.comm`` on the command line: the error is addressed to that
+    override (the file has no comm module), not to the file's actor key."""
     from coopsim.platform.config import blame_override
 
     smac = make_scenario("smac/3m-v0", num_envs=1)
     with pytest.raises(ConfigError) as info:
-        PPOAgent(smac, actor="asn", recurrent=True)
-    assert info.value.also == ("agents.params.recurrent",)
-    blamed = blame_override(info.value, "c.yaml", ["episodes=2", "agents.params.recurrent=true"])
-    assert str(blamed).startswith("command-line override 'agents.params.recurrent=true' (config c.yaml): "
-                                  "key 'agents.params.actor': actor 'asn' is feed-forward")
+        PPOAgent(smac, actor="asn", comm=COMM)
+    assert info.value.also == ("agents.params.comm",)
+    over = "agents.params.comm.module=coopsim.agents.ppo.hook_examples:MeanBroadcast"
+    blamed = blame_override(info.value, "c.yaml", ["episodes=2", over])
+    assert str(blamed).startswith(f"command-line override '{over}' (config c.yaml): "
+                                  "key 'agents.params.actor': actor 'asn' takes no comm module")
     # an override of the error's own key still wins; no matching override leaves the error as it was
-    blamed = blame_override(info.value, "c.yaml", ["agents.params.recurrent=true", "agents.params.actor=asn"])
+    blamed = blame_override(info.value, "c.yaml", [over, "agents.params.actor=asn"])
     assert str(blamed).startswith("command-line override 'agents.params.actor=asn'")
     assert blame_override(info.value, "c.yaml", ["episodes=2"]) is info.value
+
+
+def test_recurrent_asn_is_the_hand_formula_over_a_gru_and_its_sequence_pass_matches_the_steps():
+    """``actor: asn`` with ``recurrent: true``: ``z`` is the GRU's output over the encoder, the attack logits
+    ``(Q z) . e_j`` with feed-forward entity embeddings; the training pass over a sequence (``features_seq``, state
+    zeroed where an episode starts) gives exactly the logits of stepping one observation at a time."""
+    core = make_scenario("smac/3m-v0", num_envs=2, obs_own_cooldown=True)
+    torch.manual_seed(1)
+    ag = PPOAgent(core, actor="asn", activation="relu", hidden=[16, 8], recurrent=True)
+    net = ag.net
+    assert isinstance(net, ASNActorCritic) and net.recurrent
+    for p in net.parameters():
+        p.data.normal_(0.0, 0.5)
+    first, n, offset, feats = core.action_entities()
+    A = core.action_space.n
+    mask = torch.ones(6, A, dtype=torch.bool)
+    xs, obs = [], core.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        xs.append(ag.actor_input(obs.reshape(2, 3, -1), None).reshape(6, -1))
+        m = core.action_masks().reshape(6, A)
+        act = np.array([rng.choice(np.flatnonzero(r)) for r in m]).reshape(2, 3)
+        obs = core.step(act).obs
+    x = torch.stack(xs)  # [L=5, B=6, in]
+    starts = torch.zeros(5, 6, dtype=torch.bool)
+    starts[3, :3] = True  # env 0's agents start an episode at step 3: their state restarts from zero
+    h = torch.zeros(6, net.feature_dim)
+    hh = torch.zeros(net.feature_dim)  # row 0's state, by hand
+    stepped = []
+    for t in range(5):
+        h = h * (~starts[t]).unsqueeze(-1).float()
+        feat, h = net.features(x[t], h)
+        stepped.append(net.logits(feat, mask))
+        # hand formula for row 0 at this step
+        z = relu_mlp(net, x[t, 0])
+        hh = gru_cell(net.gru, z, hh * (0.0 if starts[t, 0] else 1.0))
+        want = list(net.pi(hh))
+        for j in range(n):
+            e = torch.relu(net.entity[0](x[t, 0, offset + j * feats: offset + (j + 1) * feats]))
+            want.append(torch.dot(net.q(hh), e))
+        assert torch.allclose(stepped[-1][0], torch.stack(want), atol=1e-5)
+    seq = net.logits(net.features_seq(x, torch.zeros(6, net.feature_dim), starts), mask.expand(5, 6, A))
+    assert torch.allclose(seq, torch.stack(stepped), atol=1e-5)
+    # the restart matters: without it env 0's logits after step 3 differ
+    other = net.logits(net.features_seq(x, torch.zeros(6, net.feature_dim), torch.zeros_like(starts)), mask.expand(5, 6, A))
+    assert not torch.allclose(other[3:, :3], seq[3:, :3], atol=1e-4)
+    assert torch.allclose(other[:3], seq[:3], atol=1e-6)
+
+
+def relu_mlp(net, x):
+    z = x
+    for lin in (net.encoder[0], net.encoder[2]):
+        z = torch.relu(lin(z))
+    return z
+
+
+def gru_cell(gru, x, h):
+    """torch.nn.GRU's documented equations (r, z, n gates), one step, one row."""
+    W, U, b, c = gru.weight_ih_l0, gru.weight_hh_l0, gru.bias_ih_l0, gru.bias_hh_l0
+    gi, gh = W @ x + b, U @ h + c
+    H = gru.hidden_size
+    r = torch.sigmoid(gi[:H] + gh[:H])
+    u = torch.sigmoid(gi[H:2 * H] + gh[H:2 * H])
+    nn_ = torch.tanh(gi[2 * H:] + r * gh[2 * H:])
+    return (1 - u) * nn_ + u * h
+
+
+def test_recurrent_asn_trains_acts_and_its_recurrence_is_part_of_the_architecture(tmp_path):
+    core = make_scenario("smac/3m-v0", num_envs=4)
+    torch.manual_seed(0)
+    ag = PPOAgent(core, actor="asn", recurrent=True)
+    tr = PPOTrainer(ag, PPOTrainConfig(total_env_steps=10**6, num_envs=4, rollout_steps=16, epochs=1,
+                                       minibatches=2, team_reward=True), seed=0)
+    before = [p.detach().clone() for p in ag.net.gru.parameters()]
+    m = tr.train_iteration()
+    assert np.isfinite(m["loss/policy"])
+    assert any(not torch.equal(p, q) for p, q in zip(before, ag.net.gru.parameters()))  # the GRU learns
+    ag.save(tmp_path / "rasn.pt")
+    with pytest.raises(ConfigError, match="recurrent") as info:
+        PPOAgent(core, actor="asn").load(tmp_path / "rasn.pt")
+    assert info.value.key == "agents.params.recurrent"
+    again = PPOAgent(core, actor="asn", recurrent=True)
+    again.load(tmp_path / "rasn.pt")
+    obs = core.reset(seed=0)
+    again.reset(0)
+    acts, _ = again.act(obs)
+    assert acts.shape == (4, 3) and core.action_masks()[np.arange(4)[:, None], np.arange(3), acts].all()
+    assert again._h.abs().sum() > 0  # acting carries the GRU state to the next step

@@ -77,8 +77,8 @@ class PPOAgent(AgentPlugin):
         """The ASN actor-critic for ``actor: asn``.
 
         Raises:
-            ConfigError: key ``agents.params.actor``; the scenario has no ``action_entities()``, or the GRU or a
-                comm module is asked for as well.
+            ConfigError: key ``agents.params.actor``; the scenario has no ``action_entities()``, or a comm module
+                is asked for as well.
         """
         p = self.params
         layout = getattr(self.scenario, "action_entities", None)
@@ -87,10 +87,6 @@ class PPOAgent(AgentPlugin):
             raise ConfigError(f"actor 'asn' needs a scenario whose actions act on observed entities "
                               f"(action_entities(), e.g. smac/*); {sid} has none: use actor: mlp",
                               key="agents.params.actor", value=p.actor)
-        if p.recurrent:
-            raise ConfigError("actor 'asn' is feed-forward, but agents.params.recurrent is true: set recurrent: "
-                              "false, or use actor: mlp", key="agents.params.actor", value=p.actor,
-                              also=("agents.params.recurrent",))
         if p.comm is not None:
             raise ConfigError("actor 'asn' takes no comm module, but agents.params.comm is set: remove comm, or use "
                               "actor: mlp", key="agents.params.actor", value=p.actor,
@@ -98,7 +94,7 @@ class PPOAgent(AgentPlugin):
         first, n, offset, feats = layout()
         return ASNActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation,
                               first_action=first, n_entities=n, offset=offset, feats=feats,
-                              frames=self.frames, frame_dim=self.obs_dim)
+                              frames=self.frames, frame_dim=self.obs_dim, recurrent=p.recurrent)
 
     def _context(self, feature_dim: int, seed: int | None = None) -> HookContext:
         return HookContext(obs_dim=self.obs_dim, feature_dim=feature_dim, num_agents=self.num_agents,

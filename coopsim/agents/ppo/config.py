@@ -21,7 +21,8 @@ class PPOAgentParams(AgentParams):
         "mlp", description="'mlp': one MLP from the observation to every logit; 'asn': action semantics network "
                            "(Wang et al. 2020): the logit of an action on an entity (SMAC: attack enemy j) is "
                            "computed from that entity's own observation features by a network shared over entities; "
-                           "needs a scenario with action_entities() (smac/*), no GRU, no comm module")
+                           "needs a scenario with action_entities() (smac/*), no comm module; with recurrent: true the "
+                           "GRU carries the query of the attack logits and the other logits")
     stack_frames: int = Field(
         1, ge=1, le=16, description="k in 1..16: the actor reads the last k observations, newest first (MAPPO's stacked frames); "
                                     "at an episode's start the missing older frames repeat the first one; with "

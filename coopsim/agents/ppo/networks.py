@@ -113,7 +113,11 @@ class ASNActorCritic(ActorCritic):
     0.01, like the policy head, so the first policy is near uniform). So the logit of attacking an enemy depends
     on that enemy's own features through a weight shared over enemies, rather than on a separate output unit per
     enemy slot. Features handed to :meth:`logits` are ``[.., F + n_entities * F]`` (``z`` then every ``e_j``).
-    No GRU and no comm module (the agent refuses both with ``actor: asn``).
+    No comm module (the agent refuses one with ``actor: asn``).
+
+    With ``recurrent=True`` a GRU follows the encoder as in :class:`ActorCritic` (``z`` is the GRU's output, the
+    recurrent state ``h [B, F]``), so both the move logits and the query ``Q z`` of the attack logits carry memory;
+    the entity embeddings stay feed-forward (they read the current observation).
 
     With ``frames > 1`` the input holds ``frames`` stacked observations of width ``frame_dim`` each (newest first,
     then any agent id and inbox); entity ``j``'s features are then its slice from every frame, concatenated
@@ -125,8 +129,9 @@ class ASNActorCritic(ActorCritic):
     """
 
     def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, *,
-                 first_action: int, n_entities: int, offset: int, feats: int, frames: int = 1, frame_dim: int = 0):
-        super().__init__(in_dim, critic_dim, num_actions, hidden, activation, recurrent=False)
+                 first_action: int, n_entities: int, offset: int, feats: int, frames: int = 1, frame_dim: int = 0,
+                 recurrent: bool = False):
+        super().__init__(in_dim, critic_dim, num_actions, hidden, activation, recurrent=recurrent)
         frame_dim = frame_dim if frames > 1 else in_dim
         if first_action + n_entities != num_actions or first_action < 1 or n_entities < 1:
             raise ValueError(f"ASN needs first_action + n_entities == num_actions ({first_action} + {n_entities} "
@@ -150,10 +155,11 @@ class ASNActorCritic(ActorCritic):
         return self.entity(ent).flatten(-2)
 
     def features(self, x: torch.Tensor, h: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return torch.cat([self.encoder(x), self._entities(x)], dim=-1), None
+        z, h1 = super().features(x, h)
+        return torch.cat([z, self._entities(x)], dim=-1), h1
 
     def features_seq(self, x: torch.Tensor, h0: torch.Tensor, starts: torch.Tensor) -> torch.Tensor:
-        return self.features(x, None)[0]
+        return torch.cat([super().features_seq(x, h0, starts), self._entities(x)], dim=-1)
 
     def logits(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         F = self.feature_dim
