@@ -77,6 +77,21 @@ def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed
     return {"greedy": g, "sampled": s}
 
 
+def spread_line(s: np.ndarray) -> str:
+    """How the sampled wins ``s [K, starts]`` (0/1) spread over starts: the share of starts whose per-start win
+    fraction over the K passes is 0, in (0, 0.5), in [0.5, 1) and 1, and the best-of-K that K independent passes
+    at the mean win rate p would give everywhere (``1 - (1 - p)^K``). A best-of-K near that figure means the starts
+    are alike and each game is close to a coin flip for this policy; it shows the starts are winnable, not how high
+    a better policy could go."""
+    k = s.shape[0]
+    f = s.mean(0)
+    p = float(s.mean())
+    return (f"per-start sampled win fraction over {k} passes: 0 at {np.mean(f == 0):.3f} of starts, (0, 0.5) at "
+            f"{np.mean((f > 0) & (f < 0.5)):.3f}, [0.5, 1) at {np.mean((f >= 0.5) & (f < 1)):.3f}, 1 at "
+            f"{np.mean(f == 1):.3f}; independent passes at p = {p:.3f} would give best of {k} "
+            f"{1 - (1 - p) ** k:.3f}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("seed_dir", help="a training run's seed-<s> directory (policy.pt; the run's config.yaml above it)")
@@ -94,6 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{a.seed_dir}: {a.starts} starts (reset seed {a.reset_seed}): greedy {g.mean():.3f}, one sampled pass "
           f"{s[0].mean():.3f}, mean of {a.k} sampled {s.mean():.3f}, best of {a.k} sampled {best.mean():.3f}; "
           f"greedy losses that some sampled pass wins: {int(((g == 0) & (best == 1)).sum())} of {int((g == 0).sum())}")
+    print(spread_line(s))
     if a.out:
         atomic_write_json(Path(a.out), {"args": vars(a), "greedy": g, "sampled": s}, indent=1)
 
