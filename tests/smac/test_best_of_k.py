@@ -60,3 +60,12 @@ def test_not_a_seed_dir_and_qmix_are_refused(tmp_path):
         bok.wins_from_fixed_starts(tmp_path, starts=2, k=1)
     with pytest.raises(ConfigError, match="sampled passes need a PPO learner"):
         bok.wins_from_fixed_starts(_tiny_run(tmp_path / "q", "3m-qmix"), starts=2, k=1)
+
+
+def test_spread_line_counts_starts_by_win_fraction_and_gives_the_coin_flip_best_of_k():
+    spread_line = _load("smac_best_of_k").spread_line
+    # 4 passes x 5 starts: fractions 0, 0.25, 0.5, 0.75, 1 -> 1/5 at 0, 1/5 in (0, .5), 2/5 in [.5, 1), 1/5 at 1
+    s = np.array([[0, 1, 1, 1, 1], [0, 0, 1, 1, 1], [0, 0, 0, 1, 1], [0, 0, 0, 0, 1]], dtype=float)
+    line = spread_line(s)
+    assert "0 at 0.200 of starts, (0, 0.5) at 0.200, [0.5, 1) at 0.400, 1 at 0.200" in line
+    assert "p = 0.500 would give best of 4 0.938" in line  # 1 - 0.5^4 = 0.9375
