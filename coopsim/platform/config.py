@@ -302,7 +302,9 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
     ``episodes=-1``; a sweep's grid values come after the fixed overrides); an override of exactly the key wins
     over one of a parent or child key; a top-level ``max_steps`` override is blamed for
     ``scenario.params.max_steps``, which it sets. An error across keys (``exc.also``) whose own key no override
-    sets is blamed on the override of one of its other keys."""
+    sets is blamed on the override of one of its other keys. A component's param (``channel.params.trace``) that no
+    override sets, refused after an override of that component's id (``channel.id=ideal-v0``), is blamed on the id
+    override, with the hint to pass ``channel.params={}`` beside it."""
     parsed = []
     for text in overrides:
         try:
@@ -329,6 +331,13 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
             new = ConfigError(msg, file=f"command-line override '{text}' (config {path})")
             new.key, new.value = (alias if key == alias else exc.key), exc.value
             return new
+    parts = exc.key.split(".")
+    if len(parts) >= 3 and parts[1] == "params":  # a component's param refused after its id was overridden
+        for key, text in reversed(parsed):
+            if key == f"{parts[0]}.id":
+                return ConfigError(f"{exc.message}; the file's {parts[0]}.params were written for the file's {parts[0]}.id: "
+                                   f"pass {parts[0]}.params={{}} (or the new component's params) with '{text}'",
+                                   file=f"command-line override '{text}' (config {path})", key=exc.key, value=exc.value)
     for other in getattr(exc, "also", ()):  # a check across keys: the override that set the other key
         for key, text in reversed(parsed):
             if key == other or other.startswith(key + ".") or key.startswith(other + "."):

@@ -105,3 +105,20 @@ def test_a_misspelled_second_level_key_lists_that_levels_keys(tmp_path):
                                           r"\(did you mean 'params'\?\); "
                                           r"valid keys of 'agents': id, params$"):
         load_config(write(tmp_path, bad))
+
+
+def test_a_param_refused_after_its_component_id_was_overridden_blames_the_id_override():
+    """``channel.id=ideal-v0`` on the command line keeps the file's bandwidth ``channel.params``: the refusal of
+    ``channel.params.trace`` is addressed to the id override and says how to drop the file's params."""
+    from coopsim.platform.config import blame_override
+
+    exc = ConfigError("unknown parameter 'trace'; valid parameters: header_bytes", file="c.yaml",
+                      key="channel.params.trace", value={"kind": "markov"})
+    got = blame_override(exc, "c.yaml", ["episodes=2", "channel.id=ideal-v0"])
+    assert str(got).startswith("command-line override 'channel.id=ideal-v0' (config c.yaml): key 'channel.params.trace'")
+    assert "pass channel.params={} (or the new component's params) with 'channel.id=ideal-v0'" in str(got)
+    assert got.key == "channel.params.trace"
+    # an override of the param itself still wins, and without an id override the file is blamed
+    assert "'channel.params.trace.kind=x'" in str(blame_override(exc, "c.yaml", ["channel.id=ideal-v0",
+                                                                                  "channel.params.trace.kind=x"]))
+    assert blame_override(exc, "c.yaml", ["agents.id=x"]) is exc

@@ -74,8 +74,8 @@ def test_component_errors_name_the_override_and_the_scenario_id(tmp_path):
     assert f"command-line override 'agents.params.actor=asn' (config {line})" in msg
     assert "line/LineWalk-v0 has none" in msg
     r = cli("train", ROOT / "configs" / "smac" / "3m-mappo.yaml", f"out_dir={tmp_path}", "agents.params.actor=asn",
-            "agents.params.recurrent=true")
-    assert r.returncode == 2 and "agents.params.recurrent is true" in " ".join(r.stderr.split())
+            "agents.params.comm.module=coopsim.agents.ppo.hook_examples:MeanBroadcast")
+    assert r.returncode == 2 and "actor 'asn' takes no comm module" in " ".join(r.stderr.split())
 
 
 def test_a_policy_of_another_learner_says_what_it_is(tmp_path):
