@@ -30,8 +30,8 @@ from coopsim.errors import ConfigError, in_file
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text, new_run_dir
-from coopsim.platform.trainer import (CHECKPOINT_NAME, SUMMARY_NAME, TrainSchedule, annealed_lr, entropy_coef, fit,
-                                     load_checkpoint, training_seed_dirs)
+from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME, SUMMARY_NAME, TrainSchedule,
+                                     annealed_lr, entropy_coef, fit, load_checkpoint, training_seed_dirs)
 
 CONFIG_NAME = "config.yaml"
 
@@ -256,6 +256,8 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
                 info(warn)
         complete = all(d is not None and d >= budget and (run_dir / f"seed-{s}" / SUMMARY_NAME).is_file()
                        for s, d in done.items())
+        if not complete:
+            _refuse_seeds_without_checkpoint(run_dir, done, budget)
         if complete and (run_dir / SUMMARY_NAME).is_file():
             if info is not None:
                 info(f"the run is already complete ({most}/{budget} env steps for every seed); nothing to do "
@@ -337,6 +339,27 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     }
     atomic_write_json(run_dir / SUMMARY_NAME, summary, indent=2, sort_keys=True)
     return run_dir
+
+
+def _refuse_seeds_without_checkpoint(run_dir: Path, done: dict[int, int | None], budget: int) -> None:
+    """Before a resume writes anything: a seed that still has steps to train and holds results (its summary,
+    policy or metrics) but no ``checkpoint.pt`` cannot continue; training it again from step 0 would overwrite
+    those results.
+
+    Raises:
+        ConfigError: naming the seed directory, what it holds and what to do.
+    """
+    for seed, d in done.items():
+        sub = run_dir / f"seed-{seed}"
+        if (sub / CHECKPOINT_NAME).is_file() or (d is not None and d >= budget):
+            continue
+        held = [f for f in (SUMMARY_NAME, POLICY_NAME, METRICS_CSV) if (sub / f).is_file()]
+        if held:
+            at = f" at {d:,} env steps" if d is not None else ""
+            raise ConfigError(f"seed {seed} cannot be resumed: it holds {', '.join(held)}{at} but no "
+                              f"{CHECKPOINT_NAME}, and training it again from step 0 would overwrite them; restore "
+                              f"{sub / CHECKPOINT_NAME}, or start a new run (coopsim train CONFIG without --resume); "
+                              f"{sub / POLICY_NAME} can still be evaluated (coopsim eval)", file=str(sub))
 
 
 def shield_note(cfg: RunConfig, schedule: Any) -> str | None:

@@ -83,6 +83,22 @@ def test_a_budget_below_the_steps_done_is_refused(done_run, tmp_path):
     assert snapshot(run) == before
 
 
+def test_a_seed_without_its_checkpoint_is_refused_and_its_results_stay(done_run, tmp_path):
+    """Found by a new user: with seed-0/checkpoint.pt gone, a larger budget retrained seed 0 from step 0 and
+    overwrote its policy.pt, metrics.csv and summary. Now refused before anything is written."""
+    run = copy_run(done_run, tmp_path)
+    (run / "seed-0" / "checkpoint.pt").unlink()
+    before = snapshot(run)
+    with pytest.raises(ConfigError, match=r"seed 0 cannot be resumed: it holds train_summary.json, policy.pt, "
+                                          r"metrics.csv at 256 env steps but no checkpoint.pt") as info:
+        train_main(CFG, [*TINY, "train.total_env_steps=512"], str(run))
+    assert str(run / "seed-0") in str(info.value)
+    assert snapshot(run) == before
+    # the run's own budget: the seed is complete, nothing to train, nothing refused
+    notes = []
+    assert train_main(CFG, TINY, str(run), info=notes.append) == run and "already complete" in notes[-1]
+
+
 def test_resuming_a_complete_run_says_so_and_changes_nothing(done_run, tmp_path):
     run = copy_run(done_run, tmp_path)
     before = snapshot(run)
