@@ -112,14 +112,35 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError("checkpoint not found (give a run dir with checkpoint.pt, or a .pt file)", file=str(path))
+    size = path.stat().st_size
+    bad = _zip_crc_failure(path)
+    if bad is not None:
+        raise ConfigError(f"damaged checkpoint: its entry {bad!r} fails its CRC-32 check (the file, {size:,} bytes, "
+                          f"was changed after it was written); use another checkpoint of the run "
+                          f"(seed-<s>/policy.pt or checkpoint.pt), or train again", file=str(path))
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
-        size = path.stat().st_size
+        said = str(exc).split(". ")[0].strip().rstrip(".")  # torch's first sentence, not its paragraph of advice
         raise ConfigError(f"not a readable checkpoint: the file ({size:,} bytes) is damaged, truncated or not a torch "
-                          f"file written by coopsim (the reader said: {type(exc).__name__}: {exc}); use another "
+                          f"file written by coopsim (the reader said: {type(exc).__name__}: {said}); use another "
                           f"checkpoint of the run (seed-<s>/policy.pt or checkpoint.pt), or train again",
                           file=str(path)) from None
+
+
+def _zip_crc_failure(path: Path) -> str | None:
+    """The first entry of a zip-format torch file whose stored CRC-32 does not match its bytes (torch's reader
+    does not check them, so flipped bytes inside a tensor would load silently), or None when every entry matches
+    or the file is not a readable zip (torch.load then says what is wrong)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.testzip()
+    except zipfile.BadZipFile as exc:
+        return None if "CRC" not in str(exc) else str(exc)
+    except (OSError, EOFError, ValueError):  # truncated or not a zip: left to torch.load's message
+        return None
 
 
 def training_seed_dirs(run_dir: str | Path, holding: tuple[str, ...] = (CHECKPOINT_NAME, METRICS_CSV)) -> list[Path]:

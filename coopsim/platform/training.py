@@ -239,7 +239,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
         old_schedule = train_config(stored, cls, file=file)
         schedule = train_config(given, cls, file=file)
         budget = schedule.total_env_steps
-        done = {seed: steps_done(run_dir / f"seed-{seed}") for seed in stored.seeds}
+        done = {seed: _resumable_steps(run_dir, seed) for seed in stored.seeds}
         most = max((d for d in done.values() if d is not None), default=0)
         if budget != old_schedule.total_env_steps and budget < most:
             raise ConfigError(f"the budget {budget} is below the {most} env steps the run has already done (its "
@@ -258,6 +258,9 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
                        for s, d in done.items())
         if not complete:
             _refuse_seeds_without_checkpoint(run_dir, done, budget)
+            for seed, d in done.items():  # the checkpoints the resume will read: damaged ones refused now
+                if d is not None and d < budget:
+                    _resumable_steps(run_dir, seed, load=True)
         if complete and (run_dir / SUMMARY_NAME).is_file():
             if info is not None:
                 info(f"the run is already complete ({most}/{budget} env steps for every seed); nothing to do "
@@ -339,6 +342,25 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     }
     atomic_write_json(run_dir / SUMMARY_NAME, summary, indent=2, sort_keys=True)
     return run_dir
+
+
+def _resumable_steps(run_dir: Path, seed: int, *, load: bool = False) -> int | None:
+    """:func:`steps_done` of ``seed``'s directory (``load``: also read its checkpoint through, as the resume will),
+    with a damaged checkpoint refused in the terms of a resume.
+
+    Raises:
+        ConfigError: the seed's ``checkpoint.pt`` cannot be read (file named; what can still be done).
+    """
+    sub = run_dir / f"seed-{seed}"
+    try:
+        if load and (sub / CHECKPOINT_NAME).is_file():
+            load_checkpoint(sub / CHECKPOINT_NAME)
+        return steps_done(sub)
+    except ConfigError as exc:
+        reason = exc.message.split("; use another checkpoint")[0]
+        raise ConfigError(f"seed {seed} cannot be resumed: {reason}; start a new run (coopsim train CONFIG without "
+                          f"--resume)" + (f"; {sub / POLICY_NAME} can still be evaluated (coopsim eval)"
+                                          if (sub / POLICY_NAME).is_file() else ""), file=exc.file) from None
 
 
 def _refuse_seeds_without_checkpoint(run_dir: Path, done: dict[int, int | None], budget: int) -> None:

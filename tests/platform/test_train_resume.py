@@ -99,6 +99,21 @@ def test_a_seed_without_its_checkpoint_is_refused_and_its_results_stay(done_run,
     assert train_main(CFG, TINY, str(run), info=notes.append) == run and "already complete" in notes[-1]
 
 
+def test_a_damaged_checkpoint_is_refused_in_the_terms_of_a_resume(done_run, tmp_path):
+    run = copy_run(done_run, tmp_path)
+    ck = run / "seed-0" / "checkpoint.pt"
+    ck.write_bytes(ck.read_bytes()[: ck.stat().st_size // 2])
+    before = snapshot(run)
+    with pytest.raises(ConfigError) as info:
+        train_main(CFG, [*TINY, "train.total_env_steps=512"], str(run))
+    msg = str(info.value)
+    assert msg.startswith(f"{ck}: seed 0 cannot be resumed: not a readable checkpoint")
+    assert msg.endswith(f"start a new run (coopsim train CONFIG without --resume); {run / 'seed-0' / 'policy.pt'} "
+                        "can still be evaluated (coopsim eval)")
+    assert "use another checkpoint" not in msg and "high likelihood" not in msg
+    assert snapshot(run) == before
+
+
 def test_resuming_a_complete_run_says_so_and_changes_nothing(done_run, tmp_path):
     run = copy_run(done_run, tmp_path)
     before = snapshot(run)

@@ -1,0 +1,45 @@
+"""Fixes from the fifteenth new-user pass: flipped bytes in a policy file, torch's advice paragraph in the
+damaged-file message."""
+import zipfile
+
+import pytest
+import torch
+
+from coopsim.errors import ConfigError
+from coopsim.platform.trainer import atomic_save, load_checkpoint
+
+
+def _tensor_entry(path) -> tuple[int, int]:
+    """(offset, size) of the largest stored entry's data (a tensor's bytes) inside the zip file."""
+    with zipfile.ZipFile(path) as z:
+        info = max(z.infolist(), key=lambda i: i.file_size)
+        assert info.compress_type == zipfile.ZIP_STORED
+        with open(path, "rb") as f:
+            f.seek(info.header_offset + 26)
+            n, m = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+        return info.header_offset + 30 + n + m, info.file_size
+
+
+def test_flipped_bytes_inside_a_tensor_are_refused_not_loaded(tmp_path):
+    w = torch.arange(4096, dtype=torch.float32)
+    f = tmp_path / "policy.pt"
+    atomic_save({"net": {"w": w}}, f)
+    assert torch.equal(load_checkpoint(f)["net"]["w"], w)
+    off, size = _tensor_entry(f)
+    data = bytearray(f.read_bytes())
+    data[off + size // 2] ^= 0x01  # one bit of one float: still a finite number, torch alone would load it
+    f.write_bytes(bytes(data))
+    assert torch.isfinite(torch.load(f, weights_only=False)["net"]["w"]).all()  # what torch alone does
+    with pytest.raises(ConfigError, match=r"damaged checkpoint: its entry '.*' fails its CRC-32 check") as info:
+        load_checkpoint(f)
+    assert str(f) in str(info.value)
+
+
+def test_a_truncated_file_gives_torchs_first_sentence_only(tmp_path):
+    f = tmp_path / "checkpoint.pt"
+    atomic_save({"net": {"w": torch.zeros(100000)}}, f)
+    f.write_bytes(f.read_bytes()[:200000])
+    with pytest.raises(ConfigError, match="not a readable checkpoint") as info:
+        load_checkpoint(f)
+    msg = str(info.value)
+    assert "failed finding central directory" in msg and "high likelihood" not in msg
