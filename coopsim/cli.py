@@ -20,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from coopsim.errors import CoopsimError
+from coopsim.errors import ConfigError, CoopsimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="coopsim: run, train and compare teams of agents in one scenario engine.")
@@ -456,7 +456,8 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
 
 
 @app.command()
-def train(config: Path = typer.Argument(..., help="training config (YAML with a train: section)"),
+def train(config: Optional[Path] = typer.Argument(None, help="training config (YAML with a train: section); with "
+                                                              "--resume it may be left out: the run's config.yaml"),
           overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
           resume: Optional[Path] = typer.Option(None, help="continue the stopped run in this directory (written by "
                                                          "coopsim train) from its last checkpoint; the budget is the "
@@ -466,6 +467,14 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
 
     --resume continues a stopped run exactly with the run's stored budget; a larger budget (train.total_env_steps=N) trains further, but moves an annealed lr / entropy schedule back up (a warning says so): the result then differs from an uninterrupted run of N steps.
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
+    overrides = list(overrides or [])
+    if resume is not None and (config is None or ("=" in str(config) and not config.exists())):
+        if config is not None:  # `train --resume RUN key=value`: the first override took CONFIG's place
+            overrides.insert(0, str(config))
+        config = resume / "config.yaml"
+    elif config is None:
+        _fail(ConfigError("give the training config (coopsim train CONFIG [key=value ...]), or --resume RUN_DIR "
+                          "to continue a run"))
     try:
         from coopsim.platform.training import train_main
 
@@ -484,7 +493,7 @@ def train(config: Path = typer.Argument(..., help="training config (YAML with a 
             err_console.print(f"{word}: {kept or 'before the run directory was created: nothing was written'}",
                               soft_wrap=True, highlight=False)
             raise typer.Exit(code=code)
-        again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
+        again = " ".join(shlex.quote(str(x)) for x in [config, *overrides])
         what = f"kept {kept}" if kept else "no checkpoint was written (--resume starts every seed over)"
         err_console.print(f"{word}: {what}; continue with: {_invoked_as()} train {again} --resume {shlex.quote(str(where))}", soft_wrap=True,
                           highlight=False)

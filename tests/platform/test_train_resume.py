@@ -114,6 +114,19 @@ def test_a_damaged_checkpoint_is_refused_in_the_terms_of_a_resume(done_run, tmp_
     assert snapshot(run) == before
 
 
+def test_resume_takes_the_runs_config_when_config_is_left_out(done_run, tmp_path):
+    """`coopsim train --resume RUN train.total_env_steps=N` (no CONFIG: the override sat in its place and was read
+    as a missing file) and `coopsim train --resume RUN` both continue from the run's config.yaml."""
+    run = copy_run(done_run, tmp_path)
+    r = cli("train", "--resume", str(run), "train.total_env_steps=512")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((run / "train_summary.json").read_text())["per_seed"]["0"]["env_steps"] == 512
+    r = cli("train", "--resume", str(run))
+    assert r.returncode == 0 and "already complete" in r.stdout
+    r = cli("train")
+    assert r.returncode == 2 and "give the training config" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_resuming_a_complete_run_says_so_and_changes_nothing(done_run, tmp_path):
     run = copy_run(done_run, tmp_path)
     before = snapshot(run)
