@@ -86,7 +86,8 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
     """The episode rows of a ``metrics.jsonl`` and the lines left out as ``(line number, why)``: a line that is
     not a JSON object or whose ``seed`` (and ``episode``, if given) is not an integer. A truncated last line (a run
-    killed mid-write) is left out without a word, as :func:`coopsim.platform.recorder.read_jsonl` does."""
+    killed mid-write: it starts with ``{``) is left out without a word, as :func:`coopsim.platform.recorder.read_jsonl`
+    does."""
     rows: list[dict] = []
     bad: list[tuple[int, str]] = []
     lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
@@ -97,7 +98,7 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
-            if i != last:
+            if i != last or not line.lstrip().startswith("{"):  # a cut-off last row still starts as an object
                 bad.append((i + 1, "not valid JSON"))
             continue
         if not isinstance(row, dict):

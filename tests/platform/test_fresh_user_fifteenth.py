@@ -43,3 +43,14 @@ def test_a_truncated_file_gives_torchs_first_sentence_only(tmp_path):
         load_checkpoint(f)
     msg = str(info.value)
     assert "failed finding central directory" in msg and "high likelihood" not in msg
+
+
+def test_a_last_line_that_is_not_a_cut_off_row_is_named_as_damaged(tmp_path):
+    from coopsim.platform.report import read_metrics
+
+    f = tmp_path / "metrics.jsonl"
+    f.write_text("not json\n")
+    assert read_metrics(f) == ([], [(1, "not valid JSON")])
+    f.write_text('{"seed": 0, "episode": 0, "return": 1.0}\n{"seed": 0, "epis')  # killed mid-write: left out quietly
+    rows, bad = read_metrics(f)
+    assert [r["return"] for r in rows] == [1.0] and bad == []
