@@ -175,7 +175,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         with _sigterm_as_interrupt():  # an agent/scenario mismatch fails in run_config, before a run dir exists
             try:
                 run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress,
-                                     file=str(config))
+                                     file=str(config), on_open=_name_run_dir_in_logs)
             except ConfigError as exc:  # a value given on the command line is named as the override
                 raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
@@ -186,6 +186,13 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
         _failed_run(exc)
     _finished_run(run_dir)
+
+
+def _name_run_dir_in_logs(run_dir: Path) -> None:
+    """At a run's start, when the output is a log file or a pipe (not a terminal, where the table at the end names
+    it): the run directory, so a run killed early can still be matched to its directory."""
+    if not console.is_terminal:
+        console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)
 
 
 def _finished_run(run_dir: Path) -> None:
@@ -530,7 +537,8 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
         from coopsim.platform.training import eval_main
 
         with _sigterm_as_interrupt():
-            run_dir = eval_main(str(config), list(overrides or []), str(checkpoint), progress=progress)
+            run_dir = eval_main(str(config), list(overrides or []), str(checkpoint), progress=progress,
+                                on_open=_name_run_dir_in_logs)
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:

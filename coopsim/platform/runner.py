@@ -389,6 +389,7 @@ def run_config(
     progress: bool = True,
     on_episode: Callable[[dict[str, Any]], None] | None = None,
     file: str | None = None,
+    on_open: Callable[[Path], None] | None = None,
 ) -> Path:
     """Run every episode of every seed of ``cfg`` and write a run directory.
 
@@ -396,7 +397,8 @@ def run_config(
     episode seed (:func:`check_resets`) and the first step of the first episode is checked (:class:`FirstStep`):
     a config that cannot run fails with a ConfigError naming ``file`` and leaves no run directory.
 
-    Returns the run directory. On ``KeyboardInterrupt`` the finished episodes are kept, the summary
+    ``on_open`` is called with the run directory once it exists (the CLI names it at the start, for logs of long
+    runs). Returns the run directory. On ``KeyboardInterrupt`` the finished episodes are kept, the summary
     is written (``"interrupted": true``) and the interrupt is re-raised (as :class:`RunInterrupted` once the
     run directory exists).
 
@@ -432,6 +434,8 @@ def run_config(
                    started=time.perf_counter())
         shown_bar.enter_context(bar)
         run["task"] = bar.add_task(f"{cfg.name}", total=n_jobs)
+        if on_open is not None:
+            on_open(d)
 
     check = FirstStep(cfg, file=file, passed=open_run)
     interrupted = False

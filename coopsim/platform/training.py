@@ -431,10 +431,12 @@ def _remove_if_nothing_kept(run_dir: Path) -> bool:
     return True
 
 
-def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress: bool = True) -> Path:
+def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress: bool = True,
+              on_open: Callable[[Path], None] | None = None) -> Path:
     """Evaluate a trained policy like ``coopsim run``: the runner builds everything and calls ``agent.load(checkpoint)``.
 
-    ``checkpoint`` may be a ``policy.pt``, a ``checkpoint.pt`` or a training seed directory. Returns the run dir.
+    ``checkpoint`` may be a ``policy.pt``, a ``checkpoint.pt`` or a training seed directory; ``on_open`` as in
+    :func:`coopsim.platform.runner.run_config`. Returns the run dir.
     """
     cfg = load_config(config_path, overrides)
     if not Path(checkpoint).exists():
@@ -445,6 +447,6 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
     from coopsim.platform.config import blame_override
 
     try:
-        return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path)))
+        return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path), on_open=on_open))
     except ConfigError as exc:  # a value given on the command line is named as the override
         raise blame_override(exc, config_path, overrides) from None

@@ -54,3 +54,20 @@ def test_a_last_line_that_is_not_a_cut_off_row_is_named_as_damaged(tmp_path):
     f.write_text('{"seed": 0, "episode": 0, "return": 1.0}\n{"seed": 0, "epis')  # killed mid-write: left out quietly
     rows, bad = read_metrics(f)
     assert [r["return"] for r in rows] == [1.0] and bad == []
+
+
+def test_run_names_its_directory_at_the_start_in_a_log(tmp_path):
+    """Piped output (a log file): the run directory is printed before the first episode, so a run killed early can
+    be matched to its directory; the end repeats it with the summary table."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "run", str(root / "configs/smac/3m-focus-fire.yaml"),
+                        "episodes=1", "seeds=[0]", f"out_dir={tmp_path}", "--no-progress"],
+                       capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr
+    (run,) = tmp_path.iterdir()
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"run directory: {run}" and lines.count(f"run directory: {run}") == 2
