@@ -380,8 +380,9 @@ def _refuse_seeds_without_checkpoint(run_dir: Path, done: dict[int, int | None],
             at = f" at {d:,} env steps" if d is not None else ""
             raise ConfigError(f"seed {seed} cannot be resumed: it holds {', '.join(held)}{at} but no "
                               f"{CHECKPOINT_NAME}, and training it again from step 0 would overwrite them; restore "
-                              f"{sub / CHECKPOINT_NAME}, or start a new run (coopsim train CONFIG without --resume); "
-                              f"{sub / POLICY_NAME} can still be evaluated (coopsim eval)", file=str(sub))
+                              f"{sub / CHECKPOINT_NAME}, or start a new run (coopsim train CONFIG without --resume)"
+                              + (f"; {sub / POLICY_NAME} can still be evaluated (coopsim eval)"
+                                 if POLICY_NAME in held else ""), file=str(sub))
 
 
 def shield_note(cfg: RunConfig, schedule: Any) -> str | None:
