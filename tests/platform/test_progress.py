@@ -58,7 +58,9 @@ def test_run_piped_prints_a_plain_progress_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "coopsim.cli", "run", str(CFG), f"out_dir={tmp_path}", "seeds=[0,1]",
                         "episodes=3"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    first = r.stdout.splitlines()[0]
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("run directory: ")  # named at the start in a log (the progress line comes next)
+    first = lines[1]
     assert first.startswith("line-random  last episode: success=") and ": 6/6 episodes (100%), " in first, first
     assert "\x1b" not in r.stdout and "━" not in first  # no bar, no cursor control
 
