@@ -304,7 +304,16 @@ class MetricsLogger:
         if resume_iteration is not None and self.path.is_file():
             with open(self.path, newline="") as f:
                 rows = list(csv.DictReader(f))
-            keep = [r for r in rows if int(r["iteration"]) <= resume_iteration]
+            keep = [r for r in rows if _int_or_none(r.get("iteration")) is not None
+                    and int(r["iteration"]) <= resume_iteration]
+            have = {int(r["iteration"]) for r in keep}
+            lost = resume_iteration - len(have & set(range(1, resume_iteration + 1)))
+            if lost > 0:  # the checkpoint is ahead of the log: say so, the earlier rows cannot be recovered
+                import sys
+
+                sys.stderr.write(f"warning: {self.path} holds {len(have)} of the {resume_iteration} iterations the "
+                                 f"checkpoint has trained ({lost} rows missing or damaged); the resumed run's "
+                                 f"curves will have that gap\n")
             if rows:
                 self.columns = list(rows[0].keys())
                 buf = io.StringIO()
@@ -312,6 +321,12 @@ class MetricsLogger:
                 w.writeheader()
                 w.writerows(keep)
                 atomic_write_text(self.path, buf.getvalue())
+        elif resume_iteration:  # resumed, but the log is gone
+            import sys
+
+            sys.stderr.write(f"warning: {self.path} is missing: the {resume_iteration} iterations the checkpoint "
+                             f"has trained have no rows; the resumed run's curves start at iteration "
+                             f"{resume_iteration + 1}\n")
         elif self.path.exists():
             self.path.unlink()
         self.tb = None
@@ -350,6 +365,13 @@ class MetricsLogger:
         if self.tb is not None:
             self.tb.flush()
             self.tb.close()
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 def read_metrics(run_dir: str | Path, *, drop_wall: bool = True) -> list[dict[str, str]]:

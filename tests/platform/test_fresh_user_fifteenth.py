@@ -71,3 +71,19 @@ def test_run_names_its_directory_at_the_start_in_a_log(tmp_path):
     (run,) = tmp_path.iterdir()
     lines = r.stdout.splitlines()
     assert lines[0] == f"run directory: {run}" and lines.count(f"run directory: {run}") == 2
+
+
+def test_a_resume_whose_metrics_log_lost_rows_warns_and_keeps_the_good_ones(tmp_path, capsys):
+    from coopsim.platform.trainer import MetricsLogger, read_metrics
+
+    csv = tmp_path / "metrics.csv"
+    csv.write_text("iteration,env_steps,loss\n1,10,0.5\n2,20,0.4\nx,30,0.3\n4,40,0.2\n5,50,0.1\n")
+    MetricsLogger(tmp_path, tensorboard=False, resume_iteration=4)
+    assert [r["iteration"] for r in read_metrics(tmp_path)] == ["1", "2", "4"]  # damaged row 3 dropped, 5 > 4 cut
+    assert "holds 3 of the 4 iterations the checkpoint has trained (1 rows missing or damaged)" in capsys.readouterr().err
+    csv.unlink()
+    MetricsLogger(tmp_path, tensorboard=False, resume_iteration=4)
+    assert "is missing: the 4 iterations the checkpoint has trained have no rows" in capsys.readouterr().err
+    (tmp_path / "fresh").mkdir()
+    MetricsLogger(tmp_path / "fresh", tensorboard=False)
+    assert capsys.readouterr().err == ""  # a new run says nothing
