@@ -291,11 +291,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 procs.pop(0)
                 _sweep_result(c, p.returncode, out, run_dirs, failed)
     except KeyboardInterrupt:
-        _ignore_further_interrupts()
+        _ignore_further_interrupts()  # a second Ctrl-C must not cut the children's summaries short
         code = _interrupt_code()
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the children's summaries short
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         err_console.print(f"sweep {'terminated' if code == 143 else 'interrupted'}: stopping {len(procs)} running "
                           f"run(s) (each keeps its finished episodes and writes its summary)", highlight=False)
         kept = list(run_dirs)

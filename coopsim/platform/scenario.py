@@ -194,12 +194,18 @@ class RebindsViews:
     """Mixin for a core that keeps numpy views into its own arrays (named slices, strided windows). Pickle (the
     trainers' checkpoints pickle the core) stores each view as an array of its own, so after unpickling writes
     through a view would no longer reach the array it came from. The attributes named in ``_VIEWS`` are left out of
-    the pickled state and rebuilt by ``_bind()``, which the core also calls in ``__init__``."""
+    the pickled state and rebuilt by ``_bind()``, which the core defines and also calls in ``__init__``.
+
+    Raises:
+        TypeError: at class definition, a subclass that names ``_VIEWS`` but defines no ``_bind``.
+    """
 
     _VIEWS: ClassVar[tuple[str, ...]] = ()
 
-    def _bind(self) -> None:
-        raise NotImplementedError
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls._VIEWS and not callable(getattr(cls, "_bind", None)):
+            raise TypeError(f"{cls.__name__} names views {cls._VIEWS} but has no _bind() to rebuild them")
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in self._VIEWS}

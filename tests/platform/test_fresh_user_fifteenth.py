@@ -87,3 +87,12 @@ def test_a_resume_whose_metrics_log_lost_rows_warns_and_keeps_the_good_ones(tmp_
     (tmp_path / "fresh").mkdir()
     MetricsLogger(tmp_path / "fresh", tensorboard=False)
     assert capsys.readouterr().err == ""  # a new run says nothing
+
+
+def test_a_core_naming_views_without_a_bind_is_refused_at_definition():
+    from coopsim.platform.scenario import RebindsViews
+
+    with pytest.raises(TypeError, match=r"Broken names views \('_v',\) but has no _bind\(\)"):
+        type("Broken", (RebindsViews,), {"_VIEWS": ("_v",)})
+    ok = type("Fine", (RebindsViews,), {"_VIEWS": ("_v",), "_bind": lambda self: None})
+    assert ok._VIEWS == ("_v",)

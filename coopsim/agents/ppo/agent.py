@@ -13,7 +13,6 @@ from coopsim.platform.agent import AgentPlugin
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.hooks import CommModule, HookContext, load_hook
 from coopsim.platform.registry import Variant
-from coopsim.platform.trainer import scenario_identity  # noqa: F401 (this module's API before it moved)
 
 from .config import PPOAgentParams, PPOTrainConfig
 from .networks import ActorCritic, ASNActorCritic, ValueNorm, flatten_obs, obs_dim
