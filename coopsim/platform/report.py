@@ -351,6 +351,21 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _shared_seeds(runs: list[dict], flat: list[dict], line_keys: list[str], x_key: str | None) -> dict[int, list[str]]:
+    """Seeds that two or more runs pooled into the same row both ran: ``{seed: [run dir names]}``."""
+    by_cell: dict[tuple, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for r, f in zip(runs, flat):
+        cell = (tuple(str(f.get(k)) for k in line_keys), json.dumps(f.get(x_key)) if x_key else "")
+        for seed in sorted({int(row["seed"]) for row in r["rows"] if "seed" in row}):
+            by_cell[cell][seed].append(Path(r["dir"]).name)
+    out: dict[int, list[str]] = {}
+    for seeds in by_cell.values():
+        for seed, names in seeds.items():
+            if len(names) > 1:
+                out.setdefault(seed, []).extend(n for n in names if n not in out.get(seed, []))
+    return dict(sorted(out.items()))
+
+
 def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
                  group_by: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """Group runs by the config fields that differ; tables and metric-vs-x plots with 95% CI bands.
@@ -379,6 +394,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         groups[line][f.get(x_key) if x_key else 0].extend(r["rows"])
         members[(line, f.get(x_key) if x_key else 0)] += 1
     pooled_seeds = "seeds" in pooled and any(n > 1 for n in members.values())
+    shared = _shared_seeds(runs, flat, line_keys, x_key) if pooled_seeds else {}
     every = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})  # compare.csv keeps every one
     metrics = [m for m in every if not hidden_when_zero(m, [r["summary"]["metrics"].get(m) for r in runs])]
     table: list[dict[str, Any]] = []
@@ -388,6 +404,10 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s})
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
     notes = {str(r["dir"]): r["note"] for r in runs if r["note"]}
+    for seed, names in shared.items():  # pooled runs that ran the same seed: one seed of the interval, not two
+        notes[f"seed {seed}"] = (f"runs {', '.join(names)} all ran seed {seed} with the same settings: their episodes "
+                                 f"are pooled into one seed of the interval (n_seeds counts it once); give them "
+                                 f"different seeds for independent samples")
     if len(scen_ids) > 1:  # a note line of the report, not a python warning with file, line and source
         notes["comparison"] = (f"runs of different scenarios ({', '.join(scen_ids)}): their metrics need not be "
                                f"comparable")

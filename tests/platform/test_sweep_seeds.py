@@ -79,3 +79,18 @@ def test_sweep_refuses_a_repeated_grid_key_or_value_and_a_grid_without_equals(tm
         "error: --grid 'episodes=1,1': value 1 is given twice (each grid value is one run; for repeats give more "
         "seeds)")
     assert sweep("--grid", "seeds") == "error: --grid 'seeds' must look like key=v1,v2,..., e.g. --grid seeds=0,1,2"
+
+
+def test_compare_says_when_pooled_runs_ran_the_same_seed(tmp_path):
+    dirs = _runs(tmp_path, ["[0, 1]", "[1, 2]", "[3]"])
+    res = compare_runs(dirs, out_dir=tmp_path / "p")
+    ret = res["table"][0]["summary"]["episode_return"]
+    # seed 1's episodes of both runs are one seed of the interval: 4 seeds, not 5; 5 episodes in all
+    assert ret["n_seeds"] == 4 and ret["n_episodes"] == 5
+    assert list(res["notes"]) == ["seed 1"]
+    assert res["notes"]["seed 1"].startswith(f"runs {Path(dirs[0]).name}, {Path(dirs[1]).name} all ran seed 1")
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "report", *map(str, dirs)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "note: seed 1: runs" in r.stdout and "pooled into one seed of the interval" in " ".join(r.stdout.split())
+    # distinct seeds: no such note
+    assert not any(k.startswith("seed ") for k in compare_runs(dirs[1:], out_dir=tmp_path / "q")["notes"])
