@@ -324,3 +324,15 @@ def test_reward_penalty_term_completes_the_sum():
             break
     assert pen < 0.0
     assert "reward/penalty" not in SMACCore(num_envs=1, map_name="3m").step(np.ones((1, 3), np.int64)).info
+
+
+def test_focus_fire_ally_slot_table_matches_smac_ally_order():
+    from coopsim.agents.smac_heuristics import _ally_slot_of
+
+    for n, k in ((1, 1), (4, 3), (5, 5), (10, 7)):
+        want = np.full((n, k), -1)
+        for i in range(n):
+            for slot, j in enumerate(j for j in range(n) if j != i):  # SMAC's ally block: the others in order
+                if j < k:
+                    want[i, j] = slot
+        np.testing.assert_array_equal(_ally_slot_of(n, k), want)

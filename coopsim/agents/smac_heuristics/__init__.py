@@ -44,6 +44,14 @@ class RandomValidAgent(AgentPlugin):
         return u.argmax(-1).astype(np.int64), None
 
 
+def _ally_slot_of(n_agents: int, k: int) -> np.ndarray:
+    """int ``[n_agents, k]``: the slot of agent ``j`` in agent ``i``'s ally block (SMAC lists the other agents in
+    index order, so agent ``j`` sits in slot ``j`` if ``j < i`` else ``j - 1``), -1 where ``j == i``."""
+    i = np.arange(n_agents)[:, None]
+    j = np.arange(k)[None, :]
+    return np.where(j == i, -1, np.where(j < i, j, j - 1))
+
+
 class FocusFireParams(AgentParams):
     pass
 
@@ -91,15 +99,9 @@ class FocusFireAgent(AgentPlugin):
         if healer.any():
             A1 = N - 1
             allies = obs[..., 4 + M * Fe:4 + M * Fe + A1 * Fa].reshape(E, N, A1, Fa)
-            # ally slot j of agent i is agent j if j < i else j + 1
-            others = np.array([[j for j in range(N) if j != i] for i in range(N)]).reshape(N, A1)
             ahp = np.full((E, N, M), np.inf)
             k = min(M, N)
-            for_slot = np.full((N, k), -1)
-            for i in range(N):  # small static index table (not per step state)
-                for jj, j in enumerate(others[i]):
-                    if j < k:
-                        for_slot[i, j] = jj
+            for_slot = _ally_slot_of(N, k)
             valid_slot = for_slot >= 0
             h = np.take_along_axis(allies[..., 4], np.maximum(for_slot, 0)[None].repeat(E, 0), 2)
             ahp[..., :k] = np.where(valid_slot[None] & can_attack[..., :k], h, np.inf)
