@@ -129,3 +129,31 @@ def test_mappo_needs_a_state():
     core.state_space = None
     with pytest.raises(ConfigError, match="agents.params.critic"):
         PPOAgent(core, critic="central")
+
+
+def test_explained_variance_by_hand():
+    from coopsim.agents.ppo.trainer import explained_variance
+
+    y = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    every = torch.ones(2, 2, dtype=torch.bool)
+    assert explained_variance(y, y, every) == 1.0                      # perfect critic
+    assert explained_variance(torch.full_like(y, 2.5), y, every) == 0.0  # the targets' mean
+    # residuals 1, -1, 1, -1 (variance 1) against targets of variance 1.25: 1 - 1 / 1.25 = 0.2
+    assert explained_variance(y + torch.tensor([[1.0, -1.0], [1.0, -1.0]]), y, every) == pytest.approx(0.2)
+    # the mask: only the first row counts (targets 1, 2; predictions 1, 0 -> residuals 0, 2: variance 1 / 0.25)
+    first = torch.tensor([[True, True], [False, False]])
+    assert explained_variance(torch.tensor([[1.0, 0.0], [9.0, 9.0]]), y, first) == pytest.approx(1 - 1.0 / 0.25)
+    assert np.isnan(explained_variance(y, y, torch.zeros(2, 2, dtype=torch.bool)))
+    assert np.isnan(explained_variance(y, torch.ones(2, 2), every))  # targets of zero variance
+
+
+def test_training_logs_explained_variance():
+    core = CorridorCore(16, num_agents=2, length=5, max_steps=8)
+    torch.manual_seed(0)
+    tr = PPOTrainer(PPOAgent(core, critic="central", hidden=[32]),
+                    PPOTrainConfig(total_env_steps=10**6, num_envs=16, rollout_steps=16, epochs=4, minibatches=2,
+                                   lr=3e-3), seed=3)
+    ev = [tr.train_iteration()["loss/explained_variance"] for _ in range(30)]
+    assert all(np.isfinite(ev)) and max(ev) <= 1.0
+    # an untrained critic explains nothing (|ev| < 0.05 in the first iterations); trained, a good part
+    assert max(abs(v) for v in ev[:3]) < 0.05 and np.mean(ev[-10:]) > 0.2

@@ -68,6 +68,23 @@ def value_loss(v: torch.Tensor, target: torch.Tensor, kind: str = "mse", delta: 
     return torch.nn.functional.huber_loss(v, target, reduction="none", delta=delta)
 
 
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """Fraction of the variance of the value targets the critic's predictions explain, over the masked samples:
+    ``1 - Var(returns - values) / Var(returns)`` (1 perfect, 0 no better than the targets' mean, negative worse;
+    nan with fewer than two samples or targets of zero variance), as Stable-Baselines3 and CleanRL log it.
+
+    Args:
+        values: float ``[...]`` the critic's predictions made during the rollout (the targets' units).
+        returns: float ``[...]`` the value targets (GAE returns), same shape.
+        mask: bool ``[...]`` samples that count (alive agent-steps).
+    """
+    y, v = returns[mask].double(), values[mask].double()
+    if y.numel() < 2:
+        return float("nan")
+    var = y.var(unbiased=False)
+    return float("nan") if var <= 0 else float(1.0 - (y - v).var(unbiased=False) / var)
+
+
 def death_mask_values(values: torch.Tensor, alive: torch.Tensor) -> torch.Tensor:
     """Values of dead slots replaced by the mean value of their env's living slots (death masking).
 
@@ -376,6 +393,7 @@ class PPOTrainer:
         stats["time/update_s"] = time.perf_counter() - t_update
         stats.update({k: float(np.mean(v)) for k, v in acc.items()})
         stats["reward/extrinsic"] = extrinsic_mean
+        stats["loss/explained_variance"] = explained_variance(values, returns, alive_t)
         stats["lr"] = float(self.optimizer.param_groups[0]["lr"])
         stats["ent_coef"] = self.ent_coef
         stats["episodes"] = float(len(episodes))
