@@ -362,7 +362,8 @@ def _shared_seeds(runs: list[dict], flat: list[dict], line_keys: list[str], x_ke
     for seeds in by_cell.values():
         for seed, names in seeds.items():
             if len(names) > 1:
-                out.setdefault(seed, []).extend(n for n in names if n not in out.get(seed, []))
+                merged = out.setdefault(seed, [])
+                merged += [n for n in names if n not in merged]
     return dict(sorted(out.items()))
 
 
