@@ -287,9 +287,16 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                     procs.append((c, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                                       env=env, start_new_session=True, preexec_fn=_child_signals)))
                 c, p = procs[0]
-                out, _ = p.communicate()  # the child stays in procs until it has exited, so an interrupt reaches it
-                procs.pop(0)
+                # the child stays in procs until it has exited, so an interrupt reaches it; a timeout makes
+                # communicate() keep what it read so far when an interrupt cuts it short (without one it reads in a
+                # single call whose partial output is lost), so _stop_children still sees the 'run directory:' line
+                out = None
+                while out is None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):  # a run longer than _CHILD_WAIT_S
+                        out, _ = p.communicate(timeout=_CHILD_WAIT_S)
                 _sweep_result(c, p.returncode, out, run_dirs, failed)
+                p.coopsim_reported = True  # in run_dirs or failed already: _stop_children leaves it out
+                procs.pop(0)
     except KeyboardInterrupt:
         _ignore_further_interrupts()  # a second Ctrl-C must not cut the children's summaries short
         code = _interrupt_code()
@@ -342,6 +349,11 @@ def _interrupted_run(exc: BaseException) -> None:
     raise typer.Exit(code=code)
 
 
+#: how long the sweep waits for one child (s): 24 days, about the most poll() takes (a C int of milliseconds); no
+#: real limit, but a timeout keeps partial output on an interrupt
+_CHILD_WAIT_S = 2.0e6
+
+
 def _stop_children(procs: list, grace_s: float = 10.0, timeout_s: float = 60.0) -> list[tuple[list[str], str]]:
     """Stop every live `coopsim run` child so that each keeps its finished episodes and writes its summary:
     SIGINT first; SIGTERM (which `run` handles the same way) to those still running after ``grace_s``; SIGKILL
@@ -360,11 +372,9 @@ def _stop_children(procs: list, grace_s: float = 10.0, timeout_s: float = 60.0) 
     deadline = t0 + timeout_s
     outs = []
     for c, p in procs:
-        if p.stdout is None or p.stdout.closed:  # its output was read already (it had just exited)
-            p.wait()
-            outs.append((c, ""))
+        if getattr(p, "coopsim_reported", False):  # it had finished and its result is reported already
             continue
-        try:
+        try:  # with its pipe closed (read to the end already) communicate() returns what it read then
             out, _ = p.communicate(timeout=max(0.1, deadline - time.monotonic()))
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             p.kill()

@@ -7,6 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 from pathlib import Path
 
 CFG = Path(__file__).resolve().parents[2] / "configs" / "examples" / "line-random.yaml"
@@ -148,3 +150,37 @@ def test_sigint_to_train_prints_a_resume_command_that_works(tmp_path):
         for q in procs:
             if q.poll() is None:
                 q.kill()
+
+
+def test_sweep_keeps_a_childs_early_output_when_an_interrupt_cuts_its_read_short():
+    """The 'run directory:' line a child printed before the sweep's read was interrupted is not lost, and a child
+    whose result was reported already is not reported again."""
+    from coopsim import cli
+
+    child = [sys.executable, "-c", "print('run directory: /runs/x', flush=True); import time; time.sleep(30)"]
+
+    def start():
+        return subprocess.Popen(child, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    p, q = start(), start()
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            p.communicate(timeout=cli._CHILD_WAIT_S)  # as the sweep's loop reads its oldest child
+        q.coopsim_reported = True
+        outs = cli._stop_children([(["a=1"], p), (["b=2"], q)], grace_s=5.0, timeout_s=10.0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        for x in (p, q):
+            if x.poll() is None:
+                x.kill()
+            x.wait()
+    assert [c for c, _ in outs] == [["a=1"]]
+    assert "run directory: /runs/x" in outs[0][1]
+    assert p.returncode is not None
