@@ -20,7 +20,10 @@ uninterrupted run of the new budget (a warning says so).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -211,6 +214,28 @@ def rounded_budget_note(summary: dict[str, Any]) -> str | None:
             f"(about {per:,} env steps each): trained {done:,}")
 
 
+@contextlib.contextmanager
+def run_dir_lock(run_dir: Path):
+    """Hold an exclusive ``flock`` on the directory ``run_dir`` itself (no lock file: nothing to clean up, and the
+    kernel releases it when the process ends, however it ends), so that two ``coopsim train`` processes never
+    train into the same run directory at once.
+
+    Raises:
+        ConfigError: another process holds the lock (a second ``train --resume`` of a run still training).
+    """
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(f"{run_dir} is being trained by another coopsim train process right now; wait for it to "
+                              f"finish, or stop it (Ctrl-C keeps its checkpoint) and then resume",
+                              file=str(run_dir)) from None
+        yield
+    finally:
+        os.close(fd)
+
+
 def train_main(config_path: str, overrides: list[str], resume: str | None,
                info: Callable[[str], None] | None = None) -> Path:
     """Train the config's agent for every seed; returns the run directory.
@@ -226,14 +251,23 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
     Raises:
         ConfigError: invalid config or ``train:`` section, an untrainable agent, a resume dir without config,
             a resume whose config differs from the run's, a budget below the steps already done, or an
-            ``out_dir`` where the run directory cannot be created. Nothing is written in any of these cases.
+            ``out_dir`` where the run directory cannot be created, or a resume of a run directory another process is
+            training (:func:`run_dir_lock`). Nothing is written in any of these cases.
     """
+    with contextlib.ExitStack() as held:
+        return _train_main(config_path, overrides, resume, info, held)
+
+
+def _train_main(config_path: str, overrides: list[str], resume: str | None, info: Callable[[str], None] | None,
+                held: contextlib.ExitStack) -> Path:
     if resume:
         run_dir = Path(resume)
         file = str(run_dir / CONFIG_NAME)
         if run_dir.is_dir() and not is_training_run(run_dir):
             raise ConfigError(f"{run_dir} is not a training run (no seed-<s>/{CHECKPOINT_NAME}); give a directory "
                               f"written by coopsim train")
+        if run_dir.is_dir():  # held until training ends: a second resume of the same run is refused, not mixed in
+            held.enter_context(run_dir_lock(run_dir))
         stored, given = _resume_config(run_dir, config_path, overrides)
         _, cls = trainable_class(stored, file=file)
         old_schedule = train_config(stored, cls, file=file)
@@ -294,6 +328,7 @@ def train_main(config_path: str, overrides: list[str], resume: str | None,
         raise blame_override(in_file(exc, file), file, [] if resume else overrides) from None
     if not resume:
         run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-train")
+        held.enter_context(run_dir_lock(run_dir))
         try:
             atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
         except KeyboardInterrupt:  # nothing kept: leave no empty run directory behind

@@ -259,3 +259,21 @@ def test_shipped_smac_and_ppo_configs_show_progress():
     for f in sorted((REPO / "configs").glob("smac/*.yaml")) + sorted((REPO / "configs").glob("ppo/*.yaml")):
         train = (yaml.safe_load(f.read_text()) or {}).get("train") or {}
         assert train.get("progress", True) is True, f
+
+
+def test_a_second_resume_of_a_run_being_trained_is_refused_untouched(done_run, tmp_path):
+    from coopsim.platform.training import run_dir_lock
+
+    run = copy_run(done_run, tmp_path)
+    before = snapshot(run)
+    with run_dir_lock(run):  # as a first `train --resume` holds it while it trains
+        with pytest.raises(ConfigError, match="being trained by another coopsim train process right now"):
+            train_main(CFG, [*TINY, "train.total_env_steps=512"], str(run))
+        # a separate process (the CLI) is refused as well, in one line, exit code 2
+        r = cli("train", "--resume", str(run), "train.total_env_steps=512")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "being trained by another coopsim train process" in " ".join(r.stderr.split())
+    assert snapshot(run) == before
+    # released: the resume trains on
+    assert train_main(CFG, [*TINY, "train.total_env_steps=512"], str(run)) == run
+    assert json.loads((run / "train_summary.json").read_text())["per_seed"]["0"]["env_steps"] == 512
