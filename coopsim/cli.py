@@ -137,11 +137,13 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
             check_buildable(cfg, file=str(config))
         except ConfigError as exc:  # a value given on the command line is named as the override
             raise blame_override(exc, config, overrides or []) from None
-        if cfg.train is not None:   # the train: section too, as `coopsim train` would read it
-            from coopsim.platform.training import train_config, trainable_class
+        notes: list[str] = []
+        if cfg.train is not None:   # the train: section too, as `coopsim train` would read it (its hooks built)
+            from coopsim.platform.training import hooks_note, train_config, trainable_class
 
             try:
-                train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
+                schedule = train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
+                notes.append(hooks_note(schedule, file=str(config)))
             except ConfigError as exc:  # a value given on the command line is named as the override
                 raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
@@ -151,6 +153,8 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
     warning = open_loop_shield_warning(cfg)
     if warning:
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+    for note in filter(None, notes):
+        err_console.print(note, highlight=False, soft_wrap=True)
     console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed"
                   f"{', the train: section checked' if cfg.train is not None else ''})")
     console.print(dump_config(cfg), highlight=False)

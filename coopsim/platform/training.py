@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from coopsim.errors import ConfigError, in_file
 from coopsim.platform import registry
-from coopsim.platform.config import RunConfig, dump_config, load_config
+from coopsim.platform.config import RunConfig, blame_override, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME, SUMMARY_NAME, TrainSchedule,
                                      annealed_lr, entropy_coef, fit, load_checkpoint, training_seed_dirs)
@@ -309,19 +309,19 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
     else:
         file = str(config_path)
         cfg = load_config(file, overrides)
-        from coopsim.platform.config import blame_override
-
         try:
             _, cls = trainable_class(cfg, file=file)
             schedule = train_config(cfg, cls, file=file)
         except ConfigError as exc:  # a value given on the command line is named as the override, not the file
             raise blame_override(exc, file, overrides) from None
-    note = shield_note(cfg, schedule)
-    if note and info is not None and not resume:
-        info(note)
+    try:
+        hooks = hooks_note(schedule, file=file)
+    except ConfigError as exc:  # a value given on the command line is named as the override, not the file
+        raise blame_override(exc, file, [] if resume else overrides) from None
+    for note in (shield_note(cfg, schedule), hooks):
+        if note and info is not None and not resume:
+            info(note)
     # build the first seed's trainer before anything is written: every error surfaces first
-    from coopsim.platform.config import blame_override
-
     try:
         first = None if resume else build_trainer(cfg, cfg.seeds[0], file=file)[0]
     except ConfigError as exc:  # a component's own check (e.g. agents.params.actor): name the file or the override
@@ -420,6 +420,27 @@ def _refuse_seeds_without_checkpoint(run_dir: Path, done: dict[int, int | None],
                                  if POLICY_NAME in held else ""), file=str(sub))
 
 
+def hooks_note(schedule: Any, *, file: str | None = None) -> str | None:
+    """Build the ``train:`` section's hooks (``intrinsic``, ``aux_losses``) as the trainer will, so that a bad module
+    or params is refused before training (``coopsim validate`` too); returns one line when a shaping hook's own
+    ``gamma`` differs from ``train.gamma`` (potential-based shaping is policy-invariant only with the trainer's
+    discount: Ng, Harada & Russell 1999), else None.
+
+    Raises:
+        ConfigError: a hook that cannot be imported or rejects its params (names ``train.intrinsic...``).
+    """
+    from coopsim.platform.hooks import load_hook
+
+    intrinsic = load_hook(getattr(schedule, "intrinsic", None), key="train.intrinsic", file=file)
+    for i, spec in enumerate(getattr(schedule, "aux_losses", None) or ()):
+        load_hook(spec, key=f"train.aux_losses.{i}", file=file)
+    hook_gamma, gamma = getattr(intrinsic, "gamma", None), getattr(schedule, "gamma", None)
+    if isinstance(hook_gamma, (int, float)) and isinstance(gamma, (int, float)) and hook_gamma != gamma:
+        return (f"note: train.intrinsic.params.gamma = {hook_gamma} differs from train.gamma = {gamma}: the shaping "
+                f"is then not policy-invariant (give both the same discount)")
+    return None
+
+
 def shield_note(cfg: RunConfig, schedule: Any) -> str | None:
     """One line when the run config's ``shield:`` section is not what filters the actions during training: it
     applies to ``coopsim run`` / ``eval``; a learner whose ``train:`` section has a ``shield`` key (the tabular safe
@@ -479,8 +500,6 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
         raise ConfigError("checkpoint not found (give policy.pt, checkpoint.pt or a run's seed-<s> directory)",
                           file=str(checkpoint))
     from coopsim.platform.runner import run_config
-
-    from coopsim.platform.config import blame_override
 
     try:
         return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path), on_open=on_open))

@@ -1,0 +1,43 @@
+"""`coopsim validate` builds the train: section's hooks as `coopsim train` would, and both say when a shaping hook's
+discount differs from train.gamma (fresh-user pass, session 16)."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coopsim.errors import ConfigError
+from coopsim.platform.config import load_config
+from coopsim.platform.training import hooks_note, train_config, trainable_class
+
+REPO = Path(__file__).resolve().parents[2]
+CFG = str(REPO / "configs" / "ppo" / "mgmapf-random16-mappo.yaml")
+
+
+def _schedule(*overrides):
+    cfg = load_config(CFG, list(overrides))
+    return train_config(cfg, trainable_class(cfg, file=CFG)[1], file=CFG)
+
+
+def test_hooks_note_builds_hooks_and_compares_discounts():
+    assert hooks_note(_schedule()) is None  # the shipped config: gamma 0.99 in both places
+    note = hooks_note(_schedule("train.intrinsic.params.gamma=0.5"))
+    assert note.startswith("note: train.intrinsic.params.gamma = 0.5 differs from train.gamma = 0.99")
+    with pytest.raises(ConfigError, match="cannot import 'foo.bar:Baz'") as e:
+        hooks_note(_schedule("train.intrinsic.module=foo.bar:Baz"), file=CFG)
+    assert e.value.key == "train.intrinsic.module"
+    with pytest.raises(ConfigError, match="unexpected keyword argument 'bogus'") as e:
+        hooks_note(_schedule("train.intrinsic.params.bogus=1"), file=CFG)
+    assert e.value.key == "train.intrinsic.params"
+
+
+@pytest.mark.parametrize("override, exit_code, text", [
+    ("train.intrinsic.module=foo.bar:Baz", 2, "command-line override 'train.intrinsic.module=foo.bar:Baz'"),
+    ("train.intrinsic.params.bogus=1", 2, "key 'train.intrinsic.params'"),
+    ("train.intrinsic.params.gamma=0.5", 0, "differs from train.gamma = 0.99"),
+])
+def test_validate_checks_the_train_hooks(override, exit_code, text):
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", CFG, override], capture_output=True,
+                       text=True, cwd=REPO)
+    assert r.returncode == exit_code and "Traceback" not in r.stderr, r.stderr
+    assert text in " ".join(r.stderr.split())
