@@ -8,7 +8,9 @@ Model (one link per sender, every (sender, receiver) copy is one packet on it):
 * During step interval ``[k dt, (k+1) dt)`` the link serves its queue at the trace's capacity ``C_k``
   (bit/s, rounded down to whole bit/s): ``C_k * dt`` bits of service, head first; a copy that does
   not finish keeps its remaining bits for the next interval (work-conserving, no credit while idle).
-  Service arithmetic is exact (integers in bit-microseconds, see :mod:`coopsim.comm.token_bucket`).
+  Service arithmetic is exact (integers in bit-microseconds, see :mod:`coopsim.comm.token_bucket`);
+  capacities are at most :data:`~coopsim.comm.traces.MAX_RATE_BPS` (1e12 bit/s), and ``C_k * dt`` must stay
+  below 2**62 bit-microseconds (``reset`` refuses a longer step at such a rate).
 * A copy finishing transmission at time ``f`` arrives at ``f + delay_s`` (latency = queueing +
   transmission + fixed delay); ``deliver(k)`` returns the copies that arrived by ``k * dt_s``.
 * Latency bound ``latency_bound_s``: a queued copy that can no longer arrive within the bound is dropped
@@ -30,12 +32,20 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from coopsim.comm.token_bucket import SCALE, seconds_to_us
-from coopsim.comm.traces import ConstantTrace, Trace
+from coopsim.comm.traces import MAX_RATE_BPS, VALID_RATE, ConstantTrace, Trace
+from coopsim.errors import ConfigError
 from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
 from coopsim.platform.comm import BROADCAST, ChannelParams, Channel, Feedback, MessageBatch
 
 CAUSES = ("overflow", "late", "burst")
 _EPS_US = 1e-3  # tolerance on arrival-time comparisons (microseconds)
+#: most steps of trace drawn at reset (the trace repeats after them)
+HORIZON_STEPS_MAX = 1_000_000
+#: most values of the capacity table ``horizon_steps x num_envs x num_agents`` (int64): 2**26, 512 MiB (drawing a
+#: markov trace takes a few times that while it is drawn)
+CAPACITY_VALUES_MAX = 2**26
+#: most bit-microseconds of service per step (``rate * dt_us``): the queue's sums of bits stay far from int64's 2**63
+_CREDIT_MAX = 2**62
 
 
 class GilbertElliottParams(BaseModel):
@@ -56,7 +66,10 @@ class BandwidthParams(ChannelParams):
     delay_s: float = Field(0.0, ge=0, description="fixed propagation/processing delay added to every copy (s), >= 0")
     latency_bound_s: Optional[float] = Field(None, gt=0, description="latency past which a copy is lost (s), > 0; None = no bound")
     gilbert_elliott: Optional[GilbertElliottParams] = Field(None, description="burst loss model, None = no burst loss")
-    horizon_steps: int = Field(4096, ge=1, description="steps of trace drawn at reset; the trace repeats after it")
+    horizon_steps: int = Field(4096, ge=1, le=HORIZON_STEPS_MAX,
+                               description=f"steps of trace drawn at reset, 1 .. {HORIZON_STEPS_MAX:,}; the trace "
+                                           "repeats after it; horizon_steps x num_envs x num_agents must be at most "
+                                           f"{CAPACITY_VALUES_MAX:,} (2**26, a 512 MiB capacity table)")
 
 
 _FIELDS = ("env", "src", "dst", "t_sent_us", "size", "rem", "seq", "arrive_us", "inflight")
@@ -82,14 +95,39 @@ class BandwidthChannel(Channel):
 
     Params = BandwidthParams
 
+    def __init__(self, **params):
+        super().__init__(**params)
+        try:  # a CSV trace is read now, so a bad file fails when the channel is built (`coopsim validate`)
+            self.params.trace.check()
+        except ConfigError as exc:
+            key = exc.key if not exc.key or exc.key.startswith("channel.") else f"channel.params.{exc.key}"
+            raise ConfigError(exc.message, file=exc.file, key=key, value=exc.value) from None
+
     # ------------------------------------------------------------------ lifecycle
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
         p = self.params
         self.E, self.N, self.dt_s = int(num_envs), int(num_agents), float(dt_s)
         self.dt_us = seconds_to_us(dt_s)
+        cells = p.horizon_steps * self.E * self.N
+        if cells > CAPACITY_VALUES_MAX:
+            fit = max(CAPACITY_VALUES_MAX // max(self.E * self.N, 1), 1)
+            raise ConfigError(f"horizon_steps {p.horizon_steps} x num_envs {self.E} x num_agents {self.N} = {cells:,} "
+                              f"capacity values (int64, {cells * 8 / 2**30:.1f} GiB); at most {CAPACITY_VALUES_MAX:,} "
+                              f"(512 MiB): use horizon_steps <= {fit} (the trace repeats after it)",
+                              key="channel.params.horizon_steps", value=p.horizon_steps)
         rng = np.random.default_rng([0 if seed is None else int(seed), 0x6177])
         self._rng = np.random.default_rng([0 if seed is None else int(seed), 0x6c6f])
-        self.capacity = np.floor(p.trace.sample(p.horizon_steps, self.E, self.N, self.dt_s, rng)).astype(np.int64)
+        cap = p.trace.sample(p.horizon_steps, self.E, self.N, self.dt_s, rng)
+        peak = float(cap.max()) if cap.size else 0.0
+        if not (np.isfinite(cap).all() and peak <= MAX_RATE_BPS):  # each trace checks its values; this guards the cast
+            raise ConfigError(f"the trace gives capacity {peak!r} bit/s; every rate must be {VALID_RATE}",
+                              key="channel.params.trace", value=peak)
+        if int(peak) * self.dt_us > _CREDIT_MAX:
+            raise ConfigError(f"capacity {peak:g} bit/s over a step of {self.dt_s:g} s is {peak * self.dt_us:.3g} "
+                              f"bit-microseconds, more than the channel's int64 arithmetic takes ({_CREDIT_MAX:.3g}); "
+                              f"with this step the capacity must be at most {_CREDIT_MAX // self.dt_us:g} bit/s",
+                              key="channel.params.trace", value=peak)
+        self.capacity = np.floor(cap).astype(np.int64)
         self.bound_us = None if p.latency_bound_s is None else seconds_to_us(p.latency_bound_s)
         self.delay_us = seconds_to_us(p.delay_s)
         self._qa = np.zeros((len(_FIELDS), 0), np.int64)
