@@ -232,6 +232,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
+    from coopsim.errors import ConfigError
     from coopsim.platform.config import check_buildable, load_config, parse_override
     from coopsim.platform.runner import untrained_learner_warning
 
@@ -245,7 +246,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             key = ".".join(key_parts)
             values = _grid_values(g.split("=", 1)[1])
             if not all(v.strip() for v in values):
-                raise CoopsimError(f"--grid {g!r}: give comma-separated values, e.g. {key}=32,64,128")
+                example = "0,1,2" if key == "seeds" else "32,64,128"
+                raise CoopsimError(f"--grid {g!r}: give comma-separated values, e.g. {key}={example}")
             if key in grid_keys:
                 raise CoopsimError(f"--grid {key} is given twice; give its values once, comma-separated, e.g. "
                                    f"--grid {key}={','.join(v.strip() for v in _grid_values(_grid_of(grid, key)))},"
@@ -265,7 +267,10 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             combos.append(list(overrides or []) + list(c) + [f"name={base}-{tag}"])
         warnings: list[str] = []
         for c in combos:  # validate and build everything before starting anything
-            cfg_c = load_config(config, c)
+            try:
+                cfg_c = load_config(config, c)
+            except ConfigError as exc:  # a value of a --grid axis is named as that, not as an override
+                raise _as_grid_value(exc, c[len(overrides or []):-1]) from None
             check_buildable(cfg_c, file=str(config))
             w = untrained_learner_warning(cfg_c, None)
             if w and w not in warnings:
@@ -331,6 +336,22 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
     if failed:
         raise typer.Exit(code=1)
+
+
+def _as_grid_value(exc: "ConfigError", grid_items: list[str]) -> "ConfigError":
+    """``exc`` re-addressed to the ``--grid`` value it came from when it blames one of ``grid_items`` (``k=v``) as a
+    command-line override; else ``exc`` unchanged."""
+    from coopsim.errors import ConfigError
+
+    for item in grid_items:
+        head = f"command-line override '{item}' "
+        if isinstance(exc.file, str) and exc.file.startswith(head):
+            rest = str(exc)[len(exc.file) + 2:]  # the text after "<file>: " (key and message as they were)
+            new = ConfigError(rest, file=f"--grid value '{item}' " + exc.file[len(head):], value=exc.value,
+                              also=exc.also)
+            new.key = exc.key
+            return new
+    return exc
 
 
 def _sweep_result(c: list[str], returncode: int, out: str, run_dirs: list[str], failed: list) -> None:

@@ -499,6 +499,11 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
     if not Path(checkpoint).exists():
         raise ConfigError("checkpoint not found (give policy.pt, checkpoint.pt or a run's seed-<s> directory)",
                           file=str(checkpoint))
+    ck = Path(checkpoint)
+    if ck.is_dir() and not any((ck / n).is_file() for n in (POLICY_NAME, CHECKPOINT_NAME)) \
+            and not is_training_run(ck):  # a training run's own directory gets its seed-<s> hint from agent.load
+        raise ConfigError(f"the directory holds no {POLICY_NAME} or {CHECKPOINT_NAME}: give policy.pt, "
+                          f"checkpoint.pt or a training run's seed-<s> directory", file=str(ck), key="--checkpoint")
     from coopsim.platform.runner import run_config
 
     try:

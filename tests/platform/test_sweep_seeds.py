@@ -94,3 +94,17 @@ def test_compare_says_when_pooled_runs_ran_the_same_seed(tmp_path):
     assert "note: seed 1: runs" in r.stdout and "pooled into one seed of the interval" in " ".join(r.stdout.split())
     # distinct seeds: no such note
     assert not any(k.startswith("seed ") for k in compare_runs(dirs[1:], out_dir=tmp_path / "q")["notes"])
+
+
+def test_grid_errors_name_the_grid_not_an_override(tmp_path):
+    def sweep(*grid):
+        return subprocess.run([sys.executable, "-m", "coopsim.cli", "sweep", str(CFG), *grid, f"out_dir={tmp_path}"],
+                              capture_output=True, text=True)
+
+    r = sweep("--grid", "seeds=")
+    assert r.returncode == 2 and r.stderr.strip() == "error: --grid 'seeds=': give comma-separated values, e.g. seeds=0,1,2"
+    r = sweep("--grid", "episodes=1,abc")
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert err.startswith(f"error: --grid value 'episodes=abc' (config {CFG}): key 'episodes': invalid value 'abc'")
+    assert err.count("key 'episodes'") == 1 and not list(tmp_path.iterdir())  # nothing ran

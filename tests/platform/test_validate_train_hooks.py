@@ -41,3 +41,12 @@ def test_validate_checks_the_train_hooks(override, exit_code, text):
                        text=True, cwd=REPO)
     assert r.returncode == exit_code and "Traceback" not in r.stderr, r.stderr
     assert text in " ".join(r.stderr.split())
+
+
+def test_eval_checkpoint_directory_without_a_policy_says_what_to_give(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "eval", str(REPO / "configs/smac/3m-mappo.yaml"),
+                        "--checkpoint", str(tmp_path)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert " ".join(r.stderr.split()) == (f"error: {tmp_path}: key '--checkpoint': the directory holds no policy.pt or "
+                                          f"checkpoint.pt: give policy.pt, checkpoint.pt or a training run's seed-<s> "
+                                          f"directory")
