@@ -139,7 +139,8 @@ class BridgeProcess:
             while view:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
-                    raise self._fail(f"did not accept a request within {timeout_s:g} s (stuck)")
+                    raise self._fail(f"did not accept a request within {timeout_s:g} s (channel.params.step_timeout_s: "
+                                     f"stuck, or a limit too small for this network; the default is 5 s)")
                 try:
                     k = os.write(self._in, view)
                 except BrokenPipeError:
@@ -155,7 +156,8 @@ class BridgeProcess:
             while got < n:
                 left = deadline - time.monotonic()
                 if left <= 0 or not sel.select(left):
-                    raise self._fail(f"did not answer within {timeout_s:g} s (stuck; step_timeout_s)")
+                    raise self._fail(f"did not answer within {timeout_s:g} s (channel.params.step_timeout_s: stuck, or a "
+                                     f"limit too small for this network; the default is 5 s)")
                 chunk = os.read(self._out, n - got)
                 if not chunk:
                     raise self._fail("closed its output (crashed)")
