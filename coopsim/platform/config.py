@@ -45,6 +45,12 @@ class ComponentConfig(BaseModel):
 NAME_MAX = 150
 #: the characters a run name may have besides (unicode) letters and digits
 NAME_CHARS = "._+-"
+#: largest run seed: seeds are 0 .. 2**31 - 1, which every consumer takes (torch.manual_seed, numpy, ns-3's
+#: RngSeed/RngRun, the scripts' seed * 1_000_003 + k offsets)
+SEED_MAX = 2**31 - 1
+#: most episodes per seed; with :data:`SEED_MAX` every episode seed ``seed * episodes + e`` stays below 2**63
+#: (an int64, as torch and ns-3 need)
+EPISODES_MAX = 10**9
 
 
 class RunConfig(BaseModel):
@@ -56,8 +62,10 @@ class RunConfig(BaseModel):
     agents: ComponentConfig
     channel: ComponentConfig = Field(default_factory=lambda: ComponentConfig(id="ideal-v0"))
     shield: ComponentConfig = Field(default_factory=lambda: ComponentConfig(id="passthrough-v0"))
-    seeds: list[int] = Field(default_factory=lambda: [0], description="one or more integer seeds")
-    episodes: int = Field(1, ge=1, description="episodes per seed, an integer >= 1")
+    seeds: list[int] = Field(default_factory=lambda: [0],
+                             description=f"one or more integer seeds, each 0 .. {SEED_MAX} (2**31 - 1)")
+    episodes: int = Field(1, ge=1, le=EPISODES_MAX,
+                          description=f"episodes per seed, an integer 1 .. {EPISODES_MAX:,} (10**9)")
     max_steps: int | None = Field(None, ge=1, description="episode step limit, an integer >= 1")
     out_dir: str = Field("runs", description="parent folder of run directories")
     #: trainer settings, read by ``coopsim train`` (schema owned by the trainer)
@@ -127,6 +135,9 @@ class RunConfig(BaseModel):
             raise ValueError("must not repeat a seed")
         if any(s < 0 for s in v):
             raise ValueError("seeds must be >= 0")
+        big = [s for s in v if s > SEED_MAX]
+        if big:
+            raise ValueError(f"seed {big[0]} is too large (at most {SEED_MAX})")
         return v
 
     def scenario_params(self) -> dict[str, Any]:

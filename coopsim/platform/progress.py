@@ -17,8 +17,26 @@ from typing import Any, TextIO
 EVERY_S = 10.0
 
 
+#: longest duration :func:`_hms` writes out (99999 hours, about 11 years); a longer one (up to inf: the ETA of
+#: a huge budget) is :data:`HMS_TOO_LONG`
+HMS_MAX_S = 99999 * 3600
+HMS_TOO_LONG = ">99999 h"
+
+
 def _hms(seconds: float) -> str:
-    return str(timedelta(seconds=int(max(seconds, 0))))
+    """``seconds`` as ``H:MM:SS`` (``0:00:10``; ``3 days, 4:05:06`` past a day); negative is ``0:00:00``, more than
+    :data:`HMS_MAX_S` (up to inf) is ``>99999 h`` and nan (or no number) is ``?``: never raises."""
+    try:
+        s = float(seconds)
+    except OverflowError:  # an int too large for a float
+        return HMS_TOO_LONG if seconds > 0 else _hms(0)
+    except (TypeError, ValueError):
+        return "?"
+    if s != s:  # nan
+        return "?"
+    if s > HMS_MAX_S:
+        return HMS_TOO_LONG
+    return str(timedelta(seconds=int(max(s, 0))))
 
 
 class LineProgress:

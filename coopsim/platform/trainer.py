@@ -39,11 +39,18 @@ SUMMARY_NAME = "train_summary.json"
 WALL_COLUMNS = ("time/wall_s", "time/env_steps_per_s", "time/rollout_s", "time/update_s")
 
 
+#: largest step budget ``train.total_env_steps`` of every learner's ``train:`` section: 10**12, weeks of training at a
+#: million env steps per second (a larger one overflowed the progress display's ETA)
+TOTAL_ENV_STEPS_MAX = 10**12
+
+
 class TrainSchedule(BaseModel):
     """Keys of the ``train:`` section shared by every learner (subclasses add their algorithm's keys)."""
 
     model_config = ConfigDict(extra="forbid")
-    total_env_steps: int = Field(..., ge=1, description="step budget: environment steps (one per env per vector step), >= 1")
+    total_env_steps: int = Field(..., ge=1, le=TOTAL_ENV_STEPS_MAX,
+                                 description="step budget: environment steps (one per env per vector step), "
+                                             "1 .. 10**12")
     torch_threads: int = Field(1, ge=1, le=256, description="torch.set_num_threads; 1 is fastest on busy shared cores")
     checkpoint_every: int = Field(0, ge=0, description="env steps between checkpoints; 0 = only at the end")
     tensorboard: bool = Field(True, description="also write TensorBoard event files under <run>/tb")
