@@ -14,9 +14,14 @@ Layout of ``runs/<name>-<UTC time>-<short id>/``:
 * ``*.png``: plots (written with :func:`atomic_savefig`).
 
 JSON files are written with :func:`dumps_json`: strict JSON, a non-finite number (nan, inf) is ``null``.
+
+A writer that fails (a full disk, a read-only file system, no permission) raises :class:`WriteError`, one line
+naming the file and the cause (an ``OSError`` and a :class:`~coopsim.errors.CoopsimError`: the CLI prints it
+without a traceback).
 """
 from __future__ import annotations
 
+import errno as _errno
 import json
 import math
 import os
@@ -28,25 +33,80 @@ from typing import Any
 
 import numpy as np
 
+from coopsim.errors import CoopsimError
+
+#: errno values of a file system that cannot take the write, and what the user can do about each
+_WRITE_HINTS = {
+    _errno.ENOSPC: "free some space on that device, or write elsewhere",
+    _errno.EDQUOT: "free some space within your disk quota, or write elsewhere",
+    _errno.EROFS: "the folder is on a read-only file system: write elsewhere (or copy the folder to a writable place)",
+    _errno.EACCES: "the folder is not writable by you: write elsewhere, or fix its permissions",
+    _errno.EPERM: "the folder is not writable by you: write elsewhere, or fix its permissions",
+}
+
+
+class WriteError(CoopsimError, OSError):
+    """A file could not be written (full disk, read-only file system, no permission, ...).
+
+    Both a :class:`~coopsim.errors.CoopsimError` (the CLI prints its one-line message, no traceback) and an
+    ``OSError`` (``errno``, ``strerror`` and ``filename`` are those of the failed call), so code that catches
+    ``OSError`` around a writer still does.
+    """
+
+    def __init__(self, message: str, *, path: str | Path | None = None, errno: int | None = None,
+                 strerror: str | None = None):
+        Exception.__init__(self, message)
+        self.message, self.path = message, (str(path) if path is not None else None)
+        self.errno, self.strerror, self.filename = errno, strerror, self.path
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def of(cls, exc: OSError, path: str | Path, what: str = "") -> "WriteError":
+        """The :class:`WriteError` of writing ``path`` (``what`` it is, e.g. ``the plot``) that failed with
+        ``exc``: ``cannot write <path>: <strerror>; <what to do>``; ``exc`` itself if it already is one."""
+        if isinstance(exc, WriteError):
+            return exc
+        why = exc.strerror or str(exc) or type(exc).__name__
+        hint = _WRITE_HINTS.get(exc.errno)
+        return cls(f"cannot write {what + ' ' if what else ''}{path}: {why}" + (f"; {hint}" if hint else ""),
+                   path=path, errno=exc.errno, strerror=exc.strerror)
+
+
+def is_out_of_space(exc: BaseException) -> bool:
+    """Whether ``exc`` is a write that failed because the device (or the quota) is full."""
+    return isinstance(exc, OSError) and exc.errno in (_errno.ENOSPC, _errno.EDQUOT)
+
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (never a half-written file)."""
+    """Write ``data`` to ``path`` through a temporary file and ``os.replace`` (never a half-written file).
+
+    Raises:
+        WriteError: the folder or the file cannot be written (the temporary file is removed).
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file the usual permissions
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    except WriteError:
         raise
+    except OSError as exc:
+        raise WriteError.of(exc, path) from None
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -137,15 +197,32 @@ class JsonlWriter:
 
     def __init__(self, path: Path):
         self.path = Path(path)
-        self._f = open(self.path, "a", encoding="utf-8")
+        try:
+            self._f = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise WriteError.of(exc, self.path) from None
 
     def write(self, row: dict[str, Any]) -> None:
-        self._f.write(json_line(row) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        """Append ``row`` as one line.
+
+        Raises:
+            WriteError: the line could not be written (a full disk): the lines before it are kept, a part of this
+                one may be (:func:`read_jsonl` skips a truncated last line).
+        """
+        try:
+            self._f.write(json_line(row) + "\n")
+            self._f.flush()
+            os.fsync(self._f.fileno())
+        except OSError as exc:
+            raise WriteError.of(exc, self.path) from None
 
     def close(self) -> None:
-        self._f.close()
+        """Close the file; a failed last flush (a full disk) is not raised: every line was flushed by
+        :meth:`write`, which raised then."""
+        try:
+            self._f.close()
+        except OSError:
+            pass
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

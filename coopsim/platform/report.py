@@ -8,6 +8,8 @@ differ, prints one comparison table and plots each metric against the numeric fi
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import zipfile
@@ -19,7 +21,7 @@ import numpy as np
 import yaml
 
 from coopsim.errors import CoopsimError
-from coopsim.platform.recorder import atomic_savefig, atomic_write_bytes
+from coopsim.platform.recorder import WriteError, atomic_savefig, atomic_write_bytes
 from coopsim.platform.stats import ID_KEYS, summarize
 
 #: metrics drawn first when present (the field's headline numbers)
@@ -34,6 +36,31 @@ def _mpl():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+#: errno values of a folder that cannot be written at all (read-only file system, no permission)
+_NOT_WRITABLE = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+@contextlib.contextmanager
+def report_writes(folder: str | Path, what: str, path: str | Path):
+    """Turn a failed write of ``path`` (``what`` it is: ``its plot``, ``the replay GIF``) inside the block into one
+    line naming ``folder``: ``<folder>: the folder is not writable (Read-only file system): coopsim report cannot
+    write <what> <name>; ...`` (or, on a full disk, the cause and what to do).
+
+    Raises:
+        WriteError: a CoopsimError (the CLI prints it, exit 2) and an OSError.
+    """
+    try:
+        yield
+    except WriteError as exc:
+        name = Path(path).name
+        if exc.errno in _NOT_WRITABLE:
+            msg = (f"{folder}: the folder is not writable ({exc.strerror}): `coopsim report` cannot write {what} {name} "
+                   f"there; copy the folder to a writable place (cp -r) and run `coopsim report` on the copy")
+        else:
+            msg = f"{folder}: `coopsim report` cannot write {what} {name}: {exc.message}"
+        raise WriteError(msg, path=path, errno=exc.errno, strerror=exc.strerror) from None
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
@@ -187,8 +214,11 @@ def plot_training(run_dir: str | Path) -> Path | None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     out = Path(run_dir) / "train_curves.png"
-    atomic_savefig(fig, out, dpi=110)
-    plt.close(fig)
+    try:
+        with report_writes(run_dir, "the training curves", out):
+            atomic_savefig(fig, out, dpi=110)
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -276,8 +306,11 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
         fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=7)
         fig.subplots_adjust(bottom=0.08 + 0.02 * note.count("\n"))
     out = Path(run_dir) / "metrics.png"
-    atomic_savefig(fig, out, dpi=110)
-    plt.close(fig)
+    try:
+        with report_writes(run_dir, "its plot", out):
+            atomic_savefig(fig, out, dpi=110)
+    finally:
+        plt.close(fig)
     return out
 
 
@@ -335,7 +368,8 @@ def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> l
 
         buf = io.BytesIO()
         iio.imwrite(buf, np.stack(frames), extension=".gif", duration=int(1000 / fps), loop=0)
-        atomic_write_bytes(out, buf.getvalue())
+        with report_writes(run_dir, "the replay GIF", out):
+            atomic_write_bytes(out, buf.getvalue())
         outs.append(out)
     return outs
 
@@ -471,8 +505,11 @@ def _compare_plots(plt, groups, metrics, x_key, out_dir) -> list[Path]:
         ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
         fig.tight_layout()
         out = out_dir / f"compare_{m.replace('/', '_')}.png"
-        atomic_savefig(fig, out, dpi=110)
-        plt.close(fig)
+        try:
+            with report_writes(out_dir, "the comparison plot", out):
+                atomic_savefig(fig, out, dpi=110)
+        finally:
+            plt.close(fig)
         plots.append(out)
     return plots
 
@@ -491,7 +528,8 @@ def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
             st = row["summary"].get(m) or {}
             cells += [st.get("mean"), st.get("ci95_low"), st.get("ci95_high"), st.get("n_seeds")]
         w.writerow(["" if c is None else c for c in cells])
-    atomic_write_bytes(path, buf.getvalue().encode())
+    with report_writes(path.parent, "the comparison table", path):
+        atomic_write_bytes(path, buf.getvalue().encode())
 
 
 def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):

@@ -24,7 +24,8 @@ from coopsim.errors import ConfigError, CoopsimError, in_file
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
 from coopsim.platform.config import RunConfig, dump_config
-from coopsim.platform.recorder import JsonlWriter, atomic_savez, atomic_write_json, atomic_write_text, new_run_dir, read_jsonl
+from coopsim.platform.recorder import (JsonlWriter, WriteError, atomic_savez, atomic_write_json, atomic_write_text,
+                                      new_run_dir, read_jsonl)
 from coopsim.platform.stats import summarize
 
 
@@ -405,6 +406,8 @@ def run_config(
     Raises:
         ConfigError, RegistryError: invalid components or params, or an agent that cannot act on the scenario
             (before the run directory exists).
+        WriteError: a file of the run directory could not be written (a full disk): the run stops; the message
+            (:func:`run_write_error`) names the file and what was kept, ``run_dir`` is set.
     """
     parts = RunParts(cfg, checkpoint=checkpoint, file=file)
     # lazily: episodes=10**8 must not build 10**8 pairs before the first episode (nor itertools.product, which
@@ -440,6 +443,8 @@ def run_config(
     check = FirstStep(cfg, file=file, passed=open_run)
     interrupted = False
     error = None  # "Type: message" of an exception that ends the run after its directory exists
+    write_failed: WriteError | None = None  # a file of the run directory could not be written (e.g. a full disk)
+    summary_failed: WriteError | None = None
     try:
         with shown_bar:
             check_resets(parts.scenario, cfg, file=file)
@@ -460,6 +465,10 @@ def run_config(
         if not run:  # before the first step went through: nothing was written, nothing to keep
             raise
         interrupted = True
+    except WriteError as exc:  # a full disk, say: the run stops, :func:`run_write_error` says what was kept
+        if not run:  # config.yaml could not be written: no episode was kept
+            raise
+        write_failed, error = exc, f"{type(exc).__name__}: {exc}"
     except Exception as exc:  # the run failed: its summary says why (report shows it), then the error propagates
         error = f"{type(exc).__name__}: {exc}"
         if run:  # the CLI names the kept run directory instead of printing a traceback
@@ -474,18 +483,53 @@ def run_config(
                 run["metrics"].close()
                 run["timing"].close()
                 parts.close()
-                write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
-                              totals=parts.shield.run_stats(), error=error)
                 try:
-                    from coopsim.platform.report import plot_run
+                    write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
+                                  totals=parts.shield.run_stats(), error=error)
+                except WriteError as exc:
+                    summary_failed = exc
+                else:
+                    try:
+                        from coopsim.platform.report import plot_run
 
-                    plot_run(run["dir"])
-                except Exception as exc:  # plotting never loses results
-                    (run["dir"] / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+                        plot_run(run["dir"])
+                    except Exception as exc:  # plotting never loses results
+                        with contextlib.suppress(OSError):  # nor does a disk too full for the note
+                            (run["dir"] / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
             interrupted = interrupted or late[0]
+            if summary_failed is not None and error is not None and write_failed is None:
+                # another error ended the run and the summary that would record it could not be written
+                raise run_write_error(run["dir"], summary_failed, summary_written=False, failed=error) from None
+    if write_failed is not None or summary_failed is not None:
+        raise run_write_error(run["dir"], write_failed or summary_failed, summary_written=summary_failed is None,
+                              interrupted=interrupted)
     if interrupted:
         raise RunInterrupted(run["dir"])
     return run["dir"]
+
+
+def run_write_error(run_dir: Path, exc: WriteError, *, summary_written: bool, failed: str | None = None,
+                    interrupted: bool = False) -> WriteError:
+    """The one-line error of a run that could not write a file of its run directory (``exc``, e.g. a full disk):
+    what failed and what was kept (the finished episodes in ``metrics.jsonl``, and ``summary.json`` when
+    ``summary_written``); ``failed`` is the "Type: message" of another error that ended the run first.
+
+    Returns a :class:`WriteError` (a CoopsimError: the CLI prints it without a traceback) with ``run_dir`` set."""
+    from coopsim.platform.report import invoked_as
+
+    n = len(read_jsonl(run_dir / "metrics.jsonl"))
+    kept = f"kept: the {n} finished episode{'' if n == 1 else 's'} in {run_dir / 'metrics.jsonl'}"
+    if summary_written:
+        kept += " and their summary.json (the run is incomplete)"
+    else:
+        kept += " (summary.json was not written)"
+    if n:
+        kept += f"; `{invoked_as()} report {shlex.quote(str(run_dir))}` shows them"
+    first = f"the run failed ({failed}), then " if failed else ("the run was interrupted, then " if interrupted else
+                                                                "the run stopped: ")
+    new = WriteError(f"{first}{exc.message}; {kept}", path=exc.path, errno=exc.errno, strerror=exc.strerror)
+    new.run_dir = run_dir
+    return new
 
 
 @contextlib.contextmanager
