@@ -13,7 +13,8 @@ A build is keyed by a hash of the sources, so an edited ``bridge.cc`` is rebuilt
 concurrent processes from building at the same time.
 
 Errors: :class:`coopsim.errors.DependencyNotInstalled` (ns-3, CMake or a compiler missing, or the
-build failed), with the command that installs what is missing.
+build failed), with the command that installs what is missing; :class:`coopsim.errors.ConfigError` when the build
+directory cannot be made or written (naming ``COOPSIM_NS3_BUILD_DIR`` and the path).
 """
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coopsim.errors import DependencyNotInstalled
+from coopsim.errors import ConfigError, CoopsimError, DependencyNotInstalled
+
+#: the environment variable that names the build directory
+BUILD_DIR_VAR = "COOPSIM_NS3_BUILD_DIR"
 
 NATIVE_DIR = Path(__file__).resolve().parent / "native"
 SOURCES = ("CMakeLists.txt", "bridge.cc")
@@ -80,7 +84,7 @@ def source_hash() -> str:
 
 def build_dir() -> Path:
     """Where builds go (see the module docstring)."""
-    env = os.environ.get("COOPSIM_NS3_BUILD_DIR")
+    env = os.environ.get(BUILD_DIR_VAR)
     if env:
         return Path(env)
     checkout = Path(__file__).resolve().parents[3]
@@ -100,6 +104,7 @@ def ensure_bridge(*, quiet: bool = True) -> Path:
     Raises:
         DependencyNotInstalled: ns-3, CMake or a compiler is missing, or the build failed (the message
             holds the end of the build log and how to install ns-3).
+        ConfigError: the build directory cannot be made or written (names ``$COOPSIM_NS3_BUILD_DIR`` and the path).
     """
     binary = bridge_path()
     if binary.is_file() and os.access(binary, os.X_OK):
@@ -108,6 +113,28 @@ def ensure_bridge(*, quiet: bool = True) -> Path:
     if missing:
         raise DependencyNotInstalled(f"the ns3-v0 channel needs {', '.join(missing)}. {INSTALL_HINT}")
     work = binary.parent
+    try:
+        return _build(binary, work, quiet)
+    except OSError as exc:  # the build directory cannot be made or written (not the build itself: that is logged)
+        raise build_dir_error(exc, work.parent) from None
+
+
+def build_dir_error(exc: OSError, where: Path) -> ConfigError:
+    """The error of a build directory ``where`` that cannot be made or written (``exc``): names the path and
+    ``$COOPSIM_NS3_BUILD_DIR`` (whether it was set or not), and that a writable directory is needed."""
+    why = exc.strerror or str(exc)
+    failed = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(where) else ""
+    env = os.environ.get(BUILD_DIR_VAR)
+    if env:
+        return ConfigError(f"{BUILD_DIR_VAR}={env}: cannot make or write that directory ({why}{failed}), where the "
+                           f"ns-3 bridge is built; the variable must name a writable directory (one that exists, or "
+                           f"can be made in a writable folder), or be unset to use the default", value=env)
+    return ConfigError(f"cannot make or write {where} ({why}{failed}), where the ns-3 bridge is built; set "
+                       f"{BUILD_DIR_VAR} to a writable directory", value=str(where))
+
+
+def _build(binary: Path, work: Path, quiet: bool) -> Path:
+    """Build ``binary`` in ``work`` under a lock (another process may have built it meanwhile)."""
     work.mkdir(parents=True, exist_ok=True)
     with open(work.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -122,13 +149,19 @@ def ensure_bridge(*, quiet: bool = True) -> Path:
             for cmd in cmds:
                 if not quiet:
                     print("+", " ".join(cmd), file=sys.stderr)
-                res = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                try:
+                    res = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                except OSError as exc:  # cmake found but not runnable: not the build directory's fault
+                    raise DependencyNotInstalled(f"cannot run `{' '.join(cmd)}`: {exc.strerror or exc}. "
+                                                 f"{INSTALL_HINT}") from None
                 if res.returncode != 0:
                     tail = log_path.read_text(errors="replace")[-3000:]
                     raise DependencyNotInstalled(
                         f"building the ns-3 bridge failed (`{' '.join(cmd)}` exited {res.returncode}); "
                         f"log {log_path}:\n{tail}\n{INSTALL_HINT}")
         built = work / "cmake" / BINARY_NAME
+        if not built.is_file():
+            raise DependencyNotInstalled(f"building the ns-3 bridge made no {built}; log {log_path}. {INSTALL_HINT}")
         tmp = work / (BINARY_NAME + ".tmp")
         shutil.copy2(built, tmp)
         os.replace(tmp, binary)
@@ -139,7 +172,7 @@ def main() -> int:
     """``python -m coopsim.comm.ns3.build``: build the bridge now and print its path."""
     try:
         path = ensure_bridge(quiet=False)
-    except DependencyNotInstalled as exc:
+    except CoopsimError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(path)
