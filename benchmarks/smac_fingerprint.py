@@ -12,9 +12,11 @@ uniformly random valid actions, per map, at batch 1 (seed 1) and batch 7 (seed 2
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import importlib.util
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -27,10 +29,21 @@ def load_core(path: str | None):
         from coopsim.scenarios.smac import SMACCore
 
         return SMACCore
+    from coopsim.errors import ConfigError
+
+    p = Path(path)
+    if not p.is_file() or p.suffix != ".py":
+        why = "file not found" if not p.exists() else ("not a file" if not p.is_file() else "not a .py file")
+        raise ConfigError(f"{why}: give the path of a version of coopsim/scenarios/smac/core.py (e.g. from `git show "
+                          f"<commit>:coopsim/scenarios/smac/core.py > /tmp/core_before.py`), or no path for the "
+                          f"installed one", key="core", value=path, file=path)
     spec = importlib.util.spec_from_file_location("smac_core_under_test", path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
+    if not hasattr(mod, "SMACCore"):
+        raise ConfigError("defines no SMACCore class: give a version of coopsim/scenarios/smac/core.py", key="core",
+                          value=path, file=path)
     return mod.SMACCore
 
 
@@ -56,8 +69,15 @@ def fingerprint(cls, map_name: str, num_envs: int, steps: int, seed: int) -> str
     return h.hexdigest()[:16]
 
 
-def main() -> None:
-    cls = load_core(sys.argv[1] if len(sys.argv) > 1 else None)
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("core", nargs="?", default=None,
+                    help="a version of coopsim/scenarios/smac/core.py to fingerprint (default: the installed one)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    cls = load_core(parse_args(argv).core)
     for m in MAPS:
         print(m, fingerprint(cls, m, 1, 150, 1), fingerprint(cls, m, 7, 150, 2), flush=True)
 

@@ -11,10 +11,13 @@ from typing import ClassVar
 import numpy as np
 from pydantic import Field
 
+from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentParams, AgentPlugin
 
 _STOP, _NORTH, _SOUTH, _EAST, _WEST = 1, 2, 3, 4, 5
 _N_MOVE = 6
+#: the observation layout of a ``smac/*`` scenario (:class:`~coopsim.scenarios.smac.SMACCore`) focus fire reads
+SMAC_LAYOUT = ("n_enemies", "n_allies", "enemy_feats", "ally_feats", "enemy_shield")
 
 
 class RandomParams(AgentParams):
@@ -68,6 +71,22 @@ class FocusFireAgent(AgentPlugin):
 
     Params: ClassVar[type[FocusFireParams]] = FocusFireParams
     requires: ClassVar[tuple[str, ...]] = ("action_masks",)
+
+    def __init__(self, scenario, **params):
+        """Raises:
+            ConfigError: key ``agents.id``: ``scenario`` is not a ``smac/*`` scenario (it lacks SMAC's observation
+                layout :data:`SMAC_LAYOUT`).
+        """
+        missing = [a for a in SMAC_LAYOUT if not hasattr(scenario, a)]
+        if missing:
+            from coopsim.platform.trainer import scenario_identity
+
+            sid = scenario_identity(scenario)["id"] or type(scenario).__name__
+            raise ConfigError(f"agent 'smac/focus-fire-v0' cannot act on scenario '{sid}': it needs a smac/* scenario "
+                              f"(e.g. smac/3m-v0), whose observation layout it reads ({', '.join(missing)}); for any "
+                              f"scenario use random-v0 or smac/random-valid-v0",
+                              key="agents.id", value="smac/focus-fire-v0")
+        super().__init__(scenario, **params)
 
     def act(self, obs, inbox=None):
         sc = self.scenario
