@@ -366,3 +366,14 @@ def test_smac_fingerprint_help_and_a_bad_path():
                          cwd=ROOT)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert res.stderr.startswith("error: /nonexistent/core.py: key 'core': file not found")
+
+
+@pytest.mark.parametrize("extra", [[], ["scenario.params.num_agents=3"]])
+def test_a_spread_team_on_another_scenario_blames_the_agent_id(extra):
+    code, out = _cli(["validate", LINE, "agents.id=ddacom/spread-v0", "agents.params={}", *extra])
+    text = " ".join(out.split())
+    assert code == 2 and "Traceback" not in out, out
+    # the agents.id override, never the scenario.params one nor the file
+    assert text.startswith(f"error: command-line override 'agents.id=ddacom/spread-v0' (config {LINE}): key "
+                           f"'agents.id': this agent (SpreadCommTeam"), text
+    assert "cannot act on scenario 'line/LineWalk-v0': it needs an mpe/simple_spread scenario" in text

@@ -76,7 +76,12 @@ class SpreadCommTeam(AgentPlugin):
         p = self.params
         sp = getattr(scenario, "params", None)
         if sp is None or not hasattr(sp, "num_agents") or not hasattr(sp, "obs_radius_m"):
-            raise ConfigError("SpreadCommTeam needs an mpe/simple_spread scenario", key="scenario")
+            from coopsim.platform.trainer import scenario_identity
+
+            sid = scenario_identity(scenario)["id"] or type(scenario).__name__
+            raise ConfigError(f"this agent (SpreadCommTeam: the spread teams of ddacom/* and comm/*) cannot act on "
+                              f"scenario '{sid}': it needs an mpe/simple_spread scenario (e.g. mpe/simple_spread-v0)",
+                              key="agents.id", also=("scenario.id",))
         self.N = scenario.num_agents
         self.E = scenario.num_envs
         self.radius = sp.obs_radius_m
