@@ -27,8 +27,11 @@ def test_absent_ns3_gives_install_instructions(monkeypatch, tmp_path):
 def test_registered_and_params_validated():
     ch = registry.make_component("channel", "ns3-v0", standard="802.11g", data_mode="ErpOfdmRate54Mbps")
     assert isinstance(ch, Ns3Channel) and ch.params.standard == "802.11g"
-    with pytest.raises(ValidationError, match="'HtMcs7' is not a mode of 802.11a"):
+    with pytest.raises(ValidationError, match="'HtMcs7' is not a mode of 802.11a; valid: OfdmRate6Mbps, OfdmRate9Mbps, "
+                                              "OfdmRate12Mbps, .*, OfdmRate54Mbps \\["):
         Ns3Channel(data_mode="HtMcs7")
+    for std, mode in (("802.11b", "DsssRate5_5Mbps"), ("802.11g", "DsssRate11Mbps"), ("802.11n", "HtMcs7")):
+        assert Ns3Channel(standard=std, data_mode=mode).params.data_mode == mode
     with pytest.raises(ValidationError, match="greater than or equal to 28"):
         Ns3Channel(header_bytes=8)
     with pytest.raises(ValidationError, match="t ascending"):

@@ -51,7 +51,6 @@ Version history: v0 (this one).
 """
 from __future__ import annotations
 
-import re
 import struct
 import warnings
 from typing import Any, Literal, Optional
@@ -68,11 +67,14 @@ from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, M
 CAUSES = ("seq_gap", "timeout", "late")
 UDP_IP_HEADER_BYTES = 28
 
-_MODES = {
-    "802.11a": re.compile(r"^OfdmRate(6|9|12|18|24|36|48|54)Mbps$"),
-    "802.11b": re.compile(r"^DsssRate(1|2|5_5|11)Mbps$"),
-    "802.11g": re.compile(r"^(ErpOfdmRate(6|9|12|18|24|36|48|54)Mbps|DsssRate(1|2|5_5|11)Mbps)$"),
-    "802.11n": re.compile(r"^(HtMcs[0-7]|OfdmRate(6|9|12|18|24|36|48|54)Mbps)$"),
+_OFDM = tuple(f"OfdmRate{r}Mbps" for r in (6, 9, 12, 18, 24, 36, 48, 54))
+_DSSS = tuple(f"DsssRate{r}Mbps" for r in ("1", "2", "5_5", "11"))
+#: the ns-3 WifiModes of data frames each standard takes (the constant rate manager's data_mode)
+_MODES: dict[str, tuple[str, ...]] = {
+    "802.11a": _OFDM,
+    "802.11b": _DSSS,
+    "802.11g": tuple(f"ErpOfdmRate{r}Mbps" for r in (6, 9, 12, 18, 24, 36, 48, 54)) + _DSSS,
+    "802.11n": tuple(f"HtMcs{i}" for i in range(8)) + _OFDM,
 }
 _BASIC_MODE = {"802.11a": "OfdmRate6Mbps", "802.11b": "DsssRate1Mbps", "802.11g": "ErpOfdmRate6Mbps",
                "802.11n": "OfdmRate6Mbps"}
@@ -138,8 +140,8 @@ class Ns3Params(ChannelParams):
     @classmethod
     def _data_mode(cls, v, info):
         std = info.data.get("standard")
-        if v is not None and std in _MODES and not _MODES[std].match(v):
-            raise ValueError(f"{v!r} is not a mode of {std}; valid: {_MODES[std].pattern}")
+        if v is not None and std in _MODES and v not in _MODES[std]:
+            raise ValueError(f"{v!r} is not a mode of {std}; valid: {', '.join(_MODES[std])}")
         return v
 
     @field_validator("nakagami_distance2_m")
