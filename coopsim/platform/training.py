@@ -271,7 +271,10 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
         stored, given = _resume_config(run_dir, config_path, overrides)
         _, cls = trainable_class(stored, file=file)
         old_schedule = train_config(stored, cls, file=file)
-        schedule = train_config(given, cls, file=file)
+        try:
+            schedule = train_config(given, cls, file=file)
+        except ConfigError as exc:  # a value given on the command line is named as the override, not the stored file
+            raise blame_override(exc, config_path or file, overrides) from None
         budget = schedule.total_env_steps
         done = {seed: _resumable_steps(run_dir, seed) for seed in stored.seeds}
         most = max((d for d in done.values() if d is not None), default=0)

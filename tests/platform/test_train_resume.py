@@ -277,3 +277,14 @@ def test_a_second_resume_of_a_run_being_trained_is_refused_untouched(done_run, t
     # released: the resume trains on
     assert train_main(CFG, [*TINY, "train.total_env_steps=512"], str(run)) == run
     assert json.loads((run / "train_summary.json").read_text())["per_seed"]["0"]["env_steps"] == 512
+
+
+def test_a_bad_budget_override_on_resume_is_blamed_on_the_override(done_run, tmp_path):
+    run = copy_run(done_run, tmp_path)
+    before = snapshot(run)
+    r = cli("train", "--resume", str(run), "train.total_env_steps=abc")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert " ".join(r.stderr.split()).startswith(
+        f"error: command-line override 'train.total_env_steps=abc' (config {run}/config.yaml): key "
+        f"'train.total_env_steps': invalid value 'abc'")
+    assert snapshot(run) == before
