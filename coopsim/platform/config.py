@@ -151,6 +151,8 @@ def _yaml_error(path: str, exc: yaml.YAMLError) -> ConfigError:
     mark = getattr(exc, "problem_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
     problem = getattr(exc, "problem", None) or str(exc)
+    if "'\\t'" in problem:  # YAML indents with spaces only
+        problem += " (YAML indents with spaces, never tabs: replace the tab with spaces)"
     return ConfigError(f"not valid YAML{where}: {problem}", file=path)
 
 

@@ -377,3 +377,12 @@ def test_a_spread_team_on_another_scenario_blames_the_agent_id(extra):
     assert text.startswith(f"error: command-line override 'agents.id=ddacom/spread-v0' (config {LINE}): key "
                            f"'agents.id': this agent (SpreadCommTeam"), text
     assert "cannot act on scenario 'line/LineWalk-v0': it needs an mpe/simple_spread scenario" in text
+
+
+def test_a_tab_in_yaml_says_to_indent_with_spaces(tmp_path):
+    f = tmp_path / "tab.yaml"
+    f.write_text("name: x\nscenario:\n\tid: line/LineWalk-v0\nagents: {id: random-v0}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    assert str(e.value) == (f"{f}: not valid YAML at line 3, column 1: found character '\\t' that cannot start any "
+                            f"token (YAML indents with spaces, never tabs: replace the tab with spaces)")
