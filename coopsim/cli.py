@@ -474,13 +474,23 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
                               highlight=False)
             return
         if len(run_dirs) == 1:
+            from coopsim.platform.recorder import WriteError
+
             run = load_run(run_dirs[0])
-            plot = plot_run(run_dirs[0])
+            try:
+                plot = plot_run(run_dirs[0])
+            except WriteError as exc:  # a read-only or full folder: the table still shows, the files are skipped
+                plot, gif, unwritable = None, False, exc
+            else:
+                unwritable = None
             console.print(summary_table(run))
             if run["note"]:
                 console.print(f"note: {run['note']}", soft_wrap=True, highlight=False)
             if plot:
                 console.print(f"plot: {plot}", soft_wrap=True, highlight=False)
+            if unwritable is not None:
+                err_console.print(f"[yellow]warning:[/] no plot or replay GIF written: {escape(str(unwritable))}",
+                                  markup=True, highlight=False, soft_wrap=True)
             if gif:
                 gifs = render_replays(run_dirs[0])
                 for g in gifs:
