@@ -172,14 +172,18 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     try:
         cfg = load_config(config, overrides or [])
-        for warning in (untrained_learner_warning(cfg, str(checkpoint) if checkpoint else None),
-                        open_loop_shield_warning(cfg)):
-            if warning:
+        warnings = [w for w in (untrained_learner_warning(cfg, str(checkpoint) if checkpoint else None),
+                                open_loop_shield_warning(cfg)) if w]
+
+        def opened(run_dir: Path) -> None:  # everything built: the warnings now (an error before them is alone)
+            for warning in warnings:
                 err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+            _name_run_dir_in_logs(run_dir)
+
         with _sigterm_as_interrupt():  # an agent/scenario mismatch fails in run_config, before a run dir exists
             try:
                 run_dir = run_config(cfg, checkpoint=str(checkpoint) if checkpoint else None, progress=progress,
-                                     file=str(config), on_open=_name_run_dir_in_logs)
+                                     file=str(config), on_open=opened)
             except ConfigError as exc:  # a value given on the command line is named as the override
                 raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:

@@ -435,10 +435,10 @@ def run_config(
         atomic_write_text(d / "config.yaml", text)
         run.update(dir=d, metrics=JsonlWriter(d / "metrics.jsonl"), timing=JsonlWriter(d / "timing.jsonl"),
                    started=time.perf_counter())
+        if on_open is not None:  # before the progress bar shows: what it prints stays above the bar
+            on_open(d)
         shown_bar.enter_context(bar)
         run["task"] = bar.add_task(f"{cfg.name}", total=n_jobs)
-        if on_open is not None:
-            on_open(d)
 
     check = FirstStep(cfg, file=file, passed=open_run)
     interrupted = False

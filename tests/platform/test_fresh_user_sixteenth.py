@@ -390,3 +390,21 @@ def test_a_tab_in_yaml_says_to_indent_with_spaces(tmp_path):
         load_config(f)
     assert str(e.value) == (f"{f}: not valid YAML at line 3, column 1: found character '\\t' that cannot start any "
                             f"token (YAML indents with spaces, never tabs: replace the tab with spaces)")
+
+
+def test_an_agent_that_cannot_act_gets_its_error_alone_without_the_untrained_warning():
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "run", str(MAPF), "agents.id=graph_safe-v0",
+                        "agents.params={}"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "warning" not in r.stderr and r.stderr.startswith("error: command-line override 'agents.id=graph_safe-v0'")
+    # a run that does start still warns, first
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "run", str(MAPPO), "seeds=[0]", "episodes=1",
+                        "--no-progress", f"out_dir={ROOT / 'runs' / 'pytest-untrained'}"], capture_output=True,
+                       text=True, cwd=ROOT)
+    try:
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.startswith("warning: agent 'ppo/mappo-v0' is a learner and no checkpoint was given")
+    finally:
+        import shutil
+
+        shutil.rmtree(ROOT / "runs" / "pytest-untrained", ignore_errors=True)
