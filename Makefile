@@ -21,7 +21,8 @@ $(BIN)/python:
 TORCH_INDEX ?=
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-	$(BIN)/pip install -q -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+	$(BIN)/pip install -q -e '.[dev]' 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; } \
+	  | awk '/BuildBackendWarning: Editable installation/ {skip = 10} skip > 0 {skip--; next} {print}'  # setuptools' 10-line notice
 	touch $(STAMP)
 
 install: $(STAMP)
