@@ -100,14 +100,17 @@ def entropy_coef(cfg: Any, env_steps: int) -> float:
 
 
 def atomic_save(obj: Any, path: str | Path) -> None:
-    """``torch.save`` to ``path`` atomically: write ``path.tmp``, fsync, then ``os.replace``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """``torch.save`` to ``path`` atomically: serialised in memory, then written through a temporary file, fsync
+    and ``os.replace`` (:func:`~coopsim.platform.recorder.atomic_write_bytes`; a checkpoint is a few MB).
+
+    Raises:
+        WriteError: the file could not be written (a full disk, a read-only folder); no temporary file is left.
+    """
+    from coopsim.platform.recorder import atomic_write_bytes
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(Path(path), buf.getvalue())
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:

@@ -408,3 +408,17 @@ def test_an_agent_that_cannot_act_gets_its_error_alone_without_the_untrained_war
         import shutil
 
         shutil.rmtree(ROOT / "runs" / "pytest-untrained", ignore_errors=True)
+
+
+def test_a_checkpoint_on_a_full_disk_is_one_write_error(tmp_path, monkeypatch):
+    from coopsim.platform.recorder import WriteError
+    from coopsim.platform.trainer import atomic_save, load_checkpoint
+
+    atomic_save({"a": 1}, tmp_path / "ok.pt")  # the normal path still round-trips
+    assert load_checkpoint(tmp_path / "ok.pt") == {"a": 1}
+    _refuse_writes(monkeypatch, errno.ENOSPC)
+    with pytest.raises(WriteError) as e:
+        atomic_save({"a": 2}, tmp_path / "checkpoint.pt")
+    assert str(e.value) == (f"cannot write {tmp_path / 'checkpoint.pt'}: No space left on device; free some space on "
+                            f"that device, or write elsewhere")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.pt"]  # no temporary file left behind
