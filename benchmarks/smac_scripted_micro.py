@@ -131,8 +131,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.map not in marine_maps:  # the rules' distances are a marine's range and sight
         raise ConfigError(f"--map must be a marine-only map; valid: {', '.join(marine_maps)}", key="--map",
                           value=a.map)
-    if a.episodes < 1:
-        raise ConfigError("--episodes must be at least 1", key="--episodes", value=a.episodes)
+    if not 1 <= a.episodes <= 65536:  # one batch of envs: 65,536 take about 2 GB
+        raise ConfigError("--episodes must be in 1 .. 65536 (one batch of envs)", key="--episodes", value=a.episodes)
+    if not 0 <= a.seed <= 2**31 - 1:
+        raise ConfigError("--seed must be in 0 .. 2**31 - 1", key="--seed", value=a.seed)
     t = Table(title=f"scripted micro on {a.map}: {a.episodes} episodes per rule, reset seed {a.seed}")
     for c in ("rule", "params", "win rate", "95% CI"):
         t.add_column(c)

@@ -42,7 +42,11 @@ def test_wilson_interval_known_values(micro):
 def test_bad_input_is_refused_by_name(micro):
     with pytest.raises(ConfigError, match="marine-only map; valid: 10m_vs_11m"):
         micro.main(["--map", "2s3z"])
-    with pytest.raises(ConfigError, match="--episodes must be at least 1"):
-        micro.main(["--episodes", "0"])
+    for n in ("0", "100000000000"):
+        with pytest.raises(ConfigError, match=r"--episodes must be in 1 \.\. 65536"):
+            micro.main(["--episodes", n])
+    for seed in ("-1", str(2**31)):
+        with pytest.raises(ConfigError, match=r"--seed must be in 0 \.\. 2\*\*31 - 1"):
+            micro.main(["--seed", seed])
     with pytest.raises(ConfigError, match="unknown rule 'kite'"):
         micro.play("3m", "kite", {}, 2, 0)
