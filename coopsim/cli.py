@@ -322,7 +322,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             label = " ".join(shlex.quote(x) for x in c)
             if where:
                 kept.append(where)
-                err_console.print(f"  kept (interrupted) {label} -> {where}", soft_wrap=True, highlight=False)
+                state = "finished" if _finished_uninterrupted(Path(where)) else "interrupted"  # it may end first
+                err_console.print(f"  kept ({state}) {label} -> {where}", soft_wrap=True, highlight=False)
             elif "(killed: " in out:
                 err_console.print(f"  killed (it did not stop within 60 s; its finished episodes are in metrics.jsonl "
                                   f"of its run directory, `coopsim report` rebuilds the summary): {label}",
@@ -340,6 +341,17 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
     if failed:
         raise typer.Exit(code=1)
+
+
+def _finished_uninterrupted(run_dir: Path) -> bool:
+    """Whether the run's ``summary.json`` says it finished without an interrupt (a child of an interrupted sweep can
+    finish before the interrupt reaches it)."""
+    import json
+
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("interrupted") is False
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _as_grid_value(exc: "ConfigError", grid_items: list[str]) -> "ConfigError":

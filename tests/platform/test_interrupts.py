@@ -184,3 +184,17 @@ def test_sweep_keeps_a_childs_early_output_when_an_interrupt_cuts_its_read_short
     assert [c for c, _ in outs] == [["a=1"]]
     assert "run directory: /runs/x" in outs[0][1]
     assert p.returncode is not None
+
+
+def test_a_run_that_finished_before_the_sweeps_interrupt_is_labelled_finished(tmp_path):
+    from coopsim import cli
+
+    done, cut, bare = tmp_path / "done", tmp_path / "cut", tmp_path / "bare"
+    for d, summary in ((done, '{"interrupted": false}'), (cut, '{"interrupted": true}'), (bare, None)):
+        d.mkdir()
+        if summary is not None:
+            (d / "summary.json").write_text(summary)
+    assert cli._finished_uninterrupted(done)
+    assert not cli._finished_uninterrupted(cut) and not cli._finished_uninterrupted(bare)
+    (bare / "summary.json").write_text("[1, 2")  # damaged: not finished
+    assert not cli._finished_uninterrupted(bare)
