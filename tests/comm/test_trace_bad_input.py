@@ -269,3 +269,18 @@ def test_valid_traces_still_validate_and_round_trip():
     assert again.params.trace == p.trace
     step = validate_params("channel", "bandwidth-v0", {"trace": {"kind": "step", "high": 1, "low": 0, "drop_at_s": 1}})
     assert step.trace.recover_at_s == INF  # the default inf = never is still allowed
+
+
+def test_a_comm_channel_inside_the_scenario_names_its_keys_there(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    cfg = str(root / "configs" / "mpe" / "simple_reference-bandwidth.yaml")
+    for trace, key in (("{kind: constant, rate: 1e13}", "trace.rate"), (f"{{kind: csv, path: {tmp_path}/no.csv}}",
+                                                                        "trace.path")):
+        r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", cfg,
+                            f"scenario.params.comm_channel.params.trace={trace}"], capture_output=True, text=True)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert f"key 'scenario.params.comm_channel.params.{key}'" in " ".join(r.stderr.split()), r.stderr

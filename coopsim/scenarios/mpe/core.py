@@ -73,8 +73,16 @@ class MPECore(ScenarioCore):
         if self.params.comm_channel is not None:
             from coopsim.platform.registry import make_component
 
+            from coopsim.errors import ConfigError
+
             cc = self.params.comm_channel
-            self.attach_channel(make_component("channel", cc["id"], **cc.get("params", {})))
+            try:
+                channel = make_component("channel", cc["id"], **cc.get("params", {}))
+            except ConfigError as exc:  # the channel names its own keys: address them inside comm_channel
+                rel = exc.key.removeprefix("channel.params.") if exc.key else None
+                key = f"comm_channel.params.{rel}" if rel and rel != "channel.id" else "comm_channel"
+                raise ConfigError(exc.message, file=exc.file, key=key, value=exc.value, also=exc.also) from None
+            self.attach_channel(channel)
         obs = self._obs()
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=obs.shape[2:], dtype=np.float32)
         self.state_space = gymnasium.spaces.Box(-np.inf, np.inf, shape=(N * obs.shape[2],), dtype=np.float32)
