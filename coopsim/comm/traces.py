@@ -247,7 +247,9 @@ class CsvTrace(_Trace):
         f = str(p)
         if not p.is_file():
             rel = "" if p.is_absolute() else f" (a relative path is read from the working directory {Path.cwd()})"
-            raise ConfigError(f"capacity trace file not found: {p}{rel}", file=f, key="trace.path", value=self.path)
+            what = ("is a directory, not a CSV file" if p.is_dir() else "is not a regular file" if p.exists()
+                    else "not found")
+            raise ConfigError(f"capacity trace file {what}: {p}{rel}", file=f, key="trace.path", value=self.path)
         try:
             data = p.read_bytes()
         except OSError as e:

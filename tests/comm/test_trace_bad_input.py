@@ -189,6 +189,8 @@ def test_csv_missing_file_fails_when_the_channel_is_built(tmp_path):
     err = build_error({"trace": {"kind": "csv", "path": path}})
     assert err.key == "channel.params.trace.path" and err.value == path
     assert f"capacity trace file not found: {path}" in str(err)
+    err = build_error({"trace": {"kind": "csv", "path": str(tmp_path)}})  # a directory where the file should be
+    assert err.key == "channel.params.trace.path" and f"capacity trace file is a directory, not a CSV file: {tmp_path}" in str(err)
 
 
 @pytest.mark.parametrize("text, msg", [
