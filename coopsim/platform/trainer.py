@@ -121,7 +121,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigError("checkpoint not found (give a run dir with checkpoint.pt, or a .pt file)", file=str(path))
+        what = "is not a regular file" if path.exists() else "not found"
+        raise ConfigError(f"checkpoint {what} (give policy.pt, checkpoint.pt or a training run's seed-<s> directory)",
+                          file=str(path))
     size = path.stat().st_size
     bad = _zip_crc_failure(path)
     if bad is not None:

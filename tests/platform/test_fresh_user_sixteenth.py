@@ -422,3 +422,14 @@ def test_a_checkpoint_on_a_full_disk_is_one_write_error(tmp_path, monkeypatch):
     assert str(e.value) == (f"cannot write {tmp_path / 'checkpoint.pt'}: No space left on device; free some space on "
                             f"that device, or write elsewhere")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.pt"]  # no temporary file left behind
+
+
+def test_a_checkpoint_that_is_not_a_regular_file_says_so(tmp_path):
+    from coopsim.platform.trainer import load_checkpoint
+
+    with pytest.raises(ConfigError) as e:
+        load_checkpoint("/dev/null")
+    assert str(e.value) == ("/dev/null: checkpoint is not a regular file (give policy.pt, checkpoint.pt or a "
+                            "training run's seed-<s> directory)")
+    with pytest.raises(ConfigError, match=r"checkpoint not found \(give policy.pt"):
+        load_checkpoint(tmp_path / "none.pt")
