@@ -232,7 +232,7 @@ def _run_note(cfg: dict, rows: list[dict], summary: dict, has_summary: bool) -> 
     of = f" of {planned}" if planned else ""
     if not has_summary:
         return (f"the run has not finished: it has no summary.json yet (it is still running, or its process stopped "
-                f"before writing one, e.g. it was killed); shown: the {len(rows)}{of} episode(s) finished so far, from "
+                f"before writing one: it was killed, or a write failed, e.g. on a full disk); shown: the {len(rows)}{of} episode(s) finished so far, from "
                 f"metrics.jsonl")
     if summary.get("interrupted"):
         return f"the run was interrupted: {summary.get('episodes_finished', len(rows))}{of} episode(s) finished"

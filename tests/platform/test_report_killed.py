@@ -54,7 +54,8 @@ def test_report_of_a_killed_run_says_it_did_not_finish(tmp_path):
     out = " ".join(r.stdout.split())  # the table's caption may wrap
     assert "summary.json has every metric" not in out
     assert "metrics.jsonl has every value" in out
-    assert "the run has not finished: it has no summary.json yet (it is still running" in out
+    assert ("the run has not finished: it has no summary.json yet (it is still running, or its process stopped "
+            "before writing one: it was killed, or a write failed, e.g. on a full disk)") in out
     # the table's episode count is what metrics.jsonl holds
     (line,) = [ln for ln in r.stdout.splitlines() if ln.strip("│ ").startswith("episode_return ")]
     assert line.split("│")[-2].strip() == str(len(rows))
