@@ -194,6 +194,9 @@ def load_hook(spec: Any, *, key: str, file: str | None = None) -> Any:
         cls = getattr(importlib.import_module(mod_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"cannot import {ref!r}: {exc}", file=file, key=f"{key}.module", value=ref) from None
+    if not isinstance(cls, type):  # e.g. os:getcwd, a function: calling it would blame its params
+        raise ConfigError(f"{ref!r} is a {type(cls).__name__}, not a class; give the hook's class, "
+                          f"'package.module:Class'", file=file, key=f"{key}.module", value=ref)
     try:
         return cls(**(spec.get("params") or {}))
     except (TypeError, ValueError) as exc:
