@@ -35,7 +35,9 @@ from coopsim.scenarios.smac import SMACCore
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MAPS, map_types
 
-_STOP, _NORTH, _WEST, _N_MOVE = 1, 2, 5, 6
+_STOP, _N_MOVE = 1, 6
+#: a marine's attack range and sight range (map units; SMAX's values, docs/smac.md): the rules' distances
+_ENEMY_RANGE, _SIGHT = 5.0, 9.0
 
 #: (rule, params) rows of the default table
 RULES: tuple[tuple[str, dict], ...] = (
@@ -45,14 +47,6 @@ RULES: tuple[tuple[str, dict], ...] = (
     *(("hold", {"hold": h}) for h in (5, 10, 20)),
     *(("stutter", {"thr": t, "margin": m}) for t in (0.0, 0.3, 0.6) for m in (-0.5, 0.5, 2.0)),
 )
-
-
-def _away(rel: np.ndarray, masks: np.ndarray) -> np.ndarray:
-    """The available move (N/S/E/W) most opposite to ``rel`` [E, N, 2], else stop."""
-    dirs = np.array([[0, 1], [0, -1], [1, 0], [-1, 0]], np.float32)
-    sim = -rel @ dirs.T
-    sim = np.where(masks[..., _NORTH:_WEST + 1], sim, -np.inf)
-    return np.where(np.isfinite(sim.max(-1)), sim.argmax(-1) + _NORTH, _STOP)
 
 
 def play(map_name: str, rule: str, params: dict, episodes: int, seed: int) -> np.ndarray:
@@ -89,11 +83,11 @@ def play(map_name: str, rule: str, params: dict, episodes: int, seed: int) -> np
             threatened = dist.min(-1) < reach
             if rule == "retreat":
                 act = np.where((health < params["thr"]) & (t - last_hit <= params["hold"]) & threatened,
-                               _away(rel, masks), act)
+                               FocusFireAgent._dir_toward(-rel, masks), act)
             elif rule == "hold":
                 act = np.where((t < params["hold"]) & (act < _N_MOVE) & masks[..., 1], _STOP, act)
             else:
-                act = np.where((obs[..., -1] > params["thr"]) & threatened, _away(rel, masks), act)
+                act = np.where((obs[..., -1] > params["thr"]) & threatened, FocusFireAgent._dir_toward(-rel, masks), act)
         alive = masks[..., 1]
         ok = np.take_along_axis(masks, act[..., None], 2)[..., 0]
         act = np.where(ok, act, np.where(alive, _STOP, 0))
@@ -106,9 +100,6 @@ def play(map_name: str, rule: str, params: dict, episodes: int, seed: int) -> np
         done |= now
     return win
 
-
-#: a marine's attack range and sight range (map units; SMAX's values, docs/smac.md): the rules' distances
-_ENEMY_RANGE, _SIGHT = 5.0, 9.0
 
 
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
