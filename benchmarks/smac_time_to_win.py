@@ -12,14 +12,22 @@ Usage::
 
     .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/3m-mappo.yaml --seeds 0 1 2 3 4
     .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/3m-mappo.yaml --seeds 0 train.total_env_steps=2000000
+    .venv/bin/python benchmarks/smac_time_to_win.py --resume runs/smac-3m-mappo-ttw-<time>Z-<id>
 
-Prints one line per evaluation and writes ``<run dir>/time_to_win.json`` (per seed: the evaluations, the first
-one at or above the target, the final one). ``--plot RUN_DIR OUT.png`` draws the greedy win rate of every seed
+Prints one line per evaluation and writes ``<run dir>/time_to_win.json`` after every evaluation (per seed: the
+evaluations, the first one at or above the target, the final one once the seed is done).
+
+``--resume RUN_DIR`` continues an interrupted run (the trainer's ``--resume``: each unfinished seed from its
+``checkpoint.pt``, bit for bit as if never stopped; finished seeds are kept): the run's stored config, seeds and
+evaluation settings are used (a ``train.total_env_steps=N`` override may raise the budget, as with
+``coopsim train --resume``); evaluations recorded after the checkpoint are dropped and redone. A resumed seed's
+training wall time counts the checkpoint's wall time less the evaluation time recorded before it. ``--plot RUN_DIR OUT.png`` draws the greedy win rate of every seed
 against env steps and training wall time from a finished run's ``time_to_win.json`` (no training).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -33,8 +41,9 @@ from coopsim.platform import registry
 from coopsim.platform.config import dump_config, load_config
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.runner import play_episodes, seeded_torch
-from coopsim.platform.trainer import fit
-from coopsim.platform.training import build_trainer, trainable_class, train_config
+from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, fit, load_checkpoint
+from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, run_dir_lock, steps_done,
+                                       trainable_class, train_config)
 
 
 #: the acting params that make a learner greedy: PPO (MAPPO/IPPO) argmax actions, QMIX epsilon 0
@@ -121,56 +130,164 @@ def plot(run_dir: str, out: str) -> None:
     atomic_savefig(fig, out, dpi=110)
 
 
+RESULTS_NAME = "time_to_win.json"
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("config", nargs="?", default=None, help="run config (not with --resume: the run's is used)")
+    ap.add_argument("overrides", nargs="*", help="key.path=value overrides (as coopsim train)")
+    ap.add_argument("--resume", metavar="RUN_DIR", default=None,
+                    help="continue an interrupted run of this script from its checkpoints")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the config's)")
+    ap.add_argument("--eval-every", type=int, default=None, help="env steps between greedy evaluations (50000)")
+    ap.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation, one batched core (256)")
+    ap.add_argument("--eval-seed", type=int, default=None, help="reset seed of the evaluation core (10000)")
+    ap.add_argument("--target", type=float, default=None, help="greedy win rate to reach (0.95)")
+    ap.add_argument("--stop", action="store_true", help="stop a seed at the first evaluation >= target")
+    args = ap.parse_intermixed_args(argv)
+    if args.config is not None and "=" in args.config and args.resume is not None:
+        args.overrides.insert(0, args.config)  # `--resume RUN_DIR key=value`: the first override lands in `config`
+        args.config = None
+    if args.resume is None and args.config is None:
+        ap.error("give a run config (or --resume RUN_DIR)")
+    if args.resume is not None and args.config is not None:
+        ap.error("--resume continues the run's stored config: give no config file, only train.total_env_steps=N")
+    return args
+
+
+def _resume_settings(run_dir: Path, args: argparse.Namespace) -> dict:
+    """The stored ``time_to_win.json`` of ``run_dir`` (its seeds and evaluation settings), or, for a run interrupted
+    before its first evaluation was written, the command line's settings and the seed directories present.
+
+    Raises:
+        ConfigError: ``run_dir`` is not a run of this script, or a settings flag differs from the run's.
+    """
+    if not (run_dir / CONFIG_NAME).is_file():
+        raise ConfigError(f"--resume needs a run directory written by smac_time_to_win.py (with {CONFIG_NAME})",
+                          file=str(run_dir))
+    path = run_dir / RESULTS_NAME
+    if path.is_file():
+        try:
+            out = json.loads(path.read_text())
+            out["per_seed"].items()
+        except (ValueError, KeyError, AttributeError, TypeError):
+            raise ConfigError(f"{path} is not a time_to_win.json written by smac_time_to_win.py", file=str(path)) \
+                from None
+        for flag, key in (("seeds", "seeds"), ("eval_every", "eval_every"), ("eval_episodes", "eval_episodes"),
+                          ("eval_seed", "eval_seed"), ("target", "target")):
+            given = getattr(args, flag)
+            if given is not None and key in out and given != out[key]:
+                raise ConfigError(f"--resume keeps the run's evaluation settings, but --{flag.replace('_', '-')} "
+                                  f"{given} differs from the run's {out[key]}; leave it out", file=str(path),
+                                  key=key, value=given)
+        if "seeds" not in out:  # written before the seeds were recorded: the ones it lists plus the seed dirs
+            out["seeds"] = sorted({int(s) for s in out["per_seed"]} | _seed_dirs(run_dir))
+        return {**_settings(args, str(run_dir / CONFIG_NAME), out["seeds"]), **out}
+    seeds = args.seeds if args.seeds is not None else sorted(_seed_dirs(run_dir))
+    if not seeds:
+        raise ConfigError(f"{run_dir} has no seed-<s> directory to resume and no {RESULTS_NAME}; start a new run",
+                          file=str(run_dir))
+    return _settings(args, str(run_dir / CONFIG_NAME), seeds)
+
+
+def _seed_dirs(run_dir: Path) -> set[int]:
+    return {int(p.name[5:]) for p in run_dir.glob("seed-*") if p.name[5:].lstrip("-").isdigit()}
+
+
+def _settings(args: argparse.Namespace, config: str, seeds: list[int]) -> dict:
+    pick = lambda v, d: d if v is None else v  # noqa: E731
+    return {"config": config, "overrides": list(args.overrides), "seeds": list(seeds),
+            "target": pick(args.target, 0.95), "eval_episodes": pick(args.eval_episodes, 256),
+            "eval_every": pick(args.eval_every, 50_000), "eval_seed": pick(args.eval_seed, 10_000),
+            "stop": bool(args.stop), "per_seed": {}}
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
     if argv[:1] == ["--plot"]:
         plot(argv[1], argv[2])
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("config")
-    ap.add_argument("overrides", nargs="*", help="key.path=value overrides (as coopsim train)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the config's)")
-    ap.add_argument("--eval-every", type=int, default=50_000, help="env steps between greedy evaluations")
-    ap.add_argument("--eval-episodes", type=int, default=256, help="episodes per evaluation (one batched core)")
-    ap.add_argument("--eval-seed", type=int, default=10_000, help="reset seed of the evaluation core")
-    ap.add_argument("--target", type=float, default=0.95)
-    ap.add_argument("--stop", action="store_true", help="stop a seed at the first evaluation >= target")
-    args = ap.parse_intermixed_args(argv)
-
-    cfg = load_config(args.config, list(args.overrides))
-    _, cls = trainable_class(cfg, file=args.config)
-    greedy_params(cls, cfg.agents.id)  # before training: a learner that cannot be evaluated greedily
-    schedule = train_config(cfg, cls, file=args.config)
-    seeds = args.seeds if args.seeds is not None else list(cfg.seeds)
-    run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-ttw")  # <name>-ttw-<UTC time>Z-<id>, as coopsim's run dirs
-    atomic_write_text(run_dir / "config.yaml", dump_config(cfg))
-    print(f"run directory: {run_dir}", flush=True)
-    out: dict = {"config": args.config, "overrides": list(args.overrides), "target": args.target,
-                 "eval_episodes": args.eval_episodes, "eval_every": args.eval_every, "per_seed": {}}
-    evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), args.eval_episodes, args.eval_seed)
-    for seed in seeds:
-        trainer, _ = build_trainer(cfg, seed, file=args.config)
-        evals: list[dict] = []
-        state = {"next": args.eval_every, "eval_s": 0.0, "t0": time.perf_counter()}
-
-        def on_iteration(tr, metrics) -> bool:
-            if tr.env_steps < state["next"] and tr.env_steps < schedule.total_env_steps:
-                return False
-            state["next"] += args.eval_every
-            t = time.perf_counter()
-            win = evaluator.greedy_win_rate(tr.agent)
-            state["eval_s"] += time.perf_counter() - t
-            wall = time.perf_counter() - state["t0"] - state["eval_s"]
-            evals.append({"env_steps": tr.env_steps, "train_wall_s": round(wall, 1), "greedy_win": win})
-            print(f"seed {seed} steps {tr.env_steps:>8d} train wall {wall:7.1f} s greedy win {win:.3f}", flush=True)
-            return bool(args.stop and win >= args.target)
-
-        fit(trainer, schedule, run_dir / f"seed-{seed}", description=f"{cfg.name} seed {seed}", on_iteration=on_iteration)
-        first = next((e for e in evals if e["greedy_win"] >= args.target), None)
-        out["per_seed"][str(seed)] = {"evals": evals, "first_at_target": first, "final": evals[-1] if evals else None}
-        atomic_write_json(run_dir / "time_to_win.json", out, indent=2)
+    args = _parse(argv)
+    with contextlib.ExitStack() as held:
+        if args.resume is not None:
+            run_dir = Path(args.resume)
+            if run_dir.is_dir():
+                held.enter_context(run_dir_lock(run_dir))  # two resumes of one run are refused, not mixed
+            out = _resume_settings(run_dir, args)
+            stored, cfg = resume_config(run_dir, "", list(args.overrides))
+            file = str(run_dir / CONFIG_NAME)
+            if cfg.train.get("total_env_steps") != stored.train.get("total_env_steps"):
+                out["overrides"] = [*out.get("overrides", []), *args.overrides]
+        else:
+            file = args.config
+            cfg = load_config(file, list(args.overrides))
+        _, cls = trainable_class(cfg, file=file)
+        greedy_params(cls, cfg.agents.id)  # before training: a learner that cannot be evaluated greedily
+        schedule = train_config(cfg, cls, file=file)
+        if args.resume is None:
+            seeds = args.seeds if args.seeds is not None else list(cfg.seeds)
+            out = _settings(args, args.config, seeds)
+            run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-ttw")  # <name>-ttw-<UTC time>Z-<id>, as coopsim's
+            held.enter_context(run_dir_lock(run_dir))
+            atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
+        elif cfg.train.get("total_env_steps") != stored.train.get("total_env_steps"):
+            atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))  # the one change a resume records
+        print(f"run directory: {run_dir}", flush=True)
+        evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), out["eval_episodes"], out["eval_seed"])
+        for seed in out["seeds"]:
+            _train_seed(cfg, file, schedule, seed, run_dir, out, evaluator, stop=bool(out.get("stop") or args.stop))
     return 0
+
+
+def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, evaluator: GreedyEvaluator, *,
+                stop: bool) -> None:
+    """Train (or resume) one seed with a greedy evaluation every ``out["eval_every"]`` env steps, writing
+    ``time_to_win.json`` after each; a seed already trained to the budget is left as it is."""
+    sub = run_dir / f"seed-{seed}"
+    rec = out["per_seed"].get(str(seed), {"evals": [], "first_at_target": None, "final": None})
+    done = steps_done(sub) if sub.is_dir() else None
+    if done is not None and done >= schedule.total_env_steps and (sub / SUMMARY_NAME).is_file() \
+            and rec.get("final") is not None:
+        print(f"seed {seed}: already trained ({done:,} env steps)", flush=True)
+        return
+    trainer, _ = build_trainer(cfg, seed, file=file)
+    resume = (sub / CHECKPOINT_NAME).is_file()
+    wall_before = 0.0
+    if resume:  # the evaluations after the checkpoint are redone; the wall time before it is carried over
+        ckpt = load_checkpoint(sub / CHECKPOINT_NAME)
+        at = int(ckpt.get("env_steps", 0))
+        rec["evals"] = [e for e in rec["evals"] if e["env_steps"] <= at]
+        eval_before = rec["evals"][-1].get("eval_wall_s", 0.0) if rec["evals"] else 0.0
+        wall_before = float(ckpt.get("wall_s", 0.0)) - eval_before
+        rec["resumed_from"] = [*rec.get("resumed_from", []), {"env_steps": at, "wall_s": round(wall_before, 1),
+                                                             "evaluation_time_known": bool(rec["evals"])}]
+        print(f"seed {seed}: resuming at {at:,} env steps", flush=True)
+    out["per_seed"][str(seed)] = rec
+    every = out["eval_every"]
+    last = rec["evals"][-1] if rec["evals"] else {}
+    state = {"next": (trainer.env_steps if not resume else int(ckpt.get("env_steps", 0))) // every * every + every,
+             "eval_s": last.get("eval_wall_s", 0.0), "t0": time.perf_counter()}
+
+    def on_iteration(tr, metrics) -> bool:
+        if tr.env_steps < state["next"] and tr.env_steps < schedule.total_env_steps:
+            return False
+        state["next"] = tr.env_steps // every * every + every
+        t = time.perf_counter()
+        win = evaluator.greedy_win_rate(tr.agent)
+        state["eval_s"] += time.perf_counter() - t
+        wall = wall_before + time.perf_counter() - state["t0"] - (state["eval_s"] - last.get("eval_wall_s", 0.0))
+        rec["evals"].append({"env_steps": tr.env_steps, "train_wall_s": round(wall, 1), "greedy_win": win,
+                             "eval_wall_s": round(state["eval_s"], 2)})
+        rec["first_at_target"] = next((e for e in rec["evals"] if e["greedy_win"] >= out["target"]), None)
+        atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)  # an interrupt keeps every evaluation so far
+        print(f"seed {seed} steps {tr.env_steps:>8d} train wall {wall:7.1f} s greedy win {win:.3f}", flush=True)
+        return bool(stop and win >= out["target"])
+
+    fit(trainer, schedule, sub, resume=resume, description=f"{cfg.name} seed {seed}", on_iteration=on_iteration)
+    rec["final"] = rec["evals"][-1] if rec["evals"] else None
+    atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)
 
 
 if __name__ == "__main__":

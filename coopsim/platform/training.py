@@ -163,7 +163,7 @@ def schedule_warning(old: Any, new: Any, done: int) -> str | None:
             f"uninterrupted run of {b:,} steps")
 
 
-def _resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tuple[RunConfig, RunConfig]:
+def resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tuple[RunConfig, RunConfig]:
     """The run's stored config and the effective one (file + overrides), checked to differ at most in
     :data:`RESUME_MAY_CHANGE`. Nothing is written.
 
@@ -268,7 +268,7 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
                               f"written by coopsim train")
         if run_dir.is_dir():  # held until training ends: a second resume of the same run is refused, not mixed in
             held.enter_context(run_dir_lock(run_dir))
-        stored, given = _resume_config(run_dir, config_path, overrides)
+        stored, given = resume_config(run_dir, config_path, overrides)
         _, cls = trainable_class(stored, file=file)
         old_schedule = train_config(stored, cls, file=file)
         try:

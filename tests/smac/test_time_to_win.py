@@ -63,3 +63,63 @@ def test_main_refuses_before_training(tmp_path):
     with pytest.raises(ConfigError, match="cannot evaluate agent 'graph_safe-v0' greedily"):
         _ttw().main([str(ROOT / "configs/safety/coop-grid4x4-2ag-all.yaml"), f"out_dir={tmp_path}"])
     assert list(tmp_path.iterdir()) == []
+
+
+def _tiny(tmp_path, name):
+    return [str(ROOT / "configs/smac/3m-mappo.yaml"), "--seeds", "0", "--eval-every", "64", "--eval-episodes", "2",
+            "train.total_env_steps=256", "train.num_envs=2", "train.rollout_steps=32", "train.checkpoint_every=1",
+            "train.progress=false", f"out_dir={tmp_path / name}"]
+
+
+def test_resume_after_an_interrupt_matches_an_uninterrupted_run(tmp_path, monkeypatch):
+    import torch
+
+    ttw = _ttw()
+    assert ttw.main(_tiny(tmp_path, "whole")) == 0
+    (whole,) = (tmp_path / "whole").iterdir()
+    ref = json.loads((whole / "time_to_win.json").read_text())
+
+    ttw2 = _ttw()
+    real = ttw2.GreedyEvaluator.greedy_win_rate
+    calls = {"n": 0}
+
+    def interrupted(self, agent):  # Ctrl-C during the third evaluation (at 192 env steps)
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(self, agent)
+
+    monkeypatch.setattr(ttw2.GreedyEvaluator, "greedy_win_rate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ttw2.main(_tiny(tmp_path, "cut"))
+    (cut,) = (tmp_path / "cut").iterdir()
+    kept = json.loads((cut / "time_to_win.json").read_text())  # written after every evaluation: two survive
+    assert [e["env_steps"] for e in kept["per_seed"]["0"]["evals"]] == [64, 128]
+    monkeypatch.setattr(ttw2.GreedyEvaluator, "greedy_win_rate", real)
+    assert ttw2.main(["--resume", str(cut)]) == 0  # seeds and evaluation settings come from the run
+    got = json.loads((cut / "time_to_win.json").read_text())
+    pick = lambda d: [(e["env_steps"], e["greedy_win"]) for e in d["per_seed"]["0"]["evals"]]  # noqa: E731
+    assert pick(got) == pick(ref) == [(64, pick(ref)[0][1]), (128, pick(ref)[1][1]), (192, pick(ref)[2][1]),
+                                      (256, pick(ref)[3][1])]
+    assert got["per_seed"]["0"]["resumed_from"][0]["env_steps"] == 128
+    assert got["per_seed"]["0"]["final"]["env_steps"] == 256
+    a = torch.load(whole / "seed-0" / "policy.pt", weights_only=False)
+    b = torch.load(cut / "seed-0" / "policy.pt", weights_only=False)
+    sa, sb = ({**x["net"], **{f"vn.{k}": v for k, v in x["value_norm"].items()}} for x in (a, b))
+    assert len(sa) > 5 and sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)  # bit for bit
+    assert ttw2.main(["--resume", str(cut)]) == 0  # a finished run: nothing trained again
+    assert json.loads((cut / "time_to_win.json").read_text()) == got
+
+
+def test_resume_refuses_other_settings_and_non_runs(tmp_path):
+    ttw = _ttw()
+    with pytest.raises(ConfigError, match="written by smac_time_to_win.py"):
+        ttw.main(["--resume", str(tmp_path)])
+    assert ttw.main(_tiny(tmp_path, "r")) == 0
+    (run,) = (tmp_path / "r").iterdir()
+    with pytest.raises(ConfigError, match=r"--eval-every 100 differs from the run's 64"):
+        ttw.main(["--resume", str(run), "--eval-every", "100"])
+    with pytest.raises(ConfigError, match=r"train.lr"):
+        ttw.main(["--resume", str(run), "train.lr=0.1"])
+    with pytest.raises(SystemExit):
+        ttw.main(["--resume", str(run), str(ROOT / "configs/smac/3m-mappo.yaml")])
