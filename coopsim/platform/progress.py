@@ -102,7 +102,8 @@ class LineProgress:
         done, total = t["completed"], t["total"]
         unit = f" {self.unit}" if self.unit else ""
         elapsed = now - t["start"]
-        text = f"{t['description']}: {done:g}/{total:g}{unit}" if total else f"{t['description']}: {done:g}{unit}"
+        text = (f"{t['description']}: {_count(done)}/{_count(total)}{unit}" if total
+                else f"{t['description']}: {_count(done)}{unit}")
         if total:
             text += f" ({100.0 * done / total:.0f}%)"
         text += f", {_hms(elapsed)} elapsed"
@@ -116,6 +117,11 @@ class LineProgress:
         print(text, file=f, flush=True)
         self.lines += 1
         t["last_line"], t["shown"] = now, (done, t["description"])
+
+
+def _count(x: float) -> str:
+    """A whole count with thousands separators (``2,289,664``, not ``2.28966e+06``); other values as ``:g``."""
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
 
 
 def is_terminal() -> bool:

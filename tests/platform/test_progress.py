@@ -42,8 +42,23 @@ def test_line_progress_stop_prints_an_unfinished_task_once_with_its_info():
     p.stop()
     p.stop()
     (line,) = out.getvalue().splitlines()
-    assert line.startswith("train: 600/1000 env steps (60%), 0:00:00 elapsed")
+    assert line.startswith("train: 600/1,000 env steps (60%), 0:00:00 elapsed")
     assert line.endswith("  return=-3.5")
+
+
+def test_line_progress_counts_with_separators_not_exponents():
+    out = io.StringIO()
+    p = LineProgress(unit="env steps", every_s=1e9, file=out)
+    task = p.add_task("train", total=4_000_000, completed=0)
+    p.update(task, completed=2_289_664)
+    p.update(task, completed=2_500_000.5)  # a fractional count keeps :g
+    p.stop()
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("train: 2.5e+06/4,000,000 env steps (63%)"), line
+    out2 = io.StringIO()
+    p2 = LineProgress(unit="env steps", every_s=0.0, file=out2)
+    p2.update(p2.add_task("t", total=4e6), completed=2_289_664)
+    assert "t: 2,289,664/4,000,000 env steps (57%)" in out2.getvalue(), out2.getvalue()
 
 
 def test_make_progress_picks_bar_lines_or_nothing():
@@ -70,7 +85,7 @@ def test_train_piped_prints_a_plain_progress_line(tmp_path):
                         f"out_dir={tmp_path}", "train.total_env_steps=1024", "train.num_envs=4",
                         "train.checkpoint_every=512", "train.progress=true"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    done = [ln for ln in r.stdout.splitlines() if "/1024 env steps (100%)" in ln]
+    done = [ln for ln in r.stdout.splitlines() if "1,024/1,024 env steps (100%)" in ln]
     assert len(done) == 1, r.stdout
     assert "\x1b" not in r.stdout and "━" not in done[0]
 
