@@ -464,11 +464,29 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
     from coopsim.platform.recorder import new_run_dir
     from coopsim.platform.report import compare_runs, comparison_table
 
-    out = new_run_dir(Path(run_dirs[0]).parent, "compare")
-    res = compare_runs(run_dirs, out_dir=out, group_by=group_by)
+    from coopsim.platform.recorder import WriteError
+
+    unwritable: CoopsimError | None = None
+    try:
+        out = new_run_dir(Path(run_dirs[0]).parent, "compare")
+    except ConfigError as exc:  # a read-only or full folder: the table still shows, no files
+        unwritable, out = exc, None
+    try:
+        res = compare_runs(run_dirs, out_dir=out, group_by=group_by, write=out is not None)
+    except BaseException as exc:  # an unreadable run, a failed write, Ctrl-C: no empty comparison folder left
+        if out is not None and not any(out.iterdir()):
+            out.rmdir()
+        if not isinstance(exc, WriteError):
+            raise
+        unwritable = exc
+        res = compare_runs(run_dirs, group_by=group_by, write=False)
     Console(width=max(console.width, 200), emoji=False).print(comparison_table(res))
     for d, note in res["notes"].items():
         console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
+    if unwritable is not None:
+        err_console.print(f"[yellow]warning:[/] no compare.csv or comparison plots written: "
+                          f"{escape(unwritable.message)}", markup=True, highlight=False, soft_wrap=True)
+        return
     console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
     for p in res["plots"]:
         console.print(f"plot: {p}", soft_wrap=True, highlight=False)

@@ -402,7 +402,7 @@ def _shared_seeds(runs: list[dict], flat: list[dict], line_keys: list[str], x_ke
 
 
 def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
-                 group_by: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+                 group_by: tuple[str, ...] | list[str] = (), *, write: bool = True) -> dict[str, Any]:
     """Group runs by the config fields that differ; tables and metric-vs-x plots with 95% CI bands.
 
     The x axis is the numeric field that differs (e.g. ``scenario.params.num_agents``); lines are the
@@ -412,7 +412,12 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     labels rows of its own even where it would be pooled otherwise (a sweep over ``seeds`` gives one row per
     seeds value). Writes ``compare_<metric>.png`` into ``out_dir`` (default: the first run's parent). Counters of
     :data:`HIDDEN_WHEN_ZERO` that are zero in every run are left out of ``metrics`` (the table and the plots; listed
-    in ``hidden``), as the single-run table does; ``compare.csv`` keeps every metric.
+    in ``hidden``), as the single-run table does; ``compare.csv`` keeps every metric. ``write=False``: no file is
+    written (the table only; ``plots`` is empty), for a folder that cannot be written.
+
+    Raises:
+        CoopsimError: a run directory cannot be read (:func:`load_run`).
+        WriteError: ``compare.csv`` or a plot cannot be written into ``out_dir`` (:func:`report_writes`).
     """
     runs = [load_run(d) for d in run_dirs]
     pooled = {"name", "out_dir", "seeds"} - set(group_by)
@@ -447,9 +452,10 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         notes["comparison"] = (f"runs of different scenarios ({', '.join(scen_ids)}): their metrics need not be "
                                f"comparable")
     out_dir = Path(out_dir) if out_dir else Path(run_dirs[0]).parent
-    _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, every)
+    if write:
+        _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, every)
     plots = []
-    if x_key is not None:
+    if x_key is not None and write:
         import warnings
 
         plt = _mpl()

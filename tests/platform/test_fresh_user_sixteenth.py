@@ -192,6 +192,32 @@ def test_a_compare_into_an_unwritable_folder_is_one_error(small_run, monkeypatch
         compare_runs([small_run, small_run], out_dir=small_run.parent / "cmp")
 
 
+def test_a_multi_run_report_in_an_unwritable_folder_prints_the_table(small_run, monkeypatch):
+    """Two runs compared where nothing can be written: the comparison table and one warning, no traceback."""
+    from coopsim.platform import recorder
+
+    _refuse_writes(monkeypatch, errno.EACCES)
+    code, out = _cli(["report", small_run, small_run])
+    assert code == 0 and "Traceback" not in out, out
+    assert "win" in out and "warning: no compare.csv or comparison plots written:" in " ".join(out.split())
+    assert "not writable (Permission denied)" in out
+    assert not list(small_run.parent.glob("compare-*"))  # the folder could be made, its files not: removed
+
+    def no_dirs(self, *a, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(recorder.Path, "mkdir", no_dirs)  # the folder cannot even be made
+    code, out = _cli(["report", small_run, small_run])
+    assert code == 0 and "Traceback" not in out, out
+    assert "win" in out and "cannot create the run directory" in " ".join(out.split())
+
+
+def test_a_multi_run_report_of_an_unreadable_run_leaves_no_compare_folder(small_run, tmp_path):
+    code, out = _cli(["report", small_run, tmp_path / "nope"])
+    assert code == 2 and "does not exist" in out, out
+    assert not list(small_run.parent.glob("compare-*"))
+
+
 # 3. a run on a full disk
 
 def _disk_full_after(monkeypatch, n_ok: int):
