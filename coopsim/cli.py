@@ -139,12 +139,16 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
             raise blame_override(exc, config, overrides or []) from None
         notes: list[str] = []
         if cfg.train is not None:   # the train: section too, as `coopsim train` would read it (its hooks built)
-            from coopsim.platform.training import hooks_note, train_config, trainable_class
+            from coopsim.errors import in_file
+            from coopsim.platform.training import build_trainer, hooks_note, train_config, trainable_class
 
             try:
                 schedule = train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
                 notes.append(hooks_note(schedule, file=str(config)))
+                # the first seed's trainer, as `coopsim train` builds it before writing anything: hooks set up
+                build_trainer(cfg, cfg.seeds[0], file=str(config))
             except ConfigError as exc:  # a value given on the command line is named as the override
+                exc = in_file(exc, str(config))
                 raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
         _fail(exc)

@@ -31,7 +31,7 @@ itself with its own optimizer, and the trainer leaves its parameters out of the 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -57,6 +57,8 @@ class HookContext:
         num_envs: environments stepped together ``E``.
         dt_s: simulated seconds per step.
         seed: the run seed (hooks seed their own generators from it).
+        scenario_params: the scenario's construction params (e.g. MG-MAPF's ``num_goals``), for a hook that reads
+            a scenario's observation layout to check it against its own params; empty when unknown.
     """
 
     obs_dim: int
@@ -67,6 +69,7 @@ class HookContext:
     num_envs: int
     dt_s: float
     seed: int
+    scenario_params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -55,3 +55,23 @@ def test_eval_checkpoint_directory_without_a_policy_says_what_to_give(tmp_path):
     assert " ".join(r.stderr.split()) == (f"error: {tmp_path}: key '--checkpoint': the directory holds no policy.pt or "
                                           f"checkpoint.pt: give policy.pt, checkpoint.pt or a training run's seed-<s> "
                                           f"directory")
+
+
+def test_shaping_num_goals_must_match_the_scenarios(tmp_path):
+    """The shaping reads the first 4 K observation entries: a K other than the scenario's would read other fields
+    (status bits as distances) without any error; validate and train refuse it, naming the hook's key."""
+    from coopsim.platform.training import build_trainer
+
+    cfg = load_config(CFG, ["scenario.params.num_goals=3"])
+    with pytest.raises(ConfigError, match=r"num_goals=2 differs from the scenario's num_goals=3.*"
+                                          r"give train.intrinsic.params.num_goals: 3") as e:
+        build_trainer(cfg, 0, file=CFG)
+    assert e.value.key == "train.intrinsic.params" and e.value.file == CFG
+    trainer = build_trainer(load_config(CFG, ["scenario.params.num_goals=3", "train.intrinsic.params.num_goals=3"]), 0)[0]
+    assert trainer.intrinsic.k == 3
+    for cmd in ("validate", "train"):
+        r = subprocess.run([sys.executable, "-m", "coopsim.cli", cmd, CFG, "scenario.params.num_goals=3",
+                            f"out_dir={tmp_path}"], capture_output=True, text=True, cwd=REPO)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "key 'train.intrinsic.params'" in r.stderr and "the scenario's num_goals=3" in r.stderr
+    assert list(tmp_path.iterdir()) == []  # train wrote nothing

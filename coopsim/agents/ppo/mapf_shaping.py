@@ -38,6 +38,16 @@ class MGMAPFGoalShaping(IntrinsicReward):
         self.k, self.gamma, self.scale, self.per_goal = int(num_goals), float(gamma), float(scale), float(per_goal)
 
     def setup(self, ctx: HookContext) -> None:
+        """Check the observation layout: the scenario's ``num_goals`` (when known) must be this hook's, and the
+        observation must hold the ``4 K`` goal entries.
+
+        Raises:
+            ValueError: either check fails.
+        """
+        theirs = ctx.scenario_params.get("num_goals")
+        if isinstance(theirs, int) and theirs != self.k:
+            raise ValueError(f"num_goals={self.k} differs from the scenario's num_goals={theirs}: the shaping would "
+                             f"read the wrong observation entries; give train.intrinsic.params.num_goals: {theirs}")
         if ctx.obs_dim < 4 * self.k:
             raise ValueError(f"observation width {ctx.obs_dim} is too small for num_goals={self.k} (needs >= {4 * self.k})")
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from coopsim.errors import ConfigError
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, load_hook
 from coopsim.platform.trainer import annealed_lr, entropy_coef  # noqa: F401 (entropy_coef: also this module's API)
@@ -204,10 +205,17 @@ class PPOTrainer:
         self.intrinsic = intrinsic if intrinsic is not None else load_hook(train.intrinsic, key="train.intrinsic", file=file)
         self.aux = [load_hook(s, key=f"train.aux_losses.{i}", file=file) for i, s in enumerate(train.aux_losses)]
         self.aux += list(aux_losses)
+        keys = ["train.intrinsic"] if self.intrinsic is not None else []
+        keys += [f"train.aux_losses.{i}" for i in range(len(train.aux_losses))] + ["aux_losses"] * len(aux_losses)
         if agent.comm is not None and isinstance(agent.comm, AuxiliaryLoss) and agent.comm not in self.aux:
             self.aux.append(agent.comm)
-        for h in ([self.intrinsic] if self.intrinsic is not None else []) + self.aux:
-            h.setup(ctx)
+            keys.append("agents.params.comm")
+        for h, key in zip(([self.intrinsic] if self.intrinsic is not None else []) + self.aux, keys):
+            try:
+                h.setup(ctx)
+            except (TypeError, ValueError) as exc:  # the hook refuses this scenario / network: name its config key
+                raise ConfigError(f"{type(h).__name__} cannot be set up for this scenario: {exc}", file=file,
+                                  key=f"{key}.params", value=None) from None
         params = list(self.net.parameters())
         # a comm module with update() trains itself ([HOOK comm] self-training): its parameters stay out of PPO's optimizer
         self.comm_self_trained = agent.comm is not None and callable(getattr(agent.comm, "update", None))
