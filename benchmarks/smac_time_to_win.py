@@ -241,6 +241,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _summary(seed_dir: Path) -> dict | None:
+    """The seed's ``train_summary.json`` (a finished training), None when absent or unreadable."""
+    try:
+        d = json.loads((seed_dir / SUMMARY_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) else None
+
+
 def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, evaluator: GreedyEvaluator, *,
                 stop: bool) -> None:
     """Train (or resume) one seed with a greedy evaluation every ``out["eval_every"]`` env steps, writing
@@ -248,9 +257,11 @@ def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, e
     sub = run_dir / f"seed-{seed}"
     rec = out["per_seed"].get(str(seed), {"evals": [], "first_at_target": None, "final": None})
     done = steps_done(sub) if sub.is_dir() else None
-    if done is not None and done >= schedule.total_env_steps and (sub / SUMMARY_NAME).is_file() \
-            and rec.get("final") is not None:
-        print(f"seed {seed}: already trained ({done:,} env steps)", flush=True)
+    summary = _summary(sub)
+    if done is not None and summary is not None and rec.get("final") is not None \
+            and (done >= schedule.total_env_steps or summary.get("stopped_early")):
+        why = "stopped at the target" if summary.get("stopped_early") else "already trained"
+        print(f"seed {seed}: {why} ({done:,} env steps)", flush=True)
         return
     trainer, _ = build_trainer(cfg, seed, file=file)
     resume = (sub / CHECKPOINT_NAME).is_file()

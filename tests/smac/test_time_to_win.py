@@ -123,3 +123,14 @@ def test_resume_refuses_other_settings_and_non_runs(tmp_path):
         ttw.main(["--resume", str(run), "train.lr=0.1"])
     with pytest.raises(SystemExit):
         ttw.main(["--resume", str(run), str(ROOT / "configs/smac/3m-mappo.yaml")])
+
+
+def test_resume_keeps_a_seed_that_stopped_at_the_target(tmp_path):
+    ttw = _ttw()
+    args = _tiny(tmp_path, "s") + ["--stop", "--target", "0.0"]  # the first evaluation reaches a target of 0
+    assert ttw.main(args) == 0
+    (run,) = (tmp_path / "s").iterdir()
+    first = json.loads((run / "time_to_win.json").read_text())
+    assert [e["env_steps"] for e in first["per_seed"]["0"]["evals"]] == [64] and first["stop"] is True
+    assert ttw.main(["--resume", str(run)]) == 0  # not trained on past its stop
+    assert json.loads((run / "time_to_win.json").read_text()) == first
