@@ -465,10 +465,8 @@ def _grid_values(text: str) -> list[str]:
 
 
 def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = ()) -> None:
-    from coopsim.platform.recorder import new_run_dir
+    from coopsim.platform.recorder import WriteError, new_run_dir
     from coopsim.platform.report import compare_runs, comparison_table
-
-    from coopsim.platform.recorder import WriteError
 
     unwritable: CoopsimError | None = None
     try:
@@ -488,7 +486,9 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
     for d, note in res["notes"].items():
         console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
     if unwritable is not None:
-        err_console.print(f"[yellow]warning:[/] no compare.csv or comparison plots written: "
+        kept = f" (kept in {out}: {', '.join(sorted(p.name for p in out.iterdir()))})" \
+            if out is not None and out.is_dir() else ""
+        err_console.print(f"[yellow]warning:[/] the comparison's files (compare.csv, plots) were not all written{kept}: "
                           f"{escape(unwritable.message)}", markup=True, highlight=False, soft_wrap=True)
         return
     console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)

@@ -199,7 +199,7 @@ def test_a_multi_run_report_in_an_unwritable_folder_prints_the_table(small_run, 
     _refuse_writes(monkeypatch, errno.EACCES)
     code, out = _cli(["report", small_run, small_run])
     assert code == 0 and "Traceback" not in out, out
-    assert "win" in out and "warning: no compare.csv or comparison plots written:" in " ".join(out.split())
+    assert "win" in out and "warning: the comparison's files (compare.csv, plots) were not all written:" in " ".join(out.split())
     assert "not writable (Permission denied)" in out
     assert not list(small_run.parent.glob("compare-*"))  # the folder could be made, its files not: removed
 
