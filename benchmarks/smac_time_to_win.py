@@ -14,36 +14,42 @@ Usage::
     .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/3m-mappo.yaml --seeds 0 train.total_env_steps=2000000
     .venv/bin/python benchmarks/smac_time_to_win.py --resume runs/smac-3m-mappo-ttw-<time>Z-<id>
 
-Prints one line per evaluation and writes ``<run dir>/time_to_win.json`` after every evaluation (per seed: the
-evaluations, the first one at or above the target, the final one once the seed is done).
+Prints one line per evaluation and writes ``<run dir>/time_to_win.json`` (the evaluation settings when the run
+starts, then after every evaluation: per seed the evaluations, the first one at or above the target, the final one
+once the seed is done); the run's ``config.yaml`` lists the seeds it trains. The scenario must be a SMAC map
+(``smac/*``: the win rate is SMAC's ``win`` episode metric).
 
 ``--resume RUN_DIR`` continues an interrupted run (the trainer's ``--resume``: each unfinished seed from its
 ``checkpoint.pt``, bit for bit as if never stopped; finished seeds are kept): the run's stored config, seeds and
 evaluation settings are used (a ``train.total_env_steps=N`` override may raise the budget, as with
 ``coopsim train --resume``); evaluations recorded after the checkpoint are dropped and redone. A resumed seed's
-training wall time counts the checkpoint's wall time less the evaluation time recorded before it. ``--plot RUN_DIR OUT.png`` draws the greedy win rate of every seed
-against env steps and training wall time from a finished run's ``time_to_win.json`` (no training).
+training wall time counts the checkpoint's wall time less the evaluation time recorded before it.
+
+``--plot RUN_DIR OUT.png`` draws the greedy win rate of every seed against env steps and training wall time from a
+run's ``time_to_win.json`` (no training).
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from coopsim.errors import ConfigError, run_script
 from coopsim.platform import registry
-from coopsim.platform.config import dump_config, load_config
+from coopsim.platform.config import SEED_MAX, RunConfig, blame_override, dump_config, load_config
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, fit, load_checkpoint
-from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, run_dir_lock, steps_done,
-                                       trainable_class, train_config)
+from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, run_dir_lock, schedule_warning,
+                                       steps_done, trainable_class, train_config)
 
 
 #: the acting params that make a learner greedy: PPO (MAPPO/IPPO) argmax actions, QMIX epsilon 0
@@ -113,24 +119,33 @@ def plot(run_dir: str, out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    d = json.loads((Path(run_dir) / "time_to_win.json").read_text())
+    d = _load_results(Path(run_dir) / RESULTS_NAME) if (Path(run_dir) / RESULTS_NAME).is_file() else None
+    if d is None:
+        raise ConfigError("--plot needs a run directory written by smac_time_to_win.py (with time_to_win.json)",
+                          file=str(run_dir))
+    if not d["per_seed"] or not any(p["evals"] for p in d["per_seed"].values()):
+        raise ConfigError("--plot: the run has no evaluation yet", file=str(Path(run_dir) / RESULTS_NAME))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
     for seed, p in d["per_seed"].items():
         ev = p["evals"]
         axes[0].plot([e["env_steps"] / 1e6 for e in ev], [e["greedy_win"] for e in ev], marker=".", label=f"seed {seed}")
-        axes[1].plot([e["train_wall_s"] / 60 for e in ev], [e["greedy_win"] for e in ev], marker=".")
+        axes[1].plot([e.get("train_wall_s", math.nan) / 60 for e in ev], [e["greedy_win"] for e in ev], marker=".")
     for ax, xl in zip(axes, ("env steps (M)", "training wall time (min)")):
-        ax.axhline(d["target"], ls="--", c="grey", lw=1)
+        ax.axhline(d.get("target", SETTINGS["target"]), ls="--", c="grey", lw=1)
         ax.set_xlabel(xl)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(f"greedy win rate ({d['eval_episodes']} episodes)")
+    axes[0].set_ylabel(f"greedy win rate ({d.get('eval_episodes', '?')} episodes)")
     axes[0].legend(fontsize=8)
-    fig.suptitle(f"{Path(d['config']).name} {' '.join(d['overrides'])}", fontsize=9)
+    fig.suptitle(f"{Path(str(d.get('config', run_dir))).name} {' '.join(map(str, d.get('overrides', [])))}", fontsize=9)
     fig.tight_layout()
     atomic_savefig(fig, out, dpi=110)
 
 
 RESULTS_NAME = "time_to_win.json"
+#: most episodes of one greedy evaluation (one batched core, as ``train.num_envs``)
+EVAL_EPISODES_MAX = 65_536
+#: the evaluation settings a run records in ``time_to_win.json`` and a resume keeps: flag -> default
+SETTINGS = {"eval_every": 50_000, "eval_episodes": 256, "eval_seed": 10_000, "target": 0.95, "stop": False}
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -139,51 +154,142 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("overrides", nargs="*", help="key.path=value overrides (as coopsim train)")
     ap.add_argument("--resume", metavar="RUN_DIR", default=None,
                     help="continue an interrupted run of this script from its checkpoints")
-    ap.add_argument("--seeds", type=int, nargs="+", default=None, help="training seeds (default: the config's)")
+    ap.add_argument("--plot", nargs=2, metavar=("RUN_DIR", "OUT_PNG"), default=None,
+                    help="draw a run's greedy win rate against env steps and wall time (no training)")
+    ap.add_argument("--seeds", nargs="+", default=None, metavar="S", help="training seeds (default: the config's)")
     ap.add_argument("--eval-every", type=int, default=None, help="env steps between greedy evaluations (50000)")
-    ap.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation, one batched core (256)")
+    ap.add_argument("--eval-episodes", type=int, default=None,
+                    help=f"episodes per evaluation, one batched core, 1..{EVAL_EPISODES_MAX} (256)")
     ap.add_argument("--eval-seed", type=int, default=None, help="reset seed of the evaluation core (10000)")
-    ap.add_argument("--target", type=float, default=None, help="greedy win rate to reach (0.95)")
-    ap.add_argument("--stop", action="store_true", help="stop a seed at the first evaluation >= target")
+    ap.add_argument("--target", type=float, default=None, help="greedy win rate to reach, 0..1 (0.95)")
+    ap.add_argument("--stop", action="store_const", const=True, default=None,
+                    help="stop a seed at the first evaluation >= target")
     args = ap.parse_intermixed_args(argv)
+    if args.seeds is not None:  # nargs="+" also takes the overrides (and a config) that follow --seeds
+        seeds = []
+        for item in args.seeds:
+            if "=" in item:
+                args.overrides.append(item)
+            elif item.lstrip("+-").isdigit():
+                seeds.append(int(item))
+            elif args.config is None and args.resume is None:
+                args.config = item
+            else:
+                ap.error(f"argument --seeds: invalid int value: {item!r}")
+        if not seeds:
+            ap.error("argument --seeds: expected at least one integer seed")
+        args.seeds = seeds
     if args.config is not None and "=" in args.config and args.resume is not None:
         args.overrides.insert(0, args.config)  # `--resume RUN_DIR key=value`: the first override lands in `config`
         args.config = None
+    if args.plot is not None:
+        if args.config is not None or args.resume is not None:
+            ap.error("--plot draws a finished run: give only --plot RUN_DIR OUT_PNG")
+        return args
     if args.resume is None and args.config is None:
-        ap.error("give a run config (or --resume RUN_DIR)")
+        ap.error("give a run config (or --resume RUN_DIR, or --plot RUN_DIR OUT_PNG)")
     if args.resume is not None and args.config is not None:
         ap.error("--resume continues the run's stored config: give no config file, only train.total_env_steps=N")
+    bad = _bad_flag(vars(args))
+    if bad:
+        ap.error(bad)
     return args
 
 
-def _resume_settings(run_dir: Path, args: argparse.Namespace) -> dict:
-    """The stored ``time_to_win.json`` of ``run_dir`` (its seeds and evaluation settings), or, for a run interrupted
-    before its first evaluation was written, the command line's settings and the seed directories present.
+def _bad_flag(v: dict) -> str | None:
+    """What is wrong with the settings in ``v`` (flags, or a ``time_to_win.json``'s keys), None when all are valid."""
+    checks = (("seeds", lambda x: isinstance(x, list) and x and all(type(s) is int and 0 <= s <= SEED_MAX for s in x)
+               and len(set(x)) == len(x), f"distinct integer seeds, each 0..{SEED_MAX}"),
+              ("eval_every", lambda x: type(x) is int and 1 <= x <= 10**12, "an integer number of env steps >= 1"),
+              ("eval_episodes", lambda x: type(x) is int and 1 <= x <= EVAL_EPISODES_MAX,
+               f"an integer 1..{EVAL_EPISODES_MAX}"),
+              ("eval_seed", lambda x: type(x) is int and 0 <= x <= SEED_MAX, f"an integer 0..{SEED_MAX}"),
+              ("target", lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+               and 0 <= x <= 1, "a win rate in [0, 1]"),
+              ("stop", lambda x: isinstance(x, bool), "true or false"))
+    for key, ok, valid in checks:
+        if v.get(key) is not None and not ok(v[key]):
+            return f"argument --{key.replace('_', '-')}: invalid value {v[key]!r}: give {valid}"
+    return None
+
+
+def _load_results(path: Path) -> dict:
+    """A run's ``time_to_win.json``, its structure checked.
 
     Raises:
-        ConfigError: ``run_dir`` is not a run of this script, or a settings flag differs from the run's.
+        ConfigError: unreadable, or not a file this script writes (says what is wrong).
     """
-    if not (run_dir / CONFIG_NAME).is_file():
-        raise ConfigError(f"--resume needs a run directory written by smac_time_to_win.py (with {CONFIG_NAME})",
-                          file=str(run_dir))
+    def refuse(why: str):
+        return ConfigError(f"not a time_to_win.json written by smac_time_to_win.py ({why}); restore it from a backup, "
+                           f"or start a new run", file=str(path))
+
+    try:
+        out = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise refuse(f"cannot be read as JSON: {exc}") from None
+    if not isinstance(out, dict) or not isinstance(out.get("per_seed"), dict):
+        raise refuse("no per_seed mapping")
+    for seed, rec in out["per_seed"].items():
+        if not seed.lstrip("-").isdigit() or not isinstance(rec, dict) or not isinstance(rec.get("evals"), list) \
+                or not all(isinstance(e, dict) and type(e.get("env_steps")) is int
+                           and isinstance(e.get("greedy_win"), (int, float)) for e in rec["evals"]):
+            raise refuse(f"per_seed entry {seed!r} is not a seed with a list of evaluations")
+    bad = _bad_flag(out)
+    if bad:
+        raise refuse(bad.replace("argument --", "key ").replace("-", "_", 1))
+    return out
+
+
+def _settings(args: argparse.Namespace, config: str, seeds: list[int]) -> dict:
+    return {"config": config, "overrides": list(args.overrides), "seeds": list(seeds),
+            **{k: d if getattr(args, k) is None else getattr(args, k) for k, d in SETTINGS.items()}, "per_seed": {}}
+
+
+def _seed_dirs(run_dir: Path) -> set[int]:
+    return {int(p.name[5:]) for p in run_dir.glob("seed-*") if p.name[5:].isdigit()}
+
+
+def _resume_settings(run_dir: Path, args: argparse.Namespace) -> dict:
+    """The evaluation settings and results of the run in ``run_dir`` (its ``time_to_win.json``), checked against the
+    command line's flags. A run written before the settings were stored at its start (its ``time_to_win.json``
+    came with the first evaluation) and stopped before it resumes only with ``--eval-every`` and
+    ``--eval-episodes`` given: they cannot be guessed.
+
+    Raises:
+        ConfigError: ``run_dir`` does not exist, is a file, or is not a run of this script; its
+            ``time_to_win.json`` is damaged; a flag differs from the run's; a settings-less run without the flags.
+    """
+    if not run_dir.exists():
+        raise ConfigError("--resume: the run directory does not exist; give a directory written by "
+                          "smac_time_to_win.py (runs/<name>-ttw-<time>Z-<id>)", file=str(run_dir))
+    if not run_dir.is_dir():
+        raise ConfigError("--resume: this is a file, not a run directory; give the directory written by "
+                          "smac_time_to_win.py (runs/<name>-ttw-<time>Z-<id>)", file=str(run_dir))
     path = run_dir / RESULTS_NAME
+    if not (run_dir / CONFIG_NAME).is_file() or (not path.is_file() and "-ttw-" not in run_dir.name):
+        hint = (" (a coopsim train run: resume it with coopsim train --resume)"
+                if (run_dir / CONFIG_NAME).is_file() else f" (it has no {CONFIG_NAME})")
+        raise ConfigError(f"--resume needs a run directory written by smac_time_to_win.py{hint}", file=str(run_dir))
     if path.is_file():
-        try:
-            out = json.loads(path.read_text())
-            out["per_seed"].items()
-        except (ValueError, KeyError, AttributeError, TypeError):
-            raise ConfigError(f"{path} is not a time_to_win.json written by smac_time_to_win.py", file=str(path)) \
-                from None
-        for flag, key in (("seeds", "seeds"), ("eval_every", "eval_every"), ("eval_episodes", "eval_episodes"),
-                          ("eval_seed", "eval_seed"), ("target", "target")):
-            given = getattr(args, flag)
-            if given is not None and key in out and given != out[key]:
-                raise ConfigError(f"--resume keeps the run's evaluation settings, but --{flag.replace('_', '-')} "
-                                  f"{given} differs from the run's {out[key]}; leave it out", file=str(path),
-                                  key=key, value=given)
+        out = _load_results(path)
+        for key in SETTINGS:
+            given = getattr(args, key)
+            if given is not None and given != out.get(key, SETTINGS[key]):
+                flag = f"--{key.replace('_', '-')}"
+                raise ConfigError(f"--resume keeps the run's evaluation settings, but {flag} {given} differs from the "
+                                  f"run's {out.get(key, SETTINGS[key])}; leave {flag} out", file=str(path), key=key,
+                                  value=given)
+        if args.seeds is not None and "seeds" in out and args.seeds != out["seeds"]:
+            raise ConfigError(f"--resume trains the run's seeds {out['seeds']}, but --seeds gives {args.seeds}; leave "
+                              f"--seeds out", file=str(path), key="seeds", value=args.seeds)
         if "seeds" not in out:  # written before the seeds were recorded: the ones it lists plus the seed dirs
             out["seeds"] = sorted({int(s) for s in out["per_seed"]} | _seed_dirs(run_dir))
         return {**_settings(args, str(run_dir / CONFIG_NAME), out["seeds"]), **out}
+    missing = [f"--{k.replace('_', '-')}" for k in ("eval_every", "eval_episodes") if getattr(args, k) is None]
+    if missing:
+        raise ConfigError(f"the run has no {RESULTS_NAME} (written by an earlier version at the first evaluation, "
+                          f"and stopped before it): its evaluation settings are unknown; give {' and '.join(missing)} "
+                          f"as the run was started", file=str(run_dir))
     seeds = args.seeds if args.seeds is not None else sorted(_seed_dirs(run_dir))
     if not seeds:
         raise ConfigError(f"{run_dir} has no seed-<s> directory to resume and no {RESULTS_NAME}; start a new run",
@@ -191,53 +297,75 @@ def _resume_settings(run_dir: Path, args: argparse.Namespace) -> dict:
     return _settings(args, str(run_dir / CONFIG_NAME), seeds)
 
 
-def _seed_dirs(run_dir: Path) -> set[int]:
-    return {int(p.name[5:]) for p in run_dir.glob("seed-*") if p.name[5:].lstrip("-").isdigit()}
+def _resume_config(run_dir: Path, out: dict, overrides: list[str]) -> tuple[RunConfig, Any, str | None]:
+    """The config a resume trains (the stored one, the budget possibly raised by ``overrides``), its schedule, and
+    the schedule warning when the budget changes (None otherwise); ``config.yaml`` rewritten with the new budget.
 
-
-def _settings(args: argparse.Namespace, config: str, seeds: list[int]) -> dict:
-    pick = lambda v, d: d if v is None else v  # noqa: E731
-    return {"config": config, "overrides": list(args.overrides), "seeds": list(seeds),
-            "target": pick(args.target, 0.95), "eval_episodes": pick(args.eval_episodes, 256),
-            "eval_every": pick(args.eval_every, 50_000), "eval_seed": pick(args.eval_seed, 10_000),
-            "stop": bool(args.stop), "per_seed": {}}
+    Raises:
+        ConfigError: an override other than the budget (named as the override), a budget below the env steps a
+            seed has done.
+    """
+    file = str(run_dir / CONFIG_NAME)
+    try:
+        stored, cfg = resume_config(run_dir, "", overrides)
+        _, cls = trainable_class(stored, file=file)
+        old = train_config(stored, cls, file=file)
+        schedule = train_config(cfg, cls, file=file)
+    except ConfigError as exc:
+        raise blame_override(exc, file, overrides) from None
+    most = max((d for d in (steps_done(run_dir / f"seed-{s}") for s in out["seeds"]) if d is not None), default=0)
+    if schedule.total_env_steps == old.total_env_steps:
+        return cfg, schedule, None
+    if schedule.total_env_steps < most:
+        raise ConfigError(f"the budget {schedule.total_env_steps} is below the {most} env steps the run has already "
+                          f"done (its budget is {old.total_env_steps}); give train.total_env_steps >= {most}",
+                          file=file, key="train.total_env_steps", value=schedule.total_env_steps)
+    atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))  # the one change a resume records
+    out["overrides"] = [*out.get("overrides", []), *overrides]
+    return cfg, schedule, schedule_warning(old, schedule, most)
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None:
-        argv = sys.argv[1:]
-    if argv[:1] == ["--plot"]:
-        plot(argv[1], argv[2])
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    if args.plot is not None:
+        plot(*args.plot)
         return 0
-    args = _parse(argv)
     with contextlib.ExitStack() as held:
         if args.resume is not None:
             run_dir = Path(args.resume)
             if run_dir.is_dir():
                 held.enter_context(run_dir_lock(run_dir))  # two resumes of one run are refused, not mixed
             out = _resume_settings(run_dir, args)
-            stored, cfg = resume_config(run_dir, "", list(args.overrides))
+            cfg, schedule, warning = _resume_config(run_dir, out, list(args.overrides))
             file = str(run_dir / CONFIG_NAME)
-            if cfg.train.get("total_env_steps") != stored.train.get("total_env_steps"):
-                out["overrides"] = [*out.get("overrides", []), *args.overrides]
+            if warning:
+                print(warning, file=sys.stderr, flush=True)
         else:
             file = args.config
             cfg = load_config(file, list(args.overrides))
-        _, cls = trainable_class(cfg, file=file)
-        greedy_params(cls, cfg.agents.id)  # before training: a learner that cannot be evaluated greedily
-        schedule = train_config(cfg, cls, file=file)
+            if args.seeds is not None:  # the run's config.yaml names the seeds it trains
+                cfg = cfg.model_copy(update={"seeds": list(args.seeds)})
+            try:
+                _, cls = trainable_class(cfg, file=file)
+                greedy_params(cls, cfg.agents.id)  # before training: a learner that cannot be evaluated greedily
+                schedule = train_config(cfg, cls, file=file)
+            except ConfigError as exc:
+                raise blame_override(exc, file, list(args.overrides)) from None
+            out = _settings(args, args.config, list(cfg.seeds))
+        if not cfg.scenario.id.startswith("smac/"):
+            raise ConfigError(f"smac_time_to_win.py measures the SMAC win rate: scenario.id {cfg.scenario.id!r} is "
+                              f"not a SMAC map (smac/3m-v0, ...; coopsim list)", file=file, key="scenario.id",
+                              value=cfg.scenario.id)
+        # the evaluation core before anything is written: a scenario that cannot be built is refused first
+        evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), out["eval_episodes"], out["eval_seed"])
         if args.resume is None:
-            seeds = args.seeds if args.seeds is not None else list(cfg.seeds)
-            out = _settings(args, args.config, seeds)
             run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-ttw")  # <name>-ttw-<UTC time>Z-<id>, as coopsim's
             held.enter_context(run_dir_lock(run_dir))
             atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
-        elif cfg.train.get("total_env_steps") != stored.train.get("total_env_steps"):
-            atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))  # the one change a resume records
+            atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)  # the settings, before the first evaluation
         print(f"run directory: {run_dir}", flush=True)
-        evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), out["eval_episodes"], out["eval_seed"])
         for seed in out["seeds"]:
-            _train_seed(cfg, file, schedule, seed, run_dir, out, evaluator, stop=bool(out.get("stop") or args.stop))
+            _train_seed(cfg, file, schedule, seed, run_dir, out, evaluator, stop=bool(out.get("stop")))
     return 0
 
 
@@ -258,10 +386,14 @@ def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, e
     rec = out["per_seed"].get(str(seed), {"evals": [], "first_at_target": None, "final": None})
     done = steps_done(sub) if sub.is_dir() else None
     summary = _summary(sub)
-    if done is not None and summary is not None and rec.get("final") is not None \
-            and (done >= schedule.total_env_steps or summary.get("stopped_early")):
+    if done is not None and summary is not None and (done >= schedule.total_env_steps or summary.get("stopped_early")):
+        # finished (its summary says so): never trained again, whether or not its last evaluation was recorded
         why = "stopped at the target" if summary.get("stopped_early") else "already trained"
         print(f"seed {seed}: {why} ({done:,} env steps)", flush=True)
+        if rec.get("final") is None:
+            rec["final"] = rec["evals"][-1] if rec["evals"] else None
+            out["per_seed"][str(seed)] = rec
+            atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)
         return
     trainer, _ = build_trainer(cfg, seed, file=file)
     resume = (sub / CHECKPOINT_NAME).is_file()

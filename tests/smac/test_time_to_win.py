@@ -134,3 +134,131 @@ def test_resume_keeps_a_seed_that_stopped_at_the_target(tmp_path):
     assert [e["env_steps"] for e in first["per_seed"]["0"]["evals"]] == [64] and first["stop"] is True
     assert ttw.main(["--resume", str(run)]) == 0  # not trained on past its stop
     assert json.loads((run / "time_to_win.json").read_text()) == first
+
+
+# --- fresh-user pass 17: resume keeps finished work, refuses what it cannot honour ------------------------------
+
+@pytest.fixture
+def finished_run(tmp_path):
+    ttw = _ttw()
+    assert ttw.main(_tiny(tmp_path, "f")) == 0
+    (run,) = (tmp_path / "f").iterdir()
+    return ttw, run
+
+
+def test_resume_of_a_finished_run_rewrites_nothing(finished_run):
+    ttw, run = finished_run
+    files = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    json.loads((run / "seed-0" / "train_summary.json").read_text())["final_metrics"]["episode/win"]  # noqa: B018
+    res = json.loads((run / "time_to_win.json").read_text())
+    res["per_seed"]["0"]["final"] = None  # as if Ctrl-C came between the seed's end and the file's last write
+    (run / "time_to_win.json").write_text(json.dumps(res))
+    assert ttw.main(["--resume", str(run)]) == 0
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    assert {p: b for p, b in after.items() if p.name != "time_to_win.json"} == \
+        {p: b for p, b in files.items() if p.name != "time_to_win.json"}  # summary, checkpoint, policy untouched
+    assert json.loads((run / "time_to_win.json").read_text()) == json.loads(files[run / "time_to_win.json"])
+    assert yaml_seeds(run) == [0]  # the run's config.yaml names the seeds it trains (--seeds 0), not the file's
+
+
+def yaml_seeds(run):
+    import yaml
+
+    return yaml.safe_load((run / "config.yaml").read_text())["seeds"]
+
+
+def test_resume_refuses_a_lower_budget_and_leaves_the_config(finished_run):
+    ttw, run = finished_run
+    before = (run / "config.yaml").read_text()
+    with pytest.raises(ConfigError, match=r"the budget 128 is below the 256 env steps the run has already done") as e:
+        ttw.main(["--resume", str(run), "train.total_env_steps=128"])
+    assert e.value.key == "train.total_env_steps" and (run / "config.yaml").read_text() == before
+    with pytest.raises(ConfigError, match=r"command-line override 'train.total_env_steps=abc'"):
+        ttw.main(["--resume", str(run), "train.total_env_steps=abc"])
+    with pytest.raises(ConfigError, match=r"--stop True differs from the run's False"):
+        ttw.main(["--resume", str(run), "--stop"])
+    with pytest.raises(ConfigError, match=r"--resume trains the run's seeds \[0\], but --seeds gives \[1\]"):
+        ttw.main(["--resume", str(run), "--seeds", "1"])
+
+
+def test_resume_refuses_missing_paths_files_and_train_runs(finished_run, tmp_path):
+    ttw, run = finished_run
+    with pytest.raises(ConfigError, match="the run directory does not exist"):
+        ttw.main(["--resume", str(tmp_path / "nope")])
+    with pytest.raises(ConfigError, match="this is a file, not a run directory"):
+        ttw.main(["--resume", str(run / "config.yaml")])
+    train_run = tmp_path / "smac-3m-mappo-train-20261204T000000Z-abcdef"
+    train_run.mkdir()
+    (train_run / "config.yaml").write_text((run / "config.yaml").read_text())
+    with pytest.raises(ConfigError, match="a coopsim train run: resume it with coopsim train --resume"):
+        ttw.main(["--resume", str(train_run)])
+    legacy = tmp_path / "smac-3m-mappo-ttw-20261204T000000Z-abcdef"  # no time_to_win.json: settings unknown
+    legacy.mkdir()
+    (legacy / "config.yaml").write_text((run / "config.yaml").read_text())
+    with pytest.raises(ConfigError, match="evaluation settings are unknown; give --eval-every and --eval-episodes"):
+        ttw.main(["--resume", str(legacy)])
+
+
+@pytest.mark.parametrize("damage, why", [
+    ({"per_seed": {"0": 5}}, "per_seed entry '0' is not a seed with a list of evaluations"),
+    ({"per_seed": {"1": {"evals": "x"}}}, "per_seed entry '1'"),
+    ({"per_seed": {"x": {"evals": []}}}, "per_seed entry 'x'"),
+    ({"per_seed": {}, "seeds": "ab"}, "key seeds: invalid value 'ab'"),
+    ({"per_seed": {}, "eval_every": 0}, "key eval_every: invalid value 0"),
+    ({"per_seed": 5}, "no per_seed mapping"),
+    ("{", "cannot be read as JSON"),
+])
+def test_a_damaged_time_to_win_json_is_one_error(finished_run, damage, why):
+    ttw, run = finished_run
+    (run / "time_to_win.json").write_text(damage if isinstance(damage, str) else json.dumps(damage))
+    with pytest.raises(ConfigError, match="not a time_to_win.json written by smac_time_to_win.py") as e:
+        ttw.main(["--resume", str(run)])
+    assert why in e.value.message and e.value.file == str(run / "time_to_win.json")
+    assert str(run) not in e.value.message  # the path is the error's file, not repeated in its text
+
+
+@pytest.mark.parametrize("flags, text", [
+    (["--eval-every", "0"], "--eval-every: invalid value 0"), (["--eval-every", "-64"], "--eval-every: invalid value -64"),
+    (["--seeds", "-1"], "--seeds: invalid value [-1]"), (["--seeds", "3000000000"], "--seeds: invalid value"),
+    (["--seeds", "0", "0"], "distinct integer seeds"), (["--eval-episodes", "0"], "--eval-episodes: invalid value 0"),
+    (["--eval-episodes", "1000000"], "an integer 1..65536"), (["--eval-seed", "-1"], "--eval-seed: invalid value -1"),
+    (["--target", "nan"], "--target: invalid value nan"), (["--target", "2"], "a win rate in [0, 1]"),
+    (["--seeds", "x"], "--seeds: invalid int value: 'x'"),
+])
+def test_bad_flags_are_refused_before_a_run_directory(tmp_path, capsys, flags, text):
+    with pytest.raises(SystemExit) as e:
+        _ttw().main(_tiny(tmp_path, "b")[:1] + flags + [f"out_dir={tmp_path / 'b'}"])
+    assert e.value.code == 2 and text in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def test_overrides_after_seeds_and_non_smac_configs(tmp_path):
+    ttw = _ttw()
+    args = ttw._parse(["configs/smac/3m-mappo.yaml", "--seeds", "0", "1", "train.total_env_steps=64", "a.b=1"])
+    assert args.seeds == [0, 1] and args.overrides == ["train.total_env_steps=64", "a.b=1"]
+    assert ttw._parse(["--seeds", "3", "configs/smac/3m-mappo.yaml"]).config == "configs/smac/3m-mappo.yaml"
+    with pytest.raises(ConfigError, match=r"scenario.id 'mgmapf/line-v0'|not a SMAC map") as e:
+        ttw.main([str(ROOT / "configs/ppo/linewalk-mappo.yaml"), "--seeds", "0", f"out_dir={tmp_path}"])
+    assert e.value.key == "scenario.id" and list(tmp_path.iterdir()) == []
+    with pytest.raises(SystemExit):
+        ttw.main(["--plot"])
+    with pytest.raises(ConfigError, match="--plot needs a run directory written by smac_time_to_win.py"):
+        ttw.main(["--plot", str(tmp_path), str(tmp_path / "x.png")])
+
+
+def test_settings_are_stored_before_the_first_evaluation(tmp_path, monkeypatch):
+    ttw = _ttw()
+
+    def interrupted(self, agent):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ttw.GreedyEvaluator, "greedy_win_rate", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        ttw.main(_tiny(tmp_path, "e"))
+    (run,) = (tmp_path / "e").iterdir()
+    kept = json.loads((run / "time_to_win.json").read_text())
+    assert (kept["eval_every"], kept["eval_episodes"], kept["seeds"], kept["per_seed"]) == (64, 2, [0], {})
+    monkeypatch.undo()
+    assert ttw.main(["--resume", str(run)]) == 0  # the stored settings, not the defaults (50,000 / 256)
+    got = json.loads((run / "time_to_win.json").read_text())
+    assert [e["env_steps"] for e in got["per_seed"]["0"]["evals"]] == [64, 128, 192, 256]
