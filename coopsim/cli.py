@@ -468,11 +468,14 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
     from coopsim.platform.recorder import WriteError, new_run_dir
     from coopsim.platform.report import compare_runs, comparison_table
 
-    unwritable: CoopsimError | None = None
+    unwritable: str | None = None  # why the comparison's files could not be written
+    parent = Path(run_dirs[0]).resolve().parent  # `report . OTHER` inside a run: beside it, never into it
     try:
-        out = new_run_dir(Path(run_dirs[0]).parent, "compare")
+        out = new_run_dir(parent, "compare")
     except ConfigError as exc:  # a read-only or full folder: the table still shows, no files
-        unwritable, out = exc, None
+        reason = exc.message.split(": ", 1)[-1].split("; give a writable folder")[0]
+        unwritable, out = (f"{parent}: cannot create the comparison folder there ({reason}); copy the run folders to "
+                           f"a writable place (cp -r) and run `coopsim report` on the copies"), None
     try:
         res = compare_runs(run_dirs, out_dir=out, group_by=group_by, write=out is not None)
     except BaseException as exc:  # an unreadable run, a failed write, Ctrl-C: no empty comparison folder left
@@ -480,7 +483,7 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
             out.rmdir()
         if not isinstance(exc, WriteError):
             raise
-        unwritable = exc
+        unwritable = exc.message
         res = compare_runs(run_dirs, group_by=group_by, write=False)
     Console(width=max(console.width, 200), emoji=False).print(comparison_table(res))
     for d, note in res["notes"].items():
@@ -489,7 +492,7 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
         kept = f" (kept in {out}: {', '.join(sorted(p.name for p in out.iterdir()))})" \
             if out is not None and out.is_dir() else ""
         err_console.print(f"[yellow]warning:[/] the comparison's files (compare.csv, plots) were not all written{kept}: "
-                          f"{escape(unwritable.message)}", markup=True, highlight=False, soft_wrap=True)
+                          f"{escape(unwritable)}", markup=True, highlight=False, soft_wrap=True)
         return
     console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
     for p in res["plots"]:

@@ -209,7 +209,21 @@ def test_a_multi_run_report_in_an_unwritable_folder_prints_the_table(small_run, 
     monkeypatch.setattr(recorder.Path, "mkdir", no_dirs)  # the folder cannot even be made
     code, out = _cli(["report", small_run, small_run])
     assert code == 0 and "Traceback" not in out, out
-    assert "win" in out and "cannot create the run directory" in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert "win" in out and "cannot create the comparison folder there (Read-only file system)" in flat, out
+    assert "copy the run folders to a writable place (cp -r)" in flat
+
+
+def test_a_multi_run_report_from_inside_a_run_writes_beside_it(small_run, tmp_path, monkeypatch):
+    import shutil
+
+    other = tmp_path / "other-run"
+    shutil.copytree(small_run, other)
+    monkeypatch.chdir(small_run)
+    code, out = _cli(["report", ".", other])
+    assert code == 0, out
+    assert not list(small_run.glob("compare-*"))  # not into the run given as `.`
+    assert len(list(small_run.parent.glob("compare-*"))) == 1
 
 
 def test_a_multi_run_report_of_an_unreadable_run_leaves_no_compare_folder(small_run, tmp_path):

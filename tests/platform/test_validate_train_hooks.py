@@ -75,3 +75,11 @@ def test_shaping_num_goals_must_match_the_scenarios(tmp_path):
         assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
         assert "key 'train.intrinsic.params'" in r.stderr and "the scenario's num_goals=3" in r.stderr
     assert list(tmp_path.iterdir()) == []  # train wrote nothing
+
+
+def test_shaping_on_a_scenario_that_is_not_mg_mapf_is_refused():
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", str(REPO / "configs/smac/3m-mappo.yaml"),
+                        "train.intrinsic.module=coopsim.agents.ppo.mapf_shaping:MGMAPFGoalShaping",
+                        "train.intrinsic.params={num_goals: 2}"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "the scenario is not MG-MAPF (its params have no num_goals)" in r.stderr

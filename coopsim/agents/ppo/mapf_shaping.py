@@ -38,12 +38,16 @@ class MGMAPFGoalShaping(IntrinsicReward):
         self.k, self.gamma, self.scale, self.per_goal = int(num_goals), float(gamma), float(scale), float(per_goal)
 
     def setup(self, ctx: HookContext) -> None:
-        """Check the observation layout: the scenario's ``num_goals`` (when known) must be this hook's, and the
-        observation must hold the ``4 K`` goal entries.
+        """Check the observation layout: the scenario (when its params are known) must be MG-MAPF with this hook's
+        ``num_goals``, and the observation must hold the ``4 K`` goal entries.
 
         Raises:
             ValueError: either check fails.
         """
+        if ctx.scenario_params and "num_goals" not in ctx.scenario_params:
+            raise ValueError("the scenario is not MG-MAPF (its params have no num_goals): this shaping reads "
+                             "mapf/MGMAPF-v0's goal_status and goal_vec observation entries; remove train.intrinsic or "
+                             "use an MG-MAPF scenario")
         theirs = ctx.scenario_params.get("num_goals")
         if isinstance(theirs, int) and theirs != self.k:
             raise ValueError(f"num_goals={self.k} differs from the scenario's num_goals={theirs}: the shaping would "
