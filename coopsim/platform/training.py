@@ -330,7 +330,10 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
     except ConfigError as exc:  # a component's own check (e.g. agents.params.actor): name the file or the override
         raise blame_override(in_file(exc, file), file, [] if resume else overrides) from None
     if not resume:
-        run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-train")
+        try:
+            run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-train")
+        except ConfigError as exc:  # an out_dir given on the command line is named as the override
+            raise blame_override(in_file(exc, file), file, overrides) from None
         held.enter_context(run_dir_lock(run_dir))
         try:
             atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))

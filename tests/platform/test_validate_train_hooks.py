@@ -83,3 +83,13 @@ def test_shaping_on_a_scenario_that_is_not_mg_mapf_is_refused():
                         "train.intrinsic.params={num_goals: 2}"], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "the scenario is not MG-MAPF (its params have no num_goals)" in r.stderr
+
+
+def test_train_names_the_out_dir_override_it_cannot_write(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "train", str(REPO / "configs/ppo/linewalk-mappo.yaml"),
+                        f"out_dir={blocker}"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert f"command-line override 'out_dir={blocker}'" in " ".join(r.stderr.split())
+    assert "cannot create the run directory" in r.stderr
