@@ -300,7 +300,7 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
                     _resumable_steps(run_dir, seed, load=True)
         if complete and (run_dir / SUMMARY_NAME).is_file():
             if info is not None:
-                info(f"the run is already complete ({most}/{budget} env steps for every seed); nothing to do "
+                info(f"the run is already complete ({most:,}/{budget:,} env steps for every seed); nothing to do "
                      f"(to train further, give a larger train.total_env_steps)")
             return run_dir
         # the run's config, with this session's budget and display/logging switches
