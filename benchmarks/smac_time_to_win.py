@@ -48,8 +48,9 @@ from coopsim.platform.config import SEED_MAX, RunConfig, blame_override, dump_co
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, fit, load_checkpoint
-from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, run_dir_lock, schedule_warning,
-                                       steps_done, trainable_class, train_config)
+from coopsim.platform.trainer import training_seed_dirs
+from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, resume_steps, run_dir_lock,
+                                       schedule_warning, steps_done, trainable_class, train_config)
 
 
 #: the acting params that make a learner greedy: PPO (MAPPO/IPPO) argmax actions, QMIX epsilon 0
@@ -246,7 +247,8 @@ def _settings(args: argparse.Namespace, config: str, seeds: list[int]) -> dict:
 
 
 def _seed_dirs(run_dir: Path) -> set[int]:
-    return {int(p.name[5:]) for p in run_dir.glob("seed-*") if p.name[5:].isdigit()}
+    """The seeds of the run's ``seed-<s>/`` directories that hold a checkpoint or metrics."""
+    return {int(p.name[5:]) for p in training_seed_dirs(run_dir) if p.name[5:].isdigit()}
 
 
 def _resume_settings(run_dir: Path, args: argparse.Namespace) -> dict:
@@ -313,13 +315,9 @@ def _resume_config(run_dir: Path, out: dict, overrides: list[str]) -> tuple[RunC
         schedule = train_config(cfg, cls, file=file)
     except ConfigError as exc:
         raise blame_override(exc, file, overrides) from None
-    most = max((d for d in (steps_done(run_dir / f"seed-{s}") for s in out["seeds"]) if d is not None), default=0)
+    _, most = resume_steps(run_dir, out["seeds"], old, schedule)  # a budget below the steps done is refused
     if schedule.total_env_steps == old.total_env_steps:
         return cfg, schedule, None
-    if schedule.total_env_steps < most:
-        raise ConfigError(f"the budget {schedule.total_env_steps} is below the {most} env steps the run has already "
-                          f"done (its budget is {old.total_env_steps}); give train.total_env_steps >= {most}",
-                          file=file, key="train.total_env_steps", value=schedule.total_env_steps)
     atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))  # the one change a resume records
     out["overrides"] = [*out.get("overrides", []), *overrides]
     return cfg, schedule, schedule_warning(old, schedule, most)

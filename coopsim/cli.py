@@ -471,11 +471,10 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
     unwritable: str | None = None  # why the comparison's files could not be written
     parent = Path(run_dirs[0]).resolve().parent  # `report . OTHER` inside a run: beside it, never into it
     try:
-        out = new_run_dir(parent, "compare")
+        out = new_run_dir(parent, "compare", what="the comparison folder", hint="copy the run folders to a writable "
+                          "place (cp -r) and run `coopsim report` on the copies")
     except ConfigError as exc:  # a read-only or full folder: the table still shows, no files
-        reason = exc.message.split(": ", 1)[-1].split("; give a writable folder")[0]
-        unwritable, out = (f"{parent}: cannot create the comparison folder there ({reason}); copy the run folders to "
-                           f"a writable place (cp -r) and run `coopsim report` on the copies"), None
+        unwritable, out = exc.message, None
     try:
         res = compare_runs(run_dirs, out_dir=out, group_by=group_by, write=out is not None)
     except BaseException as exc:  # an unreadable run, a failed write, Ctrl-C: no empty comparison folder left

@@ -136,7 +136,13 @@ def atomic_savefig(fig, path: str | Path, **kwargs: Any) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def new_run_dir(out_dir: str | Path, name: str) -> Path:
+def new_run_dir(out_dir: str | Path, name: str, *, what: str = "the run directory",
+                hint: str = "give a writable folder") -> Path:
+    """Create ``out_dir/<name>-<UTC time>Z-<6 hex>`` and return it.
+
+    Raises:
+        ConfigError: key ``out_dir``; it cannot be created (``cannot create <what> <dir>: <reason>; <hint>``).
+    """
     from coopsim.errors import ConfigError
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -144,7 +150,7 @@ def new_run_dir(out_dir: str | Path, name: str) -> Path:
     try:
         d.mkdir(parents=True, exist_ok=False)
     except OSError as exc:
-        raise ConfigError(f"cannot create the run directory {d}: {exc.strerror or exc}; give a writable folder",
+        raise ConfigError(f"cannot create {what} {d}: {exc.strerror or exc}; {hint}",
                           key="out_dir", value=str(out_dir)) from None
     return d
 

@@ -200,6 +200,24 @@ def resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tupl
     return stored, given
 
 
+def resume_steps(run_dir: Path, seeds: list[int], old: Any, new: Any) -> tuple[dict[int, int | None], int]:
+    """The env steps each seed of ``run_dir`` has done (None: not started) and the most of them, for a resume from
+    schedule ``old`` to ``new``.
+
+    Raises:
+        ConfigError: a seed's checkpoint cannot be read, or ``new`` changes the budget to below the most env steps
+            done (key ``train.total_env_steps``).
+    """
+    done = {seed: _resumable_steps(run_dir, seed) for seed in seeds}
+    most = max((d for d in done.values() if d is not None), default=0)
+    budget = new.total_env_steps
+    if budget != old.total_env_steps and budget < most:
+        raise ConfigError(f"the budget {budget} is below the {most} env steps the run has already done (its "
+                          f"budget is {old.total_env_steps}); give train.total_env_steps >= {most}",
+                          file=str(run_dir), key="train.total_env_steps", value=budget)
+    return done, most
+
+
 def rounded_budget_note(summary: dict[str, Any]) -> str | None:
     """The note when a training (not resumed) did more env steps than its budget: training runs whole iterations,
     so a budget that is not a multiple of one iteration's env steps is rounded up; None otherwise."""
@@ -276,12 +294,7 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
         except ConfigError as exc:  # a value given on the command line is named as the override, not the stored file
             raise blame_override(exc, config_path or file, overrides) from None
         budget = schedule.total_env_steps
-        done = {seed: _resumable_steps(run_dir, seed) for seed in stored.seeds}
-        most = max((d for d in done.values() if d is not None), default=0)
-        if budget != old_schedule.total_env_steps and budget < most:
-            raise ConfigError(f"the budget {budget} is below the {most} env steps the run has already done (its "
-                              f"budget is {old_schedule.total_env_steps}); give train.total_env_steps >= {most}",
-                              file=str(run_dir), key="train.total_env_steps", value=budget)
+        done, most = resume_steps(run_dir, stored.seeds, old_schedule, schedule)
         if info is not None:
             old_budget = old_schedule.total_env_steps
             at = "; ".join(f"seed {s} " + ("not started" if d is None else f"at {d:,} of {old_budget:,} env steps")

@@ -99,7 +99,7 @@ class PPOAgent(AgentPlugin):
         return HookContext(obs_dim=self.obs_dim, feature_dim=feature_dim, num_agents=self.num_agents,
                            num_actions=self.num_actions, state_dim=self.state_dim, num_envs=self.scenario.num_envs,
                            dt_s=float(self.scenario.dt_s), seed=self.params.seed if seed is None else seed,
-                           scenario_params=_params_of(self.scenario))
+                           scenario_params=dict(self.trained_on()["params"]))
 
     # --- inputs -------------------------------------------------------------------------------
     def push_frame(self, hist: np.ndarray | None, obs_flat: np.ndarray, starts: np.ndarray | None) -> np.ndarray:
@@ -276,10 +276,3 @@ MAPPO = Variant(PPOAgent, defaults={"critic": "central"}, fixed=("critic",))
 IPPO = Variant(PPOAgent, defaults={"critic": "local"}, fixed=("critic",))
 """``ppo/ippo-v0``: local critic on each agent's observation."""
 
-
-def _params_of(scenario: Any) -> dict[str, Any]:
-    """The scenario core's params as a plain dict (a pydantic ``params`` model or a dict), ``{}`` when it has none."""
-    p = getattr(scenario, "params", None)
-    if hasattr(p, "model_dump"):
-        return p.model_dump()
-    return dict(p) if isinstance(p, dict) else {}
