@@ -427,6 +427,49 @@ class SMACCore(RebindsViews, ScenarioCore):
             enemy_c = centres[np.arange(M) % k]
         return np.concatenate([ally_c, enemy_c])
 
+    # ------------------------------------------------------------------ planning
+    #: every per-env state array and the axis its env index is on (the step reads and writes only these)
+    _ENV_STATE: ClassVar[tuple[tuple[str, int], ...]] = (
+        ("_type", 0), ("_pos", 0), ("_uf", 1), ("_unit_alive", 0), ("_min_hp", 0), ("_ef", 1), ("_ei", 1),
+        ("_eb", 1), ("_at", 1), ("_last_action", 0), ("_enemy_last", 0), ("_enemy_goal", 0), ("_fired_at", 0),
+        ("_kc", 1))
+
+    def copy_envs(self, src: "SMACCore", src_ids: np.ndarray, dst_ids: np.ndarray,
+                  stream_keys: np.ndarray | None = None) -> None:
+        """Put this core's envs ``dst_ids`` in the exact state of ``src``'s envs ``src_ids`` (units, cooldowns,
+        the built-in enemy's memory, step count, episode outcome, random stream), for lookahead planners that
+        roll a state forward many times (Monte-Carlo rollouts, search). ``src`` may be this core.
+
+        Args:
+            src: a core of the same map and scenario params.
+            src_ids, dst_ids: int ``[K]`` env indices (a source may repeat: one state into many envs).
+            stream_keys: uint64 ``[K]``, or None to keep the source's random stream. With keys, each copy draws
+                the built-in enemy's target picks and the cooldown jitter from a new stream (counter restarted),
+                so rollouts do not share the source's future randomness.
+
+        Raises:
+            ValueError: ``src`` plays another map or params, or the index arrays differ in length or are out of
+                range.
+        """
+        if src.params != self.params:
+            raise ValueError(f"copy_envs needs a core of the same map and params; got {src.params} for {self.params}")
+        s = np.asarray(src_ids, np.int64).reshape(-1)
+        d = np.asarray(dst_ids, np.int64).reshape(-1)
+        if len(s) != len(d) or (len(s) and (s.min() < 0 or s.max() >= src.num_envs or d.min() < 0
+                                            or d.max() >= self.num_envs)):
+            raise ValueError(f"src_ids ({len(s)} in [0, {src.num_envs})) and dst_ids ({len(d)} in "
+                             f"[0, {self.num_envs})) must be index arrays of one length within range")
+        for name, axis in self._ENV_STATE:
+            a, b = getattr(self, name), getattr(src, name)
+            if axis == 0:
+                a[d] = b[s]
+            else:
+                a[:, d] = b[:, s]
+        if stream_keys is not None:
+            self._kc[0, d] = np.asarray(stream_keys, np.uint64).reshape(-1)
+            self._kc[1, d] = 0
+        self._observe_into(np.ascontiguousarray(d))
+
     # ------------------------------------------------------------------ capabilities
     @property
     def alive(self) -> np.ndarray:

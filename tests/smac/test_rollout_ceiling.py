@@ -1,0 +1,39 @@
+"""benchmarks/smac_rollout_ceiling.py: with one candidate the planner is the greedy policy, runs are seeded, Wilson."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coopsim.errors import ConfigError
+
+from test_best_of_k import _load, _tiny_run  # noqa: E402  (tests/smac is on sys.path under pytest)
+
+
+def test_one_candidate_plays_the_greedy_policy_and_runs_repeat(tmp_path, capsys):
+    rc = _load("smac_rollout_ceiling")
+    seed_dir = _tiny_run(tmp_path, "3m-mappo")
+    one = rc.rollout_games(seed_dir, games=6, k=1, r=2, reset_seed=7, progress=False)
+    # k = 1: the only candidate is the greedy joint action, and the real games keep their own streams, so the
+    # planner's games are the greedy games, win for win
+    np.testing.assert_array_equal(one["planner"], one["greedy"])
+    a = rc.rollout_games(seed_dir, games=6, k=3, r=2, reset_seed=7, plan_seed=4, progress=False)
+    b = rc.rollout_games(seed_dir, games=6, k=3, r=2, reset_seed=7, plan_seed=4, progress=False)
+    np.testing.assert_array_equal(a["planner"], b["planner"])
+    np.testing.assert_array_equal(a["greedy"], one["greedy"])
+    rc.main([str(seed_dir), "--games", "6", "-k", "3", "-r", "2", "--reset-seed", "7", "--plan-seed", "4"])
+    assert f"rollout planner (k=3, r=2) {a['planner'].mean():.3f}" in capsys.readouterr().out
+
+
+def test_wilson_interval_known_values():
+    wilson = _load("smac_rollout_ceiling").wilson
+    assert wilson(0, 10)[0] == 0.0 and wilson(0, 10)[1] == pytest.approx(0.27753, abs=1e-5)
+    lo, hi = wilson(5, 10)
+    assert lo == pytest.approx(0.23659, abs=1e-5) and hi == pytest.approx(0.76341, abs=1e-5)
+
+
+def test_not_a_seed_dir_and_qmix_are_refused(tmp_path):
+    rc = _load("smac_rollout_ceiling")
+    with pytest.raises(ConfigError, match="not a training run's seed directory"):
+        rc.rollout_games(tmp_path, games=2, k=1, r=1)
+    with pytest.raises(ConfigError, match="candidates are sampled from a PPO policy"):
+        rc.rollout_games(_tiny_run(tmp_path / "q", "3m-qmix"), games=2, k=1, r=1)
