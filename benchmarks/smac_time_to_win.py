@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.resume is not None:
             run_dir = Path(args.resume)
             if run_dir.is_dir():
-                held.enter_context(run_dir_lock(run_dir))  # two resumes of one run are refused, not mixed
+                held.enter_context(run_dir_lock(run_dir, "smac_time_to_win"))  # two resumes of one run are refused, not mixed
             out = _resume_settings(run_dir, args)
             cfg, schedule, warning = _resume_config(run_dir, out, list(args.overrides))
             file = str(run_dir / CONFIG_NAME)
@@ -358,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), out["eval_episodes"], out["eval_seed"])
         if args.resume is None:
             run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-ttw")  # <name>-ttw-<UTC time>Z-<id>, as coopsim's
-            held.enter_context(run_dir_lock(run_dir))
+            held.enter_context(run_dir_lock(run_dir, "smac_time_to_win"))
             atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
             atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)  # the settings, before the first evaluation
         print(f"run directory: {run_dir}", flush=True)

@@ -233,10 +233,10 @@ def rounded_budget_note(summary: dict[str, Any]) -> str | None:
 
 
 @contextlib.contextmanager
-def run_dir_lock(run_dir: Path):
+def run_dir_lock(run_dir: Path, who: str = "coopsim train"):
     """Hold an exclusive ``flock`` on the directory ``run_dir`` itself (no lock file: nothing to clean up, and the
-    kernel releases it when the process ends, however it ends), so that two ``coopsim train`` processes never
-    train into the same run directory at once.
+    kernel releases it when the process ends, however it ends), so that two training processes never train into
+    the same run directory at once. ``who`` names the command that trains it, for the message.
 
     Raises:
         ConfigError: another process holds the lock (a second ``train --resume`` of a run still training).
@@ -246,7 +246,7 @@ def run_dir_lock(run_dir: Path):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(f"{run_dir} is being trained by another coopsim train process right now; wait for it to "
+            raise ConfigError(f"{run_dir} is being trained by another {who} process right now; wait for it to "
                               f"finish, or stop it (Ctrl-C keeps its checkpoint) and then resume",
                               file=str(run_dir)) from None
         yield

@@ -262,3 +262,12 @@ def test_settings_are_stored_before_the_first_evaluation(tmp_path, monkeypatch):
     assert ttw.main(["--resume", str(run)]) == 0  # the stored settings, not the defaults (50,000 / 256)
     got = json.loads((run / "time_to_win.json").read_text())
     assert [e["env_steps"] for e in got["per_seed"]["0"]["evals"]] == [64, 128, 192, 256]
+
+
+def test_a_second_resume_while_one_trains_is_refused_in_the_scripts_own_words(finished_run):
+    from coopsim.platform.training import run_dir_lock
+
+    ttw, run = finished_run
+    with run_dir_lock(run, "smac_time_to_win"):  # as a first --resume holds it while it trains
+        with pytest.raises(ConfigError, match="being trained by another smac_time_to_win process right now"):
+            ttw.main(["--resume", str(run), "train.total_env_steps=512"])
