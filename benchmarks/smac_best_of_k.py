@@ -36,6 +36,25 @@ from coopsim.platform.runner import play_episodes, seeded_torch  # noqa: E402
 SAMPLED_PARAMS = {"deterministic": False}
 
 
+def sampling_run(seed_dir: Path, why: str) -> tuple:
+    """The run config and agent class of a training run's ``seed_dir`` whose learner can sample its actions (PPO).
+
+    Raises:
+        ConfigError: no ``policy.pt`` in ``seed_dir`` or no ``config.yaml`` above it; or the learner has no
+            ``deterministic`` param (the message starts with ``why``).
+    """
+    cfg_path = seed_dir.parent / "config.yaml"
+    if not (seed_dir / "policy.pt").is_file() or not cfg_path.is_file():
+        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)",
+                          key="seed_dir", value=str(seed_dir))
+    cfg = load_config(cfg_path)
+    agent_cls = registry.spec("agent", cfg.agents.id).load()
+    if "deterministic" not in agent_cls.Params.model_fields:
+        raise ConfigError(f"{why} (param 'deterministic'); {cfg.agents.id} has none", key="agents.id",
+                          value=cfg.agents.id)
+    return cfg, agent_cls
+
+
 def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed: int = 12345) -> dict:
     """Greedy wins ``[starts]`` and sampled wins ``[k, starts]`` (float 0/1) of the policy in ``seed_dir``.
 
@@ -44,16 +63,8 @@ def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed
             greedy and sampled (PPO only for the sampled passes).
     """
     seed_dir = Path(seed_dir)
-    cfg_path = seed_dir.parent / "config.yaml"
-    if not (seed_dir / "policy.pt").exists() or not cfg_path.exists():
-        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)",
-                          key="seed_dir", value=str(seed_dir))
-    cfg = load_config(cfg_path)
+    cfg, agent_cls = sampling_run(seed_dir, "sampled passes need a PPO learner")
     core = registry.make_scenario(cfg.scenario.id, num_envs=starts, **cfg.scenario_params())
-    agent_cls = registry.spec("agent", cfg.agents.id).load()
-    if "deterministic" not in agent_cls.Params.model_fields:
-        raise ConfigError(f"sampled passes need a PPO learner (param 'deterministic'); {cfg.agents.id} has none",
-                          key="agents.id", value=cfg.agents.id)
 
     def agent(params: dict):
         with seeded_torch(0):

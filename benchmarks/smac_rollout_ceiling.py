@@ -34,11 +34,11 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smac_best_of_k import sampling_run  # noqa: E402
 from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
-from coopsim.platform.config import load_config  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json  # noqa: E402
 from coopsim.platform.runner import seeded_torch  # noqa: E402
 
@@ -66,18 +66,10 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
         ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
     """
     seed_dir = Path(seed_dir)
-    cfg_path = seed_dir.parent / "config.yaml"
-    if not (seed_dir / "policy.pt").is_file() or not cfg_path.is_file():
-        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)",
-                          key="seed_dir", value=str(seed_dir))
-    cfg = load_config(cfg_path)
+    cfg, agent_cls = sampling_run(seed_dir, "candidates are sampled from a PPO policy")
     if not cfg.scenario.id.startswith("smac/"):
         raise ConfigError(f"the rollout planner plays SMAC maps; the run trained {cfg.scenario.id}",
                           key="scenario.id", value=cfg.scenario.id)
-    agent_cls = registry.spec("agent", cfg.agents.id).load()
-    if "deterministic" not in agent_cls.Params.model_fields:
-        raise ConfigError(f"candidates are sampled from a PPO policy (param 'deterministic'); {cfg.agents.id} has "
-                          f"none", key="agents.id", value=cfg.agents.id)
     params = cfg.scenario_params()
     real = registry.make_scenario(cfg.scenario.id, num_envs=games, **params)
     roll = registry.make_scenario(cfg.scenario.id, num_envs=games * k * r, **params)
