@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopsim.comm.bandwidth import BandwidthChannel
+from coopsim.comm.bandwidth import CAPACITY_VALUES_MAX, BandwidthChannel
 from coopsim.comm.token_bucket import TokenBucket
 from coopsim.platform.comm import Channel, MessageBatch
 
@@ -34,18 +34,28 @@ def safe_rate_oracle(channel: BandwidthChannel, num_steps: int, copy_bytes: int,
     """
     rates = np.asarray(rates_bps, np.float64)
     R, E, N = len(rates), channel.E, channel.N
-    sim = BandwidthChannel(**channel.params.model_dump())
-    sim.reset(0, num_envs=R * E, num_agents=N, dt_s=channel.dt_s)
-    sim.capacity = np.tile(channel.capacity, (1, R, 1))  # same trace realization for every rate block
-    cbr = _CBR(np.repeat(rates, E), N, channel.dt_s, copy_bytes, channel.params.header_bytes)  # env r*E + e runs rate r
+    # the steps the sweep reads (0..num_steps), in the trace's own repeat; the copies hold only these rows, and the
+    # rates run in blocks whose capacity tables fit the channel's limit, so any num_envs x grid size can be swept
+    rows = channel.capacity[np.arange(num_steps + 1) % channel.capacity.shape[0]]
+    per_rate = (num_steps + 1) * E * N
+    block = max(1, min(R, CAPACITY_VALUES_MAX // max(per_rate, 1)))
+    params = {**channel.params.model_dump(), "horizon_steps": num_steps + 1}
     offered = np.zeros((num_steps, R * E))
     lost = np.zeros((num_steps, R * E))
-    for t in range(num_steps):
-        sim.send(t, cbr.batch(t))
-        sim.deliver(t + 1)
-        ls = sim.last_step
-        offered[t] = ls["offered_bytes"].sum(axis=(1, 2))
-        lost[t] = sum(ls[f"lost/{c}_bytes"] for c in ("overflow", "late", "burst")).sum(axis=(1, 2))
+    for r0 in range(0, R, block):
+        b = min(block, R - r0)
+        sim = BandwidthChannel(**params)
+        sim.reset(0, num_envs=b * E, num_agents=N, dt_s=channel.dt_s)
+        sim.capacity = np.tile(rows, (1, b, 1))  # same trace realization for every rate block
+        cbr = _CBR(np.repeat(rates[r0:r0 + b], E), N, channel.dt_s, copy_bytes,
+                   channel.params.header_bytes)  # env r*E + e runs rate r0 + r
+        cols = slice(r0 * E, (r0 + b) * E)
+        for t in range(num_steps):
+            sim.send(t, cbr.batch(t))
+            sim.deliver(t + 1)
+            ls = sim.last_step
+            offered[t, cols] = ls["offered_bytes"].sum(axis=(1, 2))
+            lost[t, cols] = sum(ls[f"lost/{c}_bytes"] for c in ("overflow", "late", "burst")).sum(axis=(1, 2))
     return window_safe_rate(offered.reshape(num_steps, R, E), lost.reshape(num_steps, R, E), rates,
                             window=window, max_loss=max_loss)
 

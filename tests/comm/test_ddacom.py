@@ -90,6 +90,25 @@ def test_oracle_safe_rate_on_constant_and_step_traces():
     assert utilization(np.full((90, 1), 3 * 1600.0), np.full((90, 1), 16000.0), 25600, 3, 0.1) == pytest.approx(1.0)
 
 
+def test_oracle_sweeps_in_blocks_when_envs_times_grid_exceed_the_capacity_table(monkeypatch):
+    """The sweep runs its rates in blocks whose capacity tables fit the channel's limit: the same safe rates as one
+    block, and many envs times a fine grid (issue 6's evaluation at --num-envs 128) no longer trip horizon_steps."""
+    import coopsim.comm.oracle as oracle
+
+    ch = BandwidthChannel(trace={"kind": "markov", "levels": [3000, 8000, 16000], "switch_prob": 0.1},
+                          latency_bound_s=0.1, queue_packets=16)
+    ch.reset(3, num_envs=4, num_agents=3, dt_s=0.1)
+    grid = np.arange(1000, 20001, 500)
+    whole = safe_rate_oracle(ch, 60, COPY, grid)
+    monkeypatch.setattr(oracle, "CAPACITY_VALUES_MAX", 61 * 4 * 3 * 7)  # blocks of 7 of the 39 rates
+    np.testing.assert_array_equal(safe_rate_oracle(ch, 60, COPY, grid), whole)
+    monkeypatch.undo()
+    big = BandwidthChannel(trace={"kind": "constant", "rate": 16000}, latency_bound_s=0.1, queue_packets=16)
+    big.reset(0, num_envs=128, num_agents=3, dt_s=0.1)  # 4096 x 128 x 100 x 3 values would be 1.2 GiB
+    safe = safe_rate_oracle(big, 20, COPY, np.linspace(0.01, 1.0, 100) * 32000)
+    assert safe.shape == (20, 128) and (safe >= 16000 - 320).all() and (safe <= 16000 + 640).all()
+
+
 def test_broadcast_beats_no_comm_under_partial_observation():
     kw = dict(num_agents=3, obs_radius_m=0.5, num_envs=8, episodes=2, seed=0, oracle=False)
     r_none = run("none", "ideal-v0", {}, **kw)
