@@ -93,16 +93,21 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     summ_path = d / "summary.json"
     summary = {"metrics": summarize(rows)}
     has_summary = summ_path.exists()
+    damaged = None  # a summary.json that cannot be read: the run finished (it is written last), the rows are intact
     if has_summary:
         try:
             summary = json.loads(summ_path.read_text())
+            if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
+                damaged = "not a run summary (no 'metrics' mapping)"
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CoopsimError(f"{summ_path}: not valid JSON ({exc}); delete it and `coopsim report` rebuilds the "
-                               f"summary from metrics.jsonl") from None
-        if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
-            raise CoopsimError(f"{summ_path}: not a run summary (no 'metrics' mapping); delete it and `coopsim report` "
-                               f"rebuilds the summary from metrics.jsonl")
+            damaged = f"not valid JSON ({exc})"
+        if damaged:
+            summary = {"metrics": summarize(rows)}
+            damaged = (f"{summ_path}: {damaged}; shown: the summary of metrics.jsonl's {len(rows)} episode(s) "
+                       f"(the file is left as it is)")
     note = _run_note(cfg, rows, summary, has_summary)
+    if damaged:
+        note = f"{note}; {damaged}" if note else damaged
     if bad:
         skipped = _bad_rows_note(mpath, bad)
         note = f"{note}; {skipped}" if note else skipped
@@ -112,7 +117,8 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
 
 def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
     """The episode rows of a ``metrics.jsonl`` and the lines left out as ``(line number, why)``: a line that is
-    not a JSON object or whose ``seed`` (and ``episode``, if given) is not an integer. A truncated last line (a run
+    not a JSON object, whose ``seed`` (and ``episode``, if given) is not an integer, or with a value that is not a
+    number (a metric is a number, a bool or null). A truncated last line (a run
     killed mid-write: it starts with ``{``) is left out without a word, as :func:`coopsim.platform.recorder.read_jsonl`
     does."""
     rows: list[dict] = []
@@ -133,11 +139,18 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
             continue
         why = next((f"{k!r} is {row[k]!r}, not an integer" for k in ("seed", "episode")
                     if (k in row or k == "seed") and not _is_int(row.get(k))), None)
+        why = why or next((f"{k!r} is {_short(v)}, not a number" for k, v in row.items()
+                           if not (v is None or isinstance(v, (int, float)))), None)
         if why:
             bad.append((i + 1, why))
             continue
         rows.append(row)
     return rows, bad
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _is_int(v: Any) -> bool:
@@ -339,8 +352,23 @@ def _fmt(x) -> str:
     return f"{x:.4g}"
 
 
+#: most frames a replay GIF holds: a longer episode is drawn at evenly spaced steps (captions keep the true step),
+#: so a 70,000-step MG-MAPF episode costs what 300 steps do (every frame drawn took 5 GB per 3,000 steps)
+MAX_GIF_FRAMES = 300
+
+
+def replay_steps(num_steps: int, max_frames: int | None = None) -> np.ndarray:
+    """int64 step indices to draw of a replay with ``num_steps`` states: every one, or at most ``max_frames``
+    evenly spaced, always the first and the last (the outcome). For scenarios' ``render_replay(replay,
+    max_frames=...)``."""
+    if max_frames is None or num_steps <= max_frames:
+        return np.arange(num_steps, dtype=np.int64)
+    return np.unique(np.linspace(0, num_steps - 1, max(int(max_frames), 2)).round().astype(np.int64))
+
+
 def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> list[Path]:
-    """Write animated GIFs of the run's first ``max_replays`` replays, if its scenario can render them."""
+    """Write animated GIFs of the run's first ``max_replays`` replays, if its scenario can render them; a scenario
+    whose ``render_replay`` takes ``max_frames`` gets :data:`MAX_GIF_FRAMES`."""
     import imageio.v3 as iio
 
     from coopsim.platform import registry
@@ -362,7 +390,10 @@ def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> l
             why = "" if "pickle" in str(exc) else f": {exc}"
             raise CoopsimError(f"{path}: not a replay file (a .npz written by `coopsim run`; this one is damaged or "
                                f"of another kind: remove it, or run the episodes again){why}") from None
-        frames = render(replay)
+        import inspect
+
+        takes_max = "max_frames" in inspect.signature(render).parameters
+        frames = render(replay, max_frames=MAX_GIF_FRAMES) if takes_max else render(replay)
         out = Path(run_dir) / f"replay_{path.stem}.gif"
         import io
 

@@ -34,10 +34,33 @@ def check(r, *needles):
         assert n in r.stderr, r.stderr
 
 
-def test_bad_summary_json(good_run, tmp_path):
+@pytest.mark.parametrize("text, why", [("x\n", "not valid JSON"), ('{"a": 1}', "not a run summary")])
+def test_bad_summary_json_is_summarized_from_the_episodes(good_run, tmp_path, text, why):
+    """A damaged summary.json of a finished run: the report shows the summary of metrics.jsonl with one note (it
+    once said 'delete it and report rebuilds it', and then called the finished run killed)."""
     d = damaged(good_run, tmp_path)
-    (d / "summary.json").write_text("x\n")
-    check(cli("report", str(d)), f"{d / 'summary.json'}: not valid JSON")
+    (d / "summary.json").write_text(text)
+    r = cli("report", str(d), "--no-gif")
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0 and "Traceback" not in out, out
+    assert f"{d / 'summary.json'}: {why}" in out and "the summary of metrics.jsonl's 1 episode(s)" in out
+    assert "has not finished" not in out and (d / "summary.json").read_text() == text  # left as it was
+
+
+def test_a_metric_that_is_not_a_number_leaves_its_line_out(good_run, tmp_path):
+    import json
+
+    d = damaged(good_run, tmp_path)
+    (d / "summary.json").unlink()
+    row = json.loads((d / "metrics.jsonl").read_text().splitlines()[0])
+    bad = [{**row, "episode": 1, next(k for k in row if k not in ("seed", "episode")): v}
+           for v in ("yes", [1, 2], {"a": 1})]
+    with open(d / "metrics.jsonl", "a") as f:
+        f.write("".join(json.dumps(b) + "\n" for b in bad))
+    r = cli("report", str(d), "--no-gif")
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0 and "Traceback" not in out, out
+    assert "3 damaged line(s) left out" in out and "'yes', not a number" in out and "[1, 2], not a number" in out
 
 
 def test_bad_config_yaml(good_run, tmp_path):
@@ -63,3 +86,31 @@ def test_missing_path(tmp_path):
 
 def test_validate_a_directory(tmp_path):
     check(cli("validate", str(tmp_path)), f"{tmp_path}: is a directory, not a file")
+
+
+def test_replay_steps_thin_long_episodes_keeping_first_and_last():
+    import numpy as np
+
+    from coopsim.platform.report import replay_steps
+
+    assert replay_steps(5, 300).tolist() == [0, 1, 2, 3, 4] and replay_steps(5).tolist() == [0, 1, 2, 3, 4]
+    s = replay_steps(70_934, 300)
+    assert len(s) == 300 and s[0] == 0 and s[-1] == 70_933 and (np.diff(s) > 0).all()
+    assert replay_steps(10, 3).tolist() == [0, 4, 9]  # rounded from linspace(0, 9, 3) = 0, 4.5, 9
+
+
+def test_a_long_mgmapf_replay_is_drawn_in_at_most_max_frames():
+    import numpy as np
+
+    from coopsim.platform.report import MAX_GIF_FRAMES
+    from coopsim.scenarios.mapf.core import MGMAPFCore
+
+    T, n = 2000, 2
+    pos = np.zeros((T + 1, n, 2), np.int64)
+    pos[:, 1, 0] = np.arange(T + 1) % 4
+    replay = {"positions": pos, "goals": np.full((n, 1, 2), 3), "goal_reached_at": np.array([[-1], [T]]),
+              "blocked": np.zeros((4, 4), bool)}
+    frames = MGMAPFCore.render_replay(replay, cell_px=4, max_frames=MAX_GIF_FRAMES)
+    assert len(frames) == MAX_GIF_FRAMES and len(MGMAPFCore.render_replay(replay, cell_px=4, max_frames=10)) == 10
+    assert len(MGMAPFCore.render_replay({**replay, "positions": pos[:5], "goal_reached_at": np.array([[-1], [4]])},
+                                        cell_px=4)) == 5

@@ -364,8 +364,18 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         return self._done.copy()
 
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None):
-        """Reset all envs or ``env_ids``; returns the whole batch's observations (see the module docstring)."""
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64).reshape(-1)
+        """Reset all envs or ``env_ids``; returns the whole batch's observations (see the module docstring).
+
+        Raises:
+            ValueError: an env id outside ``[0, num_envs)``.
+        """
+        E = self.num_envs
+        if env_ids is None:
+            ids = np.arange(E)
+        else:
+            ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+            if ids.size and (ids.min() < 0 or ids.max() >= E):
+                raise ValueError(f"env_ids must be in [0, {E}); got {ids.tolist()}")
         for e in ids:
             e = int(e)
             if seed is not None:
@@ -810,11 +820,12 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
                           self._visited[env_index], cell_px)
 
     @staticmethod
-    def render_replay(replay: dict[str, np.ndarray], cell_px: int = 12) -> list[np.ndarray]:
-        """Captioned frames (RGB uint8) of a replay dict as returned by :meth:`replay` (used by ``coopsim report``)."""
+    def render_replay(replay: dict[str, np.ndarray], cell_px: int = 12, max_frames: int | None = None) -> list[np.ndarray]:
+        """Captioned frames (RGB uint8) of a replay dict as returned by :meth:`replay` (used by ``coopsim report``);
+        at most ``max_frames``, at evenly spaced steps, when given."""
         from coopsim.scenarios.mapf.render import replay_frames
 
-        return replay_frames(replay, cell_px)
+        return replay_frames(replay, cell_px, max_frames)
 
 
 def _instance_arrays(inst: Any):

@@ -74,14 +74,17 @@ def with_caption(frame: np.ndarray, text: str, height_px: int = 16) -> np.ndarra
     return np.concatenate([np.asarray(strip, dtype=np.uint8), frame], axis=0)
 
 
-def replay_frames(replay: dict[str, np.ndarray], cell_px: int = 12) -> list[np.ndarray]:
+def replay_frames(replay: dict[str, np.ndarray], cell_px: int = 12, max_frames: int | None = None) -> list[np.ndarray]:
     """Captioned frames of a replay (``positions`` [T+1, N, 2], ``goals`` [N, K, 2], ``goal_reached_at`` [N, K],
-    ``blocked`` [H, W]): agents are filled squares, their remaining goals rings of the same colour."""
+    ``blocked`` [H, W]): agents are filled squares, their remaining goals rings of the same colour. With
+    ``max_frames``, at most that many, at evenly spaced steps (the caption gives each frame's step)."""
+    from coopsim.platform.report import replay_steps
+
     pos, goals, reached = replay["positions"], replay["goals"], replay["goal_reached_at"]
     n, k = reached.shape
     finish = np.where((reached >= 0).all(axis=1), reached.max(axis=1), -1)
     frames = []
-    for t in range(len(pos)):
+    for t in replay_steps(len(pos), max_frames).tolist():
         done = (reached >= 0) & (reached <= t)
         text = (f"step {t}/{len(pos) - 1}   goals {int(done.sum())}/{n * k}   "
                 f"agents finished {int(((finish >= 0) & (finish <= t)).sum())}/{n}")

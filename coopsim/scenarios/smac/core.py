@@ -661,9 +661,10 @@ class SMACCore(RebindsViews, ScenarioCore):
                            self._fired_at[e][None], self._type[e], self.n_allies, self._walls)[0]
 
     @staticmethod
-    def render_replay(replay: dict[str, np.ndarray]) -> list[np.ndarray]:
+    def render_replay(replay: dict[str, np.ndarray], max_frames: int | None = None) -> list[np.ndarray]:
         """Captioned RGB frames uint8 ``[536, 512, 3]`` of a replay dict as returned by :meth:`replay`, one per
-        step (used by ``coopsim report`` for ``replay_seed<S>_ep<E>.gif``)."""
+        step, or at most ``max_frames`` at evenly spaced steps (used by ``coopsim report`` for
+        ``replay_seed<S>_ep<E>.gif``)."""
         from coopsim.scenarios.smac.render import replay_frames
 
-        return replay_frames(replay)
+        return replay_frames(replay, max_frames=max_frames)

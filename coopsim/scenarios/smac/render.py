@@ -127,21 +127,25 @@ def draw_frames(pos: np.ndarray, health: np.ndarray, shield: np.ndarray, alive: 
     return frames
 
 
-def replay_frames(replay: dict[str, np.ndarray], size_px: int = SIZE_PX) -> list[np.ndarray]:
+def replay_frames(replay: dict[str, np.ndarray], size_px: int = SIZE_PX, max_frames: int | None = None) -> list[np.ndarray]:
     """Captioned frames (step, units left per side, the result on the last frame) of a replay dict as
-    returned by :meth:`SMACCore.replay`."""
+    returned by :meth:`SMACCore.replay`; with ``max_frames``, at most that many, at evenly spaced steps."""
+    from coopsim.platform.report import replay_steps
+
     alive = np.asarray(replay["alive"], bool)
     A = int(replay["n_allies"])
     T = len(alive) - 1
     outcome = str(replay["outcome"])
+    steps = replay_steps(T + 1, max_frames)
     caps = []
-    for t in range(T + 1):
+    for t in steps.tolist():
         text = f"{replay['map_name']}  step {t}/{T}  allies {int(alive[t, :A].sum())}/{A}  enemies {int(alive[t, A:].sum())}/{alive.shape[1] - A}"
         if t == T and outcome != "running":
             text += f"  {outcome}"
         caps.append(text)
-    return draw_frames(replay["pos"], replay["health"], replay["shield"], alive, replay["target"], replay["types"], A,
-                       replay["walls"], caps, size_px, battle_view(replay["pos"]))
+    return draw_frames(replay["pos"][steps], replay["health"][steps], replay["shield"][steps], alive[steps],
+                       replay["target"][steps], replay["types"], A, replay["walls"], caps, size_px,
+                       battle_view(replay["pos"]))
 
 
 def battle_view(pos: np.ndarray, margin: float = 2.5, min_side: float = 12.0) -> tuple[float, float, float]:
