@@ -268,6 +268,11 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 values = [f"[{v.strip()}]" if v.strip().isdigit() else v for v in values]
             axes.append([f"{key}={v.strip()}" for v in values])
             grid_keys.append(key)
+        for o in overrides or []:  # a fixed override of a grid key would be silently replaced by the grid's values
+            okey = ".".join(parse_override(o)[0]) if "=" in o else None
+            if okey in grid_keys:
+                raise CoopsimError(f"{okey} is given both as a fixed override ({o!r}) and as --grid {okey}=...; the grid "
+                                   f"would replace it in every run: drop one of them")
         base = load_config(config, list(overrides or [])).name
         combos = []
         for c in itertools.product(*axes):

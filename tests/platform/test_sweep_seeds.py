@@ -79,6 +79,10 @@ def test_sweep_refuses_a_repeated_grid_key_or_value_and_a_grid_without_equals(tm
         "error: --grid 'episodes=1,1': value 1 is given twice (each grid value is one run; for repeats give more "
         "seeds)")
     assert sweep("--grid", "seeds") == "error: --grid 'seeds' must look like key=v1,v2,..., e.g. --grid seeds=0,1,2"
+    # a fixed override of a grid key was silently replaced by the grid's values in every run
+    assert sweep("--grid", "episodes=1,2", "episodes=3") == (
+        "error: episodes is given both as a fixed override ('episodes=3') and as --grid episodes=...; the grid would "
+        "replace it in every run: drop one of them")
 
 
 def test_compare_says_when_pooled_runs_ran_the_same_seed(tmp_path):
