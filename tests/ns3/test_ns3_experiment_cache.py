@@ -57,3 +57,15 @@ def test_second_run_reads_the_cached_oracle(ns3_bridge, tmp_path, capsys):
     assert a["safe_bps"] == b["safe_bps"] == {"0": json.loads(entry.read_text())["safe_bps"]}
     assert len(a["safe_bps"]["0"]) == 25  # one safe rate per step of the one 25-step episode
     assert b["config"]["sender_params"]["ddacom"]["target_utilization"] == 0.7
+
+
+def test_an_unknown_sender_is_refused_before_anything_runs(tmp_path):
+    import time
+    from pathlib import Path
+
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "ns3" / "ddacom-spread.yaml"
+    t0 = time.time()
+    with pytest.raises(ConfigError, match="unknown sender 'bogus'") as e:
+        main([str(cfg), "--out", str(tmp_path / "x.json"), "--senders", "ddacom,bogus"])
+    assert e.value.key == "--senders" and e.value.value == "bogus"
+    assert time.time() - t0 < 30 and not (tmp_path / "x.json").exists()  # no anchors, no oracle, nothing written
