@@ -5,8 +5,15 @@ message naming the file, key and value and exits with code 2; Ctrl-C keeps finis
 """
 from __future__ import annotations
 
-import itertools
 import os
+
+# one BLAS/OpenMP thread per process unless the user says otherwise, set before numpy or torch load: two threads on
+# two busy cores run many times slower, and the thread count changes float sums, so a run resumed under another
+# count would not continue bit for bit (docs/ppo.md, "Exact resume")
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import itertools
 import contextlib
 import shlex
 import signal

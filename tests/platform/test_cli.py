@@ -142,3 +142,19 @@ def test_error_values_print_as_given_and_a_misspelled_top_key_is_named(tmp_path)
     bad.write_text("name: x\nscenario: {id: mapf/MGMAPF-v0}\nagent: {id: mapf/pibt-v0}\n")
     r = cli("validate", str(bad))
     assert r.returncode == 2 and "unknown key 'agent' given instead (did you mean 'agents'?)" in r.stderr
+
+
+def test_the_cli_pins_blas_threads_to_one_unless_set():
+    """One BLAS/OpenMP thread by default (a run's floats depend on the thread count; docs/ppo.md, Exact resume)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os; import coopsim.cli, numpy; "
+            "print(os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'], os.environ['OPENBLAS_NUM_THREADS'])")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["1", "1", "1"]
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": "3"}, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.split() == ["3", "1", "1"]  # a user's own setting is kept
