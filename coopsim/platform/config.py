@@ -199,6 +199,23 @@ UniqueKeyLoader.add_implicit_resolver(
 UniqueKeyLoader.add_constructor(_E_NUMBER, _construct_e_number)
 
 
+class _OctalInt(yaml.constructor.ConstructorError):
+    """An int written with a leading zero (``064``): YAML 1.1 reads it as octal (52), which nobody means in a config."""
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = loader.construct_scalar(node)
+    if re.fullmatch(r"[-+]?0[0-9_]+", text):
+        value = loader.construct_yaml_int(node)
+        raise _OctalInt(None, None, f"{text} has a leading zero, which YAML 1.1 reads as the octal number {value}; "
+                        f"write {int(text.replace('_', ''), 10)}",
+                        node.start_mark)
+    return loader.construct_yaml_int(node)
+
+
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """``"scenario.params.num_agents=128"`` -> (``["scenario", "params", "num_agents"]``, ``128``).
 
@@ -213,6 +230,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         raise ConfigError(f"override {text!r} has an empty key; write key.path=value")
     try:
         value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else ""  # noqa: S506 - a SafeLoader subclass
+    except _OctalInt as exc:
+        raise ConfigError(f"command-line override {text!r}: {exc.problem}", key=".".join(parts)) from None
     except yaml.YAMLError:
         value = raw
     return parts, value

@@ -122,3 +122,23 @@ def test_a_param_refused_after_its_component_id_was_overridden_blames_the_id_ove
     assert "'channel.params.trace.kind=x'" in str(blame_override(exc, "c.yaml", ["channel.id=ideal-v0",
                                                                                   "channel.params.trace.kind=x"]))
     assert blame_override(exc, "c.yaml", ["agents.id=x"]) is exc
+
+
+def test_leading_zero_ints_are_refused_not_read_as_yaml_11_octal(tmp_path):
+    """064 is 52 in YAML 1.1 (PyYAML): a config or override with it is refused with the decimal value to write."""
+    import pytest
+
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config, parse_override
+
+    with pytest.raises(ConfigError, match=r"064 has a leading zero, which YAML 1.1 reads as the octal number 52; "
+                                          r"write 64") as e:
+        parse_override("scenario.params.num_agents=064")
+    assert e.value.key == "scenario.params.num_agents"
+    with pytest.raises(ConfigError, match=r"010 has a leading zero, which YAML 1.1 reads as the octal number 8"):
+        parse_override("seeds=[0, 010]")
+    assert parse_override("episodes=10")[1] == 10 and parse_override("x=0")[1] == 0 and parse_override("x=-3")[1] == -3
+    f = tmp_path / "oct.yaml"
+    f.write_text("name: x\nscenario: {id: line/LineWalk-v0, params: {length: 010}}\nagents: {id: random-v0}\n")
+    with pytest.raises(ConfigError, match=r"line 2, column \d+: 010 has a leading zero.*write 10"):
+        load_config(f)
