@@ -20,6 +20,7 @@ import numpy as np
 
 from coopsim.comm.bandwidth import BandwidthChannel
 from coopsim.comm.token_bucket import TokenBucket
+from coopsim.errors import int_at_least, run_script
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.registry import make_scenario
 
@@ -68,11 +69,11 @@ def measure(E: int, steps: int, copies: int) -> tuple[float, float, float, float
     return t_core / steps, t_comm / steps, t_batch / steps, sent / steps
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--copies", type=int, default=4, help="copies each agent would send per step")
-    a = ap.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int_at_least(1), default=200, help="timed steps per batch size (>= 1)")
+    ap.add_argument("--copies", type=int_at_least(1), default=4, help="copies each agent would send per step (>= 1)")
+    a = ap.parse_args(argv)
     print(f"{'batch':>5} {'agents':>6} {'copies/step':>11} {'core step ms':>12} {'comm ms':>8} {'overhead':>9} "
           f"{'batch ms':>8} {'overhead+batch':>14}")
     for E in (1, 16, 64, 256):
@@ -82,6 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -15,6 +15,7 @@ import argparse
 import numpy as np
 
 from coopsim.agents.immp.highlevel import HighLevelParams, ScenarioPlanner
+from coopsim.errors import int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.platform.runner import play_episode
 from coopsim.scenarios.mapf import MGMAPFCore
@@ -35,19 +36,32 @@ def run(mp: str, hl: HighLevelParams | None, seeds: range, n: int, k: int) -> np
     return np.array(out)
 
 
-def main() -> None:
+def weight_pair(text: str) -> tuple[float, float]:
+    """An ``argparse`` ``type=`` for ``order_weight:path_weight`` (two numbers >= 0, e.g. ``0.3:0.02``)."""
+    parts = text.split(":")
+    try:
+        ow, pw = (float(x) for x in parts)
+    except ValueError:  # not two parts, or not numbers
+        ow = pw = float("nan")
+    if not (ow >= 0 and pw >= 0 and np.isfinite(ow) and np.isfinite(pw)):
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: order_weight:path_weight, two numbers >= 0 "
+                                         "(e.g. 0.3:0.02), is required")
+    return ow, pw
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--first-seed", type=int, default=10)
-    ap.add_argument("--instances", type=int, default=5)
-    ap.add_argument("--agents", type=int, default=64)
-    ap.add_argument("--goals", type=int, default=3)
-    ap.add_argument("--weights", nargs="*", default=["1:0.5", "0.3:0", "0.3:0.02", "0.2:0.02", "0.1:0.02"],
-                    help="order_weight:path_weight pairs")
-    a = ap.parse_args()
+    ap.add_argument("--first-seed", type=int_at_least(0), default=10)
+    ap.add_argument("--instances", type=int_at_least(1), default=5, help="instances (seeds) per map (>= 1)")
+    ap.add_argument("--agents", type=int_at_least(1), default=64)
+    ap.add_argument("--goals", type=int_at_least(1), default=3)
+    ap.add_argument("--weights", nargs="*", type=weight_pair,
+                    default=[(1.0, 0.5), (0.3, 0.0), (0.3, 0.02), (0.2, 0.02), (0.1, 0.02)],
+                    help="order_weight:path_weight pairs (default 1:0.5 0.3:0 0.3:0.02 0.2:0.02 0.1:0.02)")
+    a = ap.parse_args(argv)
     seeds = range(a.first_seed, a.first_seed + a.instances)
     rows = [("nearest", None), ("nocong", HighLevelParams(order_weight=0.0, path_weight=0.0))]
-    for w in a.weights:
-        ow, pw = (float(x) for x in w.split(":"))
+    for ow, pw in a.weights:
         rows.append((f"order {ow:g} path {pw:g}", HighLevelParams(order_weight=ow, path_weight=pw)))
     print(f"PIBT low level, {a.agents} agents, {a.goals} goals, scen files {seeds.start + 1}-{seeds.stop}")
     for mp in MAPS:
@@ -58,6 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

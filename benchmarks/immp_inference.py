@@ -24,8 +24,10 @@ import time
 import numpy as np
 import torch
 
+from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore
+from coopsim.scenarios.mapf.loaders import resolve_map
 
 
 def time_agent(agent_id: str, mp: str, n: int, k: int, steps: int, params: dict) -> dict[str, float]:
@@ -56,13 +58,17 @@ def time_agent(agent_id: str, mp: str, n: int, k: int, steps: int, params: dict)
             "hl_step_ms": 1e3 * float(np.mean(hl)), "steps": len(pol)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agents", type=int, default=128)
-    ap.add_argument("--goals", type=int, default=5)
-    ap.add_argument("--map", default="random-32-32-10")
-    ap.add_argument("--steps", type=int, default=60)
-    a = ap.parse_args()
+    ap.add_argument("--agents", type=int_at_least(1), default=128)
+    ap.add_argument("--goals", type=int_at_least(1), default=5)
+    ap.add_argument("--map", default="random-32-32-10", help="a shipped map name or a MovingAI .map file")
+    ap.add_argument("--steps", type=int_at_least(1), default=60, help="timed decision steps (>= 1)")
+    a = ap.parse_args(argv)
+    try:
+        resolve_map(a.map)
+    except ConfigError as exc:
+        raise ConfigError(exc.message, key="--map", value=a.map) from None
     torch.set_num_threads(1)
     rows = [
         # the shipped policies: the architecture (e.g. the intent module's width) is the checkpoint's
@@ -88,6 +94,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -15,9 +15,9 @@ import argparse
 import time
 
 from coopsim.agents.mapf_baselines import plan_prioritized
-from coopsim.errors import CoopsimError
+from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
 from coopsim.scenarios.mapf.core import MGMAPFCore
-from coopsim.scenarios.mapf.loaders import shipped_maps
+from coopsim.scenarios.mapf.loaders import resolve_map, shipped_maps
 from coopsim.scenarios.mapf.validate import validate_plan
 
 
@@ -35,14 +35,20 @@ def run(map_name: str, agents: int, goals: int, seed: int, horizon: int) -> dict
                 complete=rep.complete)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--maps", nargs="*", default=None, help="map names (default: main job, then every shipped map)")
-    ap.add_argument("--agents", type=int, default=100)
-    ap.add_argument("--goals", type=int, nargs="*", default=[1, 2, 3])
-    ap.add_argument("--seeds", type=int, nargs="*", default=[0])
-    ap.add_argument("--horizon", type=int, default=512, help="plan step limit")
-    a = ap.parse_args()
+    ap.add_argument("--maps", nargs="+", default=None,
+                    help="shipped map names or .map files (default: main job, then every shipped map)")
+    ap.add_argument("--agents", type=int_at_least(1), default=100)
+    ap.add_argument("--goals", type=int_at_least(1), nargs="+", default=[1, 2, 3])
+    ap.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0], help="reset seeds (>= 0)")
+    ap.add_argument("--horizon", type=int_at_least(1), default=512, help="plan step limit")
+    a = ap.parse_args(argv)
+    for m in a.maps or ():  # every name before the first plan, not when its row comes
+        try:
+            resolve_map(m)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, key="--maps", value=m) from None
     jobs = []
     if a.maps is None:
         jobs += [("random-32-32-10", 64, 3, s) for s in range(5)]
@@ -65,6 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

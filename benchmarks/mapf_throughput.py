@@ -16,8 +16,9 @@ multi-goal mode: every agent walks its own goal sequence and never leaves the ma
 map converted to POGEMA's ``.``/``#`` string), the same agents and goals (coopsim's seed-0 instance: scen-file
 starts and first goals plus the sampled goals), ``max_episode_steps=256`` and ``obs_radius=5``. POGEMA has no
 batch: its batch row is 64 independent envs stepped one after the other. POGEMA pins old gymnasium and
-pydantic, so it runs in its own venv ``bench-venvs/pogema`` (gitignored; created here on first use with
-``python3 -m venv`` + ``pip install pogema==1.4.0``) through ``benchmarks/peers/pogema_worker.py``.
+pydantic, so it runs in its own venv ``bench-venvs/pogema`` (gitignored; created here with ``python3 -m venv`` +
+``pip install pogema==1.4.0`` on first use, and rebuilt whenever POGEMA 1.4.0 does not import there, e.g. after an
+interrupted install) through ``benchmarks/peers/pogema_worker.py``.
 
 Protocol (identical on both sides): every measurement is a fresh subprocess pinned to one CPU (``taskset -c 0``
 when available) with ``OMP/MKL/OPENBLAS_NUM_THREADS=1``. After construction and a warm-up it times full resets
@@ -52,9 +53,17 @@ import tempfile
 import time
 from pathlib import Path
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_venv import check_cpu_list, ensure_peer_venv, installed_check  # noqa: E402
+
+from coopsim.errors import float_at_least, int_at_least, run_script  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench-venvs" / "pogema"
 POGEMA_REQ = "pogema==1.4.0"
+#: what makes ``bench-venvs/pogema`` ready: POGEMA 1.4.0 installed whole, and it imports
+POGEMA_CHECK = installed_check("pogema", "1.4.0", ("pogema", "from pogema import GridConfig, pogema_v0"))
 WORKER = Path(__file__).resolve().parent / "peers" / "pogema_worker.py"
 #: (map, agents) cells of the issue; each with 1 env and a batch of BATCH envs
 CASES = (("random-32-32-10", 64), ("random-64-64-10", 256))
@@ -67,15 +76,9 @@ TARGETS = {1: 3.0, BATCH: 30.0}
 
 # ----------------------------------------------------------------------------- helpers
 def ensure_venv() -> Path:
-    """Create ``bench-venvs/pogema`` with ``pogema==1.4.0`` unless it already imports; return its python."""
-    py = VENV / "bin" / "python"
-    ok = py.exists() and subprocess.run([str(py), "-c", "import pogema; assert pogema.__version__ == '1.4.0'"],
-                                        capture_output=True).returncode == 0
-    if not ok:
-        print(f"creating {VENV} (python3 -m venv; pip install {POGEMA_REQ}) ...", flush=True)
-        subprocess.run(["python3", "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", POGEMA_REQ], check=True)
-    return py
+    """``bench-venvs/pogema/bin/python``; the venv is (re)built with ``python3 -m venv`` + ``pip install
+    pogema==1.4.0`` unless POGEMA 1.4.0 imports there (see ``_peer_venv``)."""
+    return ensure_peer_venv(VENV, POGEMA_CHECK, [[POGEMA_REQ]], base_python="python3")
 
 
 def cpu_model() -> str:
@@ -184,17 +187,19 @@ def table(rows: list[dict], reps: int) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per cell; the best is reported")
-    ap.add_argument("--seconds", type=float, default=1.0,
-                    help="step window per measurement (CPU s; at most one episode)")
-    ap.add_argument("--reset-seconds", type=float, default=0.3, help="reset timing window per measurement (CPU s)")
+    ap.add_argument("--reps", type=int_at_least(1), default=3,
+                    help="interleaved repetitions per cell (>= 1); the best is reported")
+    ap.add_argument("--seconds", type=float_at_least(0, exclusive=True), default=1.0,
+                    help="step window per measurement (CPU s, > 0; at most one episode)")
+    ap.add_argument("--reset-seconds", type=float_at_least(0, exclusive=True), default=0.3,
+                    help="reset timing window per measurement (CPU s, > 0)")
     ap.add_argument("--cpu", default="0", help="CPU list for taskset ('' to not pin)")
     ap.add_argument("--quick", action="store_true", help="1 repetition, 0.5 s windows (smoke test)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mapf_throughput.md"))
     ap.add_argument("--worker", nargs=4, metavar=("MAP", "AGENTS", "ENVS", "SECONDS"), help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.worker:
         m, n, e, s = a.worker
         print(json.dumps(coopsim_worker(m, int(n), int(e), float(s), a.reset_seconds)))
@@ -202,6 +207,8 @@ def main() -> None:
     if a.quick:
         a.reps, a.seconds, a.reset_seconds = 1, 0.3, 0.05
     cpu = a.cpu if a.cpu and shutil.which("taskset") else None
+    if cpu is not None:
+        check_cpu_list("--cpu", cpu)  # before the peer venv and the first measurement
     wall0 = time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load0 = os.getloadavg()
@@ -281,6 +288,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -12,7 +12,8 @@ per-agent episode return (sum over the 25 steps of an agent's reward, mean over 
   (the settings of ``coopsim.agents.ddacom.train``).
 * BenchMARL 1.5.2: its shipped MAPPO defaults (see ``benchmarks/peers/benchmarl_worker.py``) on PettingZoo's
   ``simple_spread_v3`` (pettingzoo 1.24.3, the last release that ships MPE, which torchrl's wrapper imports)
-  with ``max_cycles = 25``, in ``bench-venvs/benchmarl`` (created on first use).
+  with ``max_cycles = 25``, in ``bench-venvs/benchmarl`` (created on first use, and rebuilt when BenchMARL does not
+  import there, e.g. after an interrupted install; made ready before the first seed trains).
 
 Usage::
 
@@ -32,21 +33,31 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from coopsim.platform.stats import t_half_width
+if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_venv import ensure_peer_venv, installed_check  # noqa: E402
+
+from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
+from coopsim.platform.stats import t_half_width  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench-venvs" / "benchmarl"
 PEER_PIP = [["torch==2.13.0"], ["benchmarl==1.5.2"], ["pettingzoo[mpe]==1.24.3"]]
+#: what makes ``bench-venvs/benchmarl`` ready: BenchMARL 1.5.2 installed whole (pettingzoo, installed last, too), and
+#: what ``peers/benchmarl_worker.py`` imports
+PEER_CHECK = "\n".join([
+    installed_check("benchmarl", "1.5.2", ("torch", "from benchmarl.algorithms import MappoConfig",
+                                           "from benchmarl.environments import PettingZooTask")),
+    installed_check("pettingzoo", "1.24.3", ("from pettingzoo.mpe import simple_spread_v3",))])
+#: BenchMARL's on-policy frames per batch (its ExperimentConfig default): --frames must be a multiple
+FRAMES_PER_BATCH = 6000
 
 
 def ensure_venv() -> Path:
-    """``bench-venvs/benchmarl/bin/python``, creating the venv on first use (torch first, then BenchMARL)."""
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        for pkgs in PEER_PIP:
-            subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", *pkgs], check=True)
-    return py
+    """``bench-venvs/benchmarl/bin/python``; the venv is (re)built (torch first, then BenchMARL, then PettingZoo)
+    unless BenchMARL and PettingZoo import there (a venv whose install was interrupted is rebuilt, see
+    ``_peer_venv``)."""
+    return ensure_peer_venv(VENV, PEER_CHECK, PEER_PIP)
 
 
 def coopsim_mappo(frames: int, seed: int, episodes: int, run_dir: Path) -> dict:
@@ -75,8 +86,8 @@ def coopsim_mappo(frames: int, seed: int, episodes: int, run_dir: Path) -> dict:
             "per_agent_return": float(ret.mean()), "episode_returns": ret.tolist()}
 
 
-def benchmarl_mappo(frames: int, seed: int, episodes: int) -> dict:
-    py = ensure_venv()
+def benchmarl_mappo(frames: int, seed: int, episodes: int, py: Path | None = None) -> dict:
+    py = py or ensure_venv()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     out = subprocess.run([str(py), str(ROOT / "benchmarks" / "peers" / "benchmarl_worker.py"),
                           "--frames", str(frames), "--seed", str(seed), "--episodes", str(episodes)],
@@ -115,14 +126,20 @@ def write(results: list[dict], args, out: Path, t0: float) -> None:
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--frames", type=int, default=198_000, help="env steps per learner and seed (multiple of 6000)")
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--episodes", type=int, default=32)
+    ap.add_argument("--frames", type=int_at_least(FRAMES_PER_BATCH), default=198_000,
+                    help=f"env steps per learner and seed (a multiple of {FRAMES_PER_BATCH}, BenchMARL's batch)")
+    ap.add_argument("--seeds", type=int_at_least(1), default=3, help="seeds 0..S-1 (>= 1)")
+    ap.add_argument("--episodes", type=int_at_least(1), default=32, help="greedy evaluation episodes per seed")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mpe_mappo_vs_benchmarl"))
     ap.add_argument("--run-dir", default=str(ROOT / "runs" / "bench_mappo"))
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if a.frames % FRAMES_PER_BATCH:  # the peer would refuse it only after coopsim's first seed had trained
+        raise ConfigError(f"{a.frames} is not a multiple of {FRAMES_PER_BATCH} (BenchMARL's frames per batch); e.g. "
+                          f"{max(1, round(a.frames / FRAMES_PER_BATCH)) * FRAMES_PER_BATCH}", key="--frames",
+                          value=a.frames)
+    py = ensure_venv()  # before the first seed trains, not after it
     torch.set_num_threads(1)
     t0 = time.time()
     results: list[dict] = []
@@ -132,7 +149,7 @@ def main() -> None:
         print(f"coopsim seed {seed}: {r['per_agent_return']:.2f} ({r['wall_s']:.0f} s)", flush=True)
         write(results, a, Path(a.out), t0)
         try:
-            r = benchmarl_mappo(a.frames, seed, a.episodes)
+            r = benchmarl_mappo(a.frames, seed, a.episodes, py)
         except RuntimeError as exc:  # keep coopsim's rows; the error is the peer's result
             results.append({"peer": "benchmarl-1.5.2 MAPPO", "seed": seed, "error": str(exc)[-2000:]})
             write(results, a, Path(a.out), t0)
@@ -143,6 +160,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

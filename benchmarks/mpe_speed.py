@@ -8,9 +8,12 @@ Usage: .venv/bin/python benchmarks/mpe_speed.py [--seconds 3]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 
 import numpy as np
+
+from coopsim.errors import DependencyNotInstalled, float_at_least, run_script
 
 
 def ours(sid: str, batch: int, seconds: float) -> float:
@@ -21,7 +24,7 @@ def ours(sid: str, batch: int, seconds: float) -> float:
     rng = np.random.default_rng(0)
     acts = rng.integers(0, 5, (64, batch, core.num_agents))
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    while n == 0 or time.perf_counter() - t0 < seconds:  # at least one step, whatever --seconds
         core.step(acts[n % 64])
         n += 1
         if core.done.any():
@@ -39,7 +42,7 @@ def peer(N: int, batch: int, seconds: float) -> float:
     rng = np.random.default_rng(0)
     acts = rng.integers(0, 5, (64, batch, N))
     n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
+    while n == 0 or time.perf_counter() - t0 < seconds:
         a = acts[n % 64]
         for b, e in enumerate(envs):
             if not e.agents:
@@ -49,10 +52,14 @@ def peer(N: int, batch: int, seconds: float) -> float:
     return n * batch / (time.perf_counter() - t0)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=3.0)
-    args = ap.parse_args()
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float_at_least(0, exclusive=True), default=3.0,
+                    help="timed seconds per cell (> 0)")
+    args = ap.parse_args(argv)
+    if importlib.util.find_spec("mpe2") is None:  # the peer, before coopsim's cells are timed
+        raise DependencyNotInstalled("mpe_speed.py times mpe2 beside coopsim, and mpe2 is not installed; install "
+                                     "coopsim's `mpe` extra: .venv/bin/pip install 'mpe2>=1.1'")
     rows = []
     for sid, N in (("mpe/simple_spread-v0", 3), ("mpe/simple_spread_n6-v0", 6)):
         for batch in (1, 256):
@@ -65,6 +72,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.constraints import Separation
@@ -68,13 +69,18 @@ def run(n: int, steps: int, all_pairs_max: int) -> dict:
             "all_pairs_ms": 1e3 * float(np.median(full)) if full else None}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", type=int, nargs="*", default=[4, 8, 16, 32, 64, 128, 256, 512, 1000])
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--all-pairs-max", type=int, default=256, help="largest N for the all-pairs reference")
+    ap.add_argument("--sizes", type=int_at_least(2), nargs="+", default=[4, 8, 16, 32, 64, 128, 256, 512, 1000],
+                    help="numbers of agents N (each >= 2)")
+    ap.add_argument("--steps", type=int_at_least(1), default=10, help="shielded steps per N (>= 1)")
+    ap.add_argument("--all-pairs-max", type=int_at_least(0), default=256,
+                    help="largest N for the all-pairs reference (0: none)")
     ap.add_argument("--out", type=Path, default=Path("docs"))
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    if a.out.exists() and not a.out.is_dir():
+        raise ConfigError(f"{a.out} is a file; give a folder for shield_scaling.json and .png", key="--out",
+                          value=str(a.out))
     rows = []
     print(f"{'N':>5} {'grid':>5} {'ms/step':>9} {'ms/agent':>9} {'pairs':>8} {'max nbhd':>8} {'changed':>8} "
           f"{'all-pairs ms':>12} {'all-pairs/factored':>18}")
@@ -114,6 +120,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -14,7 +14,8 @@ valid actions, auto-resets included, on 3m, 2s3z and 27m_vs_30m at batch 1, 64 a
 
 Each measurement is a fresh subprocess pinned with ``taskset`` to one core (``-c 0``), then to two
 (``-c 0,1``). SMAX runs in its own venv ``bench-venvs/jaxmarl`` (created here with ``pip install
-jaxmarl==0.2.0`` if missing; never a coopsim dependency).
+jaxmarl==0.2.0`` if missing, and rebuilt when JaxMARL 0.2.0 does not import there, e.g. after an interrupted
+install; never a coopsim dependency). Map names, batch sizes and core lists are checked before the venv is touched.
 
 Calibration: win rate of random valid play and of scripted focus fire on maps SMAX shares with coopsim,
 in coopsim and in SMAX, each over ``--episodes`` episodes with SMAC's episode limits; a map passes when
@@ -38,6 +39,12 @@ import sys
 import time
 from pathlib import Path
 
+if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_venv import check_cpu_list, ensure_peer_venv, installed_check  # noqa: E402
+
+from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "bench-venvs" / "jaxmarl"
 WORKER = Path(__file__).with_name("_smax_worker.py")
@@ -45,15 +52,30 @@ SPEED_MAPS = ("3m", "2s3z", "27m_vs_30m")
 BATCHES = (1, 64, 1024)
 #: maps defined both by coopsim and by SMAX 0.2 (MAP_NAME_TO_SCENARIO)
 SHARED_MAPS = ("3m", "8m", "2s3z", "5m_vs_6m", "3s5z", "10m_vs_11m", "3s_vs_5z", "6h_vs_8z", "3s5z_vs_3s6z", "25m", "27m_vs_30m")
+PEER_REQ = "jaxmarl==0.2.0"
+#: what makes ``bench-venvs/jaxmarl`` ready: JaxMARL 0.2.0 installed whole, and what ``_smax_worker.py`` imports
+PEER_CHECK = installed_check("jaxmarl", "0.2.0", ("jax", "from jaxmarl import make",
+                                                  "from jaxmarl.environments.smax import map_name_to_scenario"))
 
 
 def ensure_venv() -> Path:
-    py = VENV / "bin" / "python"
-    if not py.exists():
-        print(f"creating {VENV} (pip install jaxmarl==0.2.0) ...", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "jaxmarl==0.2.0"], check=True)
-    return py
+    """``bench-venvs/jaxmarl/bin/python``; the venv is (re)built with ``pip install jaxmarl==0.2.0`` unless
+    JaxMARL 0.2.0 imports there (a venv whose install was interrupted is rebuilt, see ``_peer_venv``)."""
+    return ensure_peer_venv(VENV, PEER_CHECK, [[PEER_REQ]])
+
+
+def check_maps(flag: str, names: list[str]) -> None:
+    """Every name of ``names`` is a SMAC map of coopsim (:data:`coopsim.scenarios.smac.maps.MAPS`) that SMAX 0.2
+    defines too (:data:`SHARED_MAPS`), or a :class:`ConfigError` (key ``flag``) naming the valid ones."""
+    from coopsim.scenarios.smac.maps import MAPS
+
+    for m in names:
+        if m in SHARED_MAPS:
+            continue
+        why = (f"{m!r} is a coopsim map that SMAX 0.2 does not define" if m in MAPS else
+               f"unknown SMAC map {m!r} (coopsim's maps: {', '.join(MAPS)})")
+        raise ConfigError(f"{why}; valid here (maps of both coopsim and SMAX): {', '.join(SHARED_MAPS)}", key=flag,
+                          value=m)
 
 
 def run_json(cmd: list[str], cores: str, timeout: float = 1800) -> dict:
@@ -158,19 +180,20 @@ def fmt(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:.1f}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", choices=["speed", "calibration"], default=None)
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--maps", nargs="*", default=None, help="speed maps (default 3m 2s3z 27m_vs_30m)")
-    ap.add_argument("--batches", nargs="*", type=int, default=None)
-    ap.add_argument("--cores", nargs="*", default=["0", "0,1"], help="taskset core lists")
-    ap.add_argument("--seconds", type=float, default=3.0, help="timed seconds per coopsim / SMAX-call cell")
-    ap.add_argument("--calib-maps", nargs="*", default=None)
-    ap.add_argument("--episodes", type=int, default=200)
+    ap.add_argument("--maps", nargs="+", default=None, help="speed maps (default 3m 2s3z 27m_vs_30m)")
+    ap.add_argument("--batches", nargs="+", type=int_at_least(1), default=None, help="batch sizes (default 1 64 1024)")
+    ap.add_argument("--cores", nargs="+", default=["0", "0,1"], help="taskset core lists")
+    ap.add_argument("--seconds", type=float_at_least(0, exclusive=True), default=3.0,
+                    help="timed seconds per coopsim / SMAX-call cell (> 0)")
+    ap.add_argument("--calib-maps", nargs="+", default=None, help=f"calibration maps (default {' '.join(SHARED_MAPS)})")
+    ap.add_argument("--episodes", type=int_at_least(1), default=200, help="calibration episodes per map and policy")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "smac_speed.json"))
     ap.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.worker:
         kind, *rest = a.worker
         if kind == "speed":
@@ -188,6 +211,13 @@ def main() -> None:
     batches = a.batches or ([1, 64] if a.quick else list(BATCHES))
     cores = ["0"] if a.quick else a.cores
     calib = a.calib_maps or (["3m"] if a.quick else list(SHARED_MAPS))
+    # every flag before the peer venv (built on first use: minutes, ~1 GB) and the first measurement
+    check_maps("--maps", maps)
+    check_maps("--calib-maps", calib)
+    for c in cores:
+        check_cpu_list("--cores", c)
+    if Path(a.out).is_dir():
+        raise ConfigError(f"{a.out} is a folder; give the JSON file to write", key="--out", value=a.out)
     py = ensure_venv()
     me = [sys.executable, str(Path(__file__).resolve())]
     import numba
@@ -271,6 +301,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from coopsim.agents.ppo import PPOAgent, PPOTrainConfig, PPOTrainer
+from coopsim.errors import int_at_least, run_script
 from coopsim.platform.registry import make_scenario
 
 CASES = {
@@ -41,11 +42,16 @@ def env_only_rate(params: dict, num_envs: int, steps: int) -> float:
     return num_envs * steps / (time.perf_counter() - t0)
 
 
+def train_config(num_envs: int, rollout: int) -> PPOTrainConfig:
+    """The trainer settings measured (4 epochs x 4 minibatches); raises pydantic's error for bad sizes."""
+    return PPOTrainConfig(total_env_steps=10**9, num_envs=num_envs, rollout_steps=rollout, epochs=4, minibatches=4)
+
+
 def trainer_rates(params: dict, num_envs: int, rollout: int, iters: int) -> tuple[float, float]:
     core = make_scenario("mapf/MGMAPF-v0", num_envs=num_envs, **params)
     torch.manual_seed(0)
     agent = PPOAgent(core, critic="central", hidden=[64, 64], activation="relu")
-    cfg = PPOTrainConfig(total_env_steps=10**9, num_envs=num_envs, rollout_steps=rollout, epochs=4, minibatches=4)
+    cfg = train_config(num_envs, rollout)
     tr = PPOTrainer(agent, cfg, seed=0)
     tr.train_iteration()  # warm-up
     roll = upd = 0.0
@@ -57,12 +63,13 @@ def trainer_rates(params: dict, num_envs: int, rollout: int, iters: int) -> tupl
     return steps / roll, steps / (roll + upd)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--iters", type=int, default=3, help="timed iterations per case")
-    ap.add_argument("--num-envs", type=int, default=32)
-    ap.add_argument("--rollout", type=int, default=64)
-    args = ap.parse_args()
+    ap.add_argument("--iters", type=int_at_least(1), default=3, help="timed iterations per case (>= 1)")
+    ap.add_argument("--num-envs", type=int_at_least(1), default=32)
+    ap.add_argument("--rollout", type=int_at_least(1), default=64, help="vector steps per rollout")
+    args = ap.parse_args(argv)
+    train_config(args.num_envs, args.rollout)  # the trainer's own limits, before the env-only timing
     torch.set_num_threads(1)
     print(f"MAPPO on mapf/MGMAPF-v0, 1 torch thread, E={args.num_envs}, T={args.rollout}, hidden [64, 64], "
           f"4 epochs x 4 minibatches; env steps/s (one env, all agents, one step)")
@@ -75,6 +82,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

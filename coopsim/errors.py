@@ -92,6 +92,28 @@ def int_at_least(minimum: int):
     return parse
 
 
+def float_at_least(minimum: float, *, exclusive: bool = False):
+    """An ``argparse`` ``type=`` that accepts finite numbers >= ``minimum`` (> ``minimum`` with ``exclusive``, e.g.
+    ``float_at_least(0, exclusive=True)`` for a positive duration) and otherwise makes argparse print ``argument
+    --x: invalid value '0': a number > 0 is required`` and exit 2 (``nan`` and ``inf`` are refused too)."""
+    import argparse
+    import math
+
+    need = f"a number {'>' if exclusive else '>='} {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {need} is required") from None
+        if not math.isfinite(v) or v < minimum or (exclusive and v == minimum):
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {need} is required")
+        return v
+
+    parse.__name__ = need
+    return parse
+
+
 #: what an interrupted script keeps, unless it says more (``run_script(kept=...)``): the writers of
 #: :mod:`coopsim.platform.recorder` write every file whole or not at all
 KEPT_DEFAULT = "what it printed and the files it had written (each whole: none is left half-written)"

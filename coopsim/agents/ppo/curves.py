@@ -87,6 +87,21 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_ME
     return final
 
 
+def check_image_path(out: str | Path) -> None:
+    """``out``'s suffix names an image format matplotlib writes (``png`` when it has none, as ``plot`` does).
+
+    Raises:
+        CoopsimError: names the format and the valid suffixes.
+    """
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    fmt = Path(out).suffix.lstrip(".").lower() or "png"
+    valid = sorted(FigureCanvasBase.get_supported_filetypes())
+    if fmt not in valid:
+        raise CoopsimError(f"{out}: matplotlib cannot write the format {fmt!r}; give OUT an image suffix: "
+                           f"{', '.join('.' + v for v in valid)}")
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
@@ -95,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--smooth", type=int_at_least(1), default=10)
     ap.add_argument("--title", default=None)
     a = ap.parse_args(argv)
+    check_image_path(a.out)  # before the runs are read
     try:
         res = plot(a.out, a.runs, tuple(a.metric) if a.metric else DEFAULT_METRICS, a.smooth, a.title)
     except FileNotFoundError as exc:
