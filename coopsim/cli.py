@@ -145,10 +145,18 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
         except ConfigError as exc:  # a value given on the command line is named as the override
             raise blame_override(exc, config, overrides or []) from None
         notes: list[str] = []
+        train_checked = False
         if cfg.train is not None:   # the train: section too, as `coopsim train` would read it (its hooks built)
             from coopsim.errors import in_file
+            from coopsim.platform import registry
             from coopsim.platform.training import build_trainer, hooks_note, train_config, trainable_class
 
+            factory = registry.spec("agent", cfg.agents.id).load()
+            if not hasattr(getattr(factory, "cls", factory), "make_trainer"):  # `run` ignores train: for this agent
+                notes.append(f"note: agent '{cfg.agents.id}' cannot be trained, so the train: section is not checked: "
+                             f"`coopsim run` ignores it, and `coopsim train` needs a learner")
+        if cfg.train is not None and not notes:
+            train_checked = True
             try:
                 schedule = train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
                 notes.append(hooks_note(schedule, file=str(config)))
@@ -167,7 +175,7 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
     for note in filter(None, notes):
         err_console.print(note, highlight=False, soft_wrap=True)
     console.print(f"[green]ok[/]: {config} is valid (every component built, the scenario reset with each seed"
-                  f"{', the train: section checked' if cfg.train is not None else ''})")
+                  f"{', the train: section checked' if train_checked else ''})")
     console.print(dump_config(cfg), highlight=False)
 
 

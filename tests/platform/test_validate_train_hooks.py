@@ -93,3 +93,17 @@ def test_train_names_the_out_dir_override_it_cannot_write(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert f"command-line override 'out_dir={blocker}'" in " ".join(r.stderr.split())
     assert "cannot create the run directory" in r.stderr
+
+
+def test_validate_accepts_what_run_accepts_when_the_agent_cannot_be_trained():
+    """A config with a train: section and an agent that cannot learn is a valid run config (run ignores train:);
+    validate said "cannot be trained" and exited 2 while run ran it (fresh-user pass 18)."""
+    cfg = str(REPO / "configs" / "safety" / "coop-grid4x4-2ag-all.yaml")
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", cfg, "agents.id=random-v0", "agents.params={}"],
+                       capture_output=True, text=True)
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0, out
+    assert "agent 'random-v0' cannot be trained, so the train: section is not checked" in out
+    assert "the train: section checked" not in out
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", CFG], capture_output=True, text=True)
+    assert r.returncode == 0 and "the train: section checked" in " ".join(r.stdout.split())
