@@ -162,6 +162,63 @@ def check_num_envs(num_envs: Any) -> int:
     return int(num_envs)
 
 
+def reset_ids(env_ids: Any, num_envs: int) -> np.ndarray:
+    """int64 ``[K]`` env indices a core's ``reset(env_ids=...)`` resets: every env for None, else ``env_ids``
+    flattened.
+
+    Raises:
+        ValueError: an id outside ``[0, num_envs)`` (checked before anything is reset).
+    """
+    if env_ids is None:
+        return np.arange(num_envs, dtype=np.int64)
+    ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+    if ids.size and (ids.min() < 0 or ids.max() >= num_envs):
+        raise ValueError(f"env_ids must be in [0, {num_envs}); got {ids.tolist()}")
+    return ids
+
+
+def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: str | None = None,
+                           agent_names: tuple[str, ...] | None = None) -> np.ndarray:
+    """A batched core's joint actions as int64 ``shape`` (``[E, N]``), every slot checked, alive or not, against
+    ``Discrete(n)``. int64 input costs one vectorized comparison; bools and integral floats are accepted.
+
+    Args:
+        valid: how the valid actions are named in errors (default ``0..n-1``).
+        agent_names: agent ids, named beside the agent index in errors.
+
+    Raises:
+        ValueError: wrong shape, a non-integer value or dtype, or an action out of range (naming env, agent and the
+            valid actions); nothing is changed.
+    """
+    valid = valid or f"0..{n - 1}"
+    a = actions if type(actions) is np.ndarray else np.asarray(actions)
+    if a.shape != shape:
+        raise ValueError(f"actions must have shape (num_envs, num_agents) = {shape}; got {a.shape}")
+
+    def who(i: int) -> str:
+        return f"agent {i} ({agent_names[i]})" if agent_names else f"agent {i}"
+
+    if a.dtype == np.int64:  # the usual case: one comparison, negatives wrap to huge unsigned values
+        bad = a.view(np.uint64) >= n
+    else:
+        kind = a.dtype.kind
+        if kind == "b":
+            a = a.astype(np.int64)
+        elif kind == "f":
+            frac = a != np.floor(a)  # NaN counts as not integral; +-inf fails the range check below
+            if frac.any():
+                e, i = np.argwhere(frac)[0]
+                raise ValueError(f"actions must be integers; got {a[e, i].item()!r} (dtype {a.dtype}) for env {e} "
+                                 f"{who(i)}; valid: {valid}")
+        elif kind not in "iu":
+            raise ValueError(f"actions must be integers in {valid}; got dtype {a.dtype}")
+        bad = (a < 0) | (a >= n)
+    if bad.any():
+        e, i = np.argwhere(bad)[0]
+        raise ValueError(f"action {a[e, i].item()!r} of env {e} {who(i)} out of range; valid: {valid}")
+    return a if a.dtype == np.int64 else a.astype(np.int64)
+
+
 def _discrete_range(space: gymnasium.spaces.Discrete) -> str:
     lo = int(space.start)
     return f"{lo}..{lo + int(space.n) - 1}"

@@ -38,7 +38,7 @@ def cli(*args):
 
 
 def test_sweep_blames_the_grid_value_and_emoji_codes_stay_verbatim():
-    r = cli("sweep", SMAC, "episodes=1", "seeds=[0]", "--grid", "episodes=1,0")
+    r = cli("sweep", SMAC, "seeds=[0]", "--grid", "episodes=1,0")
     assert r.returncode == 2 and "error: --grid value 'episodes=0'" in r.stderr, r.stderr
     r = cli("validate", SMAC, "scenario.params.map_name=:smile:")
     assert r.returncode == 2 and ":smile:" in r.stderr and "\U0001F604" not in r.stderr, r.stderr

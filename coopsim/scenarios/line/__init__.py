@@ -17,6 +17,8 @@ Observation (float32 ``[4]``, per agent):
     ====== ======================================== ========== ======
 
 Action (Discrete 3): 0 stay, 1 left (−1 cell), 2 right (+1 cell); moves off the line are a stay.
+``step`` raises ValueError for actions of another shape than ``[num_envs, num_agents]``, non-integers
+and values outside 0..2.
 
 Reward: −1 per step for each agent not yet on its target (team return = −sum of costs).
 
@@ -32,7 +34,8 @@ import gymnasium
 import numpy as np
 from pydantic import Field
 
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import (ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions,
+                                       reset_ids)
 
 
 class LineWalkParams(ScenarioParams):
@@ -67,7 +70,7 @@ class LineWalkCore(ScenarioCore):
         self._rngs = [self.env_rng(0, i) for i in range(e)]
 
     def reset(self, seed=None, env_ids=None):
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        ids = reset_ids(env_ids, self.num_envs)
         p = self.params
         for e in ids:
             if seed is not None:
@@ -89,8 +92,13 @@ class LineWalkCore(ScenarioCore):
             np.broadcast_to(walking, self._pos.shape),
         ], axis=-1).astype(np.float32)
 
+    def _check_actions(self, actions):
+        """``actions`` as int64 ``[E, N]``, or ValueError: wrong shape, a non-integer, or an action outside 0..2
+        (every slot is checked, alive or not; vectorized, so cheap for valid input)."""
+        return discrete_joint_actions(actions, (self.num_envs, self.num_agents), 3, "0..2 (0 stay, 1 left, 2 right)")
+
     def step(self, actions):
-        a = np.where(self._alive, np.asarray(actions, np.int64), 0)
+        a = np.where(self._alive, self._check_actions(actions), 0)
         delta = np.array([0, -1, 1], np.int64)[a]
         self._pos = np.clip(self._pos + delta, 0, self.params.length - 1)
         was_alive = self._alive.copy()

@@ -106,7 +106,7 @@ from pydantic import Field, field_validator, model_validator
 
 from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import RebindsViews, ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import RebindsViews, ScenarioCore, ScenarioParams, StepResult, reset_ids
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
@@ -369,13 +369,7 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         Raises:
             ValueError: an env id outside ``[0, num_envs)``.
         """
-        E = self.num_envs
-        if env_ids is None:
-            ids = np.arange(E)
-        else:
-            ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
-            if ids.size and (ids.min() < 0 or ids.max() >= E):
-                raise ValueError(f"env_ids must be in [0, {E}); got {ids.tolist()}")
+        ids = reset_ids(env_ids, self.num_envs)
         for e in ids:
             e = int(e)
             if seed is not None:

@@ -25,7 +25,8 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.platform.comm import BROADCAST, Channel, MessageBatch
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import (ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions,
+                                       reset_ids)
 
 #: force direction of each discrete movement action: no-op, -x, +x, -y, +y
 MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
@@ -41,7 +42,8 @@ class MPECore(ScenarioCore):
     """Batched MPE world; subclasses define entities, action decoding, observations and rewards.
 
     Subclass hooks: ``_build()`` sets ``n_agents``, ``n_landmarks``, ``sizes`` (float64 ``[M]``, m),
-    ``collide`` (bool ``[M]``), ``movable`` (bool ``[M]``), ``silent`` (bool ``[N]``), ``dim_c``;
+    ``collide`` (bool ``[M]``), ``movable`` (bool ``[M]``), ``silent`` (bool ``[N]``), ``dim_c``,
+    ``action_space`` (``Discrete``, shared by all agents; ``step`` rejects actions outside it);
     ``_reset_env(e, rng)`` draws env ``e``'s initial state; ``_decode(a)`` returns movement index
     (int ``[E, N]``) and utterance index (int ``[E, N]``, -1 = silent); ``_obs()`` and ``_reward()``.
     """
@@ -138,7 +140,12 @@ class MPECore(ScenarioCore):
 
     # ------------------------------------------------------------------ ScenarioCore
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, dtype=np.int64)
+        """Reset all envs (``env_ids`` None) or only ``env_ids``; returns the whole batch's observations.
+
+        Raises:
+            ValueError: an env id outside ``[0, num_envs)``.
+        """
+        ids = reset_ids(env_ids, self.num_envs)
         for e in ids:
             if seed is not None:
                 self._rngs[e] = self.env_rng(seed, int(e))
@@ -178,8 +185,25 @@ class MPECore(ScenarioCore):
         self.pos = np.where(mov, new_pos, self.pos)
         self.vel = np.where(mov, new_vel, self.vel)
 
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        """``actions`` as int64 ``[E, N]`` if it has that shape and holds integers (any integer dtype, bools, or
+        integral floats) in ``0 .. action_space.n - 1``; every slot is checked, alive or not. Actions that are in
+        the space but masked (the speaker's 3 and 4 in simple_speaker_listener) pass, as PettingZoo requires.
+
+        Raises:
+            ValueError: wrong shape, a non-integer value or dtype, or an action out of range (naming the env, the
+                agent and the valid range).
+        """
+        return discrete_joint_actions(actions, (self.num_envs, self.n_agents), int(self.action_space.n),
+                                      agent_names=self.agent_ids)
+
     def step(self, actions: np.ndarray) -> StepResult:
-        a = np.where(self._alive, np.asarray(actions, np.int64), self.noop_action)
+        """Advance every running env by one step with joint actions int ``[E, N]`` (slots not alive take the no-op).
+
+        Raises:
+            ValueError: wrong shape, a non-integer, or an action outside the action space (see ``_check_actions``).
+        """
+        a = np.where(self._alive, self._check_actions(actions), self.noop_action)
         active = self._alive.any(axis=1)
         move, say = self._decode(a)
         move = np.where(self.movable[None, : self.n_agents], move, -1)
