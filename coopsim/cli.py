@@ -526,6 +526,12 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
                                          training_run_message, training_seeds)
 
     try:
+        seen: dict[Path, Path] = {}
+        for d in run_dirs:  # one folder given twice would be pooled with itself (every seed 'ran twice')
+            key = d.resolve()
+            if key in seen:
+                raise CoopsimError(f"{d}: given twice (as {seen[key]} too); give each run directory once")
+            seen[key] = d
         if len(run_dirs) == 1 and run_dirs[0].is_dir() and training_seeds(run_dirs[0]):
             console.print(f"note: {training_run_message(run_dirs[0])}", soft_wrap=True, highlight=False)
             curves = plot_training(run_dirs[0])

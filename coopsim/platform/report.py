@@ -345,8 +345,11 @@ def summary_table(run: dict[str, Any]):
 
 
 def _fmt(x) -> str:
+    """A table cell: whole numbers in full up to 10**9, then in e-notation (1e+20, not 21 digits); others 4 digits."""
     if x is None:
         return "—"
+    if not math.isfinite(x) or abs(x) >= 1e9:
+        return f"{x:.4g}"
     if abs(x) >= 1000 or x == int(x):
         return f"{x:.0f}" if x == int(x) else f"{x:.1f}"
     return f"{x:.4g}"

@@ -141,7 +141,13 @@ class ScenarioCore(ABC):
     # helpers for subclasses --------------------------------------------------------------
     @staticmethod
     def env_rng(seed: int, env_index: int) -> np.random.Generator:
-        """The generator env ``env_index`` gets on ``reset(seed=seed)``."""
+        """The generator env ``env_index`` gets on ``reset(seed=seed)``.
+
+        Raises:
+            ValueError: ``seed`` is not an integer >= 0 (a float, string or bool was silently truncated or cast).
+        """
+        if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be an integer >= 0 (or None); got {seed!r}")
         return np.random.default_rng([int(seed), int(env_index)])
 
 

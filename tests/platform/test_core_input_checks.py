@@ -251,3 +251,17 @@ def test_reset_valid_env_ids_unchanged(sid):
         sel = np.asarray(ids, np.int64).reshape(-1)
         for g, w in zip(arrays(got), arrays(want)):
             np.testing.assert_array_equal(g[sel], w[sel], err_msg=f"env_ids={ids!r}")
+
+
+@pytest.mark.parametrize("scenario_id", ["line/LineWalk-v0", "mpe/simple_spread-v0", "smac/3m-v0"])
+@pytest.mark.parametrize("seed", [1.9, "3", True, -1, np.float64(2.0)])
+def test_reset_refuses_a_seed_that_is_not_a_non_negative_integer(scenario_id, seed):
+    """reset(seed=1.9) was seed 1, "3" was 3, True was 1 and -1 a bare numpy error (fresh-user pass 18)."""
+    from coopsim.platform.registry import make
+
+    env = make(scenario_id)
+    with pytest.raises(ValueError, match=r"seed must be an integer >= 0 \(or None\); got"):
+        env.reset(seed=seed)
+    obs, _ = env.reset(seed=np.int64(3))  # numpy integers are integers
+    obs2, _ = env.reset(seed=3)
+    assert all(np.array_equal(obs[a], obs2[a]) for a in obs)

@@ -196,8 +196,12 @@ def test_a_multi_run_report_in_an_unwritable_folder_prints_the_table(small_run, 
     """Two runs compared where nothing can be written: the comparison table and one warning, no traceback."""
     from coopsim.platform import recorder
 
+    import shutil
+
+    other = small_run.parent / (small_run.name + "-copy")  # a second run (one folder twice is refused)
+    shutil.copytree(small_run, other)
     _refuse_writes(monkeypatch, errno.EACCES)
-    code, out = _cli(["report", small_run, small_run])
+    code, out = _cli(["report", small_run, other])
     assert code == 0 and "Traceback" not in out, out
     assert "win" in out and "warning: the comparison's files (compare.csv, plots) were not all written:" in " ".join(out.split())
     assert "not writable (Permission denied)" in out
@@ -207,7 +211,7 @@ def test_a_multi_run_report_in_an_unwritable_folder_prints_the_table(small_run, 
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
     monkeypatch.setattr(recorder.Path, "mkdir", no_dirs)  # the folder cannot even be made
-    code, out = _cli(["report", small_run, small_run])
+    code, out = _cli(["report", small_run, other])
     assert code == 0 and "Traceback" not in out, out
     flat = " ".join(out.split())
     assert "win" in out and "cannot create the comparison folder " in flat and ": Read-only file system;" in flat, out

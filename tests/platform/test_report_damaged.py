@@ -114,3 +114,16 @@ def test_a_long_mgmapf_replay_is_drawn_in_at_most_max_frames():
     assert len(frames) == MAX_GIF_FRAMES and len(MGMAPFCore.render_replay(replay, cell_px=4, max_frames=10)) == 10
     assert len(MGMAPFCore.render_replay({**replay, "positions": pos[:5], "goal_reached_at": np.array([[-1], [4]])},
                                         cell_px=4)) == 5
+
+
+def test_a_run_given_twice_is_refused(good_run):
+    r = cli("report", str(good_run), str(good_run) + "/")
+    check(r, "given twice", "give each run directory once")
+
+
+def test_table_cells_of_huge_and_non_finite_numbers():
+    from coopsim.platform.report import _fmt
+
+    assert _fmt(1e20) == "1e+20" and _fmt(-1e306) == "-1e+306"  # not 21 / 307 digits
+    assert _fmt(float("nan")) == "nan" and _fmt(float("inf")) == "inf"  # int(nan) raised before
+    assert _fmt(3290.0) == "3290" and _fmt(12345678.0) == "12345678" and _fmt(1.0233) == "1.023" and _fmt(None) == "—"
