@@ -265,3 +265,16 @@ def test_reset_refuses_a_seed_that_is_not_a_non_negative_integer(scenario_id, se
     obs, _ = env.reset(seed=np.int64(3))  # numpy integers are integers
     obs2, _ = env.reset(seed=3)
     assert all(np.array_equal(obs[a], obs2[a]) for a in obs)
+
+
+def test_coop_game_refuses_non_integer_actions():
+    core = reg.make_scenario("coop_game/Grid4x4-v0", num_envs=2)
+    core.reset(seed=0)
+    n = core.num_agents
+    with pytest.raises(ValueError, match=r"actions must be integers; got 1.7"):
+        core.step(np.full((2, n), 1.7))
+    with pytest.raises(ValueError, match=r"out of range; valid: 0\.\."):
+        core.step(np.full((2, n), 99))
+    with pytest.raises(ValueError, match=r"actions must have shape \(num_envs, num_agents\)"):
+        core.step(np.zeros((n,), np.int64))
+    core.step(np.ones((2, n)))  # integral floats are accepted, as on every core

@@ -55,7 +55,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions
 from coopsim.safety.constraints import KeepConnected, ResourceCap, Separation, count_violations
 from coopsim.safety.state import SafetyState
 from coopsim.scenarios.coop_game.world import World, graph_world, grid_world
@@ -215,11 +215,7 @@ class CoopGameCore(ScenarioCore):
     def step(self, actions):
         w, p = self._world, self.params
         E, N = self.num_envs, self.num_agents
-        actions = np.asarray(actions, np.int64)
-        if actions.shape != (E, N):
-            raise ValueError(f"actions must have shape ({E}, {N}); got {actions.shape}")
-        if ((actions < 0) | (actions >= w.num_actions)).any():
-            raise ValueError(f"actions must be in [0, {w.num_actions}); got {actions.min()}..{actions.max()}")
+        actions = discrete_joint_actions(actions, (E, N), w.num_actions)  # shape, integers (1.7 was 1), range
         live = self._alive.any(1)
         a = np.where(self._alive, actions, self.noop_action)
         u = np.stack([self._rngs[e].random(N) if live[e] else np.ones(N) for e in range(E)])
