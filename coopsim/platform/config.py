@@ -298,6 +298,38 @@ def load_raw(path: str | Path) -> dict[str, Any]:
     return data
 
 
+#: the component sections of a run config whose ``params`` may name files (a Params field marked
+#: ``json_schema_extra={"file": True}``, e.g. MG-MAPF's ``map`` and ``scen``)
+_FILE_PARAM_SECTIONS = {"scenario": "scenario", "agents": "agent", "channel": "channel", "shield": "shield"}
+
+
+def resolve_file_params(data: dict[str, Any], config_dir: Path) -> None:
+    """Make the file params of ``data``'s components absolute, in place: a relative path names a file in the working
+    folder or, failing that, beside the config file; the run's stored ``config.yaml`` then works from any folder. A
+    value that is no such file (a shipped map name, a missing file) is left for the component's own check."""
+    for section, kind in _FILE_PARAM_SECTIONS.items():
+        comp = data.get(section)
+        if not (isinstance(comp, dict) and isinstance(comp.get("id"), str) and isinstance(comp.get("params"), dict)):
+            continue
+        try:
+            factory = registry.spec(kind, comp["id"]).load()
+        except Exception:  # noqa: BLE001 - an unknown or broken id is reported by validation, with its key
+            continue
+        fields = getattr(getattr(getattr(factory, "cls", factory), "Params", None), "model_fields", {})
+        for name, f in fields.items():
+            value = comp["params"].get(name)
+            if not (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("file")
+                    and isinstance(value, str) and value and not value.isdigit()):
+                continue
+            rel = Path(value).expanduser()
+            if rel.is_absolute():
+                continue
+            for base in (Path.cwd(), config_dir):
+                if (base / rel).is_file():
+                    comp["params"][name] = str((base / rel).resolve())
+                    break
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None, *, check_components: bool = True) -> RunConfig:
     """Read, override and validate a run config, including each component's params.
 
@@ -309,6 +341,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
     raw = load_raw(path)
     in_file_sections = set(raw)  # apply_overrides adds to raw in place
     data = apply_overrides(raw, overrides)
+    resolve_file_params(data, Path(path).parent)
     try:
         return validate_config(data, file=str(path), check_components=check_components)
     except ConfigError as exc:

@@ -142,3 +142,28 @@ def test_leading_zero_ints_are_refused_not_read_as_yaml_11_octal(tmp_path):
     f.write_text("name: x\nscenario: {id: line/LineWalk-v0, params: {length: 010}}\nagents: {id: random-v0}\n")
     with pytest.raises(ConfigError, match=r"line 2, column \d+: 010 has a leading zero.*write 10"):
         load_config(f)
+
+
+def test_a_relative_map_path_is_found_beside_the_config_and_stored_absolute(tmp_path, monkeypatch):
+    """`map: ok.map` beside the config worked only from that folder, and the run's config.yaml kept the relative
+    path, so re-running it from elsewhere failed (fresh-user pass 18)."""
+    import shutil
+
+    from coopsim.platform.config import dump_config, load_config
+    from coopsim.scenarios.mapf.loaders import DATA_DIR
+
+    d = tmp_path / "cfgdir"
+    d.mkdir()
+    shutil.copy(DATA_DIR / "random-32-32-10.map", d / "ok.map")
+    (d / "rel.yaml").write_text("name: rel\nscenario: {id: mapf/MGMAPF-v0, params: {map: ok.map, num_agents: 4, "
+                                "num_goals: 1}}\nagents: {id: random-v0}\nseeds: [0]\nepisodes: 1\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    cfg = load_config(d / "rel.yaml")
+    assert cfg.scenario.params["map"] == str((d / "ok.map").resolve())
+    assert f"map: {(d / 'ok.map').resolve()}" in dump_config(cfg)
+    # a shipped name stays a name; a file in the working folder comes first
+    assert load_config(d / "rel.yaml", ["scenario.params.map=random-32-32-10"]).scenario.params["map"] == "random-32-32-10"
+    shutil.copy(DATA_DIR / "room-32-32-4.map", elsewhere / "ok.map")
+    assert load_config(d / "rel.yaml").scenario.params["map"] == str((elsewhere / "ok.map").resolve())

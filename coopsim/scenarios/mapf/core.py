@@ -123,9 +123,11 @@ class MGMAPFParams(ScenarioParams):
     """Parameters of ``mapf/MGMAPF-v0``."""
 
     map: str = Field("random-32-32-10", description="shipped MovingAI map name (e.g. 'random-32-32-10'), a path to a "
-                                                    ".map file, or 'random' for a generated connected map per reset")
+                                                    ".map file, or 'random' for a generated connected map per reset",
+                     json_schema_extra={"file": True})
     scen: Optional[Union[int, str]] = Field(None, description="scen file: index 1..25 of the shipped '<map>-random-<i>.scen' "
-                                                              "or a path; None: chosen by the seed ((seed + env) % 25 + 1)")
+                                                              "or a path; None: chosen by the seed ((seed + env) % 25 + 1)",
+                                            json_schema_extra={"file": True})
     random_size: tuple[int, int] = Field((17, 32), description="map='random': side length range [lo, hi] in cells, 4..512")
     random_density: float = Field(0.2, ge=MIN_DENSITY, le=MAX_DENSITY,
                                   description="map='random': obstacle fraction, 0.1..0.3")
