@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,8 +40,20 @@ from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
+from coopsim.platform.config import SEED_MAX  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json  # noqa: E402
 from coopsim.platform.runner import seeded_torch  # noqa: E402
+
+
+def seed_arg(text: str) -> int:
+    """argparse type: an integer seed in 0..2**31-1 (as run configs' seeds)."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not 0 <= v <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a seed in 0..{SEED_MAX} is required")
+    return v
 
 
 def wilson(wins: float, n: int) -> tuple[float, float]:
@@ -140,10 +153,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--games", type=int_at_least(1), default=128, help="games played at once (default 128)")
     ap.add_argument("-k", type=int_at_least(1), default=8, help="candidate joint actions per step (default 8)")
     ap.add_argument("-r", type=int_at_least(1), default=8, help="rollouts per candidate (default 8)")
-    ap.add_argument("--reset-seed", type=int, default=12345, help="seed of the starts (default 12345)")
-    ap.add_argument("--plan-seed", type=int, default=0, help="seed of candidate sampling and rollout streams")
-    ap.add_argument("--out", help="write per-game wins as JSON")
+    ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
+    ap.add_argument("--plan-seed", type=seed_arg, default=0, help="seed of candidate sampling and rollout streams")
+    ap.add_argument("--out", help="write per-game wins as JSON (a new .json file in an existing folder)")
     a = ap.parse_args(argv)
+    if a.out is not None:  # checked before the games (minutes), never over a run's own files
+        out = Path(a.out)
+        if out.suffix != ".json" or out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+            raise ConfigError(f"--out {a.out!r}: give a .json file in an existing writable folder",
+                              key="--out", value=a.out)
     if a.games * a.k * a.r > 1 << 20:
         raise ConfigError(f"--games x -k x -r = {a.games * a.k * a.r} rollout envs; keep it at most 1,048,576",
                           key="--games/-k/-r", value=f"{a.games}/{a.k}/{a.r}")

@@ -10,8 +10,8 @@ import os
 # one BLAS/OpenMP thread per process unless the user says otherwise, set before numpy or torch load: two threads on
 # two busy cores run many times slower, and the thread count changes float sums, so a run resumed under another
 # count would not continue bit for bit (docs/ppo.md, "Exact resume")
-for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # a user's OMP_NUM_THREADS rules all three
+    os.environ.setdefault(_var, os.environ.get("OMP_NUM_THREADS", "1"))
 
 import itertools
 import contextlib
@@ -283,10 +283,12 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 values = [f"[{v.strip()}]" if v.strip().isdigit() else v for v in values]
             axes.append([f"{key}={v.strip()}" for v in values])
             grid_keys.append(key)
-        for o in overrides or []:  # a fixed override of a grid key would be silently replaced by the grid's values
-            okey = ".".join(parse_override(o)[0]) if "=" in o else None
-            if okey in grid_keys:
-                raise CoopsimError(f"{okey} is given both as a fixed override ({o!r}) and as --grid {okey}=...; the grid "
+        for o in overrides or []:  # a fixed override of a grid key (or of a key inside or around it) would be
+            okey = ".".join(parse_override(o)[0]) if "=" in o else None  # silently replaced by the grid's values
+            gkey = next((g for g in grid_keys if okey and (okey == g or okey.startswith(g + ".")
+                                                           or g.startswith(okey + "."))), None)
+            if gkey is not None:
+                raise CoopsimError(f"{okey} is given both as a fixed override ({o!r}) and as --grid {gkey}=...; the grid "
                                    f"would replace it in every run: drop one of them")
         base = load_config(config, list(overrides or [])).name
         combos = []
@@ -313,7 +315,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     run_dirs: list[str] = []
     pending = list(combos)
     failed: list[list[str]] = []
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    env = dict(os.environ)  # the thread settings of this process (one thread unless the user set them) pass on
     try:
         with _sigterm_as_interrupt():
             while pending or procs:

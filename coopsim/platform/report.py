@@ -99,8 +99,12 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
             summary = json.loads(summ_path.read_text())
             if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
                 damaged = "not a run summary (no 'metrics' mapping)"
+            else:
+                damaged = _bad_summary_entry(summary["metrics"])
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             damaged = f"not valid JSON ({exc})"
+        except OSError as exc:  # a directory, unreadable
+            damaged = f"cannot be read ({exc.strerror or exc})"
         if damaged:
             summary = {"metrics": summarize(rows)}
             damaged = (f"{summ_path}: {damaged}; shown: the summary of metrics.jsonl's {len(rows)} episode(s) "
@@ -112,7 +116,23 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         skipped = _bad_rows_note(mpath, bad)
         note = f"{note}; {skipped}" if note else skipped
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary, "note": note,
-            "bad_rows": bad}
+            "bad_rows": bad, "summary_rebuilt": bool(damaged)}
+
+
+def _bad_summary_entry(metrics: dict) -> str | None:
+    """Why a summary's ``metrics`` mapping cannot be shown (an entry that is not a mapping of numbers, as
+    :func:`coopsim.platform.stats` writes them: mean, ci95_low/high, counts, per_seed), or None."""
+    def number(v: Any) -> bool:
+        return v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+    for k, entry in metrics.items():
+        if not isinstance(entry, dict):
+            return f"metric {k!r} is {_short(entry)}, not a mapping"
+        for f, v in entry.items():
+            ok = all(number(x) for x in v.values()) if isinstance(v, dict) else number(v)
+            if not ok:
+                return f"metrics.{k}.{f} is {_short(v)}, not a number"
+    return None
 
 
 def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
@@ -330,7 +350,8 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
 def summary_table(run: dict[str, Any]):
     from rich.table import Table
 
-    every = "summary.json has every metric" if run.get("has_summary", True) else "metrics.jsonl has every value"
+    every = ("summary.json has every metric" if run.get("has_summary", True) and not run.get("summary_rebuilt")
+             else "metrics.jsonl has every value")
     t = Table(title=f"{run['config'].get('name')}  ({run['dir']})",
               caption=f"all-zero comm/, shield/ and cost/ counters are hidden here; {every}")
     for c in ("metric", "mean", "95% CI", "seeds", "episodes"):

@@ -169,15 +169,26 @@ def check_num_envs(num_envs: Any) -> int:
 
 
 def reset_ids(env_ids: Any, num_envs: int) -> np.ndarray:
-    """int64 ``[K]`` env indices a core's ``reset(env_ids=...)`` resets: every env for None, else ``env_ids``
-    flattened.
+    """int64 ``[K]`` env indices a core's ``reset(env_ids=...)`` resets: every env for None; a bool mask ``[E]``
+    (e.g. ``core.done``) selects the envs where it is True; else integer indices (a 1-D sequence or one integer).
 
     Raises:
-        ValueError: an id outside ``[0, num_envs)`` (checked before anything is reset).
+        ValueError: a mask of another length, ids that are not integers (1.5, '0') or not 1-D, or an id outside
+            ``[0, num_envs)``; checked before anything is reset.
     """
     if env_ids is None:
         return np.arange(num_envs, dtype=np.int64)
-    ids = np.asarray(env_ids, dtype=np.int64).reshape(-1)
+    a = np.asarray(env_ids)
+    if a.size == 0 and a.ndim == 1:
+        return np.zeros(0, np.int64)
+    if a.dtype == bool:
+        if a.shape != (num_envs,):
+            raise ValueError(f"an env_ids mask must be bool [num_envs] = [{num_envs}]; got shape {a.shape}")
+        return np.flatnonzero(a).astype(np.int64)
+    if a.dtype.kind not in "iu" or a.ndim > 1:
+        raise ValueError(f"env_ids must be integer env indices in [0, {num_envs}) (a 1-D sequence) or a bool mask "
+                         f"[{num_envs}]; got {env_ids!r}")
+    ids = a.astype(np.int64).reshape(-1)
     if ids.size and (ids.min() < 0 or ids.max() >= num_envs):
         raise ValueError(f"env_ids must be in [0, {num_envs}); got {ids.tolist()}")
     return ids

@@ -157,4 +157,7 @@ def test_the_cli_pins_blas_threads_to_one_unless_set():
     assert out.split() == ["1", "1", "1"]
     out = subprocess.run([sys.executable, "-c", code], env={**env, "OMP_NUM_THREADS": "3"}, capture_output=True,
                          text=True, check=True).stdout
-    assert out.split() == ["3", "1", "1"]  # a user's own setting is kept
+    assert out.split() == ["3", "3", "3"]  # a user's own OMP setting is kept and rules MKL and OpenBLAS too
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "MKL_NUM_THREADS": "2"}, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.split() == ["1", "2", "1"]

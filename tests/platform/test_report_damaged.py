@@ -34,7 +34,10 @@ def check(r, *needles):
         assert n in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("text, why", [("x\n", "not valid JSON"), ('{"a": 1}', "not a run summary")])
+@pytest.mark.parametrize("text, why", [("x\n", "not valid JSON"), ('{"a": 1}', "not a run summary"),
+                                       ('{"metrics": {"soc": "abc"}}', "metric 'soc' is 'abc', not a mapping"),
+                                       ('{"metrics": {"soc": {"mean": "abc"}}}', "metrics.soc.mean is 'abc', not a number"),
+                                       ('{"metrics": {"soc": {"per_seed": {"0": "x"}}}}', "metrics.soc.per_seed is")])
 def test_bad_summary_json_is_summarized_from_the_episodes(good_run, tmp_path, text, why):
     """A damaged summary.json of a finished run: the report shows the summary of metrics.jsonl with one note (it
     once said 'delete it and report rebuilds it', and then called the finished run killed)."""
@@ -45,6 +48,7 @@ def test_bad_summary_json_is_summarized_from_the_episodes(good_run, tmp_path, te
     assert r.returncode == 0 and "Traceback" not in out, out
     assert f"{d / 'summary.json'}: {why}" in out and "the summary of metrics.jsonl's 1 episode(s)" in out
     assert "has not finished" not in out and (d / "summary.json").read_text() == text  # left as it was
+    assert "metrics.jsonl has every value" in out and "summary.json has every metric" not in out
 
 
 def test_a_metric_that_is_not_a_number_leaves_its_line_out(good_run, tmp_path):

@@ -83,6 +83,11 @@ def test_sweep_refuses_a_repeated_grid_key_or_value_and_a_grid_without_equals(tm
     assert sweep("--grid", "episodes=1,2", "episodes=3") == (
         "error: episodes is given both as a fixed override ('episodes=3') and as --grid episodes=...; the grid would "
         "replace it in every run: drop one of them")
+    # one key inside the other: the grid's mapping replaced the fixed key, or the fixed mapping lost the grid key
+    assert "given both as a fixed override ('scenario.params={length: 5}') and as --grid scenario.params.length" in \
+        sweep("--grid", "scenario.params.length=5,6", "scenario.params={length: 5}")
+    assert "as --grid scenario.params=..." in sweep("--grid", "scenario.params={length: 5},{length: 6}",
+                                                    "scenario.params.num_agents=3")
 
 
 def test_compare_says_when_pooled_runs_ran_the_same_seed(tmp_path):

@@ -55,7 +55,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions, reset_ids
 from coopsim.safety.constraints import KeepConnected, ResourceCap, Separation, count_violations
 from coopsim.safety.state import SafetyState
 from coopsim.scenarios.coop_game.world import World, graph_world, grid_world
@@ -194,7 +194,7 @@ class CoopGameCore(ScenarioCore):
 
     # --- core API -------------------------------------------------------------------------------
     def reset(self, seed=None, env_ids=None):
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, np.int64)
+        ids = reset_ids(env_ids, self.num_envs)
         for e in ids:
             if seed is not None:
                 self._rngs[e] = self.env_rng(seed, int(e))

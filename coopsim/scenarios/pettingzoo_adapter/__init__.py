@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, reset_ids
 
 
 class PettingZooParams(ScenarioParams):
@@ -199,7 +199,7 @@ class PettingZooCore(ScenarioCore):
                 self._obs[e, i, : len(o)] = o
 
     def reset(self, seed=None, env_ids=None):
-        ids = np.arange(self.num_envs) if env_ids is None else np.asarray(env_ids, np.int64)
+        ids = reset_ids(env_ids, self.num_envs)
         for e in ids:
             if seed is not None:
                 self._seed_rngs[e] = self.env_rng(seed, int(e))

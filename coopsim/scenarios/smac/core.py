@@ -12,7 +12,8 @@ import gymnasium
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from coopsim.platform.scenario import RebindsViews, ScenarioCore, ScenarioParams, StepResult, check_num_envs
+from coopsim.platform.scenario import (RebindsViews, ScenarioCore, ScenarioParams, StepResult, check_num_envs,
+                                       reset_ids)
 from coopsim.scenarios.smac import _kernels as K
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
@@ -366,13 +367,8 @@ class SMACCore(RebindsViews, ScenarioCore):
     # ------------------------------------------------------------------ reset
     def reset(self, seed: int | None = None, env_ids: np.ndarray | None = None) -> np.ndarray:
         E = self.num_envs
-        if env_ids is None:
-            ids = self._all_envs
-        else:
-            ids = np.ascontiguousarray(np.asarray(env_ids, np.int64).reshape(-1))
+        ids = self._all_envs if env_ids is None else np.ascontiguousarray(reset_ids(env_ids, E))
         id_list = ids.tolist()
-        if id_list and (min(id_list) < 0 or max(id_list) >= E):
-            raise ValueError(f"env_ids must be in [0, {E}); got {id_list}")
         if seed is not None:
             for e in id_list:
                 self._rngs[e] = self.env_rng(seed, e)
