@@ -55,7 +55,7 @@ from pathlib import Path
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _peer_venv import check_cpu_list, ensure_peer_venv, installed_check  # noqa: E402
+from _peer_venv import check_cpu_list, check_writable, ensure_peer_venv, installed_check  # noqa: E402
 
 from coopsim.errors import float_at_least, int_at_least, run_script  # noqa: E402
 
@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     cpu = a.cpu if a.cpu and shutil.which("taskset") else None
     if cpu is not None:
         check_cpu_list("--cpu", cpu)  # before the peer venv and the first measurement
+    check_writable("--out", a.out)  # before the peer venv (minutes, ~1 GB) and the measurements
     wall0 = time.perf_counter()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load0 = os.getloadavg()

@@ -35,7 +35,7 @@ import torch
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _peer_venv import ensure_peer_venv, installed_check  # noqa: E402
+from _peer_venv import check_writable, ensure_peer_venv, installed_check  # noqa: E402
 
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform.stats import t_half_width  # noqa: E402
@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"{a.frames} is not a multiple of {FRAMES_PER_BATCH} (BenchMARL's frames per batch); e.g. "
                           f"{max(1, round(a.frames / FRAMES_PER_BATCH)) * FRAMES_PER_BATCH}", key="--frames",
                           value=a.frames)
+    check_writable("--out", a.out)  # both before the peer venv and the first seed's training
+    check_writable("--run-dir", a.run_dir, folder=True)
     py = ensure_venv()  # before the first seed trains, not after it
     torch.set_num_threads(1)
     t0 = time.time()

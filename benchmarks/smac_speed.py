@@ -41,7 +41,7 @@ from pathlib import Path
 
 if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _peer_venv import check_cpu_list, ensure_peer_venv, installed_check  # noqa: E402
+from _peer_venv import check_cpu_list, check_writable, ensure_peer_venv, installed_check  # noqa: E402
 
 from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script  # noqa: E402
 
@@ -216,8 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     check_maps("--calib-maps", calib)
     for c in cores:
         check_cpu_list("--cores", c)
-    if Path(a.out).is_dir():
-        raise ConfigError(f"{a.out} is a folder; give the JSON file to write", key="--out", value=a.out)
+    check_writable("--out", a.out)
     py = ensure_venv()
     me = [sys.executable, str(Path(__file__).resolve())]
     import numba

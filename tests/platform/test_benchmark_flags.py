@@ -272,3 +272,25 @@ def test_failed_install_is_one_error_and_the_venv_stays_unready(tmp_path, monkey
                                                      "ModuleNotFoundError: No module named 'x'"):
         pv.ensure_peer_venv(venv, "import x", [["x"]])
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("script, args", [
+    ("mapf_throughput.py", ["--out", "/proc/x.md"]),
+    ("smac_speed.py", ["--out", "/proc/x.json"]),
+    ("smac_speed.py", ["--out", "/tmp"]),
+    ("mpe_mappo_vs_benchmarl.py", ["--out", "/proc/x"]),
+    ("mpe_mappo_vs_benchmarl.py", ["--run-dir", "/proc/x"]),
+])
+def test_an_unwritable_output_is_refused_before_the_peer_venv(script, args, tmp_path):
+    """Fresh-user pass 19: these started building their ~1 GB peer venv before finding --out unwritable."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PIP_NO_INDEX": "1", "PIP_INDEX_URL": "http://127.0.0.1:9/"}
+    r = subprocess.run([sys.executable, str(root / "benchmarks" / script), *args], capture_output=True, text=True,
+                       env=env, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert ("cannot write" in r.stderr or "is a folder" in r.stderr) and "creating" not in r.stdout + r.stderr
