@@ -67,13 +67,9 @@ def wilson(wins: float, n: int) -> tuple[float, float]:
 
 
 def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: int = 12345, plan_seed: int = 0,
-                  progress: bool = True, record: bool = False) -> dict:
+                  progress: bool = True) -> dict:
     """Greedy and rollout-planner wins (float 0/1 ``[games]`` each) of the PPO policy in ``seed_dir``, both from
     the starts of ``reset_seed``; the greedy games also keep the real random stream of those starts.
-
-    With ``record``, also the planner's games step by step (for distilling the planner into a policy):
-    ``obs`` float32 ``[T, games, n_allies, obs_dim]``, ``masks`` bool ``[T, games, n_allies, n_actions]``,
-    ``actions`` int64 ``[T, games, n_allies]`` (the joint action played) and ``alive`` bool ``[T, games, n_allies]``.
 
     Raises:
         ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
@@ -110,12 +106,7 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
     G, A = games, real.n_allies
     src = np.repeat(np.arange(G), k * r)  # roll env g*k*r + c*r + j copies game g, plays candidate c
     t0, step = time.time(), 0
-    trace: dict[str, list] = {"obs": [], "masks": [], "actions": [], "alive": []}
     while not real.done.all():
-        if record:
-            trace["obs"].append(np.asarray(obs, np.float32).reshape(G, A, -1).copy())
-            trace["masks"].append(real.action_masks())
-            trace["alive"].append(np.asarray(real.alive).copy())
         cand = np.empty((G, k, A), np.int64)
         cand[:, 0] = greedy_real.act(obs)[0]
         for c in range(1, k):
@@ -132,19 +123,13 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
         won = roll._info_won.reshape(G, k, r).mean(-1)
         value = won + 1e-3 * ret.reshape(G, k, r).mean(-1) / 20.0  # wins first; return (<= 20) breaks ties
         best = value.argmax(1)
-        played = cand[np.arange(G), best]
-        if record:
-            trace["actions"].append(played)
-        obs = real.step(played).obs
+        obs = real.step(cand[np.arange(G), best]).obs
         step += 1
         if progress:
             print(f"  step {step}: {int(real.done.sum())}/{G} games over, {time.time() - t0:.0f} s", file=sys.stderr,
                   flush=True)
     plan_wins = np.array([m["win"] for m in real.episode_metrics()], float)
-    out = {"greedy": greedy_wins, "planner": plan_wins, "wall_s": time.time() - t0, "steps": step}
-    if record:
-        out.update({key: np.stack(v) for key, v in trace.items()})
-    return out
+    return {"greedy": greedy_wins, "planner": plan_wins, "wall_s": time.time() - t0, "steps": step}
 
 
 def main(argv: list[str] | None = None) -> None:

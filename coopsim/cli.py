@@ -152,11 +152,11 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
             from coopsim.platform.training import build_trainer, hooks_note, train_config, trainable_class
 
             factory = registry.spec("agent", cfg.agents.id).load()
-            if not hasattr(getattr(factory, "cls", factory), "make_trainer"):  # `run` ignores train: for this agent
+            train_checked = hasattr(getattr(factory, "cls", factory), "make_trainer")
+            if not train_checked:  # `run` ignores train: for this agent
                 notes.append(f"note: agent '{cfg.agents.id}' cannot be trained, so the train: section is not checked: "
                              f"`coopsim run` ignores it, and `coopsim train` needs a learner")
-        if cfg.train is not None and not notes:
-            train_checked = True
+        if train_checked:
             try:
                 schedule = train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
                 notes.append(hooks_note(schedule, file=str(config)))

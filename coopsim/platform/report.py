@@ -404,6 +404,9 @@ def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> l
     render = getattr(cls, "render_replay", None)
     if render is None:
         return []
+    import inspect
+
+    kw = {"max_frames": MAX_GIF_FRAMES} if "max_frames" in inspect.signature(render).parameters else {}
     outs = []
     for path in sorted((Path(run_dir) / "replays").glob("*.npz"))[:max_replays]:
         try:
@@ -414,10 +417,7 @@ def render_replays(run_dir: str | Path, max_replays: int = 1, fps: int = 6) -> l
             why = "" if "pickle" in str(exc) else f": {exc}"
             raise CoopsimError(f"{path}: not a replay file (a .npz written by `coopsim run`; this one is damaged or "
                                f"of another kind: remove it, or run the episodes again){why}") from None
-        import inspect
-
-        takes_max = "max_frames" in inspect.signature(render).parameters
-        frames = render(replay, max_frames=MAX_GIF_FRAMES) if takes_max else render(replay)
+        frames = render(replay, **kw)
         out = Path(run_dir) / f"replay_{path.stem}.gif"
         import io
 

@@ -39,7 +39,12 @@ SENDERS: dict[str, type[Sender]] = {"none": NoCommSender, "broadcast": Broadcast
                                     "periodic": PeriodicSender, "novelty": NoveltySender}
 
 
-def _sender_cls(name: str) -> type[Sender]:
+def sender_class(name: str) -> type[Sender]:
+    """The sender class of a sender name (``ddacom`` or a baseline of :data:`SENDERS`).
+
+    Raises:
+        ConfigError: key ``sender``; an unknown name (lists the valid ones).
+    """
     if name == "ddacom":
         from coopsim.agents.ddacom.sender import DDACOMSender
 
@@ -86,7 +91,7 @@ class SpreadCommTeam(AgentPlugin):
         self.E = scenario.num_envs
         self.radius = sp.obs_radius_m
         self.dt_s = scenario.dt_s
-        self.sender = _sender_cls(p.sender)(**p.sender_params)
+        self.sender = sender_class(p.sender)(**p.sender_params)
         self.copy_bytes = p.payload_floats * 4 + DEFAULT_HEADER_BYTES
         self.demand_bps = (1 + self.N) * (self.N - 1) * self.copy_bytes * 8 / self.dt_s
         self.sender.reset(self.E, self.N, 2 * self.N, self.dt_s, self.copy_bytes, self.demand_bps)

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from coopsim.agents.comm_baselines.team import _sender_cls
+from coopsim.agents.comm_baselines.team import sender_class
 from coopsim.agents.ddacom.evaluate import print_table, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, run_script
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg["senders"] = [x.strip() for x in a.senders.split(",") if x.strip()]
     for snd in cfg["senders"]:  # names checked before the anchors and the oracle (minutes per seed) run
         try:
-            _sender_cls(snd)
+            sender_class(snd)
         except ConfigError as exc:
             raise ConfigError(exc.message, file=None if a.senders else a.config,
                               key="--senders" if a.senders else "senders", value=snd) from None
