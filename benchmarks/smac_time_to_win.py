@@ -393,8 +393,8 @@ def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, e
             out["per_seed"][str(seed)] = rec
             atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)
         return
-    trainer, _ = build_trainer(cfg, seed, file=file)
     resume = (sub / CHECKPOINT_NAME).is_file()
+    trainer, _ = build_trainer(cfg, seed, file=file, warm_start=not resume)
     wall_before = 0.0
     if resume:  # the evaluations after the checkpoint are redone; the wall time before it is carried over
         ckpt = load_checkpoint(sub / CHECKPOINT_NAME)

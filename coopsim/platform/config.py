@@ -306,7 +306,8 @@ _FILE_PARAM_SECTIONS = {"scenario": "scenario", "agents": "agent", "channel": "c
 def resolve_file_params(data: dict[str, Any], config_dir: Path) -> None:
     """Make the file params of ``data``'s components absolute, in place: a relative path names a file in the working
     folder or, failing that, beside the config file; the run's stored ``config.yaml`` then works from any folder. A
-    value that is no such file (a shipped map name, a missing file) is left for the component's own check."""
+    value that is no such file (a shipped map name, a missing file) is left for the component's own check. The
+    ``train:`` section's ``init_policy`` (a policy file or a seed directory) is resolved the same way."""
     for section, kind in _FILE_PARAM_SECTIONS.items():
         comp = data.get(section)
         if not (isinstance(comp, dict) and isinstance(comp.get("id"), str) and isinstance(comp.get("params"), dict)):
@@ -328,6 +329,15 @@ def resolve_file_params(data: dict[str, Any], config_dir: Path) -> None:
                 if (base / rel).is_file():
                     comp["params"][name] = str((base / rel).resolve())
                     break
+    train = data.get("train")
+    value = train.get("init_policy") if isinstance(train, dict) else None
+    if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+        # train.init_policy (TrainSchedule): a policy file or a seed directory, found the same way
+        rel = Path(value).expanduser()
+        for base in (Path.cwd(), config_dir):
+            if (base / rel).exists():
+                train["init_policy"] = str((base / rel).resolve())
+                break
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, check_components: bool = True) -> RunConfig:

@@ -55,6 +55,12 @@ class TrainSchedule(BaseModel):
     checkpoint_every: int = Field(0, ge=0, description="env steps between checkpoints; 0 = only at the end")
     tensorboard: bool = Field(True, description="also write TensorBoard event files under <run>/tb")
     progress: bool = Field(True, description="show a rich progress bar")
+    init_policy: str | None = Field(
+        None, json_schema_extra={"file": True},
+        description="warm start (fine-tuning): a policy.pt, training checkpoint.pt or seed-<s> directory of an earlier "
+                    "run of the same agent with the same architecture and sizes; every seed starts from its weights "
+                    "(a PPO policy also brings its value normalisation) with a fresh optimizer and schedule. A resume "
+                    "continues from its own checkpoint and does not read it again. None: random initial weights")
 
 
 @runtime_checkable

@@ -76,8 +76,17 @@ def train_config(cfg: RunConfig, cls: type, *, file: str | None = None) -> Train
         raise registry.pydantic_to_config_error(exc, cls.TrainConfig, file=file, key_prefix="train.") from None
 
 
-def build_trainer(cfg: RunConfig, seed: int, *, file: str | None = None):
-    """The trainer of one seed: core (``num_envs`` from ``train``), agent, channel, via the registry."""
+def build_trainer(cfg: RunConfig, seed: int, *, file: str | None = None, warm_start: bool = True):
+    """The trainer of one seed: core (``num_envs`` from ``train``), agent, channel, via the registry.
+
+    With ``train.init_policy`` set and ``warm_start`` (False for a seed a resume continues from its own checkpoint),
+    the agent's weights are read from that policy (:func:`warm_start_agent`) before the trainer is made, so a
+    trainer that copies them (QMIX's target networks) copies the warm-started ones.
+
+    Raises:
+        ConfigError: invalid ``train:`` section or component params, or an ``init_policy`` that cannot be loaded
+            into this agent (key ``train.init_policy``).
+    """
     import torch
 
     factory, cls = trainable_class(cfg, file=file)
@@ -85,8 +94,31 @@ def build_trainer(cfg: RunConfig, seed: int, *, file: str | None = None):
     core = registry.make_scenario(cfg.scenario.id, num_envs=int(getattr(train, "num_envs", 1)), **cfg.scenario_params())
     torch.manual_seed(int(seed))  # network initialisation
     agent = factory(core, **cfg.agents.params)
+    if warm_start and getattr(train, "init_policy", None):
+        warm_start_agent(agent, train.init_policy, file=file)
     channel = registry.make_component("channel", cfg.channel.id, **cfg.channel.params)
     return cls.make_trainer(agent, train, int(seed), channel=channel, file=file), train
+
+
+def warm_start_agent(agent: Any, policy: str, *, file: str | None = None) -> None:
+    """Load ``policy`` (``train.init_policy``: a ``policy.pt``, ``checkpoint.pt`` or ``seed-<s>`` directory) into
+    ``agent`` with the plugin's own ``load``, which checks format, sizes and architecture.
+
+    Raises:
+        ConfigError: key ``train.init_policy``: missing or unreadable file, another agent's policy, another
+            architecture or scenario size, or an agent without learned parameters.
+    """
+    from coopsim.errors import CoopsimError
+
+    try:
+        agent.load(policy)
+    except CoopsimError as exc:
+        where = f" ({exc.file})" if getattr(exc, "file", None) and str(exc.file) != str(policy) else ""
+        msg = getattr(exc, "message", None) or str(exc)
+        if isinstance(exc, ConfigError) and exc.key:  # e.g. agents.params.hidden: the config key that differs
+            msg += f" ({exc.key})"
+        raise ConfigError(f"cannot warm-start from it{where}: {msg}", file=file, key="train.init_policy",
+                          value=policy) from None
 
 
 #: keys a resume may change: the budget (checked against the steps done), and what only shows or logs progress or
@@ -368,8 +400,9 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
                 if done_seed["env_steps"] >= schedule.total_env_steps:
                     per_seed[str(seed)] = done_seed
                     continue
-            trainer = first if first is not None and seed == cfg.seeds[0] else build_trainer(cfg, seed, file=file)[0]
             resumed_seed = bool(resume) and (sub / CHECKPOINT_NAME).is_file()
+            trainer = (first if first is not None and seed == cfg.seeds[0]
+                       else build_trainer(cfg, seed, file=file, warm_start=not resumed_seed)[0])
             per_seed[str(seed)] = fit(trainer, schedule, sub, resume=resumed_seed,
                                       description=f"{cfg.name} seed {seed}")
             note = None if resumed_seed else rounded_budget_note(per_seed[str(seed)])
