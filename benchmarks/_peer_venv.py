@@ -1,6 +1,7 @@
 """Peer libraries of the benchmark scripts, each in its own venv ``bench-venvs/<name>`` (gitignored), and the cores
 their measurements are pinned to. Imported by ``mapf_throughput.py``, ``smac_speed.py``, ``mpe_mappo_vs_benchmarl.py``
-and ``ns3_overhead.py`` (not a benchmark itself).
+and ``ns3_overhead.py``, and for :func:`check_writable` by ``immp_compare.py`` and ``immp_intent_finetune.py`` (not a
+benchmark itself).
 
 A peer venv is ready only when the peer is installed whole at its pinned version and imports there
 (:func:`installed_check`), not merely when ``bin/python`` exists: a ``pip install`` interrupted by Ctrl-C or a lost

@@ -29,14 +29,20 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from coopsim.platform.recorder import atomic_savefig, atomic_write_json
-from coopsim.platform.stats import t_half_width
+if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_venv import check_writable  # noqa: E402
+
+from coopsim.errors import ConfigError, run_script  # noqa: E402
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json  # noqa: E402
+from coopsim.platform.stats import t_half_width  # noqa: E402
 
 METHODS = ["mapf/immp-v0", "mapf/immp-v0-nocspibt", "mapf/immp-nocong-v0", "mapf/immp-nointent-v0", "mapf/dppo-v0",
            "mapf/dppo-v0+cspibt", "mapf/pibt-v0", "mapf/greedy-waits-v0", "mapf/prioritized-v0"]
@@ -72,10 +78,17 @@ def method(cfg: dict) -> str:
 
 
 def load(roots: list[str]) -> dict:
-    """``{(map, N, K): {agent_id: {(train_seed, scen_seed): metrics}}}`` (later runs of a cell overwrite earlier ones)."""
+    """``{(map, N, K): {agent_id: {(train_seed, scen_seed): metrics}}}`` (later runs of a cell overwrite earlier ones).
+
+    Raises:
+        ConfigError: a run directory (a folder with ``metrics.jsonl``) without ``config.yaml``.
+    """
     data: dict = defaultdict(lambda: defaultdict(dict))
     dirs = sorted({p.parent for r in roots for p in Path(r).rglob("metrics.jsonl")}, key=lambda p: p.stat().st_mtime)
     for d in dirs:
+        if not (d / "config.yaml").is_file():
+            raise ConfigError(f"{d / 'metrics.jsonl'} has no config.yaml beside it (a `coopsim run` run directory has "
+                              "both)", key="roots", value=str(d))
         cfg = yaml.safe_load((d / "config.yaml").read_text())
         sp = cfg["scenario"]["params"]
         key = (sp["map"], int(sp["num_agents"]), int(sp["num_goals"]))
@@ -278,11 +291,20 @@ def plot(data: dict, path: Path) -> None:
     atomic_savefig(fig, path, dpi=90)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("roots", nargs="+", help="folders holding run directories")
     ap.add_argument("--out", default=None, help="folder for immp_eval.png / immp_eval.json")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    for r in a.roots:  # a mistyped folder used to print an empty table
+        if not Path(r).is_dir():
+            ap.error(f"argument roots: {r} is not a folder; give folders holding `coopsim run` / `coopsim sweep` "
+                     "run directories")
+    if not any(next(Path(r).rglob("metrics.jsonl"), None) for r in a.roots):
+        ap.error(f"argument roots: no metrics.jsonl under {', '.join(a.roots)}; give folders holding `coopsim run` / "
+                 "`coopsim sweep` run directories (<run>/config.yaml, <run>/metrics.jsonl)")
+    if a.out:
+        check_writable("--out", a.out, folder=True)  # before the tables, not after them
     data = load(a.roots)
     tab = table(data)
     tgt = targets(data)
@@ -295,6 +317,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -15,10 +15,12 @@ counts ``max_steps`` for each unfinished agent) and the solved count per map. Se
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 import torch
 
+from coopsim.errors import ConfigError, RegistryError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.platform.runner import play_episode
 from coopsim.scenarios.mapf import MGMAPFCore
@@ -26,28 +28,83 @@ from coopsim.scenarios.mapf import MGMAPFCore
 MAPS = ("random-32-32-10", "room-32-32-4", "warehouse-10-20-10-2-1")
 
 
+SETTINGS = "sorted, sampled[:T] or adaptive:P:F[:T] (P an integer >= 1, F sorted or sampled, T a number > 0)"
+
+
 def params_of(setting: str) -> dict:
+    """The agent params of an order ``setting`` (see the module docstring).
+
+    Raises:
+        ValueError: not one of the settings; says which are.
+    """
     f = setting.split(":")
     kw: dict = {"cs_pibt": True, "cs_order": f[0]}
-    if f[0] == "sampled":
-        kw["cs_temperature"] = float(f[1]) if len(f) > 1 else 1.0
-    elif f[0] == "adaptive":
-        kw.update(cs_patience=int(f[1]), cs_finished=f[2], cs_temperature=float(f[3]) if len(f) > 3 else 1.0)
-    elif f[0] != "sorted":
-        raise SystemExit(f"unknown setting {setting!r}")
+    try:
+        if f[0] == "sorted" and len(f) == 1:
+            pass
+        elif f[0] == "sampled" and len(f) <= 2:
+            kw["cs_temperature"] = float(f[1]) if len(f) > 1 else 1.0
+        elif f[0] == "adaptive" and 3 <= len(f) <= 4 and f[2] in ("sorted", "sampled"):
+            kw.update(cs_patience=int(f[1]), cs_finished=f[2], cs_temperature=float(f[3]) if len(f) > 3 else 1.0)
+        else:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"unknown setting {setting!r}: give {SETTINGS}") from None
     return kw
 
 
-def main() -> None:
+def setting_arg(text: str) -> str:
+    """An ``argparse`` ``type=`` for an order setting (its values are checked against the agent's params later)."""
+    try:
+        params_of(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
+    return text
+
+
+def check_maps(maps, agents: int, goals: int) -> None:
+    """Build each map's instance once (milliseconds), so ``--agents`` / ``--goals`` that a map cannot take (more agents
+    than its scen files' rows) stop the script before the first episode, not after the maps before it.
+
+    Raises:
+        ConfigError: key the flag (``--agents``, ``--goals``, ``--map``); names the map.
+    """
+    flags = {"num_agents": "--agents", "num_goals": "--goals", "map": "--map"}
+    for mp in maps:
+        try:
+            core = registry.make_scenario("mapf/MGMAPF-v0", 1, map=mp, num_agents=agents, num_goals=goals,
+                                          obs_radius=3)
+        except ConfigError as exc:
+            raise ConfigError(f"map {mp}: {exc.message}", key=flags.get(exc.key, exc.key), value=exc.value) from None
+        core.close()
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("settings", nargs="+")
-    ap.add_argument("--first-seed", type=int, default=10)
-    ap.add_argument("--instances", type=int, default=10)
-    ap.add_argument("--agents", type=int, default=64)
-    ap.add_argument("--goals", type=int, default=3)
+    ap.add_argument("settings", nargs="+", type=setting_arg, help=SETTINGS)
+    ap.add_argument("--first-seed", type=int_at_least(0), default=10)
+    ap.add_argument("--instances", type=int_at_least(1), default=10, help="instances (seeds) per map (>= 1)")
+    ap.add_argument("--agents", type=int_at_least(1), default=64)
+    ap.add_argument("--goals", type=int_at_least(1), default=3)
     ap.add_argument("--checkpoint", default="shipped")
     ap.add_argument("--agent", default="mapf/immp-v0")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    # every setting's agent params, before the first episode (a bad one used to stop the sweep after the others)
+    if a.checkpoint not in ("shipped", "shipped-ppo") and not Path(a.checkpoint).exists():
+        raise ConfigError(f"checkpoint {a.checkpoint!r} not found: give 'shipped' (this variant's shipped policy), "
+                          "'shipped-ppo', a policy file, or a training run's seed directory", key="--checkpoint",
+                          value=a.checkpoint)
+    try:  # an agent with a checkpoint and CS-PIBT (mapf/immp-v0 and its variants, mapf/dppo-v0)
+        registry.validate_params("agent", a.agent, {"checkpoint": a.checkpoint, "cs_pibt": True})
+    except (RegistryError, ConfigError) as exc:
+        raise ConfigError(f"{exc} (give a learned MG-MAPF agent such as mapf/immp-v0)", key="--agent",
+                          value=a.agent) from None
+    for setting in a.settings:
+        try:
+            registry.validate_params("agent", a.agent, {"checkpoint": a.checkpoint, **params_of(setting)})
+        except ConfigError as exc:
+            raise ConfigError(f"setting {setting!r}: {exc}", key="settings", value=setting) from None
+    check_maps(MAPS, a.agents, a.goals)
     torch.set_num_threads(1)
     seeds = range(a.first_seed, a.first_seed + a.instances)
     print(f"{a.agent} ({a.checkpoint}) with CS-PIBT, {a.agents} agents, {a.goals} goals, scen files {seeds.start + 1}-{seeds.stop}")
@@ -67,6 +124,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

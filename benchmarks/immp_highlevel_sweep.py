@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 
 from coopsim.agents.immp.highlevel import HighLevelParams, ScenarioPlanner
-from coopsim.errors import int_at_least, run_script
+from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.platform.runner import play_episode
 from coopsim.scenarios.mapf import MGMAPFCore
@@ -49,6 +49,23 @@ def weight_pair(text: str) -> tuple[float, float]:
     return ow, pw
 
 
+def check_maps(maps, agents: int, goals: int) -> None:
+    """Build each map's instance once (milliseconds), so ``--agents`` / ``--goals`` that a map cannot take (more agents
+    than its scen files' rows) stop the script before the first episode, not after the maps before it.
+
+    Raises:
+        ConfigError: key the flag (``--agents``, ``--goals``, ``--map``); names the map.
+    """
+    flags = {"num_agents": "--agents", "num_goals": "--goals", "map": "--map"}
+    for mp in maps:
+        try:
+            core = registry.make_scenario("mapf/MGMAPF-v0", 1, map=mp, num_agents=agents, num_goals=goals,
+                                          obs_radius=3)
+        except ConfigError as exc:
+            raise ConfigError(f"map {mp}: {exc.message}", key=flags.get(exc.key, exc.key), value=exc.value) from None
+        core.close()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--first-seed", type=int_at_least(0), default=10)
@@ -59,6 +76,7 @@ def main(argv: list[str] | None = None) -> None:
                     default=[(1.0, 0.5), (0.3, 0.0), (0.3, 0.02), (0.2, 0.02), (0.1, 0.02)],
                     help="order_weight:path_weight pairs (default 1:0.5 0.3:0 0.3:0.02 0.2:0.02 0.1:0.02)")
     a = ap.parse_args(argv)
+    check_maps(MAPS, a.agents, a.goals)
     seeds = range(a.first_seed, a.first_seed + a.instances)
     rows = [("nearest", None), ("nocong", HighLevelParams(order_weight=0.0, path_weight=0.0))]
     for ow, pw in a.weights:

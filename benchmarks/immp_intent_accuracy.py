@@ -16,11 +16,13 @@ own samples, the second round's measurement).
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import torch
 
 from coopsim.agents.immp.intent import IGNORE, MOVES, move_labels, own_displacement, shift, shift_per_sample
 from coopsim.agents.ppo.networks import flatten_obs
+from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore
 
@@ -90,26 +92,53 @@ def agent_lr(a) -> float:
     return IMMPParams.model_fields["intent_adapt_lr"].default if a.intent_adapt_lr is None else a.intent_adapt_lr
 
 
-def main() -> None:
+def check_maps(maps, agents: int, goals: int) -> None:
+    """Build each map's instance once (milliseconds), so a ``--map`` that does not exist or ``--agents`` / ``--goals``
+    that a map cannot take (more agents than its scen files' rows) stop the script before the first episode, not
+    after the maps before it.
+
+    Raises:
+        ConfigError: key the flag (``--agents``, ``--goals``, ``--map``); names the map.
+    """
+    flags = {"num_agents": "--agents", "num_goals": "--goals", "map": "--map"}
+    for mp in maps:
+        try:
+            core = registry.make_scenario("mapf/MGMAPF-v0", 1, map=mp, num_agents=agents, num_goals=goals,
+                                          obs_radius=3)
+        except ConfigError as exc:
+            raise ConfigError(f"map {mp}: {exc.message}", key=flags.get(exc.key, exc.key), value=exc.value) from None
+        core.close()
+
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--map", nargs="+", default=["random-32-32-10"],
                     help="MovingAI map(s); with several, the accuracy over the maps follows (mean over maps per "
                          "policy, and pooled over every scored neighbour-step)")
-    ap.add_argument("--agents", type=int, default=64)
-    ap.add_argument("--goals", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--agents", type=int_at_least(1), default=64)
+    ap.add_argument("--goals", type=int_at_least(1), default=3)
+    ap.add_argument("--steps", type=int_at_least(1), default=150, help="steps per episode at most (>= 1)")
+    ap.add_argument("--seeds", type=int_at_least(1), default=2, help="episodes per map and policy (>= 1)")
     ap.add_argument("--checkpoint", nargs="+", default=["shipped"],
                     help="policy files (one per training seed); 'shipped' = training seed 0's")
     ap.add_argument("--no-cs-pibt", action="store_true", help="act on the policy's own samples (the ablation's low level)")
     ap.add_argument("--intent-adapt-lr", type=float, default=None,
                     help="agents.params.intent_adapt_lr (online inertia calibration; 0 = the module as trained; "
                          "default: the agent's)")
-    ap.add_argument("--seed0", type=int, default=0, help="first episode seed (scen file seed0+1)")
-    a = ap.parse_args()
+    ap.add_argument("--seed0", type=int_at_least(0), default=0, help="first episode seed (scen file seed0+1)")
+    a = ap.parse_args(argv)
+    # every map, policy and parameter before the first episode (a bad later one used to stop after the others)
+    check_maps(a.map, a.agents, a.goals)
+    for ck in a.checkpoint:
+        if ck not in ("shipped", "shipped-ppo") and not Path(ck).exists():
+            raise ConfigError(f"checkpoint {ck!r} not found: give 'shipped' (IMMP's shipped policy), 'shipped-ppo', "
+                              "policy files, or training runs' seed directories", key="--checkpoint", value=ck)
+    if a.intent_adapt_lr is not None:
+        try:
+            registry.validate_params("agent", "mapf/immp-v0", {"intent_adapt_lr": a.intent_adapt_lr})
+        except ConfigError as exc:
+            raise ConfigError(exc.message, key="--intent-adapt-lr", value=a.intent_adapt_lr) from None
     torch.set_num_threads(1)
-    if a.seeds < 1 or a.agents < 1 or a.steps < 1:
-        ap.error("--seeds, --agents and --steps must be >= 1")
     import copy
 
     import numpy as np
@@ -154,6 +183,4 @@ def main() -> None:
               f"repeat last {hits['repeat last'] / max(n_tot, 1):.3f}")
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

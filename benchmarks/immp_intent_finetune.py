@@ -20,18 +20,22 @@ It writes a policy file with the new intent module (every other tensor unchanged
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from coopsim.agents.immp.intent import IGNORE, move_labels, own_displacement, split_obs
-from coopsim.agents.ppo.networks import flatten_obs
-from coopsim.errors import int_at_least
-from coopsim.platform import registry
-from coopsim.scenarios.mapf import MGMAPFCore
+if str(Path(__file__).resolve().parent) not in sys.path:  # imported by a test rather than run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _peer_venv import check_writable  # noqa: E402
+
+from coopsim.agents.immp.intent import IGNORE, move_labels, own_displacement, split_obs  # noqa: E402
+from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
+from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script  # noqa: E402
+from coopsim.platform import registry  # noqa: E402
+from coopsim.scenarios.mapf import MGMAPFCore  # noqa: E402
 
 
 def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, agents: tuple[int, ...], k: int,
@@ -71,15 +75,15 @@ def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, a
     return torch.cat(xs), torch.cat(labs)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkpoint", default="shipped-ppo", help="policy to start from (default: the PPO-trained shipped one)")
     ap.add_argument("--out", required=True, help="policy file to write")
     ap.add_argument("--rounds", type=int_at_least(1), default=3)
     ap.add_argument("--episodes", type=int_at_least(1), default=12, help="rollout episodes per round")
     ap.add_argument("--epochs", type=int_at_least(1), default=6)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lr", type=float_at_least(0, exclusive=True), default=2e-3, help="Adam step size (> 0)")
+    ap.add_argument("--seed", type=int_at_least(0), default=0)
     ap.add_argument("--last-move", action="store_true",
                     help="give the intent module each neighbour's last move as input (intent_last_move; the new "
                          "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
@@ -94,12 +98,14 @@ def main() -> None:
                     help="3x3 conv layers of the intent module; another depth than the checkpoint's starts a fresh module")
     ap.add_argument("--channels", type=int_at_least(0), default=0,
                     help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
-    a = ap.parse_args()
-    out_dir = Path(a.out).resolve().parent
-    if not out_dir.is_dir() or not os.access(out_dir, os.W_OK):
-        ap.error(f"--out {a.out}: directory {out_dir} does not exist or is not writable (checked before training)")
+    a = ap.parse_args(argv)
     if not 0.1 <= min(a.densities) <= max(a.densities) <= 0.3:
         ap.error(f"--densities {a.densities}: obstacle fractions must be in [0.1, 0.3]")
+    if a.checkpoint not in ("shipped", "shipped-ppo") and not Path(a.checkpoint).exists():
+        raise ConfigError(f"checkpoint {a.checkpoint!r} not found: give 'shipped' (IMMP's shipped policy), "
+                          "'shipped-ppo', a policy file, or a training run's seed directory", key="--checkpoint",
+                          value=a.checkpoint)
+    check_writable("--out", a.out)  # before the rollouts and the training (minutes), not after them
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
     t0, c0 = time.time(), time.process_time()
@@ -155,6 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)

@@ -18,16 +18,28 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from coopsim.errors import ConfigError, int_at_least, run_script
 
-def main() -> None:
+
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("roots", nargs="+")
-    ap.add_argument("--bin", type=int, default=2560, help="env steps per bin")
-    a = ap.parse_args()
+    ap.add_argument("roots", nargs="+", help="folders holding `coopsim train` run directories")
+    ap.add_argument("--bin", type=int_at_least(1), default=2560, help="env steps per bin (>= 1)")
+    a = ap.parse_args(argv)
+    for r in a.roots:  # a mistyped folder used to print an empty table
+        if not Path(r).is_dir():
+            ap.error(f"argument roots: {r} is not a folder; give folders holding `coopsim train` run directories")
+    found = {r: sorted(Path(r).rglob("metrics.csv")) for r in a.roots}
+    if not any(found.values()):
+        ap.error(f"argument roots: no metrics.csv under {', '.join(a.roots)}; give folders holding `coopsim train` "
+                 "run directories (<run>/config.yaml, <run>/seed-<s>/metrics.csv)")
     curves: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     walls: dict = defaultdict(list)
     for r in a.roots:
-        for f in sorted(Path(r).rglob("metrics.csv")):
+        for f in found[r]:
+            if not (f.parent.parent / "config.yaml").is_file():
+                raise ConfigError(f"{f} has no config.yaml two folders up (a `coopsim train` run directory has "
+                                  "<run>/config.yaml and <run>/seed-<s>/metrics.csv)", key="roots", value=r)
             cfg = yaml.safe_load((f.parent.parent / "config.yaml").read_text())
             m = cfg["agents"]["id"]
             rows = list(csv.DictReader(f.open()))
@@ -55,6 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from coopsim.errors import run_script
-
     run_script(main)
