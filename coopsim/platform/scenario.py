@@ -195,17 +195,20 @@ def reset_ids(env_ids: Any, num_envs: int) -> np.ndarray:
 
 
 def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: str | None = None,
-                           agent_names: tuple[str, ...] | None = None) -> np.ndarray:
+                           agent_names: tuple[str, ...] | None = None, *, scenario: str | None = None) -> np.ndarray:
     """A batched core's joint actions as int64 ``shape`` (``[E, N]``), every slot checked, alive or not, against
-    ``Discrete(n)``. int64 input costs one vectorized comparison; bools and integral floats are accepted.
+    ``Discrete(n)``. int64 input costs one vectorized comparison; other integer dtypes, bools and integral floats
+    are accepted; strings, objects, complex numbers and other dtypes are refused (never cast: ``'3'`` is not 3).
 
     Args:
         valid: how the valid actions are named in errors (default ``0..n-1``).
         agent_names: agent ids, named beside the agent index in errors.
+        scenario: the core, named in front of the errors of a non-integer value or dtype (e.g. ``"SMACCore (map
+            '3m')"``).
 
     Raises:
-        ValueError: wrong shape, a non-integer value or dtype, or an action out of range (naming env, agent and the
-            valid actions); nothing is changed.
+        ValueError: wrong shape, a non-integer value or dtype, or an action out of range (naming env, agent, the
+            value as given, e.g. 2**63 of a uint64 array, and the valid actions); nothing is changed.
     """
     valid = valid or f"0..{n - 1}"
     a = actions if type(actions) is np.ndarray else np.asarray(actions)
@@ -219,17 +222,19 @@ def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: 
         bad = a.view(np.uint64) >= n
     else:
         kind = a.dtype.kind
+        owner = f"{scenario}: " if scenario else ""
         if kind == "b":
             a = a.astype(np.int64)
         elif kind == "f":
             frac = a != np.floor(a)  # NaN counts as not integral; +-inf fails the range check below
             if frac.any():
                 e, i = np.argwhere(frac)[0]
-                raise ValueError(f"actions must be integers; got {a[e, i].item()!r} (dtype {a.dtype}) for env {e} "
-                                 f"{who(i)}; valid: {valid}")
-        elif kind not in "iu":
-            raise ValueError(f"actions must be integers in {valid}; got dtype {a.dtype}")
-        bad = (a < 0) | (a >= n)
+                raise ValueError(f"{owner}actions must be integers; got {a[e, i].item()!r} (dtype {a.dtype}) for env "
+                                 f"{e} {who(i)}; valid: {valid}")
+        elif kind not in "iu":  # strings, objects, complex, datetimes, ...: never cast
+            raise ValueError(f"{owner}actions must be integers in {valid}; got dtype {a.dtype} (give an integer "
+                             "array; bools and integral floats are accepted too)")
+        bad = (a < 0) | (a >= n)  # compared in the given dtype: a uint64 2**63 stays 2**63
     if bad.any():
         e, i = np.argwhere(bad)[0]
         raise ValueError(f"action {a[e, i].item()!r} of env {e} {who(i)} out of range; valid: {valid}")

@@ -106,7 +106,8 @@ from pydantic import Field, field_validator, model_validator
 
 from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import RebindsViews, ScenarioCore, ScenarioParams, StepResult, reset_ids
+from coopsim.platform.scenario import (RebindsViews, ScenarioCore, ScenarioParams, StepResult,
+                                       discrete_joint_actions, reset_ids)
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
@@ -383,18 +384,13 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         """Advance every env that is not done by one step with ``actions`` int ``[E, N]`` in 0..4.
 
         Raises:
-            ValueError: wrong shape or an action outside 0..4.
+            ValueError: wrong shape, a dtype that is not integer, bool or float (strings and objects were cast:
+                ``'3'`` moved as 3), a non-integral value, or an action outside 0..4 (naming env and agent;
+                :func:`~coopsim.platform.scenario.discrete_joint_actions`).
         """
         E, N = self.num_envs, self.num_agents
-        a = np.asarray(actions)
-        if a.shape != (E, N):
-            raise ValueError(f"actions must have shape ({E}, {N}); got {a.shape}")
-        if a.dtype.kind not in "iu":
-            if a.dtype.kind == "f" and a.size and np.any(a != np.round(a)):
-                raise ValueError(f"actions must be integers 0..4 (wait, up, down, left, right); got {a.dtype} values")
-            a = a.astype(np.int64)
-        if a.size and (a.min() < 0 or a.max() > 4):
-            raise ValueError(f"actions must be in 0..4 (wait, up, down, left, right); got values in [{a.min()}, {a.max()}]")
+        a = discrete_joint_actions(actions, (E, N), 5, "0..4 (wait, up, down, left, right)",
+                                   scenario=f"MGMAPFCore (map {self.params.map!r})")
         active = ~self._done
         all_active = bool(active.all())
         if not all_active:

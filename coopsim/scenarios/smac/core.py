@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
 from coopsim.platform.scenario import (RebindsViews, ScenarioCore, ScenarioParams, StepResult, check_num_envs,
-                                       reset_ids)
+                                       discrete_joint_actions, reset_ids)
 from coopsim.scenarios.smac import _kernels as K
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
@@ -549,17 +549,18 @@ class SMACCore(RebindsViews, ScenarioCore):
             actions: int ``[E, n_allies]`` in ``[0, 6 + n_enemies)``.
 
         Raises:
-            ValueError: wrong shape or an action index out of range.
+            ValueError: wrong shape, a dtype that is not integer, bool or float (strings, objects, complex), a
+                non-integral value, or an action index out of range (the value as given, e.g. 2**63 of a uint64
+                array, not its int64 cast).
         """
         act = actions if type(actions) is np.ndarray else np.asarray(actions)
         if act.shape != self._act_shape:
             raise ValueError(f"actions must have shape (num_envs, n_allies) = {self._act_shape}; got {act.shape}")
         fl = act.flags
         if act.dtype is not _I64 or not fl.c_contiguous or not fl.writeable:  # the kernel's exact argument type
-            if not np.issubdtype(act.dtype, np.integer):
-                if not np.all(np.mod(act, 1) == 0):
-                    raise ValueError(f"actions must be integers; got dtype {act.dtype}")
-            act = np.ascontiguousarray(act, np.int64)
+            # dtype and range checked in the given dtype (a uint64 2**63 cast to int64 first was reported negative)
+            act = np.ascontiguousarray(discrete_joint_actions(act, self._act_shape, self.n_actions,
+                                                              scenario=f"SMACCore (map {self.map.name!r})"))
         if self._masks is None:  # unit arrays were edited from outside since the last observation (tests do)
             self._refresh_masks()
         ep = self._step_ep
