@@ -26,7 +26,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from coopsim.errors import ConfigError, CoopsimError
 from coopsim.platform import registry
-from coopsim.platform.registry import reject_bools  # the params check's; re-exported for the train: section
 
 
 class ComponentConfig(BaseModel):
@@ -199,21 +198,128 @@ UniqueKeyLoader.add_implicit_resolver(
 UniqueKeyLoader.add_constructor(_E_NUMBER, _construct_e_number)
 
 
-class _OctalInt(yaml.constructor.ConstructorError):
-    """An int written with a leading zero (``064``): YAML 1.1 reads it as octal (52), which nobody means in a config."""
+class LeadingZeroInt(str):
+    """A plain YAML integer written with a leading zero (``064``, ``08``, ``-007``), kept as the text written.
+
+    YAML 1.1 (PyYAML) reads ``064`` as the octal number 52 and ``08`` / ``09`` (not octal) as strings, which pydantic
+    would then turn into 8 / 9: nobody means either in a config. So the loader keeps such a scalar as this string,
+    and the schema decides (:func:`reject_leading_zeros`): a numeric field refuses it, naming the decimal to write;
+    a string field (``name: 007``) takes the text as written, ``"007"`` (pydantic makes it a plain ``str``).
+    """
+
+    octal: int | None  # YAML 1.1's octal reading (None for 08, 09, 019: not octal, read as strings)
+    where: str  # "line 2, column 47" in a config file, "" in a command-line override
+
+    def problem(self) -> str:
+        """What is wrong and what to write instead, e.g. ``line 2, column 47: 064 has a leading zero, which YAML 1.1
+        reads as the octal number 52; write 64``."""
+        reading = f"the octal number {self.octal}" if self.octal is not None else f"the string {str(self)!r}"
+        where, decimal = (f"{self.where}: " if self.where else ""), int(self.replace("_", ""), 10)
+        return f"{where}{self} has a leading zero, which YAML 1.1 reads as {reading}; write {decimal}"
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+def _leading_zero(loader: yaml.SafeLoader, node: yaml.ScalarNode, octal: int | None) -> LeadingZeroInt:
+    out = LeadingZeroInt(loader.construct_scalar(node))
+    mark = node.start_mark
+    out.octal = octal
+    out.where = f"line {mark.line + 1}, column {mark.column + 1}" if getattr(loader, "record_marks", True) else ""
+    return out
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | LeadingZeroInt:
     text = loader.construct_scalar(node)
-    if re.fullmatch(r"[-+]?0[0-9_]+", text):
-        value = loader.construct_yaml_int(node)
-        raise _OctalInt(None, None, f"{text} has a leading zero, which YAML 1.1 reads as the octal number {value}; "
-                        f"write {int(text.replace('_', ''), 10)}",
-                        node.start_mark)
+    if re.fullmatch(r"[-+]?0[0-9_]+", text):  # YAML 1.1 octal (064, 00, 0_7): see LeadingZeroInt
+        return _leading_zero(loader, node, loader.construct_yaml_int(node))
     return loader.construct_yaml_int(node)
 
 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+# 08, 09, 019, -08: not octal, so YAML 1.1 resolves them to strings; the same LeadingZeroInt as 064 instead
+_LEADING_ZERO = "tag:coopsim:leading-zero"
+UniqueKeyLoader.add_implicit_resolver(_LEADING_ZERO, re.compile(r"^[-+]?0[0-9_]*[89][0-9_]*$"), list("-+0"))
+UniqueKeyLoader.add_constructor(_LEADING_ZERO, lambda loader, node: _leading_zero(loader, node, None))
+
+
+class _OverrideLoader(UniqueKeyLoader):
+    """The loader of a command-line override's value: a line and column there would point into the override text,
+    not into a file."""
+
+    record_marks = False
+
+
+def reject_leading_zeros(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
+                         key_prefix: str = "") -> None:
+    """Refuse a :class:`LeadingZeroInt` (``064``, ``08`` as written in YAML) where ``model`` takes a number and no
+    string: at a field, inside a list, tuple or dict field, or at a field of a nested model. A field that takes a
+    string (``name``, a ``Union[int, str]``) keeps the text as written; keys that are not fields of ``model`` are
+    left to pydantic.
+
+    Raises:
+        ConfigError: key ``key_prefix`` + the dotted field path; names the value, YAML 1.1's reading of it and the
+            decimal number to write (and the line and column in a config file).
+    """
+    for k, v in data.items():
+        f = model.model_fields.get(k)
+        found = None if f is None else _leading_zero_for_number(v, f.annotation, [str(k)])
+        if found is not None:
+            lz, path = found
+            raise ConfigError(lz.problem(), file=file, key=key_prefix + ".".join(path), value=str(lz))
+
+
+def _leading_zero_for_number(value: Any, annotation: Any, path: list[str]) -> tuple[LeadingZeroInt, list[str]] | None:
+    """The first :class:`LeadingZeroInt` in ``value`` (and its field path) at a place where ``annotation`` takes an
+    int or a float and no string, looking into lists, tuples, dicts, unions, ``Annotated`` and nested models."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _leading_zero_for_number(value, args[0], path)
+    if origin in (typing.Union, types.UnionType):
+        if isinstance(value, LeadingZeroInt) and any(a is str or a is Any for a in args):
+            return None  # e.g. scen: Union[int, str]: the text as written
+        for a in args:
+            found = _leading_zero_for_number(value, a, path)
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, LeadingZeroInt):
+        numeric = annotation in (int, float) or (origin is typing.Literal and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in args))
+        return (value, path) if numeric else None
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        pairs = zip(value, args) if origin is tuple and args[-1] is not Ellipsis else ((v, args[0]) for v in value)
+        for v, a in pairs:
+            found = _leading_zero_for_number(v, a, path)
+            if found is not None:
+                return found
+        return None
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        for k, v in value.items():
+            found = _leading_zero_for_number(v, args[1], [*path, str(k)])
+            if found is not None:
+                return found
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+        for k, v in value.items():
+            f = annotation.model_fields.get(k)
+            found = None if f is None else _leading_zero_for_number(v, f.annotation, [*path, str(k)])
+            if found is not None:
+                return found
+    return None
+
+
+def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
+                 key_prefix: str = "") -> None:
+    """The checks before pydantic coerces a value of the run config, its ``train:`` section or a component's params:
+    ``true``/``false`` for a number (:func:`coopsim.platform.registry.reject_bools`) and a leading-zero integer for
+    a number (:func:`reject_leading_zeros`).
+
+    Raises:
+        ConfigError: names the key and the value.
+    """
+    reject_leading_zeros(data, model, file=file, key_prefix=key_prefix)
+    registry.reject_bools(data, model, file=file, key_prefix=key_prefix)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -229,9 +335,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     if not key.strip() or any(not p for p in parts):
         raise ConfigError(f"override {text!r} has an empty key; write key.path=value")
     try:
-        value = yaml.load(raw, Loader=UniqueKeyLoader) if raw.strip() else ""  # noqa: S506 - a SafeLoader subclass
-    except _OctalInt as exc:
-        raise ConfigError(f"command-line override {text!r}: {exc.problem}", key=".".join(parts)) from None
+        value = yaml.load(raw, Loader=_OverrideLoader) if raw.strip() else ""  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError:
         value = raw
     return parts, value
@@ -493,6 +597,8 @@ def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
             registry.spec(kind, comp.id)
         except CoopsimError as exc:
             raise ConfigError(str(exc), file=file, key=f"{field}.id", value=comp.id) from None
+        reject_leading_zeros(params, registry.spec(kind, comp.id).load().Params, file=file,
+                             key_prefix=f"{field}.params.")
         registry.validate_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
         _reject_non_finite(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
 

@@ -1,4 +1,5 @@
 """Bad configs get one clear message naming file, key, value and what is valid; the CLI exits 2 without a traceback."""
+import re
 import subprocess
 import sys
 import textwrap
@@ -125,23 +126,86 @@ def test_a_param_refused_after_its_component_id_was_overridden_blames_the_id_ove
 
 
 def test_leading_zero_ints_are_refused_not_read_as_yaml_11_octal(tmp_path):
-    """064 is 52 in YAML 1.1 (PyYAML): a config or override with it is refused with the decimal value to write."""
+    """064 is 52 in YAML 1.1 (PyYAML): a config or override with it is refused with the decimal value to write (for
+    a numeric key: the check needs the key's type, so it is made when the config is validated, not when the override
+    is parsed)."""
     import pytest
 
     from coopsim.errors import ConfigError
     from coopsim.platform.config import load_config, parse_override
 
-    with pytest.raises(ConfigError, match=r"064 has a leading zero, which YAML 1.1 reads as the octal number 52; "
-                                          r"write 64") as e:
-        parse_override("scenario.params.num_agents=064")
+    good = write(tmp_path, GOOD, "good.yaml")
+    with pytest.raises(ConfigError, match=r"command-line override 'scenario.params.num_agents=064' \(config .*good\.yaml\): "
+                                          r"key 'scenario.params.num_agents': 064 has a leading zero, which YAML 1.1 "
+                                          r"reads as the octal number 52; write 64$") as e:
+        load_config(good, ["scenario.params.num_agents=064"])
     assert e.value.key == "scenario.params.num_agents"
-    with pytest.raises(ConfigError, match=r"010 has a leading zero, which YAML 1.1 reads as the octal number 8"):
-        parse_override("seeds=[0, 010]")
+    with pytest.raises(ConfigError, match=r"key 'seeds': 010 has a leading zero, which YAML 1.1 reads as the octal number 8"):
+        load_config(good, ["seeds=[0, 010]"])
     assert parse_override("episodes=10")[1] == 10 and parse_override("x=0")[1] == 0 and parse_override("x=-3")[1] == -3
     f = tmp_path / "oct.yaml"
     f.write_text("name: x\nscenario: {id: line/LineWalk-v0, params: {length: 010}}\nagents: {id: random-v0}\n")
     with pytest.raises(ConfigError, match=r"line 2, column \d+: 010 has a leading zero.*write 10"):
         load_config(f)
+
+
+@pytest.mark.parametrize("text, reading, decimal", [
+    ("08", "the string '08'", "8"), ("09", "the string '09'", "9"), ("019", "the string '019'", "19"),
+    ("-08", "the string '-08'", "-8"), ("0_9", "the string '0_9'", "9"), ("064", "the octal number 52", "64"),
+    ("00", "the octal number 0", "0"), ("+007", "the octal number 7", "7"),
+])
+def test_leading_zero_refused_in_every_numeric_key_also_08_and_09(tmp_path, text, reading, decimal):
+    """08 and 09 are not octal, so YAML 1.1 reads them as strings, which pydantic made 8 and 9 silently: refused
+    like 064, with the same message, in a file (line and column), in an override, in a list, in a component's params
+    and in a nested model of them."""
+    problem = rf"{re.escape(text)} has a leading zero, which YAML 1.1 reads as {re.escape(reading)}; write {re.escape(decimal)}$"
+    cases = [
+        (GOOD.replace("seeds: [0, 1]", f"seeds: [0, 1]\nepisodes: {text}"), [], "episodes", r"line 6, column 11: "),
+        (GOOD.replace("seeds: [0, 1]", f"seeds: [0, {text}]"), [], "seeds", r"line 5, column 12: "),
+        (GOOD.replace("num_agents: 2", f"num_agents: {text}"), [], "scenario.params.num_agents", r"line 3, column \d+: "),
+        (GOOD, [f"max_steps={text}"], "max_steps", ""),
+        (GOOD, [f"scenario.params.length={text}"], "scenario.params.length", ""),
+        (GOOD.replace("{id: line/LineWalk-v0, params: {num_agents: 2}}", "{id: mapf/MGMAPF-v0, params: {num_agents: 2, "
+                      "num_goals: 1}}").replace("{id: random-v0}", f"{{id: mapf/immp-v0, params: {{highlevel: "
+                                                                   f"{{num_waypoints: {text}}}}}}}"),
+         [], "agents.params.highlevel.num_waypoints", r"line 4, column \d+: "),
+    ]
+    for body, overrides, key, where in cases:
+        with pytest.raises(ConfigError, match=rf"key '{re.escape(key)}': {where}{problem}") as e:
+            load_config(write(tmp_path, body), overrides)
+        assert e.value.key == key and e.value.value == text
+
+
+def test_leading_zero_in_a_string_key_is_the_string_written(tmp_path):
+    """`name: 007` was refused as octal although a name is a string; now it is the name '007', as written (and stays
+    that text in the run's stored config.yaml); the same for an override and a Union[int, str] key (MG-MAPF scen)."""
+    import yaml
+
+    from coopsim.platform.config import dump_config
+
+    for name in ("007", "08", "0042", "-09"):
+        cfg = load_config(write(tmp_path, GOOD.replace("name: t", f"name: {name}")))
+        assert cfg.name == name and type(cfg.name) is str
+        assert yaml.safe_load(dump_config(cfg))["name"] == name
+        assert load_config(write(tmp_path, GOOD), [f"name={name}"]).name == name
+    assert load_config(write(tmp_path, GOOD), ["out_dir=007"]).out_dir == "007"
+    mapf = GOOD.replace("{id: line/LineWalk-v0, params: {num_agents: 2}}",
+                        "{id: mapf/MGMAPF-v0, params: {num_agents: 2, num_goals: 1, scen: 07}}")
+    cfg = load_config(write(tmp_path, mapf))
+    assert cfg.scenario.params["scen"] == "07" and yaml.safe_load(dump_config(cfg))["scenario"]["params"]["scen"] == "07"
+    # quoted, a leading zero was always a string: unchanged
+    assert load_config(write(tmp_path, GOOD.replace("name: t", 'name: "007"'))).name == "007"
+
+
+def test_leading_zero_refused_in_the_train_section(tmp_path):
+    from coopsim.platform.training import train_config, trainable_class
+
+    for text in ("08", "016"):
+        cfg = load_config("configs/ppo/linewalk-mappo.yaml", [f"train.num_envs={text}"])
+        _, cls = trainable_class(cfg)
+        with pytest.raises(ConfigError, match=rf"key 'train\.num_envs': {text} has a leading zero, which YAML 1\.1 "
+                                              rf"reads as the (string '{text}'|octal number 14); write {int(text)}$"):
+            train_config(cfg, cls)
 
 
 def test_a_relative_map_path_is_found_beside_the_config_and_stored_absolute(tmp_path, monkeypatch):
