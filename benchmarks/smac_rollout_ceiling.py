@@ -106,6 +106,8 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
     G, A = games, real.n_allies
     src = np.repeat(np.arange(G), k * r)  # roll env g*k*r + c*r + j copies game g, plays candidate c
     t0, step = time.time(), 0
+    dev = np.zeros((len(ACTION_KINDS), len(ACTION_KINDS)), np.int64)  # [greedy kind, played kind] where they differ
+    live_steps = 0
     while not real.done.all():
         cand = np.empty((G, k, A), np.int64)
         cand[:, 0] = greedy_real.act(obs)[0]
@@ -123,13 +125,42 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
         won = roll._info_won.reshape(G, k, r).mean(-1)
         value = won + 1e-3 * ret.reshape(G, k, r).mean(-1) / 20.0  # wins first; return (<= 20) breaks ties
         best = value.argmax(1)
-        obs = real.step(cand[np.arange(G), best]).obs
+        played = cand[np.arange(G), best]
+        live = (~real.done)[:, None] & (cand[:, 0] != 0)  # a living unit never has no-op available (SMAC's masks)
+        differ = live & (played != cand[:, 0])
+        np.add.at(dev, (action_kind(cand[:, 0][differ]), action_kind(played[differ])), 1)
+        live_steps += int(live.sum())
+        obs = real.step(played).obs
         step += 1
         if progress:
             print(f"  step {step}: {int(real.done.sum())}/{G} games over, {time.time() - t0:.0f} s", file=sys.stderr,
                   flush=True)
     plan_wins = np.array([m["win"] for m in real.episode_metrics()], float)
-    return {"greedy": greedy_wins, "planner": plan_wins, "wall_s": time.time() - t0, "steps": step}
+    return {"greedy": greedy_wins, "planner": plan_wins, "wall_s": time.time() - t0, "steps": step,
+            "deviations": dev, "agent_steps": live_steps}
+
+
+#: SMAC's action kinds: 0 no-op, 1 stop, 2-5 move north/south/east/west, 6+ attack (or heal) unit j
+ACTION_KINDS = ("no-op", "stop", "move", "attack")
+
+
+def action_kind(actions: np.ndarray) -> np.ndarray:
+    """Index into :data:`ACTION_KINDS` of SMAC actions (int ``[...]``)."""
+    return np.minimum(np.searchsorted([1, 2, 6], actions, side="right"), 3)
+
+
+def deviation_summary(dev: np.ndarray, agent_steps: int) -> str:
+    """One line: the share of living agent-steps where the planner played another action than the greedy policy,
+    split by (greedy kind -> played kind), largest first. ``dev`` int ``[4, 4]`` and ``agent_steps`` come from
+    :func:`rollout_games`; a move in another direction or an attack on another unit is a deviation within its kind."""
+    total = int(dev.sum())
+    if agent_steps == 0:
+        return "planner deviations: no living agent-steps"
+    parts = sorted(((int(dev[a, b]), f"{ACTION_KINDS[a]}->{ACTION_KINDS[b]}") for a in range(4) for b in range(4)
+                    if dev[a, b]), reverse=True)
+    split = ", ".join(f"{name} {n / total:.0%}" for n, name in parts) if total else "none"
+    return (f"planner deviates from the greedy action on {total / agent_steps:.1%} of {agent_steps} living "
+            f"agent-steps ({split})")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -160,6 +191,7 @@ def main(argv: list[str] | None = None) -> None:
           f"rollout planner (k={a.k}, r={a.r}) {p.mean():.3f} [{lo_p:.3f}, {hi_p:.3f}]; planner wins where greedy "
           f"loses: {int(((g == 0) & (p == 1)).sum())}, greedy wins the planner loses: {int(((g == 1) & (p == 0)).sum())}; "
           f"{out['wall_s']:.0f} s")
+    print(deviation_summary(out["deviations"], out["agent_steps"]))
     if a.out:
         atomic_write_json(Path(a.out), {"args": vars(a), **out}, indent=1)
 

@@ -16,12 +16,27 @@ def test_one_candidate_plays_the_greedy_policy_and_runs_repeat(tmp_path, capsys)
     # k = 1: the only candidate is the greedy joint action, and the real games keep their own streams, so the
     # planner's games are the greedy games, win for win
     np.testing.assert_array_equal(one["planner"], one["greedy"])
+    assert one["deviations"].sum() == 0 and one["agent_steps"] > 0  # it never plays another action
+    assert "deviates from the greedy action on 0.0% of" in rc.deviation_summary(one["deviations"], one["agent_steps"])
     a = rc.rollout_games(seed_dir, games=6, k=3, r=2, reset_seed=7, plan_seed=4, progress=False)
     b = rc.rollout_games(seed_dir, games=6, k=3, r=2, reset_seed=7, plan_seed=4, progress=False)
     np.testing.assert_array_equal(a["planner"], b["planner"])
     np.testing.assert_array_equal(a["greedy"], one["greedy"])
+    np.testing.assert_array_equal(a["deviations"], b["deviations"])
+    assert a["deviations"].sum() <= a["agent_steps"] and a["deviations"][0].sum() == 0  # a living unit never no-ops
     rc.main([str(seed_dir), "--games", "6", "-k", "3", "-r", "2", "--reset-seed", "7", "--plan-seed", "4"])
-    assert f"rollout planner (k=3, r=2) {a['planner'].mean():.3f}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"rollout planner (k=3, r=2) {a['planner'].mean():.3f}" in out
+    assert f"on {a['deviations'].sum() / a['agent_steps']:.1%} of {a['agent_steps']} living agent-steps" in out
+
+
+def test_action_kinds_and_the_deviation_line():
+    rc = _load("smac_rollout_ceiling")
+    np.testing.assert_array_equal(rc.action_kind(np.array([0, 1, 2, 5, 6, 11])), [0, 1, 2, 2, 3, 3])
+    dev = np.zeros((4, 4), np.int64)
+    dev[1, 2], dev[3, 3] = 3, 1  # stop -> move three times, an attack on another unit once
+    assert rc.deviation_summary(dev, 40) == ("planner deviates from the greedy action on 10.0% of 40 living "
+                                             "agent-steps (stop->move 75%, attack->attack 25%)")
 
 
 def test_wilson_interval_known_values():
