@@ -15,11 +15,14 @@ counts ``max_steps`` for each unfinished agent) and the solved count per map. Se
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _mapf_args import check_maps  # noqa: E402
 from coopsim.errors import ConfigError, RegistryError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.platform.runner import play_episode
@@ -60,23 +63,6 @@ def setting_arg(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
     return text
-
-
-def check_maps(maps, agents: int, goals: int) -> None:
-    """Build each map's instance once (milliseconds), so ``--agents`` / ``--goals`` that a map cannot take (more agents
-    than its scen files' rows) stop the script before the first episode, not after the maps before it.
-
-    Raises:
-        ConfigError: key the flag (``--agents``, ``--goals``, ``--map``); names the map.
-    """
-    flags = {"num_agents": "--agents", "num_goals": "--goals", "map": "--map"}
-    for mp in maps:
-        try:
-            core = registry.make_scenario("mapf/MGMAPF-v0", 1, map=mp, num_agents=agents, num_goals=goals,
-                                          obs_radius=3)
-        except ConfigError as exc:
-            raise ConfigError(f"map {mp}: {exc.message}", key=flags.get(exc.key, exc.key), value=exc.value) from None
-        core.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,10 +16,13 @@ own samples, the second round's measurement).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _mapf_args import check_maps  # noqa: E402
 from coopsim.agents.immp.intent import IGNORE, MOVES, move_labels, own_displacement, shift, shift_per_sample
 from coopsim.agents.ppo.networks import flatten_obs
 from coopsim.errors import ConfigError, int_at_least, run_script
@@ -90,24 +93,6 @@ def agent_lr(a) -> float:
     if a.no_cs_pibt:
         return 0.0
     return IMMPParams.model_fields["intent_adapt_lr"].default if a.intent_adapt_lr is None else a.intent_adapt_lr
-
-
-def check_maps(maps, agents: int, goals: int) -> None:
-    """Build each map's instance once (milliseconds), so a ``--map`` that does not exist or ``--agents`` / ``--goals``
-    that a map cannot take (more agents than its scen files' rows) stop the script before the first episode, not
-    after the maps before it.
-
-    Raises:
-        ConfigError: key the flag (``--agents``, ``--goals``, ``--map``); names the map.
-    """
-    flags = {"num_agents": "--agents", "num_goals": "--goals", "map": "--map"}
-    for mp in maps:
-        try:
-            core = registry.make_scenario("mapf/MGMAPF-v0", 1, map=mp, num_agents=agents, num_goals=goals,
-                                          obs_radius=3)
-        except ConfigError as exc:
-            raise ConfigError(f"map {mp}: {exc.message}", key=flags.get(exc.key, exc.key), value=exc.value) from None
-        core.close()
 
 
 def main(argv: list[str] | None = None) -> None:
