@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from coopsim.errors import ConfigError, DependencyNotInstalled
+from coopsim.platform.recorder import check_writable  # noqa: F401  (the benchmarks import it from here)
 
 
 def installed_check(dist: str, version: str, imports: tuple[str, ...] = ()) -> str:
@@ -106,30 +107,3 @@ def check_cpu_list(flag: str, cpus: str) -> None:
         raise ConfigError(f"invalid CPU list {cpus!r} ({said}); give CPUs of this machine, e.g. 0 or 0,1 "
                           f"(it has {os.cpu_count()}: 0..{(os.cpu_count() or 1) - 1})", key=flag, value=cpus)
 
-
-def check_writable(flag: str, path: str | Path, *, folder: bool = False) -> None:
-    """Make sure ``path`` (a file, or with ``folder`` a directory) can be written later, before a peer venv is built
-    and anything is measured: a file is not a folder, and the nearest existing folder above takes a new file (tried
-    with a temporary file, removed again; nothing else is created).
-
-    Raises:
-        ConfigError: key ``flag``; says why.
-    """
-    import os
-    import tempfile
-
-    p = Path(path)
-    if not folder and p.is_dir():
-        raise ConfigError(f"{path} is a folder; give the file to write", key=flag, value=str(path))
-    base = p if folder else p.parent
-    while not base.exists() and base != base.parent:
-        base = base.parent
-    try:
-        if not base.is_dir():
-            raise NotADirectoryError(f"{base} is not a folder")
-        fd, tmp = tempfile.mkstemp(dir=base, prefix=".coopsim-write-check-")
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path} ({exc.strerror or exc}); give a path in a writable folder", key=flag,
-                          value=str(path)) from None

@@ -186,6 +186,33 @@ def dumps_json(obj: Any, **kwargs: Any) -> str:
     return json.dumps(_finite_json(obj), allow_nan=False, **kwargs)
 
 
+def check_writable(flag: str, path: str | Path, *, folder: bool = False) -> None:
+    """Make sure ``path`` (a file, or with ``folder`` a directory) can be written later, before an experiment runs,
+    a benchmark's peer venv is built or anything is measured: a file is not a folder, and the nearest existing
+    folder above takes a new file (tried with a temporary file, removed again; nothing else is created).
+
+    Raises:
+        ConfigError: key ``flag``; says why.
+    """
+    from coopsim.errors import ConfigError
+
+    p = Path(path)
+    if not folder and p.is_dir():
+        raise ConfigError(f"{path} is a folder; give the file to write", key=flag, value=str(path))
+    base = p if folder else p.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    try:
+        if not base.is_dir():
+            raise NotADirectoryError(f"{base} is not a folder")
+        fd, tmp = tempfile.mkstemp(dir=base, prefix=".coopsim-write-check-")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path} ({exc.strerror or exc}); give a path in a writable folder", key=flag,
+                          value=str(path)) from None
+
+
 def atomic_write_json(path: str | Path, obj: Any, **kwargs: Any) -> None:
     """Write ``obj`` to ``path`` as strict JSON (:func:`dumps_json`, ``kwargs`` as ``json.dumps``: ``indent``,
     ``sort_keys``) through :func:`atomic_write_bytes`: a reader never sees a half-written file, and an

@@ -69,3 +69,40 @@ def test_an_unknown_sender_is_refused_before_anything_runs(tmp_path):
         main([str(cfg), "--out", str(tmp_path / "x.json"), "--senders", "ddacom,bogus"])
     assert e.value.key == "--senders" and e.value.value == "bogus"
     assert time.time() - t0 < 30 and not (tmp_path / "x.json").exists()  # no anchors, no oracle, nothing written
+
+
+def test_no_oracle_gives_the_same_returns_without_utilization(ns3_bridge, tmp_path, capsys):
+    # --no-oracle skips the sweep (most of the wall time) and changes nothing the senders do: the same seed gives
+    # the same returns, losses and messages as a run with the oracle; only utilization is missing
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump(SMALL))
+    main([str(cfg), "--oracle-cache", "", "--out", str(tmp_path / "with.json")])
+    main([str(cfg), "--oracle-cache", "", "--no-oracle", "--seeds", "2", "--out", str(tmp_path / "without.json")])
+    out = capsys.readouterr().out
+    assert "util - (no oracle)" in out and "oracle: safe rate" in out.split("util - (no oracle)")[0]
+    w, wo = (json.loads((tmp_path / n).read_text()) for n in ("with.json", "without.json"))
+    assert w["oracle"] is True and wo["oracle"] is False and wo["seeds_done"] == 2 and wo["safe_bps"] == {}
+    ns3 = [[r for r in d["runs"] if r["channel_name"] == "ns3"] for d in (w, wo)]
+    assert [r["seed"] for r in ns3[1]] == [0, 1]
+    for k in ("return", "loss", "messages_vs_broadcast"):
+        assert ns3[0][0][k] == ns3[1][0][k]
+    assert "utilization" in ns3[0][0] and "utilization" not in ns3[1][0]
+    assert "utilization" not in wo["summary"]["rows"]["ns3/ddacom"]
+    # the anchors cover every ns-3 seed even when the config asks for fewer anchor seeds
+    assert sorted({r["seed"] for r in wo["runs"] if r["channel_name"] == "ideal"}) == [0, 1]
+
+
+def test_no_oracle_refuses_plot_and_bad_out_before_running(tmp_path):
+    from pathlib import Path
+
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "ns3" / "ddacom-spread.yaml"
+    with pytest.raises(SystemExit) as e:
+        main([str(cfg), "--no-oracle", "--plot", str(tmp_path / "p.png")])
+    assert e.value.code == 2
+    (tmp_path / "f.json").write_text("")
+    with pytest.raises(ConfigError, match="cannot write") as e:  # a file where a folder must be
+        main([str(cfg), "--out", str(tmp_path / "f.json" / "x.json")])
+    assert e.value.key == "--out"
+    with pytest.raises(ConfigError, match="is a folder") as e:
+        main([str(cfg), "--out", str(tmp_path), "--senders", "ddacom"])
+    assert e.value.key == "--out"

@@ -46,9 +46,9 @@ import yaml
 from coopsim.agents.comm_baselines.team import sender_class
 from coopsim.agents.ddacom.evaluate import print_table, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
-from coopsim.errors import ConfigError, run_script
+from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
-from coopsim.platform.recorder import atomic_savefig, atomic_write_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json, check_writable
 from coopsim.platform.registry import make_component, make_scenario
 
 _KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds", "anchor_seeds", "channel", "oracle"}
@@ -333,10 +333,23 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--cached-oracle-only", action="store_true",
                     help="fail (ConfigError) instead of running the oracle's sweep for a seed that is not cached")
     ap.add_argument("--senders", default=None, help="comma-separated senders to run instead of the config's")
+    ap.add_argument("--seeds", type=int_at_least(1), default=None,
+                    help="ns-3 seeds 0..N-1 instead of the config's 'seeds' (the anchors cover at least these)")
+    ap.add_argument("--no-oracle", action="store_true",
+                    help="skip the safe-rate oracle (most of the wall time): normalized return, loss and messages "
+                         "only, no utilization and no --plot; for tighter return intervals over many seeds")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="override a sender param of the config (repeatable), e.g. ddacom.target_utilization=0.6")
     a = ap.parse_args(argv)
+    if a.no_oracle and (a.plot or a.cached_oracle_only):
+        ap.error(f"--no-oracle runs no oracle, so {'--plot (the safe rate over time)' if a.plot else '--cached-oracle-only'}"
+                 " has nothing to use; drop one of them")
+    check_writable("--out", a.out)  # before minutes of ns-3 runs, not at the first seed's write
+    if a.plot:
+        check_writable("--plot", a.plot)
     cfg = load(a.config)
+    if a.seeds is not None:
+        cfg["seeds"] = a.seeds
     if a.senders:
         cfg["senders"] = [x.strip() for x in a.senders.split(",") if x.strip()]
     for snd in cfg["senders"]:  # names checked before the anchors and the oracle (minutes per seed) run
@@ -358,12 +371,12 @@ def main(argv: list[str] | None = None) -> dict:
     rates = np.linspace(float(orc.get("min_frac", 0.1)), float(orc.get("max_frac", 0.6)), int(orc.get("rates", 21))) * demand
     cid, cparams = cfg["channel"]["id"], cfg["channel"].get("params", {})
     S = int(cfg.get("seeds", 2))
-    K = int(cfg.get("anchor_seeds", S))
+    K = max(int(cfg.get("anchor_seeds", S)), S)  # every ns-3 seed is paired with its anchors
     def cache_path(seed: int) -> Path | None:
         return (Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json"
                 if a.oracle_cache else None)
 
-    if a.cached_oracle_only:   # checked before the anchors' runs, so a missing cache fails at once
+    if a.cached_oracle_only and not a.no_oracle:   # checked before the anchors' runs, so a missing cache fails at once
         missing = [str(cache_path(s)) for s in range(S) if cache_path(s) is None or not cache_path(s).exists()]
         if missing:
             raise ConfigError(f"no cached oracle for {len(missing)} of {S} seeds (--cached-oracle-only): {missing[0]}"
@@ -389,7 +402,9 @@ def main(argv: list[str] | None = None) -> dict:
         for seed in range(S):
             cache = cache_path(seed)
             cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
-            if cached is not None and cached.shape == (T, E):
+            if a.no_oracle:
+                pass
+            elif cached is not None and cached.shape == (T, E):
                 safe[seed] = cached
                 print(f"seed {seed} oracle: cached {cache}", flush=True)
             elif a.cached_oracle_only:
@@ -405,25 +420,29 @@ def main(argv: list[str] | None = None) -> dict:
                     atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed,
                                                       "rates_bps": rates.tolist(),
                                                       "safe_bps": safe[seed].tolist()})
-            sf = np.minimum(safe[seed], demand) / demand
-            print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max {sf.max():.3f} "
-                  f"({time.time() - t0:.0f} s)", flush=True)
+            if not a.no_oracle:
+                sf = np.minimum(safe[seed], demand) / demand
+                print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max "
+                      f"{sf.max():.3f} ({time.time() - t0:.0f} s)", flush=True)
             for snd in cfg["senders"]:
                 sp = cfg.get("sender_params", {}).get(snd, {})
                 r = run(snd, cid, cparams, sender_params=sp, seed=seed, oracle=False, record_series=True, channel=ch,
                         **kw)
                 r["channel_name"] = "ns3"
-                delivered = np.asarray(r["series"]["delivered_bits"])
-                r["utilization"] = float(delivered.sum() / np.sum(N * np.minimum(safe[seed], demand) * 0.1))
+                if not a.no_oracle:
+                    delivered = np.asarray(r["series"]["delivered_bits"])
+                    r["utilization"] = float(delivered.sum() / np.sum(N * np.minimum(safe[seed], demand) * 0.1))
                 r["latency_p95_s"] = ch.stats().get("comm/latency_p95_s", float("nan"))
                 results.append(r)
-                print(f"seed {seed} {snd}: return {r['return']:.2f} util {r['utilization']:.3f} loss {r['loss']:.4f} "
+                util = f"util {r['utilization']:.3f}" if "utilization" in r else "util - (no oracle)"
+                print(f"seed {seed} {snd}: return {r['return']:.2f} {util} loss {r['loss']:.4f} "
                       f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {r['latency_p95_s']:.3f} s "
                       f"({time.time() - t0:.0f} s)", flush=True)
             summary = _summary(results, gap, anchors)
-            ts = time_series(results, safe, N, demand)
+            ts = time_series(results, safe, N, demand) if not a.no_oracle else None
             atomic_write_json(Path(a.out), {
-                "config": cfg, "seeds_done": seed + 1, "demand_bps": demand, "copy_bytes": copy_bytes,
+                "config": cfg, "seeds_done": seed + 1, "oracle": not a.no_oracle, "demand_bps": demand,
+                "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
                 "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
