@@ -356,6 +356,11 @@ def main(argv: list[str] | None = None) -> int:
                               value=cfg.scenario.id)
         # the evaluation core before anything is written: a scenario that cannot be built is refused first
         evaluator = GreedyEvaluator(cfg.scenario.id, cfg.scenario_params(), out["eval_episodes"], out["eval_seed"])
+        if args.resume is None and getattr(schedule, "init_policy", None):  # a warm start that cannot load: before
+            try:                                                            # the run directory is made
+                build_trainer(cfg, cfg.seeds[0], file=file)
+            except ConfigError as exc:
+                raise blame_override(exc, file, list(args.overrides)) from None
         if args.resume is None:
             run_dir = new_run_dir(cfg.out_dir, f"{cfg.name}-ttw")  # <name>-ttw-<UTC time>Z-<id>, as coopsim's
             held.enter_context(run_dir_lock(run_dir, "smac_time_to_win"))

@@ -126,9 +126,12 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
     if not hasattr(cls, "make_trainer"):
         return None
     has_param = "checkpoint" in getattr(getattr(cls, "Params", None), "model_fields", {})
+    init = (cfg.train or {}).get("init_policy") if isinstance(cfg.train, dict) else None
     return (f"agent '{cfg.agents.id}' is a learner and no checkpoint was given: evaluating an untrained policy "
             f"(train it with `coopsim train CONFIG`, or pass --checkpoint"
-            f"{' / agents.params.checkpoint' if has_param else ''})")
+            f"{' / agents.params.checkpoint' if has_param else ''})"
+            + (f"; train.init_policy ({init}) is read by `coopsim train` only: to evaluate that policy, pass "
+               f"--checkpoint {init}" if init else ""))
 
 
 def open_loop_shield_warning(cfg: RunConfig) -> str | None:

@@ -115,9 +115,10 @@ def warm_start_agent(agent: Any, policy: str, *, file: str | None = None) -> Non
     except CoopsimError as exc:
         where = f" ({exc.file})" if getattr(exc, "file", None) and str(exc.file) != str(policy) else ""
         msg = getattr(exc, "message", None) or str(exc)
+        msg = msg.replace("e.g. --checkpoint ", "e.g. train.init_policy=")  # the loader's hint speaks of eval's flag
         if isinstance(exc, ConfigError) and exc.key:  # e.g. agents.params.hidden: the config key that differs
             msg += f" ({exc.key})"
-        raise ConfigError(f"cannot warm-start from it{where}: {msg}", file=file, key="train.init_policy",
+        raise ConfigError(f"cannot warm-start from {policy}{where}: {msg}", file=file, key="train.init_policy",
                           value=policy) from None
 
 
@@ -343,6 +344,9 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
             for seed, d in done.items():  # the checkpoints the resume will read: damaged ones refused now
                 if d is not None and d < budget:
                     _resumable_steps(run_dir, seed, load=True)
+            fresh = [s for s, d in done.items() if d is None]  # seeds that start now, from train.init_policy
+            if fresh and getattr(schedule, "init_policy", None):  # still there and still fitting, before any training
+                build_trainer(stored, fresh[0], file=file)
         if complete and (run_dir / SUMMARY_NAME).is_file():
             if info is not None:
                 info(f"the run is already complete ({most:,}/{budget:,} env steps for every seed); nothing to do "

@@ -103,3 +103,50 @@ def test_a_resume_continues_its_checkpoint_without_the_init_policy(source_run, t
     import json
 
     assert json.loads((resumed / "seed-0" / "train_summary.json").read_text())["env_steps"] >= 512
+
+
+def test_qmix_architecture_mismatch_names_the_key_not_a_torch_error(tmp_path):
+    qcfg = str(REPO / "configs" / "smac" / "3m-qmix.yaml")
+    base = ["train.num_envs=2", "train.progress=false", "train.tensorboard=false"]
+    build_trainer(load_config(qcfg, base), 0)[0].agent.save(tmp_path / "q.pt")
+    for over, key in (("agents.params.hidden=32", "hidden"), ("agents.params.mixing_embed=16", "mixing_embed"),
+                      ("agents.params.obs_last_action=false", "obs_last_action")):
+        with pytest.raises(ConfigError, match=rf"key 'train.init_policy'.*{key}=.*\(agents.params.{key}\)"):
+            build_trainer(load_config(qcfg, [*base, over, f"train.init_policy={tmp_path / 'q.pt'}"]), 0, file=qcfg)
+    # the same check serves coopsim eval --checkpoint: one line, exit 2
+    r = cli("eval", qcfg, "agents.params.hidden=32", "episodes=1", "--checkpoint", str(tmp_path / "q.pt"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "agents.params.hidden" in r.stderr, r.stderr
+
+
+def test_missing_file_is_named_and_a_resume_checks_it_before_training(source_run, tmp_path):
+    missing = tmp_path / "gone.pt"
+    with pytest.raises(ConfigError, match=f"cannot warm-start from {missing}"):
+        build_trainer(load_config(CFG, [*TINY, f"train.init_policy={missing}"]), 0, file=CFG)
+    donor = tmp_path / "donor.pt"
+    shutil.copy(source_run / "seed-3" / "policy.pt", donor)
+    run = train_main(CFG, [f"out_dir={tmp_path}", *TINY, "seeds=[0,1]", f"train.init_policy={donor}"], None)
+    shutil.rmtree(run / "seed-1")  # seed 1 never started (as after a Ctrl-C during seed 0)
+    donor.unlink()
+    before = (run / "seed-0" / "checkpoint.pt").read_bytes()
+    with pytest.raises(ConfigError, match=f"train.init_policy.*cannot warm-start from {donor}"):
+        train_main(CFG, [*TINY, "seeds=[0,1]", f"train.init_policy={donor}", "train.total_env_steps=512"], str(run))
+    assert (run / "seed-0" / "checkpoint.pt").read_bytes() == before  # seed 0 did not train on first
+
+
+def test_run_says_init_policy_is_for_train(source_run):
+    from coopsim.platform.runner import untrained_learner_warning
+
+    pol = str(source_run / "seed-3" / "policy.pt")
+    w = untrained_learner_warning(load_config(CFG, [f"train.init_policy={pol}"]), None)
+    assert f"train.init_policy ({pol}) is read by `coopsim train` only" in w and f"--checkpoint {pol}" in w
+    assert "init_policy" not in untrained_learner_warning(load_config(CFG), None)
+
+
+def test_time_to_win_refuses_a_bad_init_policy_before_making_its_run_dir(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import smac_time_to_win
+
+    with pytest.raises(ConfigError, match="train.init_policy"):
+        smac_time_to_win.main([str(REPO / "configs" / "smac" / "3m-mappo.yaml"), "--seeds", "0",
+                               f"train.init_policy={tmp_path / 'nope.pt'}", f"out_dir={tmp_path / 'runs'}"])
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())

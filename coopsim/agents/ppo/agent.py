@@ -251,10 +251,14 @@ class PPOAgent(AgentPlugin):
 
             print(f"warning: {path}: the policy was trained on scenario {theirs!r}; this run's scenario is {ours!r} "
                   f"(same observation and action sizes, so it loads, but it need not do well here)", file=sys.stderr)
-        self.net.load_state_dict(ck["net"])
-        self.value_norm.load_state_dict(ck["value_norm"])
-        if ck.get("comm") is not None and self.comm is not None:
-            self.comm.load_state_dict(ck["comm"])
+        try:
+            self.net.load_state_dict(ck["net"])
+            self.value_norm.load_state_dict(ck["value_norm"])
+            if ck.get("comm") is not None and self.comm is not None:
+                self.comm.load_state_dict(ck["comm"])
+        except (RuntimeError, KeyError, TypeError) as exc:  # a damaged or hand-edited file
+            raise ConfigError(f"the checkpoint's weights do not fit this PPO network ({str(exc).splitlines()[0]})",
+                              file=str(path)) from None
 
     # --- training ---------------------------------------------------------------------------------
     @classmethod

@@ -129,14 +129,26 @@ class QMIXAgent(AgentPlugin):
             from coopsim.platform.trainer import wrong_policy_message
 
             raise ConfigError(wrong_policy_message(ck, POLICY_FORMAT, "QMIX"), file=str(path))
+        # the architecture first: obs_last_action / obs_agent_id change in_dim, which is the agent's doing, not the
+        # scenario's; a key missing from an older file takes its default
+        mine = self.params.model_dump()
+        for k in ("hidden", "mixing_embed", "hypernet_embed", "obs_last_action", "obs_agent_id"):
+            theirs = (ck.get("params") or {}).get(k, QMIXAgentParams.model_fields[k].default)
+            if theirs != mine[k]:
+                raise ConfigError(f"checkpoint was trained with {k}={theirs!r}; the config says {mine[k]!r}",
+                                  file=str(path), key=f"agents.params.{k}")
         for k in ("in_dim", "n_actions", "state_dim"):
             if ck[k] != getattr(self, k):
                 from coopsim.platform.trainer import policy_size_mismatch
 
                 raise policy_size_mismatch(k, ck[k], getattr(self, k), ck.get("scenario"),
                                            self.trained_on(), file=str(path))
-        self.net.load_state_dict(ck["net"])
-        self.mixer.load_state_dict(ck["mixer"])
+        try:
+            self.net.load_state_dict(ck["net"])
+            self.mixer.load_state_dict(ck["mixer"])
+        except (RuntimeError, KeyError, TypeError) as exc:  # a damaged or hand-edited file
+            raise ConfigError(f"the checkpoint's weights do not fit this QMIX network ({str(exc).splitlines()[0]})",
+                              file=str(path)) from None
 
     @classmethod
     def make_trainer(cls, agent: "QMIXAgent", train: QMIXTrainConfig, seed: int, *, channel=None, file: str | None = None):
