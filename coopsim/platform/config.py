@@ -198,46 +198,103 @@ UniqueKeyLoader.add_implicit_resolver(
 UniqueKeyLoader.add_constructor(_E_NUMBER, _construct_e_number)
 
 
-class LeadingZeroInt(str):
+class YamlNumberText(str):
+    """A plain (unquoted) YAML scalar that YAML 1.1 (PyYAML) reads as a number but that is not written as a plain
+    decimal number, kept as the text written: base 60 (``1:30``, ``1:30.5``), hexadecimal (``0x10``), binary
+    (``0b101``), a leading zero (``064``, ``08``: :class:`LeadingZeroInt`) or digits with underscores (``1_000``,
+    ``1_000.5``).
+
+    YAML 1.1 reads ``max_steps: 1:30`` as 90 and ``name: 0x10`` as 16; YAML 1.2 (and most readers) read them as
+    strings, and nobody means YAML 1.1's number in a config. So the loader keeps such a scalar as this string, and the
+    schema decides (:func:`reject_yaml11_numbers`): a numeric field refuses it, naming YAML 1.1's reading and the
+    plain decimal to write; a string field (``name: 0x10``) takes the text as written, ``"0x10"`` (pydantic makes it
+    a plain ``str``).
+    """
+
+    form: str  # "base 60", "hexadecimal", "binary", "leading zero" or "underscores"
+    reading: int | float | None  # YAML 1.1's number (None: YAML 1.1 reads it as a string, e.g. 08)
+    where: str  # "line 2, column 47" in a config file, "" in a command-line override
+
+    def decimal(self) -> str:
+        """The plain decimal number to write instead: ``90`` for ``1:30``, ``1000.5`` for ``1_000.5``."""
+        return repr(self.reading) if isinstance(self.reading, float) else str(self.reading)
+
+    def problem(self) -> str:
+        """What is wrong and what to write instead, e.g. ``line 2, column 12: 1:30 is YAML 1.1 base 60 (= 90); write
+        90``."""
+        where, decimal = (f"{self.where}: " if self.where else ""), self.decimal()
+        if self.form == "underscores":
+            return f"{where}{self} has underscores, which YAML 1.1 drops (= {decimal}); write {decimal}"
+        return f"{where}{self} is YAML 1.1 {self.form} (= {decimal}); write {decimal}"
+
+
+class LeadingZeroInt(YamlNumberText):
     """A plain YAML integer written with a leading zero (``064``, ``08``, ``-007``), kept as the text written.
 
     YAML 1.1 (PyYAML) reads ``064`` as the octal number 52 and ``08`` / ``09`` (not octal) as strings, which pydantic
-    would then turn into 8 / 9: nobody means either in a config. So the loader keeps such a scalar as this string,
-    and the schema decides (:func:`reject_leading_zeros`): a numeric field refuses it, naming the decimal to write;
-    a string field (``name: 007``) takes the text as written, ``"007"`` (pydantic makes it a plain ``str``).
+    would then turn into 8 / 9: nobody means either in a config. A numeric field refuses it, naming the decimal to
+    write; a string field (``name: 007``) takes the text as written, ``"007"`` (see :class:`YamlNumberText`).
     """
 
-    octal: int | None  # YAML 1.1's octal reading (None for 08, 09, 019: not octal, read as strings)
-    where: str  # "line 2, column 47" in a config file, "" in a command-line override
+    @property
+    def octal(self) -> int | None:
+        """YAML 1.1's octal reading (None for 08, 09, 019: not octal, read as strings)."""
+        return self.reading
+
+    def decimal(self) -> str:
+        return str(int(self.replace("_", ""), 10))
 
     def problem(self) -> str:
-        """What is wrong and what to write instead, e.g. ``line 2, column 47: 064 has a leading zero, which YAML 1.1
-        reads as the octal number 52; write 64``."""
+        """E.g. ``line 2, column 47: 064 has a leading zero, which YAML 1.1 reads as the octal number 52; write 64``."""
         reading = f"the octal number {self.octal}" if self.octal is not None else f"the string {str(self)!r}"
-        where, decimal = (f"{self.where}: " if self.where else ""), int(self.replace("_", ""), 10)
-        return f"{where}{self} has a leading zero, which YAML 1.1 reads as {reading}; write {decimal}"
+        where = f"{self.where}: " if self.where else ""
+        return f"{where}{self} has a leading zero, which YAML 1.1 reads as {reading}; write {self.decimal()}"
 
 
-def _leading_zero(loader: yaml.SafeLoader, node: yaml.ScalarNode, octal: int | None) -> LeadingZeroInt:
-    out = LeadingZeroInt(loader.construct_scalar(node))
+def _yaml11_form(text: str) -> str | None:
+    """How ``text``, a plain scalar YAML 1.1 resolves as an int or a float, is written when not as a plain decimal
+    number (:attr:`YamlNumberText.form`); None for a plain decimal (``12``, ``-3``, ``0.5``, ``1.5e-3``, ``.inf``)."""
+    digits = text.lstrip("+-")
+    if ":" in digits:
+        return "base 60"
+    if digits.startswith("0x"):
+        return "hexadecimal"
+    if digits.startswith("0b"):
+        return "binary"
+    if re.fullmatch(r"0[0-9_]+", digits):  # an int: a float has a dot (01.5 is 1.5 in every YAML)
+        return "leading zero"
+    if "_" in digits:
+        return "underscores"
+    return None
+
+
+def _number_text(loader: yaml.SafeLoader, node: yaml.ScalarNode, form: str,
+                 reading: int | float | None) -> YamlNumberText:
+    out = (LeadingZeroInt if form == "leading zero" else YamlNumberText)(loader.construct_scalar(node))
     mark = node.start_mark
-    out.octal = octal
+    out.form, out.reading = form, reading
     out.where = f"line {mark.line + 1}, column {mark.column + 1}" if getattr(loader, "record_marks", True) else ""
     return out
 
 
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | LeadingZeroInt:
-    text = loader.construct_scalar(node)
-    if re.fullmatch(r"[-+]?0[0-9_]+", text):  # YAML 1.1 octal (064, 00, 0_7): see LeadingZeroInt
-        return _leading_zero(loader, node, loader.construct_yaml_int(node))
-    return loader.construct_yaml_int(node)
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int | YamlNumberText:
+    form = _yaml11_form(loader.construct_scalar(node))  # 064, 0x10, 0b101, 1:30, 1_000: see YamlNumberText
+    value = loader.construct_yaml_int(node)
+    return value if form is None else _number_text(loader, node, form, value)
+
+
+def _construct_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float | YamlNumberText:
+    form = _yaml11_form(loader.construct_scalar(node))  # 1:30.5, 1_000.5: see YamlNumberText
+    value = loader.construct_yaml_float(node)
+    return value if form is None else _number_text(loader, node, form, value)
 
 
 UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 # 08, 09, 019, -08: not octal, so YAML 1.1 resolves them to strings; the same LeadingZeroInt as 064 instead
 _LEADING_ZERO = "tag:coopsim:leading-zero"
 UniqueKeyLoader.add_implicit_resolver(_LEADING_ZERO, re.compile(r"^[-+]?0[0-9_]*[89][0-9_]*$"), list("-+0"))
-UniqueKeyLoader.add_constructor(_LEADING_ZERO, lambda loader, node: _leading_zero(loader, node, None))
+UniqueKeyLoader.add_constructor(_LEADING_ZERO, lambda loader, node: _number_text(loader, node, "leading zero", None))
 
 
 class _OverrideLoader(UniqueKeyLoader):
@@ -247,12 +304,12 @@ class _OverrideLoader(UniqueKeyLoader):
     record_marks = False
 
 
-def reject_leading_zeros(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
-                         key_prefix: str = "") -> None:
-    """Refuse a :class:`LeadingZeroInt` (``064``, ``08`` as written in YAML) where ``model`` takes a number and no
-    string: at a field, inside a list, tuple or dict field, or at a field of a nested model. A field that takes a
-    string (``name``, a ``Union[int, str]``) keeps the text as written; keys that are not fields of ``model`` are
-    left to pydantic.
+def reject_yaml11_numbers(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
+                          key_prefix: str = "") -> None:
+    """Refuse a :class:`YamlNumberText` (``1:30``, ``0x10``, ``0b101``, ``064``, ``08``, ``1_000`` as written in
+    YAML) where ``model`` takes a number and no string: at a field, inside a list, tuple or dict field, or at a field
+    of a nested model. A field that takes a string (``name``, a ``Union[int, str]``, ``Any``) keeps the text as
+    written; keys that are not fields of ``model`` are left to pydantic.
 
     Raises:
         ConfigError: key ``key_prefix`` + the dotted field path; names the value, YAML 1.1's reading of it and the
@@ -260,66 +317,124 @@ def reject_leading_zeros(data: dict[str, Any], model: type[BaseModel], *, file: 
     """
     for k, v in data.items():
         f = model.model_fields.get(k)
-        found = None if f is None else _leading_zero_for_number(v, f.annotation, [str(k)])
+        found = None if f is None else _number_text_at_number(v, f.annotation, [str(k)])
         if found is not None:
-            lz, path = found
-            raise ConfigError(lz.problem(), file=file, key=key_prefix + ".".join(path), value=str(lz))
+            text, path = found
+            raise ConfigError(text.problem(), file=file, key=key_prefix + ".".join(path), value=str(text))
 
 
-def _leading_zero_for_number(value: Any, annotation: Any, path: list[str]) -> tuple[LeadingZeroInt, list[str]] | None:
-    """The first :class:`LeadingZeroInt` in ``value`` (and its field path) at a place where ``annotation`` takes an
+#: the former name of :func:`reject_yaml11_numbers` (it refused leading zeros only)
+reject_leading_zeros = reject_yaml11_numbers
+
+
+def _number_text_at_number(value: Any, annotation: Any, path: list[str]) -> tuple[YamlNumberText, list[str]] | None:
+    """The first :class:`YamlNumberText` in ``value`` (and its field path) at a place where ``annotation`` takes an
     int or a float and no string, looking into lists, tuples, dicts, unions, ``Annotated`` and nested models."""
     import types
     import typing
 
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
-        return _leading_zero_for_number(value, args[0], path)
+        return _number_text_at_number(value, args[0], path)
     if origin in (typing.Union, types.UnionType):
-        if isinstance(value, LeadingZeroInt) and any(a is str or a is Any for a in args):
+        if isinstance(value, YamlNumberText) and any(a is str or a is Any for a in args):
             return None  # e.g. scen: Union[int, str]: the text as written
         for a in args:
-            found = _leading_zero_for_number(value, a, path)
+            found = _number_text_at_number(value, a, path)
             if found is not None:
                 return found
         return None
-    if isinstance(value, LeadingZeroInt):
+    if isinstance(value, YamlNumberText):
+        if origin in (list, tuple) and args:  # seeds=0x10 (a --grid seeds value): its number is refused first
+            return _number_text_at_number(value, args[0], path)
         numeric = annotation in (int, float) or (origin is typing.Literal and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in args))
         return (value, path) if numeric else None
     if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
         pairs = zip(value, args) if origin is tuple and args[-1] is not Ellipsis else ((v, args[0]) for v in value)
         for v, a in pairs:
-            found = _leading_zero_for_number(v, a, path)
+            found = _number_text_at_number(v, a, path)
             if found is not None:
                 return found
         return None
     if origin is dict and isinstance(value, dict) and len(args) == 2:
         for k, v in value.items():
-            found = _leading_zero_for_number(v, args[1], [*path, str(k)])
+            found = _number_text_at_number(v, args[1], [*path, str(k)])
             if found is not None:
                 return found
         return None
     if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
         for k, v in value.items():
             f = annotation.model_fields.get(k)
-            found = None if f is None else _leading_zero_for_number(v, f.annotation, [*path, str(k)])
+            found = None if f is None else _number_text_at_number(v, f.annotation, [*path, str(k)])
             if found is not None:
                 return found
     return None
 
 
+def whole_floats_to_ints(data: dict[str, Any], model: type[BaseModel]) -> None:
+    """In place: a whole float (``1500.0``, e.g. written ``1.5e3``) where ``model`` takes an int and no float becomes
+    that int (at a field, inside a list, tuple or dict field, or at a field of a nested model), as pydantic reads it:
+    the run's stored ``config.yaml`` then shows ``1500``, not ``1500.0``. Floats of ``2**53`` and more (not every such
+    integer is a float) and keys that are not fields of ``model`` are left as they are."""
+    for k, v in list(data.items()):
+        f = model.model_fields.get(k)
+        if f is not None:
+            new = _whole_float_as_int(v, f.annotation)
+            if new is not v:
+                data[k] = new
+
+
+def _whole_float_as_int(value: Any, annotation: Any) -> Any:
+    """``value`` with each whole float at a place where ``annotation`` takes an int and no float made that int;
+    ``value`` itself when nothing changes."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _whole_float_as_int(value, args[0])
+    if origin in (typing.Union, types.UnionType):
+        bare = [typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in args]
+        if isinstance(value, float):
+            return _whole_float_as_int(value, int) if int in bare and float not in bare and Any not in bare else value
+        for a in args:  # e.g. list[int] | None: the member for this kind of value
+            new = _whole_float_as_int(value, a)
+            if new is not value:
+                return new
+        return value
+    if isinstance(value, float):
+        return int(value) if annotation is int and value.is_integer() and abs(value) < 2**53 else value
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        items = zip(value, args) if origin is tuple and args[-1] is not Ellipsis else ((v, args[0]) for v in value)
+        new = [_whole_float_as_int(v, a) for v, a in items]
+        if len(new) != len(value) or all(n is v for n, v in zip(new, value)):  # a tuple of the wrong length: pydantic's
+            return value
+        return type(value)(new)
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        new = {k: _whole_float_as_int(v, args[1]) for k, v in value.items()}
+        return new if any(new[k] is not v for k, v in value.items()) else value
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+        out = dict(value)
+        whole_floats_to_ints(out, annotation)
+        return out if any(out[k] is not v for k, v in value.items()) else value
+    return value
+
+
 def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
                  key_prefix: str = "") -> None:
     """The checks before pydantic coerces a value of the run config, its ``train:`` section or a component's params:
-    ``true``/``false`` for a number (:func:`coopsim.platform.registry.reject_bools`) and a leading-zero integer for
-    a number (:func:`reject_leading_zeros`).
+    ``true``/``false`` for a number (:func:`coopsim.platform.registry.reject_bools`) and a number YAML 1.1 reads from
+    other than a plain decimal (``1:30``, ``0x10``, ``064``, ``1_000``) for a number (:func:`reject_yaml11_numbers`).
+    Then a whole float for an int (``1.5e3``) is made that int in ``data`` (:func:`whole_floats_to_ints`), so that
+    the run's stored config shows it as pydantic reads it.
 
     Raises:
         ConfigError: names the key and the value.
     """
-    reject_leading_zeros(data, model, file=file, key_prefix=key_prefix)
+    reject_yaml11_numbers(data, model, file=file, key_prefix=key_prefix)
     registry.reject_bools(data, model, file=file, key_prefix=key_prefix)
+    whole_floats_to_ints(data, model)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -597,10 +712,11 @@ def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
             registry.spec(kind, comp.id)
         except CoopsimError as exc:
             raise ConfigError(str(exc), file=file, key=f"{field}.id", value=comp.id) from None
-        reject_leading_zeros(params, registry.spec(kind, comp.id).load().Params, file=file,
-                             key_prefix=f"{field}.params.")
+        model = registry.spec(kind, comp.id).load().Params
+        reject_yaml11_numbers(params, model, file=file, key_prefix=f"{field}.params.")
         registry.validate_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
         _reject_non_finite(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
+        whole_floats_to_ints(comp.params, model)  # valid: 1.5e3 for an int is stored as 1500 (the run's config.yaml)
 
 
 def _non_finite(v: Any) -> bool:
