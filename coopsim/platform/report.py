@@ -82,41 +82,77 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         raise CoopsimError(f"{d / 'config.yaml'}: not a run config (needs a mapping with scenario: {{id: ...}}); "
                            f"the run directory is damaged")
     mpath = d / "metrics.jsonl"
-    rows, bad = read_metrics(mpath) if mpath.is_file() else ([], [])
+    has_metrics = mpath.is_file()
+    rows, bad, cut = _read_metrics(mpath) if has_metrics else ([], [], None)
     if not rows and training_seeds(d):
         raise CoopsimError(training_run_message(d))
-    if not mpath.is_file():
-        raise CoopsimError(f"{mpath}: missing; the run directory has no metrics.jsonl (the file `coopsim run` writes "
-                           f"one line to per finished episode), so there is nothing to report")
-    if not rows:
-        raise CoopsimError(f"{d}: {_no_episode_reason(d, bad)}")
     summ_path = d / "summary.json"
-    summary = {"metrics": summarize(rows)}
     has_summary = summ_path.exists()
-    damaged = None  # a summary.json that cannot be read: the run finished (it is written last), the rows are intact
-    if has_summary:
-        try:
-            summary = json.loads(summ_path.read_text())
-            if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
-                damaged = "not a run summary (no 'metrics' mapping)"
-            else:
-                damaged = _bad_summary_entry(summary["metrics"])
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            damaged = f"not valid JSON ({exc})"
-        except OSError as exc:  # a directory, unreadable
-            damaged = f"cannot be read ({exc.strerror or exc})"
-        if damaged:
-            summary = {"metrics": summarize(rows)}
-            damaged = (f"{summ_path}: {damaged}; shown: the summary of metrics.jsonl's {len(rows)} episode(s) "
-                       f"(the file is left as it is)")
-    note = _run_note(cfg, rows, summary, has_summary)
+    summary, damaged = _read_summary(summ_path) if has_summary else (None, None)
+    # a readable summary.json is the run's own account (written last, from every finished episode): with episodes in
+    # it, a missing or damaged metrics.jsonl does not leave the run with nothing to report
+    counted = _summary_episodes(summary) if summary is not None and not damaged else None
+    if not rows and not counted:
+        if not has_metrics:
+            raise CoopsimError(f"{mpath}: missing; the run directory has no metrics.jsonl (the file `coopsim run` "
+                               f"writes one line to per finished episode), so there is nothing to report")
+        raise CoopsimError(f"{d}: {_no_episode_reason(d, bad)}")
     if damaged:
-        note = f"{note}; {damaged}" if note else damaged
+        damaged = (f"{summ_path}: {damaged}; shown: the summary of metrics.jsonl's {len(rows)} episode(s) "
+                   f"(the file is left as it is)")
+    if summary is None or damaged:
+        summary = {"metrics": summarize(rows)}
+    notes = [_run_note(cfg, rows, summary, has_summary), damaged]
+    if counted is not None and len(rows) != counted:
+        notes.append(_episode_count_note(mpath, has_metrics, len(rows), counted, cut))
     if bad:
-        skipped = _bad_rows_note(mpath, bad)
-        note = f"{note}; {skipped}" if note else skipped
+        notes.append(_bad_rows_note(mpath, bad))
+    note = "; ".join(n for n in notes if n) or None
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary, "note": note,
             "bad_rows": bad, "summary_rebuilt": bool(damaged)}
+
+
+def _read_summary(path: Path) -> tuple[dict | None, str | None]:
+    """A run's ``summary.json`` and why it cannot be shown (None when it can): not JSON, unreadable, no ``metrics``
+    mapping, or an entry that is not a mapping of numbers (:func:`_bad_summary_entry`)."""
+    try:
+        summary = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return None, f"not valid JSON ({exc})"
+    except OSError as exc:  # a directory, unreadable
+        return None, f"cannot be read ({exc.strerror or exc})"
+    if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
+        return None, "not a run summary (no 'metrics' mapping)"
+    return summary, _bad_summary_entry(summary["metrics"])
+
+
+def _summary_episodes(summary: dict) -> int | None:
+    """How many episodes a readable summary.json counts: its ``episodes_finished`` (``coopsim run`` writes it), else
+    the largest ``n_episodes`` of its metrics; None when it says neither."""
+    n = summary.get("episodes_finished")
+    if _is_int(n) and n >= 0:
+        return n
+    counts = [e.get("n_episodes") for e in summary["metrics"].values() if isinstance(e, dict)]
+    counts = [int(c) for c in counts if isinstance(c, (int, float)) and not isinstance(c, bool) and math.isfinite(c)]
+    return max(counts) if counts else None
+
+
+def _episode_count_note(mpath: Path, has_metrics: bool, n_rows: int, counted: int, cut: int | None) -> str:
+    """The note of a run whose metrics.jsonl holds another number of episodes (``n_rows``) than its readable
+    summary.json counts (``counted``): which file the table shows (summary.json), and what the plot can show."""
+    if not has_metrics:
+        return (f"{mpath}: missing; shown: summary.json's {counted} episode(s); per-episode plots (metrics.png) and "
+                f"comparisons with other runs need metrics.jsonl, so they are unavailable")
+    cut_off = (f"line {cut} is a damaged line (cut off: not complete JSON) and is left out; " if cut is not None
+               else "")
+    if not n_rows:
+        return (f"{mpath}: {cut_off}it holds none of the {counted} episode(s) summary.json counts; the summary "
+                f"table shows summary.json's {counted} episode(s); per-episode plots (metrics.png) and comparisons "
+                f"with other runs need metrics.jsonl's episodes, so they are unavailable")
+    fewer = "fewer" if n_rows < counted else "more"
+    return (f"{mpath}: {cut_off}it holds {n_rows} episode(s), {fewer} than the {counted} summary.json counts; the "
+            f"summary table shows summary.json's {counted} episode(s), the plot (and a comparison with other runs) "
+            f"metrics.jsonl's {n_rows}")
 
 
 def _bad_summary_entry(metrics: dict) -> str | None:
@@ -141,8 +177,16 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
     number (a metric is a number, a bool or null). A truncated last line (a run
     killed mid-write: it starts with ``{``) is left out without a word, as :func:`coopsim.platform.recorder.read_jsonl`
     does."""
+    rows, bad, _ = _read_metrics(path)
+    return rows, bad
+
+
+def _read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]], int | None]:
+    """:func:`read_metrics`, and the number of the cut-off last line it left out quietly (None: there was none), so
+    a run whose summary.json counts that episode can say where it went."""
     rows: list[dict] = []
     bad: list[tuple[int, str]] = []
+    cut = None
     lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, line in enumerate(lines):
@@ -153,6 +197,8 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
         except json.JSONDecodeError:
             if i != last or not line.lstrip().startswith("{"):  # a cut-off last row still starts as an object
                 bad.append((i + 1, "not valid JSON"))
+            else:
+                cut = i + 1
             continue
         if not isinstance(row, dict):
             bad.append((i + 1, f"not a JSON object ({type(row).__name__})"))
@@ -165,7 +211,7 @@ def read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]]]:
             bad.append((i + 1, why))
             continue
         rows.append(row)
-    return rows, bad
+    return rows, bad, cut
 
 
 def _short(v: Any) -> str:

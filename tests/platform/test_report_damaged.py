@@ -131,3 +131,79 @@ def test_table_cells_of_huge_and_non_finite_numbers():
     assert _fmt(1e20) == "1e+20" and _fmt(-1e306) == "-1e+306"  # not 21 / 307 digits
     assert _fmt(float("nan")) == "nan" and _fmt(float("inf")) == "inf"  # int(nan) raised before
     assert _fmt(3290.0) == "3290" and _fmt(12345678.0) == "12345678" and _fmt(1.0233) == "1.023" and _fmt(None) == "—"
+
+
+# --- a readable summary.json with a damaged, short or missing metrics.jsonl: report from summary.json, say why ---
+
+@pytest.fixture(scope="module")
+def five_episode_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs5")
+    r = cli("run", str(CFG), f"out_dir={out}", "seeds=[0]", "episodes=5", "max_steps=5", "--no-progress")
+    assert r.returncode == 0, r.stderr
+    return Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+
+
+def report_ok(d):
+    """`coopsim report d --no-gif` that succeeds: its output on one line (the table's caption and notes may wrap)
+    and the episodes column of the table's episode_return row."""
+    import os
+
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "report", str(d), "--no-gif"], capture_output=True,
+                       text=True, env={**os.environ, "COLUMNS": "250"})
+    assert r.returncode == 0 and "Traceback" not in r.stdout + r.stderr, (r.returncode, r.stdout, r.stderr)
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.strip("│ ").startswith("episode_return ")]
+    return " ".join(r.stdout.split()), line.split("│")[-2].strip()
+
+
+@pytest.mark.parametrize("keep_rest", [False, True], ids=["only-line", "then-4-more"])
+def test_a_cut_off_first_line_reports_from_summary_json(five_episode_run, tmp_path, keep_rest):
+    """A cut-off first line once made the report say 'the run finished no episode: it failed before its first
+    episode ended' although summary.json counts 5: it reports summary.json's 5 and names the damaged line."""
+    d = damaged(five_episode_run, tmp_path)
+    lines = (d / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (d / "metrics.jsonl").write_text(lines[0][:60] + ("\n" + "".join(lines[1:]) if keep_rest else ""))
+    out, episodes = report_ok(d)
+    assert episodes == "5" and "summary.json has every metric" in out
+    assert "failed before its first episode" not in out and "finished no episode" not in out
+    m = d / "metrics.jsonl"
+    if keep_rest:
+        assert f"{m}: it holds 4 episode(s), fewer than the 5 summary.json counts; the summary table shows " \
+               f"summary.json's 5 episode(s), the plot (and a comparison with other runs) metrics.jsonl's 4" in out
+        assert f"{m}: 1 damaged line(s) left out (line 1: not valid JSON)" in out
+        assert f"plot: {d / 'metrics.png'}" in out
+    else:
+        assert f"{m}: line 1 is a damaged line (cut off: not complete JSON) and is left out; it holds none of the 5 " \
+               f"episode(s) summary.json counts; the summary table shows summary.json's 5 episode(s)" in out
+        assert "per-episode plots (metrics.png) and comparisons with other runs need metrics.jsonl's episodes" in out
+        assert "plot:" not in out
+
+
+def test_a_metrics_jsonl_with_fewer_episodes_than_summary_json_says_so(five_episode_run, tmp_path):
+    d = damaged(five_episode_run, tmp_path)
+    lines = (d / "metrics.jsonl").read_text().splitlines(keepends=True)
+    (d / "metrics.jsonl").write_text("".join(lines[:2]))
+    out, episodes = report_ok(d)
+    assert episodes == "5"  # the table is summary.json's, and the note says so
+    assert f"note: {d / 'metrics.jsonl'}: it holds 2 episode(s), fewer than the 5 summary.json counts; the summary " \
+           f"table shows summary.json's 5 episode(s), the plot (and a comparison with other runs) metrics.jsonl's 2" \
+        in out
+    assert "damaged line" not in out
+
+
+def test_a_missing_metrics_jsonl_reports_from_summary_json(five_episode_run, tmp_path):
+    """It once said 'nothing to report' although summary.json holds the run's whole summary."""
+    d = damaged(five_episode_run, tmp_path)
+    (d / "metrics.jsonl").unlink()
+    (d / "metrics.png").unlink(missing_ok=True)
+    out, episodes = report_ok(d)
+    assert episodes == "5" and "nothing to report" not in out and "summary.json has every metric" in out
+    assert f"note: {d / 'metrics.jsonl'}: missing; shown: summary.json's 5 episode(s); per-episode plots " \
+           f"(metrics.png) and comparisons with other runs need metrics.jsonl, so they are unavailable" in out
+    assert "plot:" not in out and not (d / "metrics.png").exists()
+
+
+def test_no_metrics_jsonl_and_no_usable_summary_is_still_nothing_to_report(five_episode_run, tmp_path):
+    d = damaged(five_episode_run, tmp_path)
+    (d / "metrics.jsonl").unlink()
+    (d / "summary.json").write_text("x\n")
+    check(cli("report", str(d), "--no-gif"), f"{d / 'metrics.jsonl'}: missing", "nothing to report")
