@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from coopsim.errors import ConfigError, int_at_least, run_script
-from coopsim.platform.recorder import atomic_savefig, atomic_write_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json, check_writable
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.constraints import Separation
 from coopsim.safety.shields import CertificateShield
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     if a.out.exists() and not a.out.is_dir():
         raise ConfigError(f"{a.out} is a file; give a folder for shield_scaling.json and .png", key="--out",
                           value=str(a.out))
+    check_writable("--out", a.out, folder=True)  # before the measurement, not after it
     rows = []
     print(f"{'N':>5} {'grid':>5} {'ms/step':>9} {'ms/agent':>9} {'pairs':>8} {'max nbhd':>8} {'changed':>8} "
           f"{'all-pairs ms':>12} {'all-pairs/factored':>18}")

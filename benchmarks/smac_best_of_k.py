@@ -28,12 +28,27 @@ from smac_time_to_win import greedy_params  # noqa: E402  (the greedy switch of 
 
 from coopsim.errors import ConfigError, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
-from coopsim.platform.config import load_config  # noqa: E402
-from coopsim.platform.recorder import atomic_write_json  # noqa: E402
+from coopsim.platform.config import SEED_MAX, load_config  # noqa: E402
+from coopsim.platform.recorder import atomic_write_json, check_writable  # noqa: E402
 from coopsim.platform.runner import play_episodes, seeded_torch  # noqa: E402
 
 #: the acting param that makes a learner sample its actions (PPO); QMIX samples with epsilon > 0 instead
 SAMPLED_PARAMS = {"deterministic": False}
+#: most fixed starts (envs of the one batched core), as smac_rollout_ceiling.py caps its rollout envs
+MAX_STARTS = 1 << 20
+#: most entries of the sampled-wins table [-k, --starts] (float64: 512 MB)
+MAX_SAMPLED = 1 << 26
+
+
+def seed_arg(text: str) -> int:
+    """argparse type: an integer seed in 0..2**31-1 (as run configs' seeds)."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = -1
+    if not 0 <= v <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a seed in 0..{SEED_MAX} is required")
+    return v
 
 
 def sampling_run(seed_dir: Path, why: str) -> tuple:
@@ -59,11 +74,15 @@ def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed
     """Greedy wins ``[starts]`` and sampled wins ``[k, starts]`` (float 0/1) of the policy in ``seed_dir``.
 
     Raises:
-        ConfigError: ``seed_dir`` has no ``policy.pt`` / parent ``config.yaml``, or the learner cannot be made
-            greedy and sampled (PPO only for the sampled passes).
+        ConfigError: ``seed_dir`` has no ``policy.pt`` / parent ``config.yaml``, the learner cannot be made
+            greedy and sampled (PPO only for the sampled passes), or the run did not train on a SMAC map.
     """
     seed_dir = Path(seed_dir)
     cfg, agent_cls = sampling_run(seed_dir, "sampled passes need a PPO learner")
+    if not cfg.scenario.id.startswith("smac/"):  # wins are SMAC's; any other scenario has no 'win' metric
+        raise ConfigError(f"best-of-K counts wins on SMAC maps; the run trained {cfg.scenario.id} (give the seed "
+                          f"directory of a PPO training run on a smac/ scenario)", key="scenario.id",
+                          value=cfg.scenario.id)
     core = registry.make_scenario(cfg.scenario.id, num_envs=starts, **cfg.scenario_params())
 
     def agent(params: dict):
@@ -104,15 +123,25 @@ def spread_line(s: np.ndarray) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # smac_rollout_ceiling.py defines the seed type and imports this module: imported here, not at the top (a cycle)
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("seed_dir", help="a training run's seed-<s> directory (policy.pt; the run's config.yaml above it)")
     ap.add_argument("--starts", type=int, default=256, help="fixed starts (one batched core)")
     ap.add_argument("-k", type=int, default=16, help="sampled passes")
-    ap.add_argument("--reset-seed", type=int, default=12345)
+    ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
     ap.add_argument("--out", help="write per-start wins as JSON")
     a = ap.parse_args(argv)
     if a.starts < 1 or a.k < 1:
         raise ConfigError("--starts and -k must be >= 1", key="--starts/-k", value=f"{a.starts}/{a.k}")
+    if a.starts > MAX_STARTS:
+        raise ConfigError(f"{a.starts} fixed starts (envs of one batched core) are too many; give at most "
+                          f"{MAX_STARTS:,}", key="--starts", value=a.starts)
+    if a.k * a.starts > MAX_SAMPLED:
+        raise ConfigError(f"-k x --starts = {a.k * a.starts} sampled games; keep it at most {MAX_SAMPLED:,}",
+                          key="-k/--starts", value=f"{a.k}/{a.starts}")
+    if a.out is not None:  # before the games, not after them
+        check_writable("--out", a.out)
     torch.set_num_threads(1)
     r = wins_from_fixed_starts(a.seed_dir, a.starts, a.k, a.reset_seed)
     g, s = r["greedy"], r["sampled"]

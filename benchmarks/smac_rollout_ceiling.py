@@ -35,25 +35,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smac_best_of_k import sampling_run  # noqa: E402
+from smac_best_of_k import sampling_run, seed_arg  # noqa: E402
 from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
-from coopsim.platform.config import SEED_MAX  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json  # noqa: E402
 from coopsim.platform.runner import seeded_torch  # noqa: E402
-
-
-def seed_arg(text: str) -> int:
-    """argparse type: an integer seed in 0..2**31-1 (as run configs' seeds)."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = -1
-    if not 0 <= v <= SEED_MAX:
-        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a seed in 0..{SEED_MAX} is required")
-    return v
 
 
 def wilson(wins: float, n: int) -> tuple[float, float]:

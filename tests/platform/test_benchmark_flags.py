@@ -33,6 +33,18 @@ INT1 = "an integer >= 1 is required"
     ("mapf_throughput.py", ["--seconds", "0"], "argument --seconds: invalid value '0': a number > 0 is required"),
     ("shield_scaling.py", ["--sizes", "-5"], "argument --sizes: invalid value '-5': an integer >= 2 is required"),
     ("shield_scaling.py", ["--steps", "0"], f"argument --steps: invalid value '0': {INT1}"),
+    # --out is checked before the measurement (it once failed after it, with a FileNotFoundError traceback)
+    ("shield_scaling.py", ["--out", "/proc/x", "--sizes", "2", "--steps", "1"],
+     "error: key '--out': cannot write /proc/x"),
+    # smac_best_of_k.py: flags before the seed directory is read (SEED does not exist) and before any game
+    ("smac_best_of_k.py", ["SEED", "--reset-seed", "-5"],
+     "argument --reset-seed: invalid value '-5': a seed in 0..2147483647 is required"),
+    ("smac_best_of_k.py", ["SEED", "--starts", "10000000000"],
+     "error: key '--starts': 10000000000 fixed starts (envs of one batched core) are too many; give at most 1,048,576"),
+    ("smac_best_of_k.py", ["SEED", "-k", "100000000", "--starts", "4"],
+     "error: key '-k/--starts': -k x --starts = 400000000 sampled games; keep it at most 67,108,864"),
+    ("smac_best_of_k.py", ["SEED", "--out", "."], "error: key '--out': . is a folder; give the file to write"),
+    ("smac_best_of_k.py", ["SEED", "--out", "/proc/x.json"], "error: key '--out': cannot write /proc/x.json"),
     ("train_throughput.py", ["--iters", "0"], f"argument --iters: invalid value '0': {INT1}"),
     ("train_throughput.py", ["--num-envs", "70000"], "error: PPOTrainConfig: key 'num_envs'"),
     ("comm_overhead.py", ["--steps", "0"], f"argument --steps: invalid value '0': {INT1}"),

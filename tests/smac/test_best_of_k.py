@@ -69,3 +69,40 @@ def test_spread_line_counts_starts_by_win_fraction_and_gives_the_coin_flip_best_
     line = spread_line(s)
     assert "0 at 0.200 of starts, (0, 0.5) at 0.200, [0.5, 1) at 0.400, 1 at 0.200" in line
     assert "p = 0.500 would give best of 4 0.938" in line  # 1 - 0.5^4 = 0.9375
+
+
+def test_a_non_smac_training_run_is_refused_in_one_line(tmp_path):
+    """A seed directory of a PPO run on another scenario (LineWalk) died with ``KeyError: 'win'`` after building the
+    core and playing the greedy pass; it is refused as smac_rollout_ceiling.py refuses it, before any game."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "coopsim.cli", "train", str(ROOT / "configs/ppo/linewalk-mappo.yaml"),
+                        f"out_dir={tmp_path}", "train.total_env_steps=256", "train.num_envs=2"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    (run,) = tmp_path.iterdir()
+    seed_dir = run / "seed-0"
+    need = "best-of-K counts wins on SMAC maps; the run trained line/LineWalk-v0"
+    with pytest.raises(ConfigError, match=need):
+        _load("smac_best_of_k").wins_from_fixed_starts(seed_dir, starts=2, k=1)
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks/smac_best_of_k.py"), str(seed_dir), "--starts", "2",
+                        "-k", "1"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == "", r.stderr
+    assert r.stderr.strip().splitlines() == [f"error: key 'scenario.id': {need} (give the seed directory of a PPO "
+                                             f"training run on a smac/ scenario)"]
+
+
+def test_reset_seed_is_the_rollout_ceilings_seed_type():
+    """One seed type for both scripts (a negative --reset-seed gave a traceback ending in 'seed must be ...')."""
+    import argparse
+
+    bok = _load("smac_best_of_k")
+    with pytest.raises(SystemExit) as ei:
+        bok.main(["SEED", "--reset-seed", "-5"])
+    assert ei.value.code == 2
+    seed_arg = _load("smac_rollout_ceiling").seed_arg
+    assert seed_arg("0") == 0 and seed_arg(str(2 ** 31 - 1)) == 2 ** 31 - 1
+    with pytest.raises(argparse.ArgumentTypeError, match="a seed in 0..2147483647 is required"):
+        seed_arg(str(2 ** 31))
