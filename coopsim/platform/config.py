@@ -538,25 +538,24 @@ def resolve_file_params(data: dict[str, Any], config_dir: Path) -> None:
         fields = getattr(getattr(getattr(factory, "cls", factory), "Params", None), "model_fields", {})
         for name, f in fields.items():
             value = comp["params"].get(name)
-            if not (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("file")
-                    and isinstance(value, str) and value and not value.isdigit()):
-                continue
-            rel = Path(value).expanduser()
-            if rel.is_absolute():
-                continue
-            for base in (Path.cwd(), config_dir):
-                if (base / rel).is_file():
-                    comp["params"][name] = str((base / rel).resolve())
-                    break
+            if (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("file")
+                    and isinstance(value, str) and not value.isdigit()):
+                comp["params"][name] = _found_path(value, config_dir, Path.is_file)
     train = data.get("train")
-    value = train.get("init_policy") if isinstance(train, dict) else None
-    if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+    if isinstance(train, dict) and isinstance(train.get("init_policy"), str):
         # train.init_policy (TrainSchedule): a policy file or a seed directory, found the same way
-        rel = Path(value).expanduser()
+        train["init_policy"] = _found_path(train["init_policy"], config_dir, Path.exists)
+
+
+def _found_path(value: str, config_dir: Path, kind: Any) -> str:
+    """``value`` as an absolute path when it is relative and ``kind`` (``Path.is_file``, ``Path.exists``) holds for it
+    in the working folder or, failing that, beside the config; ``value`` unchanged otherwise."""
+    rel = Path(value).expanduser()
+    if value and not rel.is_absolute():
         for base in (Path.cwd(), config_dir):
-            if (base / rel).exists():
-                train["init_policy"] = str((base / rel).resolve())
-                break
+            if kind(base / rel):
+                return str((base / rel).resolve())
+    return value
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None, *, check_components: bool = True) -> RunConfig:

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from coopsim.errors import CoopsimError
+from coopsim.errors import ConfigError, CoopsimError
 
 #: errno values of a file system that cannot take the write, and what the user can do about each
 _WRITE_HINTS = {
@@ -194,8 +194,6 @@ def check_writable(flag: str, path: str | Path, *, folder: bool = False) -> None
     Raises:
         ConfigError: key ``flag``; says why.
     """
-    from coopsim.errors import ConfigError
-
     p = Path(path)
     if not folder and p.is_dir():
         raise ConfigError(f"{path} is a folder; give the file to write", key=flag, value=str(path))

@@ -126,7 +126,7 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
     if not hasattr(cls, "make_trainer"):
         return None
     has_param = "checkpoint" in getattr(getattr(cls, "Params", None), "model_fields", {})
-    init = (cfg.train or {}).get("init_policy") if isinstance(cfg.train, dict) else None
+    init = (cfg.train or {}).get("init_policy")
     return (f"agent '{cfg.agents.id}' is a learner and no checkpoint was given: evaluating an untrained policy "
             f"(train it with `coopsim train CONFIG`, or pass --checkpoint"
             f"{' / agents.params.checkpoint' if has_param else ''})"

@@ -13,12 +13,17 @@ def cli(*args):
     return subprocess.run([sys.executable, "-m", "coopsim.cli", *args], capture_output=True, text=True)
 
 
-@pytest.fixture(scope="module")
-def good_run(tmp_path_factory):
+def new_run(tmp_path_factory, episodes: int) -> Path:
+    """A `coopsim run` of line-random with ``episodes`` 5-step episodes on seed 0; its run directory."""
     out = tmp_path_factory.mktemp("runs")
-    r = cli("run", str(CFG), f"out_dir={out}", "seeds=[0]", "episodes=1", "max_steps=5", "--no-progress")
+    r = cli("run", str(CFG), f"out_dir={out}", "seeds=[0]", f"episodes={episodes}", "max_steps=5", "--no-progress")
     assert r.returncode == 0, r.stderr
     return Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def good_run(tmp_path_factory):
+    return new_run(tmp_path_factory, 1)
 
 
 def damaged(good_run, tmp_path):
@@ -137,10 +142,7 @@ def test_table_cells_of_huge_and_non_finite_numbers():
 
 @pytest.fixture(scope="module")
 def five_episode_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs5")
-    r = cli("run", str(CFG), f"out_dir={out}", "seeds=[0]", "episodes=5", "max_steps=5", "--no-progress")
-    assert r.returncode == 0, r.stderr
-    return Path(r.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    return new_run(tmp_path_factory, 5)
 
 
 def report_ok(d):

@@ -400,27 +400,26 @@ def main(argv: list[str] | None = None) -> dict:
     ch = make_component("channel", cid, **cparams)
     try:
         for seed in range(S):
-            cache = cache_path(seed)
-            cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
-            if a.no_oracle:
-                pass
-            elif cached is not None and cached.shape == (T, E):
-                safe[seed] = cached
-                print(f"seed {seed} oracle: cached {cache}", flush=True)
-            elif a.cached_oracle_only:
-                raise ConfigError(f"seed {seed}: no cached oracle {cache} (--cached-oracle-only)", key="--oracle-cache")
-            else:
-                core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N, obs_radius_m=kw["obs_radius_m"])
-                core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
-                orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=0.1, num_steps=T,
-                                          copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
-                                          drain_steps=int(orc.get("drain_steps", 12)))
-                safe[seed] = orc_out["safe_bps"]
-                if cache is not None:
-                    atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed,
-                                                      "rates_bps": rates.tolist(),
-                                                      "safe_bps": safe[seed].tolist()})
-            if not a.no_oracle:
+            if not a.no_oracle:  # --no-oracle: return, loss and messages only (no sweep, no safe rate)
+                cache = cache_path(seed)
+                cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
+                if cached is not None and cached.shape == (T, E):
+                    safe[seed] = cached
+                    print(f"seed {seed} oracle: cached {cache}", flush=True)
+                elif a.cached_oracle_only:
+                    raise ConfigError(f"seed {seed}: no cached oracle {cache} (--cached-oracle-only)",
+                                      key="--oracle-cache")
+                else:
+                    core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N,
+                                         obs_radius_m=kw["obs_radius_m"])
+                    core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
+                    orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=0.1, num_steps=T,
+                                              copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
+                                              drain_steps=int(orc.get("drain_steps", 12)))
+                    safe[seed] = orc_out["safe_bps"]
+                    if cache is not None:
+                        atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed, "rates_bps": rates.tolist(),
+                                                  "safe_bps": safe[seed].tolist()})
                 sf = np.minimum(safe[seed], demand) / demand
                 print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max "
                       f"{sf.max():.3f} ({time.time() - t0:.0f} s)", flush=True)
