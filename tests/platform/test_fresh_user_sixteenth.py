@@ -61,6 +61,11 @@ def test_the_largest_seed_runs_a_learner(tmp_path):
 
     cfg = load_config(MAPPO, [f"seeds=[{SEED_MAX}]", f"out_dir={tmp_path}"])
     check_buildable(cfg, file=str(MAPPO))  # used to fail: torch.manual_seed(2**64 - 1) blamed the agent
+    from coopsim.platform.training import build_trainer
+
+    # and that seed is a seed like any other: two builds start from the same weights, another seed does not
+    a, b, c = (build_trainer(cfg, s)[0].agent.net.state_dict() for s in (SEED_MAX, SEED_MAX, 0))
+    assert all((a[k] == b[k]).all() for k in a) and not all((a[k] == c[k]).all() for k in a)
 
 
 @pytest.mark.parametrize("episodes", [EPISODES_MAX + 1, 10**17])
