@@ -62,3 +62,24 @@ def test_training_with_both_options_runs_and_uses_the_wider_critic():
     st = tr.train_iteration()
     assert np.isfinite(st["loss/value"])
     assert not torch.equal(ag.net.critic[0][0].weight, w0)
+
+
+@pytest.mark.parametrize("actor", ["mlp", "asn"])
+def test_critic_hidden_sets_only_the_critic_widths_and_is_part_of_the_architecture(tmp_path, actor):
+    core = make_scenario("smac/3m-v0", num_envs=1)
+    S, N = core.state().shape[1], core.num_agents
+    wide = PPOAgent(core, critic="central", actor=actor, hidden=[32], critic_hidden=[48, 24])
+    lin = [m for m in wide.net.critic.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in lin] == [(S + N, 48), (48, 24), (24, 1)]
+    assert wide.net.encoder[0].out_features == 32  # the actor keeps hidden
+    same = PPOAgent(core, critic="central", actor=actor, hidden=[32])
+    assert [m.out_features for m in same.net.critic.modules() if isinstance(m, torch.nn.Linear)] == [32, 1]
+    torch.save(same.checkpoint(), tmp_path / "narrow.pt")
+    with pytest.raises(ConfigError, match="critic_hidden"):
+        PPOAgent(core, critic="central", actor=actor, hidden=[32], critic_hidden=[48, 24]).load(tmp_path / "narrow.pt")
+    old = same.checkpoint()
+    del old["params"]["critic_hidden"]  # written before the option existed: None, the same as hidden
+    torch.save(old, tmp_path / "old.pt")
+    PPOAgent(core, critic="central", actor=actor, hidden=[32]).load(tmp_path / "old.pt")
+    with pytest.raises(ValueError, match="widths"):
+        PPOAgent(core, critic="central", critic_hidden=[0])

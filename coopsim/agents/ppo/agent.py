@@ -67,7 +67,8 @@ class PPOAgent(AgentPlugin):
         if p.actor == "asn":
             self.net = self._asn(in_dim, critic_dim)
         else:
-            self.net = ActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation, p.recurrent)
+            self.net = ActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation, p.recurrent,
+                                   critic_hidden=p.critic_hidden)
         self.value_norm = ValueNorm()
         self._eye = torch.eye(self.num_agents)
         self.reset(p.seed)
@@ -93,7 +94,8 @@ class PPOAgent(AgentPlugin):
         first, n, offset, feats = layout()
         return ASNActorCritic(in_dim, critic_dim, self.num_actions, list(p.hidden), p.activation,
                               first_action=first, n_entities=n, offset=offset, feats=feats,
-                              frames=self.frames, frame_dim=self.obs_dim, recurrent=p.recurrent)
+                              frames=self.frames, frame_dim=self.obs_dim, recurrent=p.recurrent,
+                              critic_hidden=p.critic_hidden)
 
     def _context(self, feature_dim: int, seed: int | None = None) -> HookContext:
         return HookContext(obs_dim=self.obs_dim, feature_dim=feature_dim, num_agents=self.num_agents,
@@ -240,7 +242,8 @@ class PPOAgent(AgentPlugin):
                 from coopsim.platform.trainer import policy_size_mismatch
 
                 raise policy_size_mismatch(k, ck[k], mine[k], ck.get("scenario"), mine["scenario"], file=str(path))
-        arch = ("critic", "hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs", "stack_frames")
+        arch = ("critic", "hidden", "critic_hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs",
+                "stack_frames")
         for k in arch:  # a key missing from an older file takes its default
             if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "

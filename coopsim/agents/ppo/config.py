@@ -15,6 +15,9 @@ class PPOAgentParams(AgentParams):
     critic: Literal["central", "local"] = Field(
         "central", description="'central': MAPPO critic on the global state core.state(); 'local': IPPO critic on the agent's observation")
     hidden: list[int] = Field(default_factory=lambda: [64, 64], description="encoder MLP widths, each in [1, 4096]")
+    critic_hidden: list[int] | None = Field(
+        None, description="the critic's MLP widths, each in [1, 4096]; None = the same as hidden (a wider critic "
+                          "can explain more of the return's variance on maps where the actor stays small)")
     activation: Literal["tanh", "relu"] = Field("tanh", description="hidden activation")
     recurrent: bool = Field(False, description="a GRU after the encoder (actor memory); the critic stays feed-forward")
     actor: Literal["mlp", "asn"] = Field(
@@ -43,6 +46,11 @@ class PPOAgentParams(AgentParams):
         if v and info.data.get("critic", "central") != "central":
             raise ValueError("only for the central (MAPPO) critic; the local critic already reads the observation")
         return v
+
+    @field_validator("critic_hidden")
+    @classmethod
+    def _critic_hidden_ok(cls, v: list[int] | None) -> list[int] | None:
+        return None if v is None else cls._hidden_ok(v)
 
     @field_validator("hidden")
     @classmethod

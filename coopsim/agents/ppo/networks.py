@@ -48,11 +48,13 @@ class ActorCritic(nn.Module):
     """Shared-parameter actor and a (local or centralised) feed-forward critic.
 
     Actor: ``x [.., in_dim] -> MLP(hidden) -> [GRU] -> features [.., F] -> logits [.., A]``.
-    Critic: ``c [.., critic_dim] -> MLP(hidden) -> value [..]`` (normalised units if value norm is on).
+    Critic: ``c [.., critic_dim] -> MLP(critic_hidden or hidden) -> value [..]`` (normalised units if value norm
+    is on).
     Orthogonal init, policy head std 0.01, value head std 1 (CleanRL ppo.py).
     """
 
-    def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, recurrent: bool):
+    def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, recurrent: bool,
+                 critic_hidden: list[int] | None = None):
         super().__init__()
         act = nn.Tanh if activation == "tanh" else nn.ReLU
         self.encoder = _mlp(in_dim, hidden, act)
@@ -65,7 +67,8 @@ class ActorCritic(nn.Module):
                 else:
                     nn.init.zeros_(p)
         self.pi = _layer(self.feature_dim, num_actions, 0.01)
-        self.critic = nn.Sequential(_mlp(critic_dim, hidden, act), _layer(hidden[-1], 1, 1.0))
+        ch = list(critic_hidden) if critic_hidden else list(hidden)
+        self.critic = nn.Sequential(_mlp(critic_dim, ch, act), _layer(ch[-1], 1, 1.0))
 
     @property
     def recurrent(self) -> bool:
@@ -130,8 +133,9 @@ class ASNActorCritic(ActorCritic):
 
     def __init__(self, in_dim: int, critic_dim: int, num_actions: int, hidden: list[int], activation: str, *,
                  first_action: int, n_entities: int, offset: int, feats: int, frames: int = 1, frame_dim: int = 0,
-                 recurrent: bool = False):
-        super().__init__(in_dim, critic_dim, num_actions, hidden, activation, recurrent=recurrent)
+                 recurrent: bool = False, critic_hidden: list[int] | None = None):
+        super().__init__(in_dim, critic_dim, num_actions, hidden, activation, recurrent=recurrent,
+                         critic_hidden=critic_hidden)
         frame_dim = frame_dim if frames > 1 else in_dim
         if first_action + n_entities != num_actions or first_action < 1 or n_entities < 1:
             raise ValueError(f"ASN needs first_action + n_entities == num_actions ({first_action} + {n_entities} "
