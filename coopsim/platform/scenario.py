@@ -194,6 +194,16 @@ def reset_ids(env_ids: Any, num_envs: int) -> np.ndarray:
     return ids
 
 
+def given_shape(actions: Any, a: np.ndarray) -> str:
+    """How a wrongly shaped joint action is named in errors: its shape, or ``None`` / a scalar said as such
+    (``np.asarray(None).shape`` is ``()``, which would read as an empty shape)."""
+    if actions is None:
+        return "None"
+    if a.ndim == 0 and not isinstance(actions, np.ndarray):
+        return f"a scalar {actions!r} (shape ())"
+    return str(a.shape)
+
+
 def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: str | None = None,
                            agent_names: tuple[str, ...] | None = None, *, scenario: str | None = None) -> np.ndarray:
     """A batched core's joint actions as int64 ``shape`` (``[E, N]``), every slot checked, alive or not, against
@@ -213,7 +223,7 @@ def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: 
     valid = valid or f"0..{n - 1}"
     a = actions if type(actions) is np.ndarray else np.asarray(actions)
     if a.shape != shape:
-        raise ValueError(f"actions must have shape (num_envs, num_agents) = {shape}; got {a.shape}")
+        raise ValueError(f"actions must have shape (num_envs, num_agents) = {shape}; got {given_shape(actions, a)}")
 
     def who(i: int) -> str:
         return f"agent {i} ({agent_names[i]})" if agent_names else f"agent {i}"

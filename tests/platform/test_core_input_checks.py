@@ -129,8 +129,10 @@ def test_wrong_shape_rejected(sid):
         with pytest.raises(ValueError, match=rf"^actions must have shape \(num_envs, num_agents\) = \(2, {N}\); "
                                              rf"got {re.escape(str(shape))}$"):
             core.step(np.zeros(shape, np.int64))
-    with pytest.raises(ValueError, match=r"must have shape \(num_envs, num_agents\)"):
+    with pytest.raises(ValueError, match=r"must have shape \(num_envs, num_agents\).*; got a scalar 0 \(shape \(\)\)$"):
         core.step(0)
+    with pytest.raises(ValueError, match=r"must have shape \(num_envs, num_agents\).*; got None$"):
+        core.step(None)
 
 
 # ------------------------------------------------------------------ step: valid input unchanged

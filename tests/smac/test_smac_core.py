@@ -207,6 +207,10 @@ def test_bad_input_raises():
         core.step(np.array([[1, 1, 9]]))
     with pytest.raises(ValueError, match="shape"):
         core.step(np.array([1, 1, 1]))
+    with pytest.raises(ValueError, match=r"= \(1, 3\); got None$"):
+        core.step(None)
+    with pytest.raises(ValueError, match=r"= \(1, 3\); got a scalar 2 \(shape \(\)\)$"):
+        core.step(2)
     with pytest.raises(ValueError, match="unknown SMAC map '4m'"):
         SMACCore(num_envs=1, map_name="4m")
     with pytest.raises(ConfigError, match="'map_name' is fixed to '2s3z'"):

@@ -555,7 +555,10 @@ class SMACCore(RebindsViews, ScenarioCore):
         """
         act = actions if type(actions) is np.ndarray else np.asarray(actions)
         if act.shape != self._act_shape:
-            raise ValueError(f"actions must have shape (num_envs, n_allies) = {self._act_shape}; got {act.shape}")
+            from coopsim.platform.scenario import given_shape
+
+            raise ValueError(f"actions must have shape (num_envs, n_allies) = {self._act_shape}; got "
+                             f"{given_shape(actions, act)}")
         fl = act.flags
         if act.dtype is not _I64 or not fl.c_contiguous or not fl.writeable:  # the kernel's exact argument type
             # dtype and range checked in the given dtype (a uint64 2**63 cast to int64 first was reported negative)
