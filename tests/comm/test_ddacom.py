@@ -61,6 +61,40 @@ def test_ddacom_budget_is_the_token_bucket_and_ranking_prefers_unknown_info():
     assert team[0, 0, 5, 1] == 0.0 and score[0, 0, 5, 1] < score[0, 0, 3, 1]
 
 
+@pytest.mark.parametrize("resend", [False, True])
+def test_ddacom_resend_lost_ranks_copies_of_a_lossy_report_as_unknown(resend):
+    d = DDACOMSender(initial_rate_frac=1.0, resend_lost=resend)  # the whole demand: every copy goes at step 0
+    v, ok = setup(d)
+    ok[..., 4:] = False  # 4 candidates x 2 teammates = the 8 copies of full-broadcast demand per sender
+    m0 = d.select(0, v, ok)
+    d.commit(m0, v)
+    assert m0.sum() == E * N * 4 * (N - 1)
+    # env 0, sender 1 is told of one lost copy (which one is not said); every other sender of a clean report
+    lost = np.zeros((E, N), np.int64)
+    lost[0, 1] = 1
+    d.on_feedback(Feedback(np.full((E, N), 4) - lost, lost, np.full((E, N), 160) - 40 * lost, 40 * lost))
+    _, team = d.score(v, ok)
+    unknown = np.isinf(team) & (team > 0)
+    if resend:  # all of sender 1's copies of env 0 count as not held, no other sender's
+        assert unknown[0, 1, :4][:, [0, 2]].all() and unknown.sum() == 4 * (N - 1)
+    else:
+        assert not unknown.any()
+    # teammate 2 tells sender 1 (env 0) entity 3: teammate 2 holds it again, the others stay in doubt
+    d.on_receive(MessageBatch(np.array([0], np.int32), np.array([2], np.int32), np.array([1], np.int32),
+                              np.array([[3, 3.0, 0.0]], np.float32), np.array([0.1])))
+    _, team = d.score(v, ok)
+    assert team[0, 1, 3, 2] == 0.0 and np.isinf(team[0, 1, 3, 0]) == resend
+    # the doubted copies rank first (the budget, lowered by the loss, is filled with them), and a copy sent again
+    # is held again
+    doubted = np.isinf(team) & (team > 0)
+    m1 = d.select(1, v, ok)
+    d.commit(m1, v)
+    if resend:
+        assert m1[0, 1].sum() >= 1 and not (m1[0, 1] & ~doubted[0, 1]).any()
+        _, team = d.score(v, ok)
+        assert (np.isinf(team) & (team > 0)).sum() == doubted.sum() - m1[0, 1].sum()
+
+
 def test_ddacom_rate_follows_feedback():
     d = DDACOMSender(initial_rate_frac=0.5, hold_steps=0)
     v, ok = setup(d)

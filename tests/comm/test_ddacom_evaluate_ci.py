@@ -54,3 +54,26 @@ def test_two_seeds_print_intervals(tmp_path, capsys):
     (row,) = [ln for ln in out.splitlines() if ln.startswith("markov/broadcast ")]
     nr = summary["rows"]["markov/broadcast"]["loss"]
     assert f"{nr[0] * 100:7.3f}+-{nr[1] * 100:5.3f}".strip() in row
+
+
+def test_sender_params_reach_the_sender_and_bad_ones_fail_before_any_run(tmp_path):
+    from coopsim.errors import ConfigError
+
+    def msgs(*extra):
+        out = tmp_path / "e.json"
+        evaluate.main(["--seeds", "1", "--num-envs", "2", "--episodes", "2", "--senders", "novelty", *extra,
+                       "--out", str(out)])
+        rows = json.loads(out.read_text())["summary"]["rows"]
+        return [rows[f"{c}/novelty"]["messages_vs_broadcast"][0] for c in ("markov", "sinusoid", "step")]
+
+    default, far = msgs(), msgs("--sender-param", "novelty.threshold_m=1000")
+    # a 1000 m threshold sends each (entity, teammate) once per episode: far fewer copies on every channel
+    assert all(f < 0.5 * d for f, d in zip(far, default))
+    for bad, match in [("novelty.threshold=1", "unknown parameter 'threshold'.*did you mean 'threshold_m'"),
+                       ("novelty.threshold_m=-1", "novelty.threshold_m.*invalid value -1"),
+                       ("ddacom.margin=0.5", "'ddacom' is not run"), ("margin=0.5", "SENDER.KEY=VALUE")]:
+        with pytest.raises(ConfigError, match=match):
+            evaluate.main(["--senders", "novelty", "--sender-param", bad, "--out", str(tmp_path / "bad.json")])
+    with pytest.raises(ConfigError, match="--senders.*unknown sender 'nope'"):
+        evaluate.main(["--senders", "novelty,nope", "--out", str(tmp_path / "bad.json")])
+    assert not (tmp_path / "bad.json").exists()

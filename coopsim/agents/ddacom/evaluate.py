@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam
+from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, parse_sender_params, sender_class
 from coopsim.comm.oracle import safe_rate_oracle, utilization
-from coopsim.errors import int_at_least, run_script
-from coopsim.platform.recorder import atomic_write_json
+from coopsim.errors import ConfigError, int_at_least, run_script
+from coopsim.platform.recorder import atomic_write_json, check_writable
 from coopsim.platform.stats import t_half_width
 from coopsim.platform.registry import make_component, make_scenario
 
@@ -144,9 +144,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--episodes", type=int_at_least(1), default=10)
     ap.add_argument("--senders", default="none,broadcast,periodic,novelty,ddacom")
     ap.add_argument("--out", default="runs/ddacom_eval.json")
+    ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
+                    help="a sender param (repeatable), e.g. ddacom.resend_lost=true or novelty.threshold_m=0.2; "
+                         "periodic's period_steps is 4 unless given")
     a = ap.parse_args(argv)
     channels = load_channels(a.num_agents)
     senders = a.senders.split(",")
+    for snd in senders:
+        try:
+            sender_class(snd)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, key="--senders", value=snd) from None
+    overrides = parse_sender_params(a.sender_param, senders)
+    check_writable("--out", a.out)
     results = []
     t0 = time.time()
     kw = dict(num_agents=a.num_agents, obs_radius_m=a.radius, num_envs=a.num_envs, episodes=a.episodes)
@@ -157,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
             results.append(r)
         for cname, (cid, cparams) in channels.items():
             for snd in senders:
-                sp = {"period_steps": 4} if snd == "periodic" else {}
+                sp = {**({"period_steps": 4} if snd == "periodic" else {}), **overrides.get(snd, {})}
                 r = run(snd, cid, cparams, sender_params=sp, seed=seed, **kw)
                 r["channel_name"] = cname
                 results.append(r)

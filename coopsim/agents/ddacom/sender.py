@@ -56,6 +56,10 @@ class DDACOMSenderParams(SenderParams):
                             "(a slowing rise announces a maximum; see SafeRateProbeParams.curvature)")
     ceiling_limited_only: bool = Field(True, description="delay-based: the probe's loss ceiling (a queue limit the "
                                        "delay cannot show) is re-probed only while the sender is limited by it")
+    resend_lost: bool = Field(False, description="after a report of lost copies, the copies sent in the last two "
+                              "steps count as not held by their receivers (each sender's reports are counts, not "
+                              "which copy), so the ranking sends them again; without it a lost copy of a landmark is "
+                              "believed held and never resent")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
     # the probe's cross-traffic margin, passed on to it (declared once, in coopsim.comm.probe)
@@ -87,6 +91,15 @@ class DDACOMSender(Sender):
         self._info = np.zeros((num_envs, num_agents, num_agents, num_entities, 2))
         self._limited = np.ones(shape, bool)
         self._t = 0
+        self._doubt = np.zeros((num_envs, num_agents, num_agents, num_entities), bool)  # [E, me, R, K]
+        self._recent: list[np.ndarray] = []  # the last two commits' masks, [E, me, R, K]
+
+    def new_episode(self, env_ids: np.ndarray | None = None) -> None:
+        super().new_episode(env_ids)
+        ids = slice(None) if env_ids is None else env_ids
+        self._doubt[ids] = False
+        for m in self._recent:
+            m[ids] = False
 
     def score(self, values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(score, team_dev), both float64 ``[E, N, K, R]``."""
@@ -94,7 +107,7 @@ class DDACOMSender(Sender):
         sent = np.moveaxis(self.has_sent, 2, 3)
         heard = np.moveaxis(self.has_heard, 2, 3)  # [E, me, K, teammate]
         info = np.moveaxis(self.info, 2, 3)  # [E, N, K, R, 2]
-        known = sent | heard
+        known = (sent | heard) & ~np.moveaxis(self._doubt, 2, 3)
         team = np.where(known, np.linalg.norm(values[..., None, :] - info, axis=-1), np.inf)
         hist = np.where(self.has_any, np.linalg.norm(values - self.last_any, axis=-1), np.inf)[..., None]
         score = np.minimum(team, p.cap_m) + p.hist_weight * np.minimum(hist, p.cap_m)
@@ -129,6 +142,9 @@ class DDACOMSender(Sender):
         super().commit(mask, values)
         m = np.moveaxis(mask, 3, 2)
         self._info = np.where(m[..., None], values[:, :, None], self._info)
+        if self.params.resend_lost:
+            self._doubt &= ~m
+            self._recent = [*self._recent[-1:], m.copy()]
 
     def on_receive(self, inbox):
         super().on_receive(inbox)
@@ -137,7 +153,11 @@ class DDACOMSender(Sender):
         k = inbox.payload[:, 0].astype(np.int64)
         # the teammate told me this value, so it holds it (the latest of what it told and what I sent)
         self._info[inbox.env, inbox.dst, inbox.src, k] = inbox.payload[:, 1:3]
+        self._doubt[inbox.env, inbox.dst, inbox.src, k] = False
 
     def on_feedback(self, fb):
         if fb is not None:
             self.probe.update(fb, active=self._limited)
+            if self.params.resend_lost and self._recent:
+                lost = np.asarray(fb.lost_copies) > 0  # [E, N] senders told of a loss
+                self._doubt |= np.logical_or.reduce(self._recent) & lost[:, :, None, None]

@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from coopsim.agents.comm_baselines.team import sender_class
+from coopsim.agents.comm_baselines.team import check_sender_params, parse_sender_params, sender_class
 from coopsim.agents.ddacom.evaluate import print_table, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, int_at_least, run_script
@@ -282,24 +282,6 @@ def _read_cached_oracle(path: Path) -> np.ndarray | None:
         return None  # absent or unreadable: recompute (and overwrite it)
 
 
-def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]:
-    """``["ddacom.target_utilization=0.6", ...]`` -> ``{"ddacom": {"target_utilization": 0.6}}`` (YAML values).
-
-    Raises:
-        ConfigError: an item without ``SENDER.KEY=VALUE`` form, or a sender the run does not include.
-    """
-    out: dict[str, dict] = {}
-    for item in items:
-        head, eq, value = item.partition("=")
-        snd, dot, key = head.partition(".")
-        if not (eq and dot and snd and key):
-            raise ConfigError("expected SENDER.KEY=VALUE", key="--sender-param", value=item)
-        if snd not in senders:
-            raise ConfigError(f"sender {snd!r} is not run; run senders: {senders}", key="--sender-param", value=item)
-        out.setdefault(snd, {})[key] = yaml.safe_load(value)
-    return out
-
-
 def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]]) -> dict:
     """:func:`coopsim.agents.ddacom.evaluate.summarize`, with the anchor gap over all anchor seeds and over the
     ns-3 seeds (the denominator of the ratio) and each ns-3 row's normalized return by :func:`normalized_return`
@@ -360,6 +342,9 @@ def main(argv: list[str] | None = None) -> dict:
                               key="--senders" if a.senders else "senders", value=snd) from None
     for snd, params in parse_sender_params(a.sender_param, list(cfg["senders"])).items():
         cfg.setdefault("sender_params", {}).setdefault(snd, {}).update(params)
+    for snd in cfg["senders"]:  # the config's params with the overrides, before minutes of anchors
+        check_sender_params(snd, (cfg.get("sender_params") or {}).get(snd) or {}, key="sender_params",
+                            file=a.config)
     if a.calibrate:
         rows = calibrate(cfg, [float(x) for x in a.calibrate.split(",")])
         atomic_write_json(Path(a.out), {"config": cfg, "calibration": rows}, indent=1)
