@@ -168,3 +168,35 @@ def test_registered_team_runs_in_the_runner_loop():
     s = ch.stats()
     assert s["comm/offered_bytes"] == s["comm/delivered_bytes"] + s["comm/lost_bytes"] + s["comm/queued_bytes"]
     assert s["comm/offered_copies"] > 0
+
+
+def test_receiver_view_counts_what_a_receiver_sees_as_held_and_the_team_computes_it_from_beliefs():
+    from coopsim.agents.comm_baselines.team import SpreadCommTeam
+
+    d = DDACOMSender(initial_rate_frac=1.0, receiver_view=True)
+    v, ok = setup(d)
+    sees = np.zeros((E, N, K, N), bool)
+    sees[1, 2, 4, 0] = True  # env 1: sender 2 believes receiver 0 sees entity 4
+    d.observe_receivers(sees)
+    score, team = d.score(v, ok)
+    assert team[1, 2, 4, 0] == 0.0 and np.isinf(team[1, 2, 4, 1]) and np.isinf(team[0, 2, 4, 0])
+    off = DDACOMSender(initial_rate_frac=1.0)  # the option off: the same view changes nothing
+    setup(off)
+    off.observe_receivers(sees)
+    assert np.isinf(off.score(v, ok)[1][1, 2, 4, 0])
+
+    core = make_scenario("mpe/simple_spread-v0", num_envs=1, num_agents=3, obs_radius_m=0.5)
+    team_ = SpreadCommTeam(core, sender="ddacom", sender_params={"receiver_view": True}, view_margin=0.8)
+    team_.known[:] = False
+    b = team_.belief
+    b[0, 0, 0] = (0.0, 0.0)  # agent 0's own position
+    b[0, 0, 1] = (0.3, 0.0)  # where agent 0 believes agent 1 is
+    b[0, 0, 3] = (0.3, 0.39)  # landmark 0: 0.39 m from agent 1 (inside 0.8 x 0.5 m), 0.49 m from agent 0
+    b[0, 0, 4] = (0.3, 0.41)  # landmark 1: 0.41 m from agent 1 (outside)
+    team_.known[0, 0, [0, 1, 3, 4]] = True
+    s = team_.receiver_sees()
+    assert s.shape == (1, 3, 6, 3)
+    assert s[0, 0, 3, 1] and not s[0, 0, 4, 1]
+    assert s[0, 0, 0, 1]  # agent 1 (believed 0.3 m away) sees agent 0
+    assert not s[0, 0, :, 2].any()  # agent 2's position is unknown to agent 0: nothing is assumed seen
+    assert not s[0, 0, :, 0].any()  # never the sender itself

@@ -78,6 +78,11 @@ class Sender(ABC):
     def on_feedback(self, fb: Feedback | None) -> None:
         """Per-sender delivery feedback (only rate-adaptive senders use it)."""
 
+    def observe_receivers(self, sees: np.ndarray) -> None:
+        """Before :meth:`select`: bool ``[E, N, K, R]``, whether sender ``i`` believes receiver ``r`` observes entity
+        ``k`` itself this step (so a copy would tell it nothing). Senders that model receivers use it; default:
+        ignored."""
+
     def _all(self, valid: np.ndarray) -> np.ndarray:
         return valid[..., None] & self._offdiag[None, :, None, :]
 

@@ -105,6 +105,8 @@ class SpreadTeamParams(AgentParams):
     deadband_mps: float = Field(0.25, ge=0, description="velocity error below which the agent does not push (m/s)")
     explore_cells: int = Field(8, ge=2, le=64, description="exploration grid cells per axis over [-1, 1] m")
     spread_weight: float = Field(0.7, ge=0, description="preference for exploring cells far from teammates (m/m)")
+    view_margin: float = Field(0.8, gt=0, le=1, description="receiver_sees: fraction of the observation radius "
+                               "within which a teammate is believed to see an entity (its position is a belief)")
     payload_floats: int = Field(PAYLOAD, ge=PAYLOAD, le=368, description="message payload width (float32 values), "
                                 "[entity_id, x_m, y_m] then zeros; >= 3, <= 368 (a 1500 B IP packet)")
 
@@ -249,11 +251,24 @@ class SpreadCommTeam(AgentPlugin):
         valid[:, :, self.N:] = self.known[:, :, self.N:]
         return self.belief.copy(), valid
 
+    def receiver_sees(self) -> np.ndarray:
+        """bool ``[E, N, K, R]``: sender ``i`` believes receiver ``r`` observes entity ``k`` itself now: ``i`` knows
+        where ``r`` is and ``k`` lies within ``view_margin`` x the observation radius of it (never the diagonal)."""
+        N = self.N
+        ar = np.arange(N)
+        rpos = self.belief[:, :, :N]  # [E, i, r, 2]: where i believes each teammate is
+        d = np.linalg.norm(self.belief[:, :, :, None, :] - rpos[:, :, None, :, :], axis=-1)  # [E, i, k, r]
+        sees = (d <= self.params.view_margin * self.radius) & self.known[:, :, None, :N]
+        sees[:, ar, :, ar] = False
+        return sees
+
     def act(self, obs, inbox=None):
         self._update(np.asarray(obs), inbox)
         values, valid = self.candidates()
         self.candidates_offered += int(valid.sum()) * (self.N - 1)
         self.candidates_per_env += valid.sum(axis=(1, 2)) * (self.N - 1)
+        if self.radius is not None:
+            self.sender.observe_receivers(self.receiver_sees())
         mask = self.sender.select(self.t, values, valid)
         self.sender.commit(mask, values)
         env, src, ent, dst = np.nonzero(mask)

@@ -60,6 +60,9 @@ class DDACOMSenderParams(SenderParams):
                               "steps count as not held by their receivers (each sender's reports are counts, not "
                               "which copy), so the ranking sends them again; without it a lost copy of a landmark is "
                               "believed held and never resent")
+    receiver_view: bool = Field(False, description="a copy of an entity the receiver is believed to observe itself "
+                                "(within its observation radius, by the sender's belief of where it is) counts as "
+                                "held exactly (deviation 0), so the budget goes to what receivers cannot see")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
     # the probe's cross-traffic margin, passed on to it (declared once, in coopsim.comm.probe)
@@ -92,6 +95,7 @@ class DDACOMSender(Sender):
         self._limited = np.ones(shape, bool)
         self._t = 0
         self._doubt = np.zeros((num_envs, num_agents, num_agents, num_entities), bool)  # [E, me, R, K]
+        self._sees: np.ndarray | None = None  # [E, me, K, R], from observe_receivers
         self._recent: list[np.ndarray] = []  # the last two commits' masks, [E, me, R, K]
 
     def new_episode(self, env_ids: np.ndarray | None = None) -> None:
@@ -109,6 +113,8 @@ class DDACOMSender(Sender):
         info = np.moveaxis(self.info, 2, 3)  # [E, N, K, R, 2]
         known = (sent | heard) & ~np.moveaxis(self._doubt, 2, 3)
         team = np.where(known, np.linalg.norm(values[..., None, :] - info, axis=-1), np.inf)
+        if p.receiver_view and self._sees is not None:
+            team = np.where(self._sees, 0.0, team)
         hist = np.where(self.has_any, np.linalg.norm(values - self.last_any, axis=-1), np.inf)[..., None]
         score = np.minimum(team, p.cap_m) + p.hist_weight * np.minimum(hist, p.cap_m)
         return np.where(self._all(valid), score, -np.inf), np.where(self._all(valid), team, -np.inf)
@@ -137,6 +143,9 @@ class DDACOMSender(Sender):
         np.put_along_axis(rank, order, np.arange(flat.shape[2])[None, None, :], axis=2)
         mask = (rank < allowed[..., None]).reshape(want.shape) & want
         return mask
+
+    def observe_receivers(self, sees):
+        self._sees = np.asarray(sees, bool)
 
     def commit(self, mask, values):
         super().commit(mask, values)
