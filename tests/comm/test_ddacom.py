@@ -180,7 +180,7 @@ def test_receiver_view_counts_what_a_receiver_sees_as_held_and_the_team_computes
     d.observe_receivers(sees)
     score, team = d.score(v, ok)
     assert team[1, 2, 4, 0] == 0.0 and np.isinf(team[1, 2, 4, 1]) and np.isinf(team[0, 2, 4, 0])
-    off = DDACOMSender(initial_rate_frac=1.0)  # the option off: the same view changes nothing
+    off = DDACOMSender(initial_rate_frac=1.0, receiver_view=False)  # the option off: the same view changes nothing
     setup(off)
     off.observe_receivers(sees)
     assert np.isinf(off.score(v, ok)[1][1, 2, 4, 0])
@@ -200,3 +200,20 @@ def test_receiver_view_counts_what_a_receiver_sees_as_held_and_the_team_computes
     assert s[0, 0, 0, 1]  # agent 1 (believed 0.3 m away) sees agent 0
     assert not s[0, 0, :, 2].any()  # agent 2's position is unknown to agent 0: nothing is assumed seen
     assert not s[0, 0, :, 0].any()  # never the sender itself
+
+
+@pytest.mark.parametrize("hist_weight", [0.0, 0.5])
+def test_a_new_episodes_first_copies_follow_the_history_weight(hist_weight):
+    d = DDACOMSender(initial_rate_frac=0.125, hist_weight=hist_weight)  # 3200 bit/s: 1 copy of 320 bits per step
+    v, ok = setup(d)
+    ok[:, :, :N] = np.eye(N, dtype=bool)[None]  # candidates: own position and the 3 landmarks
+    sent = []
+    for t in range(2):
+        m = d.select(t, v, ok)
+        d.commit(m, v)
+        sent.append([tuple(x) for x in np.argwhere(m[0, 0])])  # sender 0: (entity, receiver)
+    assert sent[0] == [(0, 1)]  # everything ties: entity order, its own position, to the first teammate
+    if hist_weight == 0:  # own position to the other teammate next: only sender 0 can tell it
+        assert sent[1] == [(0, 2)]
+    else:  # an entity already sent to someone ranks below never-sent ones: the first landmark goes next
+        assert sent[1] == [(N, 1)]

@@ -77,3 +77,20 @@ def test_sender_params_reach_the_sender_and_bad_ones_fail_before_any_run(tmp_pat
     with pytest.raises(ConfigError, match="--senders.*unknown sender 'nope'"):
         evaluate.main(["--senders", "novelty,nope", "--out", str(tmp_path / "bad.json")])
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_first_seed_and_a_seed_whose_anchors_tie(tmp_path, capsys):
+    def row(ch, snd, seed, ret):
+        return {"channel_name": ch, "sender": snd, "seed": seed, "return": ret, "loss": 0.0, "messages_vs_broadcast": 0.5}
+
+    rs = [row("ideal", "none", 100, -10.0), row("ideal", "broadcast", 100, -6.0), row("step", "ddacom", 100, -7.0),
+          row("ideal", "none", 101, -8.0), row("ideal", "broadcast", 101, -8.0), row("step", "ddacom", 101, -9.0)]
+    s = evaluate.summarize(rs)  # seed 101's gap is 0: its ratio is left out instead of dividing by zero
+    assert s["zero_gap_seeds"] == [101]
+    assert s["rows"]["step/ddacom"]["normalized_return"][0] == pytest.approx(0.75)
+    evaluate.print_table(s)
+    assert "leaves out seeds [101]" in capsys.readouterr().out
+    out = tmp_path / "e.json"
+    evaluate.main(["--first-seed", "7", "--seeds", "2", *FAST, "--out", str(out)])
+    d = json.loads(out.read_text())
+    assert d["seeds_done"] == 2 and sorted({r["seed"] for r in d["runs"]}) == [7, 8]

@@ -137,7 +137,9 @@ def ci95(x: list[float]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1")
+    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds, >= 1: F..F+S-1")
+    ap.add_argument("--first-seed", type=int_at_least(0), default=0,
+                    help="F, the first seed (default 0; the mechanisms were tuned on 100..104)")
     ap.add_argument("--num-agents", type=int_at_least(2), default=3, help="agents and landmarks N, >= 2")
     ap.add_argument("--radius", type=float, default=0.5)
     ap.add_argument("--num-envs", type=int_at_least(1), default=32)
@@ -160,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     t0 = time.time()
     kw = dict(num_agents=a.num_agents, obs_radius_m=a.radius, num_envs=a.num_envs, episodes=a.episodes)
-    for seed in range(a.seeds):
+    for seed in range(a.first_seed, a.first_seed + a.seeds):
         for snd in ("none", "broadcast"):  # the normalization anchors, over the ideal channel
             r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, **kw)
             r["channel_name"] = "ideal"
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
         print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)
         summary = summarize(results)  # written after every seed: an interrupted sweep keeps its seeds
-        atomic_write_json(Path(a.out), {"args": vars(a), "seeds_done": seed + 1, "summary": summary, "runs": [
+        atomic_write_json(Path(a.out), {"args": vars(a), "seeds_done": seed - a.first_seed + 1, "summary": summary, "runs": [
             {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
     print_table(summary)
 
@@ -190,13 +192,16 @@ def summarize(results: list[dict]) -> dict:
     rows = {}
     for (cname, snd), rs in sorted(by.items()):
         row = {"return": ci95([r["return"] for r in rs]),
-               "normalized_return": ci95([(r["return"] - r0[r["seed"]]) / (r1[r["seed"]] - r0[r["seed"]]) for r in rs]),
+               # a seed whose anchors tie (zero gap, e.g. one short episode) has no ratio: left out, counted
+               "normalized_return": ci95([(r["return"] - r0[r["seed"]]) / (r1[r["seed"]] - r0[r["seed"]]) for r in rs
+                                          if r1[r["seed"]] != r0[r["seed"]]] or [math.nan]),
                "loss": ci95([r["loss"] for r in rs]),
                "messages_vs_broadcast": ci95([r["messages_vs_broadcast"] for r in rs])}
         if "utilization" in rs[0]:
             row["utilization"] = ci95([r["utilization"] for r in rs])
         rows[f"{cname}/{snd}"] = row
     out["rows"] = rows
+    out["zero_gap_seeds"] = [s for s in seeds if r1[s] == r0[s]]
     return out
 
 
@@ -212,6 +217,9 @@ def print_table(summary: dict) -> None:
         print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width)")
     else:
         print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} (1 seed, no CI)")
+    if summary.get("zero_gap_seeds"):
+        print(f"normalized return leaves out seeds {summary['zero_gap_seeds']}: R_broadcast_ideal = R_no_comm there "
+              f"(no gain to share; give more envs or episodes)")
     cells = [m for row in summary["rows"].values() for m in row.values()]
     if not all(_has_ci(m) for m in cells):
         print("values without +-: 1 seed, no CI (give --seeds 2 or more for 95% intervals)")

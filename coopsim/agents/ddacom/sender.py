@@ -6,9 +6,18 @@ After the sending half of DDACOM (dual-decoupled adaptive communication, see
 Ranking. For sender ``i``, entity ``k`` and teammate ``r``::
 
     team_dev = | v_ik - info_irk |      info_irk: what r is believed to hold about k -- the more recent of
-                                         what i last sent r and what r last told i (inf if neither)
+                                         what i last sent r (its sending history towards r) and what r last
+                                         told i (inf if neither); 0 where r is believed to see k itself
+                                         (``receiver_view``, from :meth:`observe_receivers`)
     hist_dev = | v_ik - last_ik |        last_ik: the value i last sent of k to anyone (inf if never)
     score    = min(team_dev, cap) + hist_weight * min(hist_dev, cap)
+
+Equal scores go in entity order, so a sender's own position (entity ``i``, agents first) leads the landmarks: no
+teammate but ``i`` can tell it, while a landmark may reach ``r`` from anyone who knows it. ``hist_weight``
+defaults to 0: the sending history enters per receiver through ``info``; a positive weight also ranks an entity
+already sent to one teammate below never-sent ones for the others, which spreads a new episode's first copies over
+entities instead of giving every teammate the sender's position first, and costs return when capacity is scarce
+(``docs/comm.md``, 2026-12-05).
 
 With ``min_deviation_m`` set, copies with ``team_dev <= min_deviation_m`` are never sent; by default
 (None) the budget is filled with the top-ranked copies.
@@ -34,7 +43,9 @@ from coopsim.comm.token_bucket import TokenBucket
 
 
 class DDACOMSenderParams(SenderParams):
-    hist_weight: float = Field(0.5, ge=0, description="weight of the deviation from own sending history, >= 0")
+    hist_weight: float = Field(0.0, ge=0, description="weight of the deviation from what the sender last sent of the "
+                               "entity to anyone, >= 0 (0: the sending history counts per receiver only; module "
+                               "docstring)")
     min_deviation_m: Optional[float] = Field(None, ge=0, description="copies deviating at most this from the teammate's "
                                              "info (m) are never sent; None = fill the budget with the top-ranked")
     cap_m: float = Field(4.0, gt=0, description="deviation given to unknown info (m), > 0")
@@ -60,7 +71,7 @@ class DDACOMSenderParams(SenderParams):
                               "steps count as not held by their receivers (each sender's reports are counts, not "
                               "which copy), so the ranking sends them again; without it a lost copy of a landmark is "
                               "believed held and never resent")
-    receiver_view: bool = Field(False, description="a copy of an entity the receiver is believed to observe itself "
+    receiver_view: bool = Field(True, description="a copy of an entity the receiver is believed to observe itself "
                                 "(within its observation radius, by the sender's belief of where it is) counts as "
                                 "held exactly (deviation 0), so the budget goes to what receivers cannot see")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
