@@ -255,8 +255,9 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
-    from coopsim.errors import ConfigError
-    from coopsim.platform.config import check_buildable, load_config, parse_override
+    from coopsim.errors import ConfigError, in_file
+    from coopsim.platform.config import blame_override, check_buildable, load_config, parse_override
+    from coopsim.platform.recorder import check_writable
     from coopsim.platform.runner import untrained_learner_warning
 
     try:
@@ -296,12 +297,20 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             tag = "-".join(_slug(x.split("=", 1)[1]) for x in c)
             combos.append(list(overrides or []) + list(c) + [f"name={base}-{tag}"])
         warnings: list[str] = []
+        out_dirs: set[str] = set()
         for c in combos:  # validate and build everything before starting anything
             try:
                 cfg_c = load_config(config, c)
             except ConfigError as exc:  # a value of a --grid axis is named as that, not as an override
                 raise _as_grid_value(exc, c[len(overrides or []):-1]) from None
             check_buildable(cfg_c, file=str(config))
+            if cfg_c.out_dir not in out_dirs:  # once per folder, before any run starts (as `coopsim run` fails)
+                out_dirs.add(cfg_c.out_dir)
+                try:
+                    check_writable("out_dir", cfg_c.out_dir, folder=True)
+                except ConfigError as exc:  # named as the override or --grid value that set it, else the file
+                    exc = in_file(blame_override(exc, config, c), str(config))
+                    raise _as_grid_value(exc, c[len(overrides or []):-1]) from None
             w = untrained_learner_warning(cfg_c, None)
             if w and w not in warnings:
                 warnings.append(w)
@@ -488,7 +497,7 @@ def _grid_values(text: str) -> list[str]:
 
 def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = ()) -> None:
     from coopsim.platform.recorder import WriteError, new_run_dir
-    from coopsim.platform.report import compare_runs, comparison_table
+    from coopsim.platform.report import compare_runs, comparison_files_text, comparison_table
 
     unwritable: str | None = None  # why the comparison's files could not be written
     parent = Path(run_dirs[0]).resolve().parent  # `report . OTHER` inside a run: beside it, never into it
@@ -515,7 +524,7 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
         err_console.print(f"[yellow]warning:[/] the comparison's files (compare.csv, plots) were not all written{kept}: "
                           f"{escape(unwritable)}", markup=True, highlight=False, soft_wrap=True)
         return
-    console.print(f"comparison: {out} (compare.csv and one PNG per metric)", soft_wrap=True, highlight=False)
+    console.print(f"comparison: {out} ({comparison_files_text(res)})", soft_wrap=True, highlight=False)
     for p in res["plots"]:
         console.print(f"plot: {p}", soft_wrap=True, highlight=False)
 
@@ -543,28 +552,41 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             return
         if len(run_dirs) == 1:
             from coopsim.platform.recorder import WriteError
+            from coopsim.platform.report import folder_not_writable, replay_absence
 
             run = load_run(run_dirs[0])
+            unwritable = failed = None
             try:
                 plot = plot_run(run_dirs[0])
-            except WriteError as exc:  # a read-only or full folder: the table still shows, the files are skipped
-                plot, gif, unwritable = None, False, exc
-            else:
-                unwritable = None
+            except WriteError as exc:  # the table still shows; then a warning (read-only folder) or the error
+                plot = None
+                if folder_not_writable(exc):  # the folder takes no file: the files are skipped, with one warning
+                    gif, unwritable = False, exc
+                else:  # this file cannot be written (a folder in its way, a full disk): an error, as for the GIF
+                    failed = exc
             console.print(summary_table(run))
             if run["note"]:
                 console.print(f"note: {run['note']}", soft_wrap=True, highlight=False)
             if plot:
                 console.print(f"plot: {plot}", soft_wrap=True, highlight=False)
+            if failed is not None:
+                raise failed
             if unwritable is not None:
                 err_console.print(f"[yellow]warning:[/] no plot or replay GIF written: {escape(str(unwritable))}",
                                   markup=True, highlight=False, soft_wrap=True)
             if gif:
-                gifs = render_replays(run_dirs[0])
+                try:
+                    gifs = render_replays(run_dirs[0])
+                except WriteError as exc:
+                    if not folder_not_writable(exc):
+                        raise
+                    err_console.print(f"[yellow]warning:[/] no replay GIF written: {escape(str(exc))}",
+                                      markup=True, highlight=False, soft_wrap=True)
+                    return
                 for g in gifs:
                     console.print(f"replay: {g}", soft_wrap=True, highlight=False)
                 if not gifs:
-                    console.print(f"no replay GIF: {run['config']['scenario']['id']} records no replays to animate",
+                    console.print(f"no replay GIF: {replay_absence(run_dirs[0], run['config']['scenario']['id'])}",
                                   soft_wrap=True, highlight=False)
         else:
             _report_many(list(run_dirs))
@@ -659,12 +681,66 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
     _finished_run(run_dir)
 
 
+class _ClosedPipeSafeStdout:
+    """``sys.stdout`` of the ``coopsim`` command: a reader of the output that stops reading (``coopsim run ... | head
+    -1``) never fails or aborts the command. The first write or flush that meets the closed pipe (BrokenPipeError)
+    points file descriptor 1 at os.devnull (as :func:`coopsim.errors.run_script` does, so no second error comes when
+    Python flushes stdout at exit) and every later line (progress, tables) is dropped; the command runs on and
+    :func:`main` exits with 141 (the shell's 128 + SIGPIPE) instead of 0."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.pipe_closed = False
+
+    def write(self, text: str) -> int:
+        if not self.pipe_closed:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._closed()
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.pipe_closed:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._closed()
+
+    def _closed(self) -> None:
+        self.pipe_closed = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding, buffer, ...: those of the real stdout
+        return getattr(self._stream, name)
+
+
+#: exit code of a command whose stdout reader stopped reading (128 + SIGPIPE), as :func:`coopsim.errors.run_script`
+EXIT_PIPE_CLOSED = 141
+
+
 def main() -> None:
+    out = sys.stdout = _ClosedPipeSafeStdout(sys.stdout) if sys.stdout is not None else None
     try:
         app()
     except CoopsimError as exc:  # errors raised while typer parses
         err_console.print(f"error: {exc}", highlight=False)
         sys.exit(2)
+    except SystemExit as exc:  # typer ends every command with one
+        if out is not None and out.pipe_closed and exc.code in (0, None):
+            sys.exit(EXIT_PIPE_CLOSED)  # it did all its work; only its output was not read
+        raise
+    if out is not None and out.pipe_closed:
+        sys.exit(EXIT_PIPE_CLOSED)
 
 
 if __name__ == "__main__":

@@ -58,9 +58,48 @@ def report_writes(folder: str | Path, what: str, path: str | Path):
         if exc.errno in _NOT_WRITABLE:
             msg = (f"{folder}: the folder is not writable ({exc.strerror}): `coopsim report` cannot write {what} {name} "
                    f"there; copy the folder to a writable place (cp -r) and run `coopsim report` on the copy")
+        elif exc.errno == errno.EISDIR or Path(path).is_dir():
+            msg = (f"{folder}: `coopsim report` cannot write {what} {name}: {path} is a folder; move it away (or "
+                   f"remove it) and run `coopsim report` again")
         else:
             msg = f"{folder}: `coopsim report` cannot write {what} {name}: {exc.message}"
         raise WriteError(msg, path=path, errno=exc.errno, strerror=exc.strerror) from None
+
+
+def folder_not_writable(exc: WriteError) -> bool:
+    """Whether ``exc`` (of :func:`report_writes`) says the run's folder takes no file at all (a read-only file system, no
+    permission): `coopsim report` then shows the table and skips its files with a warning. Any other failed write (a
+    folder in the way of the file, a full disk) is an error."""
+    return exc.errno in _NOT_WRITABLE
+
+
+def record_plot_error(run_dir: str | Path, exc: BaseException) -> None:
+    """Leave ``plot_error.txt`` (``Type: message`` of the exception that stopped the run's plot) in ``run_dir``,
+    written whole or not at all: on a full disk no empty file is left behind. Never raises (plotting never loses
+    results, nor does a note about it)."""
+    from coopsim.platform.recorder import atomic_write_text
+
+    with contextlib.suppress(OSError):  # WriteError is an OSError
+        atomic_write_text(Path(run_dir) / "plot_error.txt", f"{type(exc).__name__}: {exc}\n")
+
+
+def replay_absence(run_dir: str | Path, scenario_id: str) -> str:
+    """Why :func:`render_replays` wrote no GIF for the run in ``run_dir`` (of scenario ``scenario_id``): its scenario
+    cannot render replays, or the run has no replays folder, or the folder holds no replay files."""
+    from coopsim.platform import registry
+
+    try:
+        factory = registry.spec("scenario", scenario_id).load()
+        renders = getattr(getattr(factory, "cls", factory), "render_replay", None) is not None
+    except CoopsimError:
+        renders = False
+    if not renders:
+        return f"{scenario_id} records no replays to animate"
+    folder = Path(run_dir) / "replays"
+    if not folder.is_dir():
+        return (f"the run has no replays folder ({folder}; `coopsim run` writes one replay file per episode there "
+                f"for {scenario_id}): it was moved or deleted, or no episode finished")
+    return f"{folder} holds no replay files (*.npz, one per episode, written by `coopsim run`)"
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
@@ -571,6 +610,22 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     return {"x_key": x_key, "line_keys": line_keys, "shown_line_keys": shown, "table": table, "metrics": metrics,
             "plots": plots, "hidden": [m for m in every if m not in metrics],
             "pooled_seeds": pooled_seeds, "notes": notes}
+
+
+def comparison_files_text(res: dict[str, Any]) -> str:
+    """What :func:`compare_runs` (``res``, written with ``write=True``) wrote into its folder, for the line naming the
+    folder: ``compare.csv and 3 PNGs (compare_<metric>.png, one per metric)``, or ``compare.csv only; no plots: ...``
+    saying why none were drawn."""
+    plots, metrics = res.get("plots") or [], res.get("metrics") or []
+    if plots:
+        which = "one per metric" if len(plots) >= len(metrics) else f"the first {len(plots)} of {len(metrics)} metrics"
+        return f"compare.csv and {len(plots)} PNG{'' if len(plots) == 1 else 's'} (compare_<metric>.png, {which})"
+    if res.get("x_key") is None:
+        why = ("the runs differ in no numeric config key to plot the metrics against (e.g. scenario.params.num_agents); "
+               "compare.csv and the table have every value")
+    else:
+        why = "no metric to plot"
+    return f"compare.csv only; no plots: {why}"
 
 
 #: at most this many differing config keys are columns of the comparison table (the rest: compare.csv)

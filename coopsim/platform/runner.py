@@ -497,8 +497,9 @@ def run_config(
 
                         plot_run(run["dir"])
                     except Exception as exc:  # plotting never loses results
-                        with contextlib.suppress(OSError):  # nor does a disk too full for the note
-                            (run["dir"] / "plot_error.txt").write_text(f"{type(exc).__name__}: {exc}\n")
+                        from coopsim.platform.report import record_plot_error
+
+                        record_plot_error(run["dir"], exc)  # whole or not at all: a full disk leaves no empty file
             interrupted = interrupted or late[0]
             if summary_failed is not None and error is not None and write_failed is None:
                 # another error ended the run and the summary that would record it could not be written

@@ -43,7 +43,7 @@ from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
 from coopsim.errors import int_at_least, run_script
-from coopsim.platform.recorder import atomic_write_json, dumps_json
+from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
 
@@ -155,12 +155,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-envs", type=int_at_least(1), default=32)
     ap.add_argument("--eval-episodes", type=int_at_least(1), default=10)
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--out", default="runs/ddacom_gen")
+    ap.add_argument("--out", default="runs/ddacom_gen",
+                    help="results folder: <variant>/seed-<s>/ training runs and results.json")
     a = ap.parse_args(argv)
     variants = [v.strip() for v in a.variants.split(",")]
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
         ap.error(f"argument --variants: unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(VARIANTS)}")
+    check_writable("--out", a.out, folder=True)  # before any training, not at the first seed's mkdir
     torch.set_num_threads(1)
     out = Path(a.out)
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from coopsim.errors import ConfigError, int_at_least, run_script
-from coopsim.platform.recorder import atomic_savefig, atomic_write_json
+from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, check_writable
 
 OUT = Path("docs/safety_results")
 
@@ -270,7 +270,7 @@ def tables(out: Path) -> str:
                  + (f" / {d['iql_violations']:.0f}" if "iql_violations" in d else "") for d in ds]
         lines.append(f"- `{case}`: " + "; ".join(cells))
     text = "\n".join(lines) + "\n"
-    (out / "README.md").write_text(text)
+    atomic_write_text(out / "README.md", text)  # a failed write: one line (WriteError), no half-written file
     _plot_regret(out)
     return text
 
@@ -425,6 +425,8 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--replace", action="store_true",
                        help="overwrite a result file of another episode budget or setting (default: refuse)")
     a = ap.parse_args(argv)
+    if a.cmd in ("violations", "regret"):  # the results folder, before minutes of training
+        check_writable("--out", a.out, folder=True)
     if a.cmd == "violations":
         missing = [c for c in a.configs if not Path(c).is_file()]
         if missing:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import shlex
 import time
 from pathlib import Path
@@ -282,6 +283,17 @@ def _read_cached_oracle(path: Path) -> np.ndarray | None:
         return None  # absent or unreadable: recompute (and overwrite it)
 
 
+def _usable_cache(path: Path | None, T: int, E: int) -> bool:
+    """Whether ``path`` holds a cached oracle sweep the run would use (else it computes and writes one)."""
+    try:
+        if path is None or not path.is_file():
+            return False
+    except OSError:  # a folder we may not look into: check_writable says so
+        return False
+    cached = _read_cached_oracle(path)
+    return cached is not None and cached.shape == (T, E)
+
+
 def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]]) -> dict:
     """:func:`coopsim.agents.ddacom.evaluate.summarize`, with the anchor gap over all anchor seeds and over the
     ns-3 seeds (the denominator of the ratio) and each ns-3 row's normalized return by :func:`normalized_return`
@@ -301,6 +313,30 @@ def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]
             row["normalized_return"] = normalized_return(rs, anchors["none"], anchors["broadcast"])
         elif snd in ("none", "broadcast"):
             row["normalized_return"] = (0.0, 0.0) if snd == "none" else (1.0, 0.0)  # the anchors, by definition
+    return out
+
+
+def parse_loads(text: str, flag: str = "--calibrate") -> list[float]:
+    """The comma-separated background loads per pair (bit/s) of ``--calibrate``: finite numbers >= 0, at least one.
+
+    Raises:
+        ConfigError: key ``flag``; names the bad entry and what is valid.
+    """
+    need = "give comma-separated constant background loads per pair in bit/s, each a finite number >= 0, e.g. 0,1e6,2e6"
+    items = [x.strip() for x in text.split(",")]
+    if not any(items):
+        raise ConfigError(f"no load given; {need}", key=flag, value=text)
+    out = []
+    for x in items:
+        if not x:
+            raise ConfigError(f"an empty entry in {text!r}; {need}", key=flag, value=text)
+        try:
+            v = float(x)
+        except ValueError:
+            raise ConfigError(f"{x!r} is not a number; {need}", key=flag, value=text) from None
+        if not math.isfinite(v) or v < 0:
+            raise ConfigError(f"{x!r} is not a load (must be finite and >= 0); {need}", key=flag, value=text)
+        out.append(v)
     return out
 
 
@@ -326,6 +362,7 @@ def main(argv: list[str] | None = None) -> dict:
     if a.no_oracle and (a.plot or a.cached_oracle_only):
         ap.error(f"--no-oracle runs no oracle, so {'--plot (the safe rate over time)' if a.plot else '--cached-oracle-only'}"
                  " has nothing to use; drop one of them")
+    loads = parse_loads(a.calibrate) if a.calibrate is not None else None  # before any ns-3 run
     check_writable("--out", a.out)  # before minutes of ns-3 runs, not at the first seed's write
     if a.plot:
         check_writable("--plot", a.plot)
@@ -345,8 +382,8 @@ def main(argv: list[str] | None = None) -> dict:
     for snd in cfg["senders"]:  # the config's params with the overrides, before minutes of anchors
         check_sender_params(snd, (cfg.get("sender_params") or {}).get(snd) or {}, key="sender_params",
                             file=a.config)
-    if a.calibrate:
-        rows = calibrate(cfg, [float(x) for x in a.calibrate.split(",")])
+    if loads is not None:
+        rows = calibrate(cfg, loads)
         atomic_write_json(Path(a.out), {"config": cfg, "calibration": rows}, indent=1)
         return {"calibration": rows}
     kw = _scenario_kw(cfg)
@@ -367,6 +404,14 @@ def main(argv: list[str] | None = None) -> dict:
             raise ConfigError(f"no cached oracle for {len(missing)} of {S} seeds (--cached-oracle-only): {missing[0]}"
                               f"{' ...' if len(missing) > 1 else ''}; run once without --cached-oracle-only to fill the "
                               "cache (about 5-15 min per seed)", key="--oracle-cache", value=a.oracle_cache)
+    if not a.no_oracle and not a.cached_oracle_only and a.oracle_cache and not all(
+            _usable_cache(cache_path(s), T, E) for s in range(S)):
+        # a seed's sweep (minutes) is written there when it ends: a folder that cannot take it fails now, not then
+        try:
+            check_writable("--oracle-cache", a.oracle_cache, folder=True)
+        except ConfigError as exc:
+            raise ConfigError(f"{exc.message}, or --oracle-cache '' to run without the cache", key="--oracle-cache",
+                              value=a.oracle_cache) from None
     results, safe, t0 = [], {}, time.time()
     for seed in range(K):  # the anchors: no ns-3, cheap; the series only for the seeds that run in ns-3
         for snd in ("none", "broadcast"):
