@@ -140,6 +140,10 @@ class SMACParams(ScenarioParams):
                                                        "energy / 200) to the own block (SMAX's own features have it; "
                                                        "SMAC's do not)")
     state_last_action: bool = Field(True, description="append every ally's last action (one-hot) to state()")
+    state_enemy_details: bool = Field(False, description="append, per enemy, its weapon cooldown / base cooldown and "
+                                                         "the ally it is shooting at (one-hot over allies) to state(): "
+                                                         "privileged information for a centralised critic, in "
+                                                         "neither SMAC's nor SMAX's state; observations are unchanged")
     start_positions: Literal["line", "surrounded", "reflect", "surrounded_and_reflect"] | None = Field(
         None, description="start layout; None = the map's ('line' for SMAC maps, 'surrounded_and_reflect' "
                           "for procedural ones)")
@@ -198,7 +202,8 @@ class SMACCore(RebindsViews, ScenarioCore):
         Units out of the observer's sight range (or dead) are all zeros. ``3m``: 30 dims, ``8m``: 80.
         ``state()``: per ally [health, cooldown / base cooldown (medivac: energy / 200), x, y relative to
         the map centre / map size, [shield], [type]], per enemy [health, x, y, [shield], [type]], then
-        (``state_last_action``) every ally's last action one-hot.
+        (``state_last_action``) every ally's last action one-hot, then (``state_enemy_details``, off by
+        default) per enemy [cooldown / base cooldown, the ally it shoots at one-hot].
 
     Action (``Discrete(6 + n_enemies)``, masks from :meth:`action_masks`):
         0 no-op (only for dead agents), 1 stop, 2 north (+y), 3 south, 4 east (+x), 5 west (moves
@@ -276,7 +281,9 @@ class SMACCore(RebindsViews, ScenarioCore):
         self.obs_dim = 4 + M * self.enemy_feats + (A - 1) * self.ally_feats + self.own_feats
         self.state_ally_feats = 4 + self.ally_shield + nb
         self.state_enemy_feats = 3 + self.enemy_shield + nb
-        self.state_dim = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
+        self._state_base = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
+        self._state_details = bool(p.state_enemy_details)
+        self.state_dim = self._state_base + (M * (1 + A) if self._state_details else 0)
         self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (self.obs_dim,), np.float32)
         self.state_space = gymnasium.spaces.Box(-1.0, 1.0, (self.state_dim,), np.float32)
         # state arrays, packed by dtype for the kernels (layout in ``_kernels``' docstring); the named attributes
@@ -531,7 +538,21 @@ class SMACCore(RebindsViews, ScenarioCore):
         out = np.empty((self.num_envs, self.state_dim), np.float32)
         K.state(self._type, self._pos, self._uf, self._unit_alive, self._eb, self._last_action, _TF, _TB,
                 self._type_bit, self._icfg, out)
+        if self._state_details:
+            self._enemy_details_into(out[:, self._state_base:])
         return out
+
+    def _enemy_details_into(self, out: np.ndarray) -> None:
+        """``state_enemy_details``: per enemy [cooldown / base cooldown in [0, 1], target one-hot over allies] into
+        ``out`` float32 ``[E, n_enemies * (1 + n_allies)]``; zeros for dead enemies and for envs that are over."""
+        A = self.n_allies
+        M = self.n_units - A
+        live = self._unit_alive[:, A:] & ~self._eb[0][:, None]                        # [E, M]
+        cd = np.clip(self._cooldown[:, A:] / _TF[self._type[:, A:], K.F_CD_NORM], 0.0, 1.0) * live
+        tgt = (self._enemy_last[:, :, None] == np.arange(A)) & live[:, :, None]       # [E, M, A]; -1 matches none
+        blk = out.reshape(self.num_envs, M, 1 + A)
+        blk[:, :, 0] = cd
+        blk[:, :, 1:] = tgt
 
     # ------------------------------------------------------------------ step
     def step(self, actions: np.ndarray) -> StepResult:

@@ -1,0 +1,44 @@
+"""``state_enemy_details``: per enemy [cooldown / base cooldown, target one-hot] appended to ``state()``."""
+
+import numpy as np
+
+from coopsim.scenarios.smac import units as U
+from coopsim.scenarios.smac.core import SMACCore
+
+
+def _attack_closest(core: SMACCore) -> np.ndarray:
+    m = core.action_masks()
+    return np.where(m[..., 6:].any(-1), 6 + m[..., 6:].argmax(-1), 4)  # attack the first attackable enemy, else east
+
+
+def test_layout_prefix_and_values():
+    off = SMACCore(3, map_name="5m_vs_6m")
+    on = SMACCore(3, map_name="5m_vs_6m", state_enemy_details=True)
+    A, M = 5, 6
+    assert on.state_dim == off.state_dim + M * (1 + A) == 98 + 36
+    assert on.state_space.shape == (on.state_dim,)
+    off.reset(seed=7)
+    on.reset(seed=7)
+    seen_target = seen_cooldown = False
+    for _ in range(25):
+        a = _attack_closest(on)
+        off.step(a)
+        on.step(a)
+        s_off, s_on = off.state(), on.state()
+        assert np.array_equal(s_on[:, :off.state_dim], s_off)  # SMAC's layout unchanged in front
+        d = s_on[:, off.state_dim:].reshape(3, M, 1 + A)
+        live = on._unit_alive[:, A:] & ~on._eb[0][:, None]
+        # dead enemies and finished envs are all zeros
+        assert not d[~live].any()
+        # cooldown: the unit's remaining cooldown over the marine's base cooldown, clipped to [0, 1]
+        want_cd = np.clip(on._cooldown[:, A:] / U.COOLDOWN_NORM_S[U.UNIT_TYPES.index("marine")], 0, 1) * live
+        np.testing.assert_allclose(d[..., 0], want_cd, rtol=1e-6, atol=0)
+        # target: exactly the ally the built-in enemy keeps shooting (enemy_last), none when it has none
+        hot = d[..., 1:]
+        assert set(np.unique(hot)) <= {0.0, 1.0}
+        has = live & (on._enemy_last >= 0)
+        assert np.array_equal(hot.sum(-1), has.astype(np.float32))
+        assert np.array_equal(hot.argmax(-1)[has], on._enemy_last[has])
+        seen_target |= bool(has.any())
+        seen_cooldown |= bool((d[..., 0] > 0).any())
+    assert seen_target and seen_cooldown  # the fight happened: the block carried information
