@@ -28,10 +28,11 @@ import yaml
 
 from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, parse_sender_params, sender_class
 from coopsim.comm.oracle import safe_rate_oracle, utilization
-from coopsim.errors import ConfigError, int_at_least, run_script
+from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable
 from coopsim.platform.stats import t_half_width
 from coopsim.platform.registry import make_component, make_scenario
+from coopsim.scenarios.mpe.tasks import SimpleSpreadParams
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "mpe"
 _ORACLE_CACHE: dict[str, np.ndarray] = {}  # the oracle depends on the channel and its seed only
@@ -135,21 +136,55 @@ def ci95(x: list[float]) -> tuple[float, float]:
     return t_half_width(x)
 
 
+#: progress of :func:`main`, for the message of an interrupted evaluation (:func:`kept_on_interrupt`)
+_PROGRESS: dict[str, Any] = {}
+
+
+def kept_on_interrupt() -> str:
+    """What an interrupted ``main`` keeps (``run_script``'s ``kept``): the JSON file and how many seeds it holds;
+    prints the table of the finished seeds first (the summary is already computed)."""
+    out, done, total = _PROGRESS.get("out"), _PROGRESS.get("seeds_done", 0), _PROGRESS.get("seeds", 0)
+    if out is None:
+        return ""  # interrupted before the arguments were read: run_script's default
+    if not done:
+        return f"nothing: no seed had finished, so {out} was not written"
+    summary = _PROGRESS.get("summary")
+    if summary is not None:
+        print(f"table of the {done} finished seed(s):", flush=True)
+        print_table(summary)
+    first = _PROGRESS.get("first_seed", 0)
+    return f"{out} with {done} of {total} seed(s) (seeds {first}..{first + done - 1}), a valid JSON file"
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds, >= 1: F..F+S-1")
+    _PROGRESS.clear()  # nothing from an earlier call in this process
+    ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.evaluate", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds S, >= 1: F..F+S-1 (default 5)")
     ap.add_argument("--first-seed", type=int_at_least(0), default=0,
                     help="F, the first seed (default 0; the mechanisms were tuned on 100..104)")
-    ap.add_argument("--num-agents", type=int_at_least(2), default=3, help="agents and landmarks N, >= 2")
-    ap.add_argument("--radius", type=float, default=0.5)
-    ap.add_argument("--num-envs", type=int_at_least(1), default=32)
-    ap.add_argument("--episodes", type=int_at_least(1), default=10)
-    ap.add_argument("--senders", default="none,broadcast,periodic,novelty,ddacom")
-    ap.add_argument("--out", default="runs/ddacom_eval.json")
+    bounds = SimpleSpreadParams.model_fields["num_agents"].metadata  # the scenario's ge/le constraints
+    n_max = next((m.le for m in bounds if getattr(m, "le", None) is not None), None)
+    ap.add_argument("--num-agents", type=int_at_least(2), default=3,
+                    help=f"agents and landmarks N, {f'2..{n_max}' if n_max else '>= 2'} (default 3)")
+    ap.add_argument("--radius", type=float_at_least(0, exclusive=True), default=0.5,
+                    help="partial-observation radius in metres, a number > 0: farther landmarks and agents are "
+                         "hidden (default 0.5)")
+    ap.add_argument("--num-envs", type=int_at_least(1), default=32,
+                    help="envs stepped together per run, >= 1 (default 32)")
+    ap.add_argument("--episodes", type=int_at_least(1), default=10,
+                    help="consecutive 25-step episodes per run over one channel, >= 1 (default 10)")
+    ap.add_argument("--senders", default="none,broadcast,periodic,novelty,ddacom",
+                    help="comma-separated senders to compare on every channel (default "
+                         "none,broadcast,periodic,novelty,ddacom)")
+    ap.add_argument("--out", default="runs/ddacom_eval.json",
+                    help="the results JSON, rewritten after every seed (default runs/ddacom_eval.json)")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="a sender param (repeatable), e.g. ddacom.resend_lost=true or novelty.threshold_m=0.2; "
                          "periodic's period_steps is 4 unless given")
     a = ap.parse_args(argv)
+    if n_max is not None and a.num_agents > n_max:  # the scenario's bound, named as the option the user typed
+        raise ConfigError(f"invalid value {a.num_agents} for --num-agents: an integer in 2..{n_max} is required "
+                          f"(agents and landmarks N)", key="num_agents", value=a.num_agents)
     channels = load_channels(a.num_agents)
     senders = a.senders.split(",")
     for snd in senders:
@@ -159,6 +194,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigError(exc.message, key="--senders", value=snd) from None
     overrides = parse_sender_params(a.sender_param, senders)
     check_writable("--out", a.out)
+    _PROGRESS.update(out=a.out, seeds=a.seeds, first_seed=a.first_seed, seeds_done=0)
     results = []
     t0 = time.time()
     kw = dict(num_agents=a.num_agents, obs_radius_m=a.radius, num_envs=a.num_envs, episodes=a.episodes)
@@ -173,12 +209,13 @@ def main(argv: list[str] | None = None) -> None:
                 r = run(snd, cid, cparams, sender_params=sp, seed=seed, **kw)
                 r["channel_name"] = cname
                 results.append(r)
-        print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)
         summary = summarize(results)  # written after every seed: an interrupted sweep keeps its seeds
-        atomic_write_json(Path(a.out), {"args": vars(a), "seeds_done": seed - a.first_seed + 1, "summary": summary, "runs": [
+        done = seed - a.first_seed + 1
+        atomic_write_json(Path(a.out), {"args": vars(a), "seeds_done": done, "summary": summary, "runs": [
             {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
+        _PROGRESS.update(seeds_done=done, summary=summary)  # after the write: never claims more than the file has
+        print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)  # and in --out
     print_table(summary)
-
 
 def summarize(results: list[dict]) -> dict:
     by = {}
@@ -234,4 +271,4 @@ def print_table(summary: dict) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    run_script(main, kept=kept_on_interrupt)

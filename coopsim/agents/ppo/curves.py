@@ -34,10 +34,13 @@ def series(seed_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     with open(seed_dir / "metrics.csv", newline="") as f:
         for r in csv.DictReader(f):
-            v = r.get(metric, "")
-            if v not in ("", None) and math.isfinite(float(v)):
+            try:
+                y = float(r.get(metric) or "nan")
+            except ValueError:  # a cell that is not a number: no point
+                continue
+            if math.isfinite(y):
                 xs.append(int(r["env_steps"]))
-                ys.append(float(v))
+                ys.append(y)
     return np.asarray(xs), np.asarray(ys)
 
 
@@ -102,24 +105,94 @@ def check_image_path(out: str | Path) -> None:
                            f"{', '.join('.' + v for v in valid)}")
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("out")
-    ap.add_argument("runs", nargs="+")
-    ap.add_argument("--metric", action="append", default=None)
-    ap.add_argument("--smooth", type=int_at_least(1), default=10)
-    ap.add_argument("--title", default=None)
-    a = ap.parse_args(argv)
-    check_image_path(a.out)  # before the runs are read
-    try:
-        res = plot(a.out, a.runs, tuple(a.metric) if a.metric else DEFAULT_METRICS, a.smooth, a.title)
-    except FileNotFoundError as exc:
-        raise CoopsimError(f"{exc} (give `coopsim train` run directories, which hold seed-<s>/metrics.csv)") from None
-    print(json.dumps(res, indent=2))
-    if not any(res["metrics"].values()):
-        print(f"note: none of the metrics {', '.join(res['metrics'])} is in these runs' metrics.csv, so {a.out} has "
-              f"empty panels; choose columns with --metric", file=sys.stderr)
+def metric_columns(dirs: list[Path]) -> list[str]:
+    """The columns of the seeds' ``metrics.csv`` that hold at least one finite number (``iteration`` and
+    ``env_steps`` left out), in the files' column order."""
+    order: dict[str, None] = {}
+    have: set[str] = set()
+    for d in dirs:
+        with open(d / "metrics.csv", newline="") as f:
+            reader = csv.DictReader(f)
+            order.update(dict.fromkeys(reader.fieldnames or ()))
+            for r in reader:
+                for k, v in r.items():
+                    if k in have or k in ("iteration", "env_steps", None) or v in ("", None):
+                        continue
+                    try:
+                        if math.isfinite(float(v)):
+                            have.add(k)
+                    except (TypeError, ValueError):
+                        pass
+    return [c for c in order if c in have]
 
+
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def check_argument_order(out: str, runs: list[str]) -> None:
+    """Refuses ``RUN_DIR OUT.png`` (the arguments swapped): the first argument is the output image.
+
+    Raises:
+        CoopsimError: names the argument that looks like the image and the order expected.
+    """
+    if Path(out).suffix.lower() in IMAGE_SUFFIXES and not Path(out).is_dir():
+        return
+    images = [r for r in runs if Path(r).suffix.lower() in IMAGE_SUFFIXES and not Path(r).is_dir()]
+    if images or Path(out).is_dir():
+        what = (f"{images[0]!r} looks like the output image but is not the first argument" if images
+                else f"the first argument {out!r} is a directory")
+        raise CoopsimError(f"{what}: the first argument is the output image (.png, .pdf or .svg), the run directories "
+                           f"come after it: python -m coopsim.agents.ppo.curves OUT.png RUN_DIR [RUN_DIR ...]")
+
+
+def choose_metrics(dirs: list[Path], runs: list[str], asked: list[str] | None) -> tuple[str, ...]:
+    """The metrics to plot: every ``--metric`` given (each must have values in the runs), or the defaults the
+    runs have.
+
+    Raises:
+        CoopsimError: a metric given is not a column with values in any seed's metrics.csv (or, without
+            --metric, none of the defaults is); the message lists the metrics the runs have.
+    """
+    have = metric_columns(dirs)
+    where = f"the metrics.csv of {', '.join(runs)} ({len(dirs)} seed(s))"
+    listing = f"metrics in these runs: {', '.join(have) or '(none: the files hold no values yet)'}"
+    if asked:
+        missing = [m for m in asked if m not in have]
+        if missing:
+            raise CoopsimError(f"--metric {', '.join(repr(m) for m in missing)}: not in {where}; {listing}")
+        return tuple(dict.fromkeys(asked))
+    present = tuple(m for m in DEFAULT_METRICS if m in have)
+    if not present:
+        raise CoopsimError(f"none of the default metrics ({', '.join(DEFAULT_METRICS)}) is in {where}; choose "
+                           f"columns with --metric; {listing}")
+    left = [m for m in DEFAULT_METRICS if m not in present]
+    if left:
+        print(f"note: default metric(s) {', '.join(left)} not in these runs: left out", file=sys.stderr)
+    return present
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ppo.curves", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", metavar="OUT", help="the image to write (.png, .pdf or .svg)")
+    ap.add_argument("runs", nargs="+", metavar="RUN_DIR",
+                    help="a coopsim train run directory (seed-*/metrics.csv inside) or one seed directory")
+    ap.add_argument("--metric", action="append", default=None,
+                    help="a metrics.csv column to plot (repeatable; default: the ones of "
+                         f"{', '.join(DEFAULT_METRICS)} the runs have)")
+    ap.add_argument("--smooth", type=int_at_least(1), default=10,
+                    help="moving-average window in bins, >= 1 (default 10)")
+    ap.add_argument("--title", default=None, help="a title above the panels (default: none)")
+    a = ap.parse_args(argv)
+    check_argument_order(a.out, a.runs)
+    check_image_path(a.out)  # before the runs are read
+    dirs = seed_dirs(a.runs)
+    if not dirs:
+        raise CoopsimError(f"no seed-*/metrics.csv under {a.runs} (give `coopsim train` run directories, which hold "
+                           "seed-<s>/metrics.csv)")
+    metrics = choose_metrics(dirs, a.runs, a.metric)
+    res = plot(a.out, a.runs, metrics, a.smooth, a.title)
+    print(json.dumps(res, indent=2))
 
 if __name__ == "__main__":
     run_script(main)

@@ -278,7 +278,8 @@ def resolve_map(name_or_path: str | Path) -> Path:
     """The ``.map`` file for a shipped map name (``"random-32-32-10"``, with or without ``.map``) or a path.
 
     Raises:
-        ConfigError: neither a shipped map nor an existing file; the message lists the shipped maps.
+        ConfigError: neither a shipped map nor an existing file (a directory is named as such); the message lists
+            the shipped maps.
     """
     s = str(name_or_path)
     stem = _map_stem(s)
@@ -287,6 +288,12 @@ def resolve_map(name_or_path: str | Path) -> Path:
     p = Path(s).expanduser()
     if p.is_file():
         return p
+    if p.is_dir():
+        inside = sorted(q.name for q in p.glob("*.map"))
+        held = (f"it holds {', '.join(inside[:5])}{', ...' if len(inside) > 5 else ''}: give the file's path"
+                if inside else "it holds no .map file")
+        raise ConfigError(f"unknown map {s!r}: it is a directory, but a MovingAI .map file is expected ({held}); "
+                          f"or give a shipped map: {', '.join(shipped_maps())}", key="map", value=s)
     raise ConfigError(f"unknown map {s!r}: not a shipped map and no such file; shipped maps: {', '.join(shipped_maps())} "
                       "(or give a path to a MovingAI .map file)", key="map", value=s)
 
@@ -306,6 +313,9 @@ def resolve_scen(map_data: MapData, scen: str | Path | int) -> Path:
         raise ConfigError(f"no shipped scen file {p.name!r} for map {map_data.name!r}; shipped indices: "
                           f"{', '.join(have) or '(none: give a path to a .scen file)'}", key="scen", value=scen)
     p = Path(str(scen)).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"{str(scen)!r} is a directory; a MovingAI .scen file is expected (or an index 1..25 of a "
+                          "shipped scen file)", key="scen", value=scen)
     if not p.is_file():
         alt = DATA_DIR / p.name
         if alt.is_file() and p.parent == Path("."):
