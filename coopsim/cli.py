@@ -136,9 +136,11 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
              overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
     """Check a run config (schema, registry ids, every component's params) without running it."""
     from coopsim.errors import ConfigError
-    from coopsim.platform.config import blame_override, check_buildable, dump_config, load_config
+    from coopsim.platform.config import (blame_override, check_buildable, check_unique_overrides, dump_config,
+                                         load_config)
 
     try:
+        check_unique_overrides(overrides or [], config)
         cfg = load_config(config, overrides or [])
         try:
             check_buildable(cfg, file=str(config))
@@ -186,12 +188,15 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
     from coopsim.errors import ConfigError
-    from coopsim.platform.config import blame_override, load_config
-    from coopsim.platform.runner import open_loop_shield_warning, run_config, untrained_learner_warning
+    from coopsim.platform.config import blame_override, check_unique_overrides, load_config
+    from coopsim.platform.runner import (ignored_train_warning, open_loop_shield_warning, run_config,
+                                         untrained_learner_warning)
 
     try:
+        check_unique_overrides(overrides or [], config)
         cfg = load_config(config, overrides or [])
-        warnings = [w for w in (untrained_learner_warning(cfg, str(checkpoint) if checkpoint else None),
+        ck = str(checkpoint) if checkpoint else None
+        warnings = [w for w in (untrained_learner_warning(cfg, ck), ignored_train_warning(cfg, overrides or [], ck),
                                 open_loop_shield_warning(cfg)) if w]
 
         def opened(run_dir: Path) -> None:  # everything built: the warnings now (an error before them is alone)
@@ -256,11 +261,13 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     from coopsim.errors import ConfigError, in_file
-    from coopsim.platform.config import blame_override, check_buildable, load_config, parse_override
+    from coopsim.platform.config import (blame_override, check_buildable, check_unique_overrides, load_config,
+                                         parse_override)
     from coopsim.platform.recorder import check_writable
-    from coopsim.platform.runner import untrained_learner_warning
+    from coopsim.platform.runner import ignored_train_warning, untrained_learner_warning
 
     try:
+        check_unique_overrides(overrides or [], config)  # as `coopsim run` (and a --grid key given twice, below)
         axes = []
         grid_keys = []
         for g in grid:
@@ -292,17 +299,20 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 raise CoopsimError(f"{okey} is given both as a fixed override ({o!r}) and as --grid {gkey}=...; the grid "
                                    f"would replace it in every run: drop one of them")
         base = load_config(config, list(overrides or [])).name
+        # each run is named <name>-<grid values>: a fixed name=... (or a --grid name axis) is in base or in the tag,
+        # and is left out of the run's own overrides, which give name once (`coopsim run` refuses a key given twice)
+        fixed = [o for o in overrides or [] if not _is_name_override(o)]
         combos = []
         for c in itertools.product(*axes):
             tag = "-".join(_slug(x.split("=", 1)[1]) for x in c)
-            combos.append(list(overrides or []) + list(c) + [f"name={base}-{tag}"])
+            combos.append(fixed + [x for x in c if not _is_name_override(x)] + [f"name={base}-{tag}"])
         warnings: list[str] = []
         out_dirs: set[str] = set()
         for c in combos:  # validate and build everything before starting anything
             try:
                 cfg_c = load_config(config, c)
             except ConfigError as exc:  # a value of a --grid axis is named as that, not as an override
-                raise _as_grid_value(exc, c[len(overrides or []):-1]) from None
+                raise _as_grid_value(exc, c[len(fixed):-1]) from None
             check_buildable(cfg_c, file=str(config))
             if cfg_c.out_dir not in out_dirs:  # once per folder, before any run starts (as `coopsim run` fails)
                 out_dirs.add(cfg_c.out_dir)
@@ -310,10 +320,10 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                     check_writable("out_dir", cfg_c.out_dir, folder=True)
                 except ConfigError as exc:  # named as the override or --grid value that set it, else the file
                     exc = in_file(blame_override(exc, config, c), str(config))
-                    raise _as_grid_value(exc, c[len(overrides or []):-1]) from None
-            w = untrained_learner_warning(cfg_c, None)
-            if w and w not in warnings:
-                warnings.append(w)
+                    raise _as_grid_value(exc, c[len(fixed):-1]) from None
+            for w in (untrained_learner_warning(cfg_c, None), ignored_train_warning(cfg_c, c)):
+                if w and w not in warnings:
+                    warnings.append(w)
     except CoopsimError as exc:
         _fail(exc)
     for w in warnings:  # once per distinct warning, not once per run (as `coopsim run` prints it)
@@ -466,6 +476,16 @@ def _child_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _is_name_override(text: str) -> bool:
+    """Whether ``text`` is a ``name=...`` override (or --grid item)."""
+    from coopsim.platform.config import parse_override
+
+    try:
+        return ".".join(parse_override(text)[0]) == "name"
+    except CoopsimError:
+        return False
+
+
 def _grid_of(grid: list[str], key: str) -> str:
     """The values text of the first ``--grid`` of ``key``."""
     return next(g.split("=", 1)[1] for g in grid if "=" in g and g.split("=", 1)[0].strip() == key)
@@ -615,8 +635,10 @@ def train(config: Optional[Path] = typer.Argument(None, help="training config (Y
         _fail(ConfigError("give the training config (coopsim train CONFIG [key=value ...]), or --resume RUN_DIR "
                           "to continue a run"))
     try:
+        from coopsim.platform.config import check_unique_overrides
         from coopsim.platform.training import train_main
 
+        check_unique_overrides(overrides, config)
         with _sigterm_as_interrupt():
             run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None,
                                  info=lambda msg: console.print(msg, soft_wrap=True, highlight=False))
@@ -666,11 +688,22 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
              progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
     try:
+        from coopsim.platform.config import check_unique_overrides, load_config
+        from coopsim.platform.runner import ignored_train_warning
         from coopsim.platform.training import eval_main
+
+        check_unique_overrides(list(overrides or []), config)
+        warning = ignored_train_warning(load_config(config, list(overrides or [])), list(overrides or []),
+                                        str(checkpoint), command="coopsim eval")
+
+        def opened(run_dir: Path) -> None:  # as `coopsim run`: the warning once everything is built
+            if warning:
+                err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+            _name_run_dir_in_logs(run_dir)
 
         with _sigterm_as_interrupt():
             run_dir = eval_main(str(config), list(overrides or []), str(checkpoint), progress=progress,
-                                on_open=_name_run_dir_in_logs)
+                                on_open=opened)
     except CoopsimError as exc:
         _fail(exc)
     except KeyboardInterrupt as exc:

@@ -562,7 +562,11 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
     """Read, override and validate a run config, including each component's params.
 
     Raises:
-        ConfigError: anything invalid, with file, key, value and what is valid.
+        ConfigError: anything invalid, with file, key, value and what is valid; a ``scenario.params.max_steps``
+            override that the top-level ``max_steps`` would replace (:func:`check_max_steps_conflict`).
+
+    Of overrides that set the same key the last counts (``[*BASE, "seeds=[3]"]`` from Python); the ``coopsim``
+    command refuses a key typed twice (:func:`check_unique_overrides`).
         RegistryError: an unknown component id (lists the registered ids).
     """
     overrides = list(overrides or [])
@@ -571,8 +575,14 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
     data = apply_overrides(raw, overrides)
     resolve_file_params(data, Path(path).parent)
     try:
-        return validate_config(data, file=str(path), check_components=check_components)
+        cfg = validate_config(data, file=str(path), check_components=False)
+        check_max_steps_conflict(cfg, path, overrides)  # before the params are checked: the loser is never checked
+        if check_components:
+            validate_components(cfg, file=str(path))
+        return cfg
     except ConfigError as exc:
+        if isinstance(exc, _MaxStepsConflict):  # addressed to the right override already
+            raise
         section = (exc.key or "").split(".")[0]
         if (exc.key == f"{section}.id" and section not in in_file_sections and isinstance(data.get(section), dict)
                 and "id" not in data[section]):  # an override made the section (shield.params.x=1): it needs an id
@@ -581,6 +591,70 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
                               f"(`coopsim list` shows them)",
                               file=exc.file, key=exc.key, value=exc.value, also=(section,))
         raise blame_override(exc, path, overrides) from None
+
+
+def check_unique_overrides(overrides: list[str], path: str | Path) -> None:
+    """Refuse a key given twice among the command-line ``overrides`` (``episodes=2 episodes=3``): one of the values
+    would be dropped without a word, so the command line is ambiguous (as ``coopsim sweep`` refuses a ``--grid`` key
+    given twice). The ``coopsim`` commands call it; :func:`load_config` does not (from Python, a later override of
+    a key in a list built from a base list counts). Keys are compared as parsed (``episodes`` and `` episodes``); a
+    key beside one of its parent or child keys (``channel.params={} channel.params.x=1``) is allowed. Texts that are
+    no valid override are left to :func:`apply_overrides`, which reports them.
+
+    Raises:
+        ConfigError: key the repeated key; names both overrides and says which to keep.
+    """
+    first: dict[str, str] = {}
+    for text in overrides:
+        try:
+            parts, value = parse_override(text)
+        except ConfigError:
+            continue
+        key = ".".join(p.strip() for p in parts)
+        if key in first:
+            raise ConfigError(f"is given twice on the command line ('{first[key]}' and '{text}'); give it once, "
+                              f"e.g. {text.strip()}", file=f"command-line override '{text}' (config {path})",
+                              key=key, value=value)
+        first[key] = text
+
+
+class _MaxStepsConflict(ConfigError):
+    """:func:`check_max_steps_conflict`'s error (load_config passes it on unchanged)."""
+
+
+def check_max_steps_conflict(cfg: RunConfig, path: str | Path, overrides: list[str]) -> None:
+    """Refuse a ``scenario.params.max_steps`` given on the command line beside a different top-level ``max_steps``
+    (from the file or the command line): the top-level key overrides the scenario's param (module docstring,
+    :meth:`RunConfig.scenario_params`), so the override would be ignored without a word. A top-level ``max_steps``
+    override of a file's ``scenario.params.max_steps`` is that documented override and allowed, and so are both in the
+    file (as before: a run's stored ``config.yaml`` may hold both, and ``--resume`` reads it).
+
+    Raises:
+        ConfigError: key ``scenario.params.max_steps``; names both keys and values and what to give instead.
+    """
+    top, sc = cfg.max_steps, cfg.scenario.params.get("max_steps")
+    if top is None or sc is None:
+        return
+    if isinstance(sc, (int, float)) and not isinstance(sc, bool) and sc == top:  # 500 and 500.0 agree
+        return
+    parsed = []
+    for text in overrides:
+        try:
+            parsed.append((".".join(parse_override(text)[0]), text))
+        except ConfigError:
+            continue
+    target = "scenario.params.max_steps"
+    sc_text = next((t for k, t in reversed(parsed) if k == target or target.startswith(k + ".")), None)
+    if sc_text is None:  # the scenario's max_steps is the file's
+        return
+    top_text = next((t for k, t in reversed(parsed) if k == "max_steps"), None)
+    top_where = f"'{top_text}' on the command line" if top_text else f"max_steps: {top} in the file"
+    shown = sc if not isinstance(sc, str) else repr(str(sc))
+    raise _MaxStepsConflict(
+        f"{shown} conflicts with the top-level max_steps ({top_where}), which overrides scenario.params.max_steps, so "
+        f"{shown} would be ignored; give the episode step limit once, as the top-level key: keep max_steps={top} "
+        f"and drop scenario.params.max_steps, or give max_steps={sc} instead",
+        file=f"command-line override '{sc_text}' (config {path})", key=target, value=sc, also=("max_steps",))
 
 
 #: keys a top-level override hands on to a component's params (the error then names the key the user typed)

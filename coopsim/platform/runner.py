@@ -113,10 +113,28 @@ def scenario_error(exc: ConfigError, file: str | None) -> ConfigError:
     return ConfigError(msg, file=exc.file or file, key=key, value=exc.value)
 
 
+def learns_online(cls: Any, params: dict[str, Any] | None = None) -> bool:
+    """Whether an agent class learns while ``coopsim run`` plays it: it overrides
+    :meth:`coopsim.platform.agent.AgentPlugin.observe` (a no-op in the base class; the runner hands it every step's
+    transition, and e.g. ``graph_safe-v0`` and ``safe_baselines/iql-v0`` update their model there) and its params
+    (``params``, the config's ``agents.params``) do not switch on ``greedy``, the evaluation mode those agents
+    have (no exploration, no learning; ``coopsim.agents.graph_safe.train`` sets it the same way)."""
+    from coopsim.platform.agent import AgentPlugin
+
+    if getattr(cls, "observe", AgentPlugin.observe) is AgentPlugin.observe:
+        return False
+    field = getattr(getattr(cls, "Params", None), "model_fields", {}).get("greedy")
+    if field is not None and bool((params or {}).get("greedy", field.default)):
+        return False
+    return True
+
+
 def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | None:
     """The warning for a run that evaluates a learner (an agent class with ``make_trainer``) with neither
     ``--checkpoint`` nor ``agents.params.checkpoint``: its policy is untrained (random initial weights); None
-    otherwise."""
+    otherwise, and None for a learner that learns during the run itself (:func:`learns_online`, e.g.
+    ``graph_safe-v0``: ``coopsim run`` is its documented workflow), unless ``train.init_policy`` is set, which
+    ``coopsim run`` does not read (the warning then says so)."""
     if checkpoint is not None or cfg.agents.params.get("checkpoint"):
         return None
     try:
@@ -125,13 +143,63 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
         return None
     if not hasattr(cls, "make_trainer"):
         return None
-    has_param = "checkpoint" in getattr(getattr(cls, "Params", None), "model_fields", {})
     init = (cfg.train or {}).get("init_policy")
+    if learns_online(cls, cfg.agents.params):
+        if not init:
+            return None
+        return (f"agent '{cfg.agents.id}' learns during the run, starting from scratch: train.init_policy ({init}) is "
+                f"read by `coopsim train` only; to start from that policy, pass --checkpoint {init}")
+    has_param = "checkpoint" in getattr(getattr(cls, "Params", None), "model_fields", {})
+    greedy = ("; agents.params.greedy is true, so it does not learn during the run either"
+              if learns_online(cls, {**cfg.agents.params, "greedy": False}) else "")
     return (f"agent '{cfg.agents.id}' is a learner and no checkpoint was given: evaluating an untrained policy "
             f"(train it with `coopsim train CONFIG`, or pass --checkpoint"
-            f"{' / agents.params.checkpoint' if has_param else ''})"
+            f"{' / agents.params.checkpoint' if has_param else ''}){greedy}"
             + (f"; train.init_policy ({init}) is read by `coopsim train` only: to evaluate that policy, pass "
                f"--checkpoint {init}" if init else ""))
+
+
+def train_override_keys(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """The keys of the ``train`` / ``train.*`` overrides among ``overrides`` (``key=value`` texts), in order, each
+    once; texts that are no valid override are left out (load_config reports them)."""
+    from coopsim.platform.config import parse_override
+
+    keys: list[str] = []
+    for text in overrides:
+        try:
+            key = ".".join(parse_override(text)[0])
+        except CoopsimError:
+            continue
+        if (key == "train" or key.startswith("train.")) and key not in keys:
+            keys.append(key)
+    return keys
+
+
+def ignored_train_warning(cfg: RunConfig, overrides: list[str] | tuple[str, ...] = (),
+                          checkpoint: str | None = None, *, command: str = "coopsim run") -> str | None:
+    """The warning for ``train:`` settings that ``command`` (``coopsim run``, ``coopsim eval``) ignores: it never
+    reads the ``train:`` section (``coopsim train`` does). For an agent that cannot be trained (its class has no
+    ``make_trainer``) every key of the section is named, from the file or the command line; for a learner, whose
+    config file's ``train:`` section is there for ``coopsim train``, only the ``train.*`` keys given on this command
+    line (``overrides``), except ``train.init_policy`` where :func:`untrained_learner_warning` names it already.
+    None when nothing is ignored."""
+    if not cfg.train:
+        return None
+    try:
+        cls = _unwrap(registry.spec("agent", cfg.agents.id).load())
+    except CoopsimError:
+        return None
+    if not hasattr(cls, "make_trainer"):
+        keys = [f"train.{k}" for k in cfg.train]
+        return (f"agent '{cfg.agents.id}' cannot be trained, so `{command}` ignores {', '.join(keys)} (the train: "
+                f"section is read by `coopsim train`, which needs a learner: `coopsim list agent` shows the agents)")
+    keys = train_override_keys(overrides)
+    if "train.init_policy" in keys and "train.init_policy" in (untrained_learner_warning(cfg, checkpoint) or ""):
+        keys.remove("train.init_policy")
+    if not keys:
+        return None
+    return (f"`{command}` ignores {', '.join(keys)} given on the command line: only `coopsim train` reads the "
+            f"train: section")
 
 
 def open_loop_shield_warning(cfg: RunConfig) -> str | None:

@@ -46,7 +46,8 @@ def test_a_changed_network_or_lr_is_refused_and_the_run_is_untouched(done_run, t
     before = snapshot(run)
     # the bricking sequence: a different hidden size on resume used to rewrite config.yaml (exit 0), and every
     # later resume then crashed with a torch size mismatch
-    r = cli("train", CFG, *TINY, "train.total_env_steps=512", "agents.params.hidden=[32]", "--resume", str(run))
+    tiny = [o for o in TINY if not o.startswith("train.total_env_steps=")]  # the command line gives a key once
+    r = cli("train", CFG, *tiny, "train.total_env_steps=512", "agents.params.hidden=[32]", "--resume", str(run))
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     err = " ".join(r.stderr.split())
     assert "key 'agents.params.hidden'" in err and "[64, 64]" in err and "[32]" in err
