@@ -129,6 +129,15 @@ def learns_online(cls: Any, params: dict[str, Any] | None = None) -> bool:
     return True
 
 
+def _agent_class(cfg: RunConfig) -> type | None:
+    """The agent class of ``cfg.agents.id`` (wrappers unwrapped), or None when it cannot be loaded (the run
+    reports that itself)."""
+    try:
+        return _unwrap(registry.spec("agent", cfg.agents.id).load())
+    except CoopsimError:
+        return None
+
+
 def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | None:
     """The warning for a run that evaluates a learner (an agent class with ``make_trainer``) with neither
     ``--checkpoint`` nor ``agents.params.checkpoint``: its policy is untrained (random initial weights); None
@@ -137,11 +146,8 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
     ``coopsim run`` does not read (the warning then says so)."""
     if checkpoint is not None or cfg.agents.params.get("checkpoint"):
         return None
-    try:
-        cls = _unwrap(registry.spec("agent", cfg.agents.id).load())
-    except CoopsimError:
-        return None
-    if not hasattr(cls, "make_trainer"):
+    cls = _agent_class(cfg)
+    if cls is None or not hasattr(cls, "make_trainer"):
         return None
     init = (cfg.train or {}).get("init_policy")
     if learns_online(cls, cfg.agents.params):
@@ -185,9 +191,8 @@ def ignored_train_warning(cfg: RunConfig, overrides: list[str] | tuple[str, ...]
     None when nothing is ignored."""
     if not cfg.train:
         return None
-    try:
-        cls = _unwrap(registry.spec("agent", cfg.agents.id).load())
-    except CoopsimError:
+    cls = _agent_class(cfg)
+    if cls is None:
         return None
     if not hasattr(cls, "make_trainer"):
         keys = [f"train.{k}" for k in cfg.train]
