@@ -30,7 +30,36 @@ from rich.markup import escape
 from coopsim.errors import ConfigError, CoopsimError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  context_settings={"help_option_names": ["-h", "--help"]},  # -h too, for every subcommand
                   help="coopsim: run, train and compare teams of agents in one scenario engine.")
+
+
+def _package_version() -> str:
+    """The installed coopsim version (the package metadata), or 'unknown' when it is not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("coopsim")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        console.print(f"coopsim {_package_version()}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main_options(version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
+                                                         help="print the coopsim version and exit")) -> None:
+    pass
+
+
+#: the help of a command's key=value overrides: every command that writes runs names the key that says where
+OVERRIDES_HELP = ("key.path=value overrides, e.g. scenario.params.num_agents=128 'seeds=[0,1,2]' (quoted: the shell "
+                  "would expand the brackets); out_dir=/data/runs sets where run directories are written "
+                  "(default: runs/ under the current folder)")
 #: the width of stdout when it is not a terminal (piped, redirected) and COLUMNS is not set: rich's default of 80
 #: would wrap table rows (``coopsim list | cat``, ``coopsim sweep ... | tee log``)
 PIPED_WIDTH = 200
@@ -47,6 +76,23 @@ def _stdout_console() -> Console:
 
 console = _stdout_console()
 err_console = Console(stderr=True, emoji=False)
+
+
+def _check_seeds_overrides(overrides: list[str] | None, config: object, *, sweep: bool = False) -> None:
+    """Refuse ``seeds=0,1`` (a bare comma-separated list, which YAML reads as the string '0,1') with the form that
+    works: ``'seeds=[0,1]'``, quoted so the shell passes the brackets as they are (zsh would expand them)."""
+    import re
+
+    for text in overrides or []:
+        key, _, raw = text.partition("=")
+        if key.strip() != "seeds" or not re.fullmatch(r"\s*[+-]?\d+(\s*,\s*[+-]?\d+)+\s*", raw):
+            continue
+        values = ",".join(v.strip() for v in raw.split(","))
+        fixed = f"seeds=[{values}]"
+        grid = f", or --grid seeds={values} for one run per seed" if sweep else ""
+        raise ConfigError(f"invalid value {raw.strip()!r}: seeds is a list; write {shlex.quote(fixed)} (with the "
+                          f"brackets, quoted so the shell leaves them alone){grid}",
+                          file=f"command-line override {text!r} (config {config})", key="seeds", value=raw)
 
 
 def _invoked_as() -> str:
@@ -118,17 +164,56 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
             registry.list_ids(k)  # raises on an unknown kind before anything is printed
         for k in kinds:
             console.print(f"[bold]{k}s[/]")
+            rows = []
             for s in registry.specs(k):
                 try:
-                    doc = s.doc()
+                    doc = escape(_list_description(s))
                 except CoopsimError as exc:
-                    doc = f"[red](unavailable: {exc})[/]"
-                from rich.markup import escape
+                    doc = f"[red](unavailable: {escape(str(exc))})[/]"
+                rows.append((s.id, doc))
+            if console.is_terminal:  # a table: a long description wraps in its own column, under itself
+                from rich.padding import Padding
+                from rich.table import Table
 
-                console.print(f"  {s.id:<34} " + (doc if doc.startswith("[red]") else escape(doc)), highlight=False,
-                              soft_wrap=not console.is_terminal)  # piped: one line per id, however long
+                table = Table.grid(padding=(0, 1))
+                table.add_column(min_width=34, no_wrap=True)
+                table.add_column(overflow="fold")
+                for id_, doc in rows:
+                    table.add_row(escape(id_), doc)
+                console.print(Padding(table, (0, 0, 0, 2)), highlight=False)
+            else:  # piped: one line per id, however long
+                for id_, doc in rows:
+                    console.print(f"  {escape(id_):<34} {doc}", highlight=False, soft_wrap=True)
     except CoopsimError as exc:
         _fail(exc)
+
+
+#: `coopsim list` shows a component's first docstring sentences up to about this many characters (at least one
+#: whole sentence, never cut inside one)
+LIST_DOC_CHARS = 160
+
+
+def _list_description(spec) -> str:
+    """The description `coopsim list` shows for a registry ``spec``: the first paragraph of the component's docstring
+    (its lines joined), cut at a sentence end after the first sentence when it is longer than
+    :data:`LIST_DOC_CHARS`; for a :class:`~coopsim.platform.registry.Variant`, followed by the params it fixes."""
+    import inspect
+    import re
+
+    from coopsim.platform.registry import Variant
+
+    obj = spec.load()
+    cls = obj.cls if isinstance(obj, Variant) else obj
+    para = " ".join(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].split())
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", para)  # "et al. 2018", "e.g. ``x``" do not end one
+    text = sentences[0]
+    for more in sentences[1:]:
+        if len(text) + 1 + len(more) > LIST_DOC_CHARS:
+            break
+        text += " " + more
+    if isinstance(obj, Variant) and obj.defaults:
+        text += "  [" + ", ".join(f"{k}={v!r}" for k, v in obj.defaults.items()) + "]"
+    return text
 
 
 @app.command()
@@ -141,6 +226,7 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     try:
         check_unique_overrides(overrides or [], config)
+        _check_seeds_overrides(overrides, config)
         cfg = load_config(config, overrides or [])
         try:
             check_buildable(cfg, file=str(config))
@@ -183,10 +269,10 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
 
 @app.command()
 def run(config: Path = typer.Argument(..., help="run config (YAML)"),
-        overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value, e.g. scenario.params.num_agents=128"),
+        overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
         checkpoint: Optional[Path] = typer.Option(None, help="load agent parameters from this file"),
         progress: bool = typer.Option(True, help="show a progress bar")) -> None:
-    """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays)."""
+    """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays); out_dir=DIR writes DIR/<name>-... instead."""  # noqa: E501
     from coopsim.errors import ConfigError
     from coopsim.platform.config import blame_override, check_unique_overrides, load_config
     from coopsim.platform.runner import (ignored_train_warning, open_loop_shield_warning, run_config,
@@ -194,6 +280,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     try:
         check_unique_overrides(overrides or [], config)
+        _check_seeds_overrides(overrides, config)
         cfg = load_config(config, overrides or [])
         ck = str(checkpoint) if checkpoint else None
         warnings = [w for w in (untrained_learner_warning(cfg, ck), ignored_train_warning(cfg, overrides or [], ck),
@@ -254,7 +341,7 @@ def _failed_run(exc: Exception) -> None:
 @app.command()
 def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           grid: List[str] = typer.Option(..., "--grid", help="key=v1,v2,... (repeatable); the product is run"),
-          overrides: Optional[List[str]] = typer.Argument(None, help="fixed key.path=value overrides"),
+          overrides: Optional[List[str]] = typer.Argument(None, help="fixed (every run's) " + OVERRIDES_HELP),
           jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)")) -> None:
     """Run the product of --grid values, one `coopsim run` process per core, then compare them.
 
@@ -268,6 +355,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
 
     try:
         check_unique_overrides(overrides or [], config)  # as `coopsim run` (and a --grid key given twice, below)
+        _check_seeds_overrides(overrides, config, sweep=True)
         axes = []
         grid_keys = []
         for g in grid:
@@ -617,7 +705,7 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
 @app.command()
 def train(config: Optional[Path] = typer.Argument(None, help="training config (YAML with a train: section); with "
                                                               "--resume it may be left out: the run's config.yaml"),
-          overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
+          overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
           resume: Optional[Path] = typer.Option(None, help="continue the stopped run in this directory (written by "
                                                          "coopsim train) from its last checkpoint; the budget is the "
                                                          "run's stored train.total_env_steps, not the YAML file's, "
@@ -639,6 +727,7 @@ def train(config: Optional[Path] = typer.Argument(None, help="training config (Y
         from coopsim.platform.training import train_main
 
         check_unique_overrides(overrides, config)
+        _check_seeds_overrides(overrides, config)
         with _sigterm_as_interrupt():
             run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None,
                                  info=lambda msg: console.print(msg, soft_wrap=True, highlight=False))
@@ -684,7 +773,7 @@ def train(config: Optional[Path] = typer.Argument(None, help="training config (Y
 def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
              checkpoint: Path = typer.Option(..., help="policy.pt / checkpoint.pt written by `coopsim train`, or a "
                                                        "training run's seed-<s> directory"),
-             overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides"),
+             overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
              progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
     try:
@@ -693,6 +782,7 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
         from coopsim.platform.training import eval_main
 
         check_unique_overrides(list(overrides or []), config)
+        _check_seeds_overrides(overrides, config)
         warning = ignored_train_warning(load_config(config, list(overrides or [])), list(overrides or []),
                                         str(checkpoint), command="coopsim eval")
 

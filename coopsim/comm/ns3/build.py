@@ -168,8 +168,38 @@ def _build(binary: Path, work: Path, quiet: bool) -> Path:
     return binary
 
 
-def main() -> int:
-    """``python -m coopsim.comm.ns3.build``: build the bridge now and print its path."""
+def _parser():
+    """The ``python -m coopsim.comm.ns3.build`` argument parser (only ``-h``: the build takes no options)."""
+    import argparse
+    import textwrap
+
+    try:
+        where = str(build_dir())
+    except Exception:  # noqa: BLE001 - the help must show even when the directory cannot be worked out
+        where = f"${BUILD_DIR_VAR}, <checkout>/build/ns3 or ~/.cache/coopsim/ns3"
+    width = max(min(shutil.get_terminal_size().columns, 100) - 2, 40)
+
+    def para(text: str) -> str:  # wrapped here, never inside a path (argparse would break one at its hyphens)
+        return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+
+    return argparse.ArgumentParser(
+        prog="python -m coopsim.comm.ns3.build", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=para(f"Build {BINARY_NAME}, the C++ child process of the ns3-v0 channel "
+                         f"({NATIVE_DIR / 'bridge.cc'}), with CMake against an installed ns-3 (Debian 12: libns3-dev), "
+                         f"and print the binary's path. An up-to-date build is reused (builds are keyed by a hash of "
+                         f"the sources); the channel also builds it on first use, so running this ahead of time is "
+                         f"optional."),
+        epilog=para(f"Build directory: {where} (set {BUILD_DIR_VAR} to choose another; default <checkout>/build/ns3 "
+                    f"in a source checkout, else ~/.cache/coopsim/ns3), one <source hash>/ folder per build with its "
+                    f"build.log. Exit code 0: built (the path is printed); 2: ns-3, CMake or a compiler is missing, "
+                    f"the build failed, or the build directory cannot be written (the message says which and how to "
+                    f"fix it). See docs/ns3.md."))
+
+
+def main(argv: "list[str] | tuple[str, ...]" = ()) -> int:
+    """``python -m coopsim.comm.ns3.build``: build the bridge now and print its path (``-h``: what and where).
+    ``argv`` are the command's arguments (none when called from Python, not the caller's ``sys.argv``)."""
+    _parser().parse_args(list(argv))
     try:
         path = ensure_bridge(quiet=False)
     except CoopsimError as exc:
@@ -180,4 +210,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
