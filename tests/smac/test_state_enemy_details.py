@@ -42,3 +42,28 @@ def test_layout_prefix_and_values():
         seen_target |= bool(has.any())
         seen_cooldown |= bool((d[..., 0] > 0).any())
     assert seen_target and seen_cooldown  # the fight happened: the block carried information
+
+
+def test_obs_enemy_targets_layout_and_values():
+    """``obs_enemy_targets``: SMAC's observation unchanged in front, then per enemy [shoots at me, cooldown]."""
+    off = SMACCore(3, map_name="5m_vs_6m", obs_own_cooldown=True)
+    on = SMACCore(3, map_name="5m_vs_6m", obs_own_cooldown=True, obs_enemy_targets=True)
+    A, M, base = 5, 6, off.obs_dim
+    assert on.obs_dim == base + 2 * M and on.observation_space.shape == (base + 2 * M,)
+    assert np.array_equal(on.reset(seed=5)[..., :base], off.reset(seed=5))
+    flags = 0
+    for _ in range(25):
+        a = _attack_closest(on)
+        r_off, r_on = off.step(a), on.step(a)
+        assert np.array_equal(r_on.obs[..., :base], r_off.obs)
+        assert np.array_equal(on._observe(np.array([1])), r_on.obs[[1]])  # the same from observe
+        x = r_on.obs[..., base:].reshape(3, A, M, 2)
+        seen = r_on.obs[..., 4:4 + M * on.enemy_feats].reshape(3, A, M, on.enemy_feats)[..., 4] > 0
+        assert not x[~seen].any()  # enemies out of sight (and dead agents) give zeros
+        live = on._unit_alive[:, A:] & ~on._eb[0][:, None]
+        want = (on._enemy_last[:, None, :] == np.arange(A)[None, :, None]) & seen
+        assert np.array_equal(x[..., 0], want.astype(np.float32))
+        cd = np.clip(on._cooldown[:, A:] / U.COOLDOWN_NORM_S[U.UNIT_TYPES.index("marine")], 0, 1) * live
+        np.testing.assert_allclose(x[..., 1], np.where(seen, cd[:, None, :], 0), rtol=1e-6, atol=0)
+        flags += int(x[..., 0].sum())
+    assert flags > 0  # some agent saw an enemy shooting at it

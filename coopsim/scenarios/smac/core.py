@@ -139,6 +139,10 @@ class SMACParams(ScenarioParams):
     obs_own_cooldown: bool = Field(False, description="append the agent's own weapon cooldown / base cooldown (medivac: "
                                                        "energy / 200) to the own block (SMAX's own features have it; "
                                                        "SMAC's do not)")
+    obs_enemy_targets: bool = Field(False, description="append, per enemy in sight, whether it is shooting at this "
+                                                       "agent and its weapon cooldown / base cooldown (2 x n_enemies "
+                                                       "values at the end of the observation); in neither SMAC's nor "
+                                                       "SMAX's observation")
     state_last_action: bool = Field(True, description="append every ally's last action (one-hot) to state()")
     state_enemy_details: bool = Field(False, description="append, per enemy, its weapon cooldown / base cooldown and "
                                                          "the ally it is shooting at (one-hot over allies) to state(): "
@@ -200,6 +204,8 @@ class SMACCore(RebindsViews, ScenarioCore):
         own (Fo)                  health, [shield], [type one-hot]                       [0, 1]
         ========================  =====================================================  ===========
         Units out of the observer's sight range (or dead) are all zeros. ``3m``: 30 dims, ``8m``: 80.
+        ``obs_own_cooldown`` appends the own cooldown to the own block; ``obs_enemy_targets`` appends, per enemy
+        in sight, [shoots at this agent (1/0), cooldown / base cooldown] at the end (off by default).
         ``state()``: per ally [health, cooldown / base cooldown (medivac: energy / 200), x, y relative to
         the map centre / map size, [shield], [type]], per enemy [health, x, y, [shield], [type]], then
         (``state_last_action``) every ally's last action one-hot, then (``state_enemy_details``, off by
@@ -278,7 +284,9 @@ class SMACCore(RebindsViews, ScenarioCore):
         self.enemy_feats = 5 + self.enemy_shield + nb
         self.ally_feats = 5 + self.ally_shield + nb + (self.n_actions if p.obs_last_action else 0)
         self.own_feats = 1 + self.ally_shield + nb + (1 if p.obs_own_cooldown else 0)
-        self.obs_dim = 4 + M * self.enemy_feats + (A - 1) * self.ally_feats + self.own_feats
+        self._obs_base = 4 + M * self.enemy_feats + (A - 1) * self.ally_feats + self.own_feats
+        self._obs_targets = bool(p.obs_enemy_targets)
+        self.obs_dim = self._obs_base + (2 * M if self._obs_targets else 0)
         self.state_ally_feats = 4 + self.ally_shield + nb
         self.state_enemy_feats = 3 + self.enemy_shield + nb
         self._state_base = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
@@ -317,7 +325,7 @@ class SMACCore(RebindsViews, ScenarioCore):
         self._consts = np.append(_CONSTS, np.float32(p.reward_negative_scale)).astype(np.float32)
         self._penalised = not p.reward_only_positive and not p.reward_sparse
         # output and work buffers the kernels write (outputs are handed out only as copies)
-        self._obs_buf = np.zeros((E, A, self.obs_dim), np.float32)
+        self._obs_buf = np.zeros((E, A, self._obs_base), np.float32)  # the kernels' SMAC layout
         self._mask_buf = np.zeros((E, A, self.n_actions), bool)
         self._reward_buf = np.zeros((E, A), np.float32)
         ws = K.work_sizes(E, A, M)
@@ -401,7 +409,7 @@ class SMACCore(RebindsViews, ScenarioCore):
                      self._wf64[E:2 * E], self._rpf, self._rp_alive, self._rp_target, self._mask_buf, self._obs_buf,
                      observe_all)  # observes every env, or (the others did not change) only the reset ones
         self._obs, self._masks = self._obs_buf, self._mask_buf
-        return self._obs_buf.copy()
+        return self._obs_out()
 
     def _start_centres(self, rng: np.random.Generator) -> np.ndarray:
         """Group centre of every unit, float64 ``[n_units, 2]`` (map units), of a start layout drawn from ``rng``
@@ -498,6 +506,29 @@ class SMACCore(RebindsViews, ScenarioCore):
         return out
 
 
+    def _obs_out(self, sel: np.ndarray | None = None) -> np.ndarray:
+        """A copy of the observations ``[E or len(sel), n_allies, obs_dim]``: the kernels' SMAC blocks, then with
+        ``obs_enemy_targets`` per enemy [shoots at this agent (1/0), cooldown / base cooldown], zeros for enemies out
+        of the agent's sight and for dead agents."""
+        base = self._obs_buf if sel is None else self._obs_buf[sel]
+        if not self._obs_targets:
+            return base.copy()
+        ids = self._all_envs if sel is None else sel
+        A, M = self.n_allies, self.n_units - self.n_allies
+        out = np.empty(base.shape[:2] + (self.obs_dim,), np.float32)
+        out[..., :self._obs_base] = base
+        # an enemy is in sight when its distance feature is set: the enemy block's entry 1 is distance / sight,
+        # written only for visible enemies (SMACCore's layout), and its health entry 4 is > 0 for a living one
+        blk = base[..., 4:4 + M * self.enemy_feats].reshape(base.shape[0], A, M, self.enemy_feats)
+        seen = blk[..., 4] > 0                                                         # [n, A, M]
+        live = self._unit_alive[ids, A:] & ~self._eb[0][ids][:, None]                 # [n, M]
+        tgt = (self._enemy_last[ids][:, None, :] == np.arange(A)[None, :, None])      # [n, A, M]: enemy m shoots a
+        cd = np.clip(self._cooldown[ids, A:] / _TF[self._type[ids, A:], K.F_CD_NORM], 0.0, 1.0) * live
+        ext = out[..., self._obs_base:].reshape(base.shape[0], A, M, 2)
+        ext[..., 0] = tgt & seen
+        ext[..., 1] = cd[:, None, :] * seen
+        return out
+
     def action_entities(self) -> tuple[int, int, int, int]:
         """Which actions act on which observed entity, for entity-aware policies (PPO's ``actor: asn``):
         ``(first_action, n_entities, offset, feats)``: action ``first_action + j`` (6 + j, attack enemy j) acts on
@@ -528,10 +559,10 @@ class SMACCore(RebindsViews, ScenarioCore):
         refreshes the cached masks. ``sel``: env indices; then only those envs (``[len(sel), n_allies, obs_dim]``)."""
         if sel is None:
             self._observe_into(self._all_envs[:0])
-            return self._obs_buf.copy()
+            return self._obs_out()
         sel = np.ascontiguousarray(sel, np.int64).reshape(-1)
         self._observe_into(sel)
-        return self._obs_buf[sel].copy()
+        return self._obs_out(sel)
 
     def state(self) -> np.ndarray:
         """Global state float32 ``[E, state_dim]`` (SMAC's layout, see the class doc; dead units are zeros)."""
@@ -610,7 +641,7 @@ class SMACCore(RebindsViews, ScenarioCore):
         }
         if self._penalised:  # reward_only_positive: false: the part for damage taken and allies lost (<= 0)
             info["reward/penalty"] = team - r_dmg - r_kill - r_win
-        return StepResult(self._obs_buf.copy(), self._reward_buf.copy(), self._term.copy(), self._trunc.copy(), info)
+        return StepResult(self._obs_out(), self._reward_buf.copy(), self._term.copy(), self._trunc.copy(), info)
 
     # ------------------------------------------------------------------ metrics / replay / render
     def replay(self, env_index: int = 0) -> dict[str, np.ndarray]:
