@@ -8,3 +8,17 @@ import signal
 
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _restore_signal_handlers():
+    """A command run in-process that was interrupted ignores SIGINT and SIGTERM from then on (``cli.py``'s
+    ``_ignore_further_interrupts``: right for a process about to exit); put the test process's handlers back after
+    every test, so later tests' child processes do not inherit an ignored SIGINT."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for s, h in saved.items():
+        if signal.getsignal(s) is not h and h is not None:
+            signal.signal(s, h)

@@ -185,7 +185,11 @@ def test_evaluate_interrupt_message_of_the_handler(capsys):
 def test_evaluate_ctrl_c_names_the_file_and_the_seeds_kept(tmp_path):
     out = tmp_path / "e.json"
     p = subprocess.Popen([sys.executable, "-m", EVAL, "--seeds", "1000", "--first-seed", "3", *FAST, "--out", str(out)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True,
+                         # a job started in the background by a non-interactive shell (as CI's make may be) inherits
+                         # SIGINT ignored, and Python then installs no KeyboardInterrupt handler: give the child
+                         # Ctrl-C's default, as a terminal user's process has it
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         first = p.stdout.readline()  # blocks until seed 3 is done and its JSON written
         assert first.startswith("seed 3 done"), first
