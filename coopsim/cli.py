@@ -78,6 +78,15 @@ console = _stdout_console()
 err_console = Console(stderr=True, emoji=False)
 
 
+def _check_overrides(overrides: list[str] | None, config: object, *, sweep: bool = False) -> None:
+    """The command-line checks every command makes before loading the config: a key given twice
+    (:func:`~coopsim.platform.config.check_unique_overrides`), then ``seeds=0,1`` (:func:`_check_seeds_overrides`)."""
+    from coopsim.platform.config import check_unique_overrides
+
+    check_unique_overrides(list(overrides or []), config)
+    _check_seeds_overrides(overrides, config, sweep=sweep)
+
+
 def _check_seeds_overrides(overrides: list[str] | None, config: object, *, sweep: bool = False) -> None:
     """Refuse ``seeds=0,1`` (a bare comma-separated list, which YAML reads as the string '0,1') with the form that
     works: ``'seeds=[0,1]'``, quoted so the shell passes the brackets as they are (zsh would expand them)."""
@@ -221,12 +230,10 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
              overrides: Optional[List[str]] = typer.Argument(None, help="key.path=value overrides")) -> None:
     """Check a run config (schema, registry ids, every component's params) without running it."""
     from coopsim.errors import ConfigError
-    from coopsim.platform.config import (blame_override, check_buildable, check_unique_overrides, dump_config,
-                                         load_config)
+    from coopsim.platform.config import blame_override, check_buildable, dump_config, load_config
 
     try:
-        check_unique_overrides(overrides or [], config)
-        _check_seeds_overrides(overrides, config)
+        _check_overrides(overrides, config)
         cfg = load_config(config, overrides or [])
         try:
             check_buildable(cfg, file=str(config))
@@ -274,13 +281,12 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays); out_dir=DIR writes DIR/<name>-... instead."""  # noqa: E501
     from coopsim.errors import ConfigError
-    from coopsim.platform.config import blame_override, check_unique_overrides, load_config
+    from coopsim.platform.config import blame_override, load_config
     from coopsim.platform.runner import (ignored_train_warning, open_loop_shield_warning, run_config,
                                          untrained_learner_warning)
 
     try:
-        check_unique_overrides(overrides or [], config)
-        _check_seeds_overrides(overrides, config)
+        _check_overrides(overrides, config)
         cfg = load_config(config, overrides or [])
         ck = str(checkpoint) if checkpoint else None
         warnings = [w for w in (untrained_learner_warning(cfg, ck), ignored_train_warning(cfg, overrides or [], ck),
@@ -348,14 +354,12 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     from coopsim.errors import ConfigError, in_file
-    from coopsim.platform.config import (blame_override, check_buildable, check_unique_overrides, load_config,
-                                         parse_override)
+    from coopsim.platform.config import blame_override, check_buildable, load_config, parse_override
     from coopsim.platform.recorder import check_writable
     from coopsim.platform.runner import ignored_train_warning, untrained_learner_warning
 
     try:
-        check_unique_overrides(overrides or [], config)  # as `coopsim run` (and a --grid key given twice, below)
-        _check_seeds_overrides(overrides, config, sweep=True)
+        _check_overrides(overrides, config, sweep=True)  # as `coopsim run` (and a --grid key given twice, below)
         axes = []
         grid_keys = []
         for g in grid:
@@ -566,12 +570,9 @@ def _child_signals() -> None:
 
 def _is_name_override(text: str) -> bool:
     """Whether ``text`` is a ``name=...`` override (or --grid item)."""
-    from coopsim.platform.config import parse_override
+    from coopsim.platform.config import override_keys
 
-    try:
-        return ".".join(parse_override(text)[0]) == "name"
-    except CoopsimError:
-        return False
+    return any(k == "name" for k, _, _ in override_keys([text]))
 
 
 def _grid_of(grid: list[str], key: str) -> str:
@@ -723,11 +724,9 @@ def train(config: Optional[Path] = typer.Argument(None, help="training config (Y
         _fail(ConfigError("give the training config (coopsim train CONFIG [key=value ...]), or --resume RUN_DIR "
                           "to continue a run"))
     try:
-        from coopsim.platform.config import check_unique_overrides
         from coopsim.platform.training import train_main
 
-        check_unique_overrides(overrides, config)
-        _check_seeds_overrides(overrides, config)
+        _check_overrides(overrides, config)
         with _sigterm_as_interrupt():
             run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None,
                                  info=lambda msg: console.print(msg, soft_wrap=True, highlight=False))
@@ -777,12 +776,11 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
              progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
     try:
-        from coopsim.platform.config import check_unique_overrides, load_config
+        from coopsim.platform.config import load_config
         from coopsim.platform.runner import ignored_train_warning
         from coopsim.platform.training import eval_main
 
-        check_unique_overrides(list(overrides or []), config)
-        _check_seeds_overrides(overrides, config)
+        _check_overrides(overrides, config)
         warning = ignored_train_warning(load_config(config, list(overrides or [])), list(overrides or []),
                                         str(checkpoint), command="coopsim eval")
 

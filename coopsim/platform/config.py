@@ -561,12 +561,12 @@ def _found_path(value: str, config_dir: Path, kind: Any) -> str:
 def load_config(path: str | Path, overrides: list[str] | None = None, *, check_components: bool = True) -> RunConfig:
     """Read, override and validate a run config, including each component's params.
 
+    Of overrides that set the same key the last counts (``[*BASE, "seeds=[3]"]`` from Python); the ``coopsim``
+    command refuses a key typed twice (:func:`check_unique_overrides`).
+
     Raises:
         ConfigError: anything invalid, with file, key, value and what is valid; a ``scenario.params.max_steps``
             override that the top-level ``max_steps`` would replace (:func:`check_max_steps_conflict`).
-
-    Of overrides that set the same key the last counts (``[*BASE, "seeds=[3]"]`` from Python); the ``coopsim``
-    command refuses a key typed twice (:func:`check_unique_overrides`).
         RegistryError: an unknown component id (lists the registered ids).
     """
     overrides = list(overrides or [])
@@ -593,6 +593,19 @@ def load_config(path: str | Path, overrides: list[str] | None = None, *, check_c
         raise blame_override(exc, path, overrides) from None
 
 
+def override_keys(overrides: list[str] | tuple[str, ...]) -> list[tuple[str, Any, str]]:
+    """``(dotted key, value, text)`` of each valid override text, in order; texts that are no valid override are left
+    out (:func:`apply_overrides` reports them)."""
+    out = []
+    for text in overrides:
+        try:
+            parts, value = parse_override(text)
+        except ConfigError:
+            continue
+        out.append((".".join(p.strip() for p in parts), value, text))
+    return out
+
+
 def check_unique_overrides(overrides: list[str], path: str | Path) -> None:
     """Refuse a key given twice among the command-line ``overrides`` (``episodes=2 episodes=3``): one of the values
     would be dropped without a word, so the command line is ambiguous (as ``coopsim sweep`` refuses a ``--grid`` key
@@ -605,12 +618,7 @@ def check_unique_overrides(overrides: list[str], path: str | Path) -> None:
         ConfigError: key the repeated key; names both overrides and says which to keep.
     """
     first: dict[str, str] = {}
-    for text in overrides:
-        try:
-            parts, value = parse_override(text)
-        except ConfigError:
-            continue
-        key = ".".join(p.strip() for p in parts)
+    for key, value, text in override_keys(overrides):
         if key in first:
             raise ConfigError(f"is given twice on the command line ('{first[key]}' and '{text}'); give it once, "
                               f"e.g. {text.strip()}", file=f"command-line override '{text}' (config {path})",
@@ -637,12 +645,7 @@ def check_max_steps_conflict(cfg: RunConfig, path: str | Path, overrides: list[s
         return
     if isinstance(sc, (int, float)) and not isinstance(sc, bool) and sc == top:  # 500 and 500.0 agree
         return
-    parsed = []
-    for text in overrides:
-        try:
-            parsed.append((".".join(parse_override(text)[0]), text))
-        except ConfigError:
-            continue
+    parsed = [(k, t) for k, _, t in override_keys(overrides)]
     target = "scenario.params.max_steps"
     sc_text = next((t for k, t in reversed(parsed) if k == target or target.startswith(k + ".")), None)
     if sc_text is None:  # the scenario's max_steps is the file's

@@ -168,17 +168,10 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
 def train_override_keys(overrides: list[str] | tuple[str, ...]) -> list[str]:
     """The keys of the ``train`` / ``train.*`` overrides among ``overrides`` (``key=value`` texts), in order, each
     once; texts that are no valid override are left out (load_config reports them)."""
-    from coopsim.platform.config import parse_override
+    from coopsim.platform.config import override_keys
 
-    keys: list[str] = []
-    for text in overrides:
-        try:
-            key = ".".join(parse_override(text)[0])
-        except CoopsimError:
-            continue
-        if (key == "train" or key.startswith("train.")) and key not in keys:
-            keys.append(key)
-    return keys
+    keys = [k for k, _, _ in override_keys(overrides) if k == "train" or k.startswith("train.")]
+    return list(dict.fromkeys(keys))
 
 
 def ignored_train_warning(cfg: RunConfig, overrides: list[str] | tuple[str, ...] = (),
