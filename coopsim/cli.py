@@ -16,6 +16,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):  # a
 import itertools
 import contextlib
 import shlex
+import re
 import signal
 import subprocess
 import sys
@@ -200,6 +201,8 @@ def list_cmd(kind: Optional[str] = typer.Argument(None, help="scenario, agent, c
 #: `coopsim list` shows a component's first docstring sentences up to about this many characters (at least one
 #: whole sentence, never cut inside one)
 LIST_DOC_CHARS = 160
+#: "(see the module docstring)", "(see module docstring for ...)", "; see the module docstring" in a docstring
+_MODULE_DOC_REF = re.compile(r"\s*(?:\(see (?:the )?module docstring[^)]*\)|[;,] see (?:the )?module docstring[^.]*)")
 
 
 def _list_description(spec) -> str:
@@ -214,6 +217,7 @@ def _list_description(spec) -> str:
     obj = spec.load()
     cls = obj.cls if isinstance(obj, Variant) else obj
     para = " ".join(inspect.cleandoc(cls.__doc__ or "").split("\n\n")[0].split())
+    para = _MODULE_DOC_REF.sub("", para)  # a pointer into the source means nothing here; the sentence stays
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", para)  # "et al. 2018", "e.g. ``x``" do not end one
     text = sentences[0]
     for more in sentences[1:]:

@@ -93,6 +93,21 @@ def test_list_description_of_a_variant_names_its_params():
     assert cli._list_description(spec) == "Walks.  [n=3]"
 
 
+def test_list_description_drops_pointers_to_the_module_docstring():
+    """`coopsim list` is read without the source at hand: "(see the module docstring)" is dropped (session 23)."""
+    for doc, want in [("Batched core over PettingZoo parallel envs (see the module docstring).", "Batched core over "
+                       "PettingZoo parallel envs."),
+                      ("Batched MG-MAPF simulator (see the module docstring for the full specification).\n\nMore.",
+                       "Batched MG-MAPF simulator."),
+                      ("A team with a sender (see module docstring). Acts on ``[E, N]``.",
+                       "A team with a sender. Acts on ``[E, N]``."),
+                      ("IMMP on ``mapf/MGMAPF-v0``; see the module docstring.", "IMMP on ``mapf/MGMAPF-v0``.")]:
+        assert cli._list_description(_Spec(_cls(doc))) == want
+    r = run_cli("list")
+    assert r.returncode == 0, r.stderr
+    assert "docstring" not in r.stdout
+
+
 def test_list_piped_shows_whole_sentences_one_line_per_id():
     r = run_cli("list", "agent")
     assert r.returncode == 0, r.stderr
