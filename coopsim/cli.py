@@ -54,7 +54,16 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _main_options(version: Optional[bool] = typer.Option(None, "--version", callback=_print_version, is_eager=True,
                                                          help="print the coopsim version and exit")) -> None:
-    pass
+    import warnings
+
+    warnings.showwarning = _show_warning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings of a command as one plain ``warning: ...`` line on stderr, without Python's file path and source
+    line (they are for developers; the message says what happened and what to do)."""
+    kind = "" if category in (UserWarning, RuntimeWarning) else f"{category.__name__}: "
+    print(f"warning: {kind}{message}", file=sys.stderr if file is None else file, flush=True)
 
 
 #: the help of a command's key=value overrides: every command that writes runs names the key that says where
@@ -766,7 +775,9 @@ def train(config: Optional[Path] = typer.Argument(None, help="training config (Y
         cfg = Path(run_dir) / "config.yaml"  # the run's own config, overrides included
         console.print(f"trained: {len(seeds)} polic{'y' if len(seeds) == 1 else 'ies'} in {run_dir}/seed-*/policy.pt; "
                       f"next: {_invoked_as()} eval {shlex.quote(str(cfg if cfg.is_file() else config))} "
-                      f"{shlex.quote(f'seeds=[{first}]')} --checkpoint {shlex.quote(str(seeds[0]))}",
+                      f"{shlex.quote(f'seeds=[{first}]')} --checkpoint {shlex.quote(str(seeds[0]))}"
+                      + (f"   (one seed; likewise seed-<s> with 'seeds=[<s>]' for the other {len(seeds) - 1})"
+                         if len(seeds) > 1 else ""),
                       soft_wrap=True, highlight=False)
     else:
         console.print(f"run directory: {run_dir}", soft_wrap=True, highlight=False)

@@ -10,6 +10,7 @@ add components by declaring entry points of their own.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -290,8 +291,19 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         finfo = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
         desc = f" ({finfo.description})" if finfo is not None and finfo.description else ""
         text = err["msg"].removeprefix("Value error, ")
+        if _not_finite(value) and err["type"] in ("less_than_equal", "less_than", "greater_than_equal",
+                                                   "greater_than", "finite_number"):
+            text = f"must be a finite number; {text[0].lower()}{text[1:]}"  # 'nan' compares false with any bound
         msg = f"invalid value {value!r}: {text}{desc}"
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
+
+
+def _not_finite(value: Any) -> bool:
+    """``value`` is NaN or infinite, as a float or as the text an override gives ('nan', '-inf', 'Infinity')."""
+    try:
+        return not math.isfinite(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def make_scenario(id_: str, num_envs: int = 1, **params: Any):

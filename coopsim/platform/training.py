@@ -205,8 +205,10 @@ def resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tupl
     """
     file = str(run_dir / CONFIG_NAME)
     if not (run_dir / CONFIG_NAME).is_file():
-        raise ConfigError(f"--resume needs a run directory written by coopsim train (with {CONFIG_NAME})",
-                          file=str(run_dir))
+        why = ("does not exist" if not run_dir.exists() else "is not a directory" if not run_dir.is_dir()
+               else f"has no {CONFIG_NAME}")
+        raise ConfigError(f"--resume: {run_dir} {why}; --resume needs a run directory written by coopsim train "
+                          f"(with {CONFIG_NAME})", file=str(run_dir))
     stored = load_config(file)
     given = load_config(str(config_path), overrides) if config_path else load_config(file, overrides)
     if not budget_overridden(overrides) and isinstance(stored.train, dict) and isinstance(given.train, dict) \

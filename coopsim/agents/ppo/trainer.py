@@ -446,7 +446,8 @@ class PPOTrainer:
         torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], cfg.max_grad_norm)
         self.optimizer.step()
         with torch.no_grad():
-            kl = (((ratio - 1) - logratio) * w).sum() / n
+            # (r - 1) - log r >= 0 for every r > 0 (Schulman's k3 estimator); clamp the float rounding below 0
+            kl = ((((ratio - 1) - logratio) * w).sum() / n).clamp_min(0.0)
             clipfrac = ((((ratio - 1).abs() > cfg.clip).float()) * w).sum() / n
         for k, val in (("loss/policy", pg), ("loss/value", v_loss), ("loss/entropy", ent),
                        ("loss/approx_kl", kl), ("loss/clipfrac", clipfrac)):
