@@ -105,5 +105,10 @@ def main() -> None:
         write_frame(fout, {k: np.asarray(v) for k, v in out.items()})
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # runs in the jaxmarl venv (no coopsim): Ctrl-C gives one line, not a traceback
+    try:
+        main()
+    except KeyboardInterrupt:
+        print("interrupted; kept: nothing (the worker serves a training process, which keeps its own results)",
+              file=sys.stderr)
+        raise SystemExit(130) from None

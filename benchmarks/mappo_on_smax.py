@@ -21,7 +21,11 @@ import smac_time_to_win  # noqa: E402
 import smax_core  # noqa: E402
 from coopsim.errors import run_script  # noqa: E402
 
+def main(argv: list[str] | None = None) -> int:
+    smax_core.register()
+    return smac_time_to_win.main(argv)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    smax_core.register()
-    sys.exit(run_script(smac_time_to_win.main))
+    sys.exit(run_script(main))

@@ -201,13 +201,13 @@ def test_summary_table_shows_all_zero_plan_failures_and_hides_only_the_captioned
 
     zero = _stat({0: 0.0, 1: 0.0})
     metrics = {"soc": _stat({0: 10.0, 1: 12.0}), "plan/failures": zero, "plan/expansions": zero, "reward/goal": zero,
-               "comm/copies_offered": zero, "shield/interventions": zero, "cost/collision": zero,
+               "comm/offered_copies": zero, "shield/interventions": zero, "cost/collision": zero,
                "comm/lost_copies": _stat({0: 0.0, 1: 3.0})}
     run = {"config": {"name": "t"}, "dir": tmp_path, "summary": {"metrics": metrics}, "has_summary": True}
     rows = [c._cells for c in summary_table(run).columns][0]  # the metric column
     # plan/ and reward/ are no hidden family (shown although all zero); comm/lost_copies is not all zero
     assert rows == ["soc", "comm/lost_copies", "plan/expansions", "plan/failures", "reward/goal"]
-    assert not {"comm/copies_offered", "shield/interventions", "cost/collision"} & set(rows)
+    assert not {"comm/offered_copies", "shield/interventions", "cost/collision"} & set(rows)
 
 
 def _fake_run(d: Path, num_agents: int, comm_offered: float, shield: float) -> Path:
@@ -217,7 +217,7 @@ def _fake_run(d: Path, num_agents: int, comm_offered: float, shield: float) -> P
     (d / "config.yaml").write_text(yaml.safe_dump({"name": "r", "scenario": {"id": "line/LineWalk-v0",
                                                    "params": {"num_agents": num_agents}}, "seeds": [0, 1]}))
     rows = [{"seed": s, "episode": e, "soc": 5.0 + s + e + num_agents, "plan/failures": 0.0,
-             "comm/copies_offered": comm_offered, "shield/interventions": shield}
+             "comm/offered_copies": comm_offered, "shield/interventions": shield}
             for s in (0, 1) for e in (0, 1)]
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return d
@@ -228,15 +228,15 @@ def test_comparison_hides_all_zero_counters_in_table_and_plots_but_keeps_them_in
 
     runs = [_fake_run(tmp_path / "a", 2, 0.0, 0.0), _fake_run(tmp_path / "b", 3, 0.0, 4.0)]
     res = compare_runs(runs, out_dir=tmp_path)
-    assert "comm/copies_offered" not in res["metrics"] and res["hidden"] == ["comm/copies_offered"]
+    assert "comm/offered_copies" not in res["metrics"] and res["hidden"] == ["comm/offered_copies"]
     assert "shield/interventions" in res["metrics"]  # non-zero in one run: shown in every row
     assert "plan/failures" in res["metrics"]  # not a hidden family, shown although all zero
-    assert not (tmp_path / "compare_comm_copies_offered.png").exists()
+    assert not (tmp_path / "compare_comm_offered_copies.png").exists()
     assert (tmp_path / "compare_shield_interventions.png").is_file() and (tmp_path / "compare_soc.png").is_file()
     head = (tmp_path / "compare.csv").read_text().splitlines()[0].split(",")
-    assert "comm/copies_offered" in head  # the file keeps every metric
+    assert "comm/offered_copies" in head  # the file keeps every metric
     text = _table_text(comparison_table(res))
-    assert "comm/copies_offered" not in text and "shield/interventions" in text
+    assert "comm/offered_copies" not in text and "shield/interventions" in text
     assert "all-zero comm/, shield/ and cost/ counters are hidden here" in " ".join(text.split())
 
 
@@ -293,7 +293,7 @@ def test_every_benchmark_entry_point_stops_quietly_on_ctrl_c():
     entries = _benchmark_entry_points()
     assert len(entries) >= 20 and "smac_step_ab.py" in entries  # its module-level loop is now main()
     for name, block in entries.items():
-        if name == "_smax_worker.py":  # runs in the jaxmarl venv, without coopsim: its own one-line handler
+        if name in ("_smax_worker.py", "_smax_core_worker.py"):  # in the jaxmarl venv, without coopsim: own handler
             assert "except KeyboardInterrupt" in block and "SystemExit(130)" in block
         else:
             assert "run_script(main" in block, (name, block)
