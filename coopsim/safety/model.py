@@ -61,12 +61,16 @@ class PlausibleModel:
         self.seen = np.zeros(self.shape, np.int64)
         self.n_remove = removal_threshold(int(np.prod(self.shape)), delta, p_min, num_runs)
 
-    def plausible(self, state: SafetyState) -> np.ndarray:
-        """bool ``[E, N, A, K]``: prior plausible set minus the outcomes removed by the counting rule."""
+    def plausible(self, state: SafetyState, n_remove: int | None = None) -> np.ndarray:
+        """bool ``[E, N, A, K]``: prior plausible set minus the outcomes removed by the counting rule.
+
+        ``n_remove``: the removal threshold (tries) to apply to these counts instead of the model's own
+        (a shield certifying with a learner's counts under its own, stricter ``delta``/``p_min``/``num_runs``).
+        """
         c = np.clip(state.cells, 0, None)
         tries = self.tries[c]  # [E, N, A]
         seen = self.seen[c] > 0  # [E, N, A, K]
-        keep = seen | (tries < self.n_remove)[..., None]
+        keep = seen | (tries < (self.n_remove if n_remove is None else int(n_remove)))[..., None]
         return state.outcome_mask & keep
 
     def update(self, state: SafetyState, actions: np.ndarray, next_cells: np.ndarray,

@@ -25,6 +25,12 @@ violation needs a wrong removal (probability at most ``delta'`` per run). Two pl
 
 Scenario capabilities used (all public, none of the true dynamics): ``constraints()`` (the
 SafetyState), ``cells()``, ``targets()``, ``known_world()`` (map, intended cells, prior sets, loads).
+
+The learner offers its confidence sets (``model``) for its scenario when it is built
+(:func:`coopsim.safety.shields.offer_model`), so a learning ``certificate-v0`` shield of the same run certifies
+with them: in ``coopsim run`` / ``coopsim eval`` (with ``--checkpoint``, the counts of the checkpoint, which
+:meth:`GraphSafeAgent.load` restores in place) as in ``coopsim train``. A fresh shield would certify from the
+prior sets only and block most of what the trained policy does.
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.model import PlausibleModel
+from coopsim.safety.shields import offer_model
 
 POLICY_FORMAT = "coopsim.graph_safe/1"
 
@@ -95,6 +102,9 @@ class GraphSafeAgent(AgentPlugin):
         self.H = int(scenario.params.max_steps)
         w = self.world
         self.model = PlausibleModel(w.num_cells, w.num_actions, w.num_slots, delta=p.delta, p_min=p.p_min, num_runs=p.num_runs)
+        # the run's certificate-v0 shield certifies with these counts (read at its reset: load() and a
+        # resumed trainer's model are what it gets)
+        offer_model(scenario, self)
         size = float(w.num_cells) ** self.N * float(w.num_actions) ** self.N
         self.mode = p.planner if p.planner != "auto" else ("joint" if size <= p.joint_limit else "factored")
         self.episodes = 0
@@ -360,6 +370,10 @@ class GraphSafeAgent(AgentPlugin):
 
     def load(self, path):
         """Read a ``policy.pt`` written by :meth:`save`, a training ``checkpoint.pt`` or a seed directory.
+
+        The counts are restored into the agent's own ``model`` object, which the agent offered for its scenario
+        when it was built (:func:`coopsim.safety.shields.offer_model`): the run's learning ``certificate-v0``
+        shield certifies with exactly these counts (``coopsim eval`` / ``coopsim run --checkpoint``).
 
         Raises:
             ConfigError: not a graph-safe policy, or one of another world (its model's shape differs).

@@ -147,7 +147,9 @@ def read_policy(path, fmt: str, what: str) -> tuple[dict[str, Any], Path]:
 
 def _share(shield, agent) -> None:
     """A learner with its own confidence sets (``agent.model``) shares them with a learning certificate
-    shield (see :meth:`coopsim.safety.shields.CertificateShield.share_model`); others are left alone."""
+    shield (see :meth:`coopsim.safety.shields.CertificateShield.share_model`); others are left alone. The runner of
+    ``coopsim run`` / ``eval`` gets the same sharing from the agent's offer (:func:`coopsim.safety.shields.offer_model`),
+    which the shield adopts at ``reset``; sharing here first makes it explicit (the shield then keeps this model)."""
     from coopsim.safety.model import PlausibleModel
     from coopsim.safety.shields import CertificateShield
 
