@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> None:
                 m = play_episode(core, agent, seed)
                 r.append((m["soc_over_lb"], m["success"]))
             r = np.array(r)
-            cells.append(f"{mp} {r[:, 0].mean():.3f} ({int(r[:, 1].sum())}/{len(r)})")
+            cells.append(f"{mp} {np.nanmean(r[:, 0]) if np.isfinite(r[:, 0]).any() else float("nan"):.3f} ({int(r[:, 1].sum())}/{len(r)})")
         print(f"{setting:24s} " + " | ".join(cells), flush=True)
 
 

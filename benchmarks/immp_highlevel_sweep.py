@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     for mp in MAPS:
         for name, hl in rows:
             r = run(mp, hl, seeds, a.agents, a.goals)
-            print(f"{mp:24s} {name:22s} SoC/LB {r[:, 0].mean():.3f}  solved {int(r[:, 1].sum())}/{len(r)}  "
+            print(f"{mp:24s} {name:22s} SoC/LB {np.nanmean(r[:, 0]) if np.isfinite(r[:, 0]).any() else float("nan"):.3f}  solved {int(r[:, 1].sum())}/{len(r)}  "
                   f"per instance {np.round(r[:, 0], 3).tolist()}")
 
 

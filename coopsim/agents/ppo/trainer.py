@@ -406,9 +406,10 @@ class PPOTrainer:
         stats["ent_coef"] = self.ent_coef
         stats["episodes"] = float(len(episodes))
         keys = sorted({k for ep in episodes for k in ep})
-        for k in keys:
-            vals = [ep[k] for ep in episodes if k in ep]
-            stats[k] = float(np.mean(vals))
+        for k in keys:  # a nan (episode/soc_over_lb of an unsolved MG-MAPF episode) is a missing value
+            vals = [ep[k] for ep in episodes if k in ep and np.isfinite(ep[k])]
+            if vals:
+                stats[k] = float(np.mean(vals))
         return stats
 
     def _update_minibatch(self, mb: dict[str, torch.Tensor], feat: torch.Tensor, acc: dict[str, list[float]]) -> None:

@@ -246,8 +246,10 @@ class QMIXTrainer:
         self.buffer.add(batch)
         self.episodes += self.core.num_envs
         out: dict[str, float] = {"train/epsilon": eps, "train/episodes": float(self.episodes)}
-        for k in stats[0]:
-            out[k] = float(np.mean([s[k] for s in stats]))
+        for k in stats[0]:  # a nan (a metric undefined for an episode, e.g. MG-MAPF's soc_over_lb) is missing
+            vals = [s[k] for s in stats if np.isfinite(s[k])]
+            if vals:
+                out[k] = float(np.mean(vals))
         acc: dict[str, list[float]] = {}
         if self.buffer.size >= min(cfg.batch_episodes, cfg.buffer_episodes):
             for _ in range(cfg.updates_per_iteration):

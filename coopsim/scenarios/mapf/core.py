@@ -89,7 +89,12 @@ Capabilities (public methods for planners, runner and safety layer): ``from_inst
 
 Metrics (``episode_metrics()``, per env): ``soc``, ``makespan``, ``success``, ``goal_fraction``, ``throughput``
 (goals per step), ``blocked_moves``, ``invalid_moves``, ``collisions``, ``lb``, ``soc_over_lb``,
-``episode_return``, ``steps``.
+``episode_return``, ``steps``. ``soc`` and ``makespan`` charge an agent that never finished ``max_steps``;
+``soc_over_lb`` (SoC / LB) is a quality measure of *solved* episodes, as MAPF papers report it: it is nan for an
+episode in which some agent did not finish all its goals (cut off at ``max_steps``, or not done yet), where
+``max_steps`` in the SoC would make it meaningless (below 1 for a short cut-off), so that it is >= 1 whenever
+defined. The run summary averages it over the episodes that have it (a nan is a missing value there) and reports
+``success`` beside it.
 
 Version history:
     v0 — initial version (issue 2).
@@ -97,6 +102,7 @@ Version history:
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -773,11 +779,17 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
     def episode_metrics(self) -> list[dict[str, float]]:
         """Per-env metrics of the current episode (final once the env is done).
 
-        ``soc`` sum over agents of the finishing step (``max_steps`` for an agent that has not finished),
-        ``makespan`` the largest of those, ``success`` 1.0 if every agent finished, ``goal_fraction`` visited
-        goals / (N K), ``throughput`` goals visited per step, ``blocked_moves`` moves turned into waits by
-        conflicts, ``invalid_moves`` moves off the map or into obstacles, ``collisions`` conflict pairs
-        (``conflicts='allow'``), ``lb`` and ``soc_over_lb``, ``episode_return`` (= −soc once done), ``steps``.
+        Returns:
+            One dict per env (float values): ``soc`` sum over agents of the finishing step (steps; ``max_steps``
+            for an agent that has not finished), ``makespan`` the largest of those (steps), ``success`` 1.0 if
+            every agent finished, else 0.0, ``goal_fraction`` visited goals / (N K) in [0, 1], ``throughput``
+            goals visited per step, ``blocked_moves`` moves turned into waits by conflicts, ``invalid_moves``
+            moves off the map or into obstacles, ``collisions`` conflict pairs (``conflicts='allow'``), ``lb`` the
+            instance's lower bound on SoC (steps, :meth:`lower_bound`; nan before the first reset),
+            ``soc_over_lb`` = soc / lb (>= 1) on a *solved* episode (``success == 1``) only, else nan: an
+            unfinished agent's ``max_steps`` is no cost of a solution, and a short cut-off would put the ratio
+            below 1 (better than optimal); nan too when ``lb`` is 0 (every goal on its agent's start).
+            ``episode_return`` (= −soc once done), ``steps`` steps taken.
         """
         ms = self.params.max_steps
         out = []
@@ -788,17 +800,20 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             visited = int(self._visited[e].sum())
             lb = self.lower_bound(e) if self._maps[e] is not None else float("nan")
             soc = float(cost.sum())
+            solved = bool((fin >= 0).all())
             out.append({
                 "soc": soc,
                 "makespan": float(cost.max()) if len(cost) else 0.0,
-                "success": float((fin >= 0).all()),
+                "success": float(solved),
                 "goal_fraction": visited / max(self._visited[e].size, 1),
                 "throughput": visited / steps if steps else 0.0,
                 "blocked_moves": float(self._blocked_moves[e]),
                 "invalid_moves": float(self._invalid_moves[e]),
                 "collisions": float(self._collisions[e]),
                 "lb": lb,
-                "soc_over_lb": soc / lb if lb > 0 else float("nan"),
+                # solved episodes only: with an agent charged max_steps the ratio is no solution's quality.
+                # math.nan is one object, so equal episodes still give equal metric dicts (nan != nan otherwise)
+                "soc_over_lb": soc / lb if solved and lb > 0 else math.nan,
                 "episode_return": float(self._return[e]),
                 "steps": float(steps),
             })

@@ -7,8 +7,11 @@
   weight of a minimum spanning tree over {start, goals} (every open tour is a spanning path, so this is
   a valid, weaker lower bound).
 
-The sum over agents is the instance's LB; ``SoC / LB >= 1`` for every executed MG-MAPF solution, since
-each agent's finishing step is at least its own tour length (moves of other agents can only delay it).
+The sum over agents is the instance's LB; ``SoC / LB >= 1`` for every executed MG-MAPF solution (every agent
+finished all its goals), since each agent's finishing step is at least its own tour length (moves of other agents
+can only delay it). An episode cut off at ``max_steps`` is no solution: charging its unfinished agents
+``max_steps`` can give SoC < LB, so ``MGMAPFCore.episode_metrics`` reports ``soc_over_lb`` on solved episodes only
+(nan otherwise).
 """
 from __future__ import annotations
 
