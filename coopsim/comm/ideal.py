@@ -5,12 +5,17 @@ import numpy as np
 
 from coopsim.platform.comm import Channel, Feedback, MessageBatch, concat
 
+#: the per-copy counters of :meth:`IdealChannel.per_copy` (every channel's names: ``<what>_{bytes,copies}``)
+_FLOWS = ("offered", "delivered", "lost")
+
 
 class IdealChannel(Channel):
     """Lossless, unlimited-bandwidth channel with a one-step delay.
 
-    Accounting (``stats``): ``messages_sent`` (rows offered), ``copies_offered`` (one per receiver
-    of a broadcast), ``offered_bytes``, ``delivered_bytes``; per copy offered = delivered + queued.
+    Accounting: :meth:`per_copy` (int64 ``[E, N, N]`` per (env, sender, receiver), run totals since ``reset``) and
+    ``stats()``: ``comm/{offered,delivered,lost,queued}_{bytes,copies}`` (lost always 0, queued = sent at the latest
+    step, arriving at the next) and ``comm/messages_sent`` (rows offered; a broadcast is one message and one copy per
+    receiver); per copy offered = delivered + lost + queued, the names of ``bandwidth-v0`` and ``ns3-v0``.
     """
 
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
@@ -18,22 +23,34 @@ class IdealChannel(Channel):
         self._pending: dict[int, list[MessageBatch]] = {}
         self._num_envs = num_envs
         self._fb = Feedback.zeros(num_envs, num_agents)
-        self._stats = dict(messages_sent=0, copies_offered=0, offered_bytes=0, delivered_bytes=0, copies_delivered=0)
+        self._totals: dict[str, np.ndarray] | None = None  # allocated at the first copy: a silent run keeps none
+        self._messages = 0
+
+    def _zeros(self) -> dict[str, np.ndarray]:
+        shape = (self._num_envs, self.num_agents, self.num_agents)
+        return {f"{k}_{u}": np.zeros(shape, np.int64) for k in _FLOWS for u in ("bytes", "copies")}
+
+    def _count(self, key: str, copies: MessageBatch, into: dict[str, np.ndarray] | None = None) -> None:
+        if into is None:
+            if self._totals is None:
+                self._totals = self._zeros()
+            into = self._totals
+        idx = (copies.env, copies.src, copies.dst)
+        np.add.at(into[f"{key}_copies"], idx, 1)
+        np.add.at(into[f"{key}_bytes"], idx, copies.size_bytes(self.params.header_bytes))
 
     def send(self, t, batch):
         if batch is None or len(batch) == 0:
             return
         copies = batch.expand_broadcast(self.num_agents)
-        self._stats["messages_sent"] += len(batch)
-        self._stats["copies_offered"] += len(copies)
-        self._stats["offered_bytes"] += int(copies.size_bytes(self.params.header_bytes).sum())
+        self._messages += len(batch)
+        self._count("offered", copies)
         self._pending.setdefault(t + 1, []).append(copies)
 
     def deliver(self, t):
         out = concat(self._pending.pop(t, []))
-        self._stats["copies_delivered"] += len(out)
-        self._stats["delivered_bytes"] += int(out.size_bytes(self.params.header_bytes).sum()) if len(out) else 0
         if len(out):
+            self._count("delivered", out)
             size = out.size_bytes(self.params.header_bytes)
             np.add.at(self._fb.delivered_copies, (out.env, out.src), 1)
             np.add.at(self._fb.delivered_bytes, (out.env, out.src), size)
@@ -44,8 +61,21 @@ class IdealChannel(Channel):
         out, self._fb = self._fb, Feedback.zeros(self._num_envs, self.num_agents)
         return out
 
+    def per_copy(self) -> dict[str, np.ndarray]:
+        """Run totals per (env, sender, receiver): ``{offered,delivered,lost,queued}_{bytes,copies}``."""
+        out = self._zeros() if self._totals is None else {k: v.copy() for k, v in self._totals.items()}
+        queued = {k.replace("offered", "queued"): np.zeros_like(v) for k, v in out.items() if k.startswith("offered")}
+        for bs in self._pending.values():
+            for b in bs:
+                self._count("queued", b, into=queued)
+        out.update(queued)
+        return out
+
     def stats(self):
-        s = {f"comm/{k}": float(v) for k, v in self._stats.items()}
-        queued = sum(int(b.size_bytes(self.params.header_bytes).sum()) for bs in self._pending.values() for b in bs)
-        s["comm/queued_bytes"] = float(queued)
+        names = [f"{k}_{u}" for k in _FLOWS + ("queued",) for u in ("bytes", "copies")]
+        if self._totals is None:  # nothing ever sent since reset (the pending copies are counted as offered)
+            s = {f"comm/{k}": 0.0 for k in names}
+        else:
+            s = {f"comm/{k}": float(v.sum()) for k, v in self.per_copy().items()}
+        s["comm/messages_sent"] = float(self._messages)
         return s

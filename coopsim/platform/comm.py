@@ -157,8 +157,48 @@ class Channel(ABC):
         and not yet reported (None if the channel gives no feedback)."""
         return None
 
+    def per_copy(self) -> dict[str, np.ndarray] | None:
+        """Run totals since ``reset`` per (env, sender, receiver), int64 ``[E, N, N]`` per counter, named as in
+        ``stats()`` without ``comm/`` (``offered_copies``, ``delivered_bytes``, ``lost_copies``, ``queued_copies``,
+        ...); None if the channel does not keep them (a scenario then reports ``stats()`` itself)."""
+        return None
+
     def stats(self) -> dict[str, float]:
+        """Totals since ``reset`` as flat ``comm/...`` numbers; every channel names its counters
+        ``comm/<what>_{copies,bytes}`` with ``<what>`` in ``offered``, ``delivered``, ``lost``, ``queued``
+        (:data:`COMM_COUNTERS`), plus ``comm/messages_sent``."""
         return {}
 
     def close(self) -> None:
         pass
+
+
+#: the counters every built-in channel reports in ``stats()`` (run totals; offered = delivered + lost + queued)
+COMM_COUNTERS = tuple(f"comm/{k}_{u}" for k in ("offered", "delivered", "lost", "queued") for u in ("copies", "bytes"))
+
+
+def add_comm_stats(metrics: dict[str, float], stats: dict[str, float]) -> dict[str, float]:
+    """Add a channel's ``stats()`` to an episode's ``metrics``, in place (and returned), which may already hold
+    ``comm/...`` numbers of another channel: a scenario's own channel (the MPE tasks' ``comm_channel``) reports its
+    accounting in ``episode_metrics()`` under the same names as the run's channel.
+
+    A key only one side has is taken as it is. Counters (``comm/..._copies``, ``comm/..._bytes``, their
+    ``/<cause>`` parts, ``comm/messages_sent`` and any other ``comm/`` number) add up; of the latencies, ``..._max_s``
+    is the larger, ``comm/latency_mean_s`` the mean weighted by each side's ``comm/delivered_copies``, and a
+    percentile (``p50``, ``p95``) the larger of the two: an upper bound of the pooled one, exact when only one
+    side delivered copies (the usual case: either the agents or the task talk)."""
+    mine = {k: v for k, v in metrics.items() if k.startswith("comm/")}
+    n_a, n_b = mine.get("comm/delivered_copies", 0.0), stats.get("comm/delivered_copies", 0.0)
+    for k, v in stats.items():
+        if k not in mine or not k.startswith("comm/"):
+            metrics[k] = v
+        elif k.startswith("comm/latency_"):
+            if not (n_a and n_b):  # the side that delivered nothing has no latency to tell
+                metrics[k] = v if n_b else mine[k]
+            elif k == "comm/latency_mean_s":
+                metrics[k] = (mine[k] * n_a + v * n_b) / (n_a + n_b)
+            else:
+                metrics[k] = max(mine[k], v)
+        else:
+            metrics[k] = mine[k] + v
+    return metrics

@@ -26,7 +26,18 @@ from coopsim.platform.stats import ID_KEYS, summarize
 
 #: metrics drawn first when present (the field's headline numbers)
 HEADLINE = ("success", "win", "soc", "soc_over_lb", "makespan", "episode_return", "violations", "regret", "conservativeness",
-            "collisions", "goal_fraction", "throughput", "comm/copies_offered", "shield/interventions")
+            "collisions", "goal_fraction", "throughput", "comm/offered_copies", "shield/interventions")
+#: metric names of runs written before every channel named its counters ``comm/<what>_copies`` (the ideal channel's
+#: ``comm/copies_offered``, ``comm/copies_delivered``): a report reads them under today's name, so a comparison of old
+#: and new runs has one column per quantity (the files are left as they are)
+RENAMED = {"comm/copies_offered": "comm/offered_copies", "comm/copies_delivered": "comm/delivered_copies"}
+
+
+def renamed(metrics: dict) -> dict:
+    """``metrics`` with the old names of :data:`RENAMED` read as the new ones (unless the new one is there too)."""
+    if not RENAMED.keys() & metrics.keys():
+        return metrics
+    return {(RENAMED[k] if k in RENAMED and RENAMED[k] not in metrics else k): v for k, v in metrics.items()}
 
 
 def _mpl():
@@ -139,8 +150,11 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if damaged:
         damaged = (f"{summ_path}: {damaged}; shown: the summary of metrics.jsonl's {len(rows)} episode(s) "
                    f"(the file is left as it is)")
+    rows = [renamed(r) for r in rows]
     if summary is None or damaged:
         summary = {"metrics": summarize(rows)}
+    else:
+        summary = {**summary, "metrics": renamed(summary["metrics"])}
     notes = [_run_note(cfg, rows, summary, has_summary), damaged]
     if counted is not None and len(rows) != counted:
         notes.append(_episode_count_note(mpath, has_metrics, len(rows), counted, cut))

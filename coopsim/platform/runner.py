@@ -23,6 +23,7 @@ import numpy as np
 from coopsim.errors import ConfigError, CoopsimError, in_file
 from coopsim.platform import registry
 from coopsim.platform.agent import Transition
+from coopsim.platform.comm import add_comm_stats
 from coopsim.platform.config import RunConfig, dump_config
 from coopsim.platform.recorder import (JsonlWriter, WriteError, atomic_savez, atomic_write_json, atomic_write_text,
                                       new_run_dir, read_jsonl)
@@ -444,7 +445,7 @@ def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None =
     metrics["shield/interventions"] = interventions
     if shield.needs_state:
         metrics["shield/certified_steps"] = certified_steps
-    metrics.update(channel.stats())
+    add_comm_stats(metrics, channel.stats())  # adds up with the comm/* of a scenario's own channel (MPE comm_channel)
     metrics.update(shield.stats())
     metrics.update(agent.episode_metrics())
     replay = sc.replay(0) if hasattr(sc, "replay") else None

@@ -30,5 +30,5 @@ def test_ideal_channel_delivers_next_step_and_conserves_bytes():
     got = ch.deliver(1)
     assert len(got) == 4
     s = ch.stats()
-    assert s["comm/messages_sent"] == 2 and s["comm/copies_offered"] == 4
+    assert s["comm/messages_sent"] == 2 and s["comm/offered_copies"] == 4
     assert s["comm/offered_bytes"] == s["comm/delivered_bytes"] + s["comm/queued_bytes"] == 176

@@ -95,7 +95,7 @@ def test_comm_module_messages_reach_the_next_policy_input_through_the_channel():
     np.testing.assert_allclose(tr.inbox_in[..., :4], others, atol=1e-6)
     np.testing.assert_array_equal(tr.inbox_in[..., 4], 1.0)
     s = ch.stats()
-    assert s["comm/copies_offered"] == E * N * (N - 1)
+    assert s["comm/offered_copies"] == E * N * (N - 1)
     assert s["comm/delivered_bytes"] == E * N * (N - 1) * (4 * 4 + DEFAULT_HEADER_BYTES)
 
 
@@ -110,8 +110,8 @@ def test_comm_agent_runs_in_the_runner_loop(tmp_path):
     row = read_jsonl(run / "metrics.jsonl")[0]
     # every alive agent broadcasts each step; copies = sum over steps of alive * (N - 1)
     assert row["comm/messages_sent"] > 0
-    assert row["comm/copies_offered"] == 2 * row["comm/messages_sent"]
-    assert row["comm/offered_bytes"] == row["comm/copies_offered"] * (2 * 4 + DEFAULT_HEADER_BYTES)
+    assert row["comm/offered_copies"] == 2 * row["comm/messages_sent"]
+    assert row["comm/offered_bytes"] == row["comm/offered_copies"] * (2 * 4 + DEFAULT_HEADER_BYTES)
 
 
 def test_mgmapf_goal_shaping_potential_on_real_observations():

@@ -89,8 +89,8 @@ def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = No
     out: dict[str, Any] = {
         "sender": sender, "channel": channel_id, "seed": seed,
         "return": float(returns.mean()), "return_per_env_episode": returns.reshape(-1).tolist(),
-        "copies_offered": s.get("comm/offered_copies", s.get("comm/copies_offered", 0.0)),
-        "copies_delivered": s.get("comm/delivered_copies", s.get("comm/copies_delivered", 0.0)),
+        "copies_offered": s.get("comm/offered_copies", 0.0),
+        "copies_delivered": s.get("comm/delivered_copies", 0.0),
         "copies_lost": s.get("comm/lost_copies", 0.0),
         "broadcast_equivalent_copies": float(team.candidates_offered),
     }

@@ -119,8 +119,8 @@ def evaluate_policy(variant: str, policy: Path, seed: int, radius: float, num_en
     r: dict[str, float] = {"return": float(returns.mean())}
     if ch is not None:
         s = ch.stats()
-        r["copies_offered"] = s.get("comm/offered_copies", s.get("comm/copies_offered", 0.0))
-        r["copies_lost"] = s.get("comm/lost_copies", s.get("comm/copies_lost", 0.0))
+        r["copies_offered"] = s.get("comm/offered_copies", 0.0)
+        r["copies_lost"] = s.get("comm/lost_copies", 0.0)
         r["bytes_offered"] = s.get("comm/offered_bytes", 0.0)
         r["loss"] = r["copies_lost"] / r["copies_offered"] if r["copies_offered"] else 0.0
         r["messages_vs_broadcast"] = r["copies_offered"] / max(slots, 1)

@@ -12,7 +12,9 @@ agents' observations returned by that step, as in MPE. With a channel attached
 (:meth:`MPECore.attach_channel` or the ``comm_channel`` param) the utterances travel as a
 :class:`~coopsim.platform.comm.MessageBatch` (payload = the one-hot row, ``float32 [dim_c]``):
 ``send(t)`` then ``deliver(t + 1)``; a receiver sees zeros for an utterance that did not arrive.
-``ideal-v0`` reproduces MPE exactly.
+``ideal-v0`` reproduces MPE exactly. ``episode_metrics()`` then reports that channel's accounting of each
+env's episode under the names a run's channel uses (``comm/{offered,delivered,lost,queued}_{copies,bytes}``,
+``comm/lost_{copies,bytes}/<cause>``, ``comm/messages_sent``; see :meth:`MPECore.episode_metrics`).
 """
 from __future__ import annotations
 
@@ -72,6 +74,8 @@ class MPECore(ScenarioCore):
         self._global_t = 0
         self._episode_start_t = np.zeros(E, np.int64)
         self.channel: Channel | None = None
+        self._comm_base: dict[str, np.ndarray] | None = None  # per-env channel totals at each env's reset, [E]
+        self._comm_messages = np.zeros(E, np.int64)  # utterances sent in each env's episode
         if self.params.comm_channel is not None:
             from coopsim.platform.registry import make_component
 
@@ -114,9 +118,34 @@ class MPECore(ScenarioCore):
     def attach_channel(self, channel: Channel | None) -> None:
         """Route the task's utterances through ``channel`` (None: directly, as MPE)."""
         self.channel = channel
+        self._comm_base, self._comm_messages[:] = None, 0
         if channel is not None:
             channel.reset(0, num_envs=self.num_envs, num_agents=self.n_agents, dt_s=self.dt_s, scenario=self)
             self._global_t = 0
+
+    def _comm_totals(self) -> dict[str, np.ndarray] | None:
+        """The channel's run totals per env (int64 ``[E]`` per counter of ``per_copy()``), None without them."""
+        pc = self.channel.per_copy() if self.channel is not None else None
+        return None if pc is None else {k: v.sum(axis=(1, 2)) for k, v in pc.items()}
+
+    def _comm_metrics(self) -> list[dict[str, float]]:
+        """Per env, the channel's accounting of its episode (see :meth:`episode_metrics`)."""
+        tot = self._comm_totals()
+        if tot is None:  # a channel without per_copy(): its run totals since the last full reset, for every env
+            s = self.channel.stats()
+            return [dict(s) for _ in range(self.num_envs)]
+        base = self._comm_base or {}
+        out: list[dict[str, float]] = [{} for _ in range(self.num_envs)]
+        for k, v in tot.items():
+            if not k.startswith("queued"):  # flows: since the env's reset; queued: a stock, as it is now
+                v = v - base[k] if k in base else v
+            what, unit = k.rsplit("_", 1)
+            name = f"comm/{what}_{unit}" if "/" not in what else f"comm/lost_{unit}/{what.split('/', 1)[1]}"
+            for e in range(self.num_envs):
+                out[e][name] = float(v[e])
+        for e in range(self.num_envs):
+            out[e]["comm/messages_sent"] = float(self._comm_messages[e])
+        return out
 
     def _route_comm(self, speaking_env: np.ndarray) -> None:
         N = self.n_agents
@@ -128,6 +157,7 @@ class MPECore(ScenarioCore):
             return
         t = self._global_t
         env, src = np.nonzero(speak)
+        self._comm_messages += np.bincount(env, minlength=self.num_envs)
         self.channel.send(t, MessageBatch(env.astype(np.int32), src.astype(np.int32),
                                           np.full(len(env), BROADCAST, np.int32),
                                           self.c[env, src].astype(np.float32), np.full(len(env), t * self.dt_s)))
@@ -159,6 +189,15 @@ class MPECore(ScenarioCore):
         if env_ids is None and self.channel is not None:
             self.channel.reset(seed, num_envs=self.num_envs, num_agents=self.n_agents, dt_s=self.dt_s, scenario=self)
             self._global_t = 0
+            self._comm_base = None
+        elif self.channel is not None:  # the channel runs on: remember where these envs' new episodes start
+            tot = self._comm_totals()
+            if tot is not None:
+                base = self._comm_base or {k: np.zeros(self.num_envs, np.int64) for k in tot}
+                for k, v in tot.items():
+                    base.setdefault(k, np.zeros(self.num_envs, np.int64))[ids] = v[ids]
+                self._comm_base = base
+        self._comm_messages[ids] = 0
         self._episode_start_t[ids] = self._global_t
         return self._obs()
 
@@ -245,7 +284,19 @@ class MPECore(ScenarioCore):
         return self.pos[:, self.n_agents:].copy()
 
     def episode_metrics(self) -> list[dict[str, float]]:
-        return [{"mpe/return": float(self._return[e])} for e in range(self.num_envs)]
+        """Per env: ``mpe/return``; with a ``comm_channel`` also the channel's accounting of the env's episode, as a
+        run's channel reports it: ``comm/{offered,delivered,lost,queued}_{copies,bytes}`` (a broadcast utterance is
+        one copy per other agent), ``comm/lost_{copies,bytes}/<cause>`` (``bandwidth-v0``: ``overflow``, ``late``,
+        ``burst``) and ``comm/messages_sent`` (utterances). Offered, delivered and lost count since the env's reset;
+        queued is what is still waiting or in flight now, so after a full reset (every run episode) offered =
+        delivered + lost + queued exactly; after a reset of some envs only (training), copies still queued from the
+        env's previous episode count when they are delivered or lost. A channel without ``per_copy()`` gives its
+        ``stats()`` (run totals since the last full reset) to every env."""
+        out = [{"mpe/return": float(self._return[e])} for e in range(self.num_envs)]
+        if self.channel is not None:
+            for m, c in zip(out, self._comm_metrics()):
+                m.update(c)
+        return out
 
     def set_env_state(self, e: int, agent_pos: np.ndarray, landmark_pos: np.ndarray,
                       agent_vel: np.ndarray | None = None, **extra: Any) -> None:
