@@ -58,12 +58,6 @@ def ci95(x) -> tuple[float, float]:
     return t_half_width(x)
 
 
-def _mean_defined(x) -> float:
-    """Mean of the defined values of ``x`` (SoC/LB is None/nan for an unsolved episode); nan when none is."""
-    v = [float(a) for a in x if a is not None and np.isfinite(a)]
-    return float(np.mean(v)) if v else float("nan")
-
-
 def train_seed(cfg: dict):
     """Training seed of a run's policy: ``seed-<s>`` in its checkpoint path, 0 for 'shipped', None without one."""
     ck = ((cfg.get("agents") or {}).get("params") or {}).get("checkpoint")
@@ -150,7 +144,7 @@ def table(data: dict) -> dict:
             # a learned method: per-training-seed means (over its scen files) and their mean and 95% CI over seeds
             mts = sorted({t for t, _ in runs[m] if t is not None})
             per = {t: [v for (tt, _), v in runs[m].items() if tt == t] for t in mts}
-            sd = {str(t): dict(soc_over_lb=_mean_defined([x["soc_over_lb"] for x in v]),
+            sd = {str(t): dict(soc_over_lb=t_half_width([x["soc_over_lb"] for x in v])[0],  # solved only
                                makespan=float(np.mean([x["makespan"] for x in v])),
                                solved=int(sum(x["success"] for x in v)), n=len(v)) for t, v in per.items()}
             if sd:

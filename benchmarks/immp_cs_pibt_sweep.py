@@ -26,6 +26,7 @@ from _mapf_args import check_maps  # noqa: E402
 from coopsim.errors import ConfigError, RegistryError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.platform.runner import play_episode
+from coopsim.platform.stats import t_half_width
 from coopsim.scenarios.mapf import MGMAPFCore
 
 MAPS = ("random-32-32-10", "room-32-32-4", "warehouse-10-20-10-2-1")
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> None:
                 m = play_episode(core, agent, seed)
                 r.append((m["soc_over_lb"], m["success"]))
             r = np.array(r)
-            cells.append(f"{mp} {np.nanmean(r[:, 0]) if np.isfinite(r[:, 0]).any() else float("nan"):.3f} ({int(r[:, 1].sum())}/{len(r)})")
+            cells.append(f"{mp} {t_half_width(r[:, 0])[0]:.3f} ({int(r[:, 1].sum())}/{len(r)})")
         print(f"{setting:24s} " + " | ".join(cells), flush=True)
 
 

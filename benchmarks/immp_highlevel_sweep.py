@@ -22,6 +22,7 @@ from coopsim.agents.immp.highlevel import HighLevelParams, ScenarioPlanner
 from coopsim.errors import int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.platform.runner import play_episode
+from coopsim.platform.stats import t_half_width
 from coopsim.scenarios.mapf import MGMAPFCore
 
 MAPS = ("random-32-32-10", "room-32-32-4", "warehouse-10-20-10-2-1")
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     for mp in MAPS:
         for name, hl in rows:
             r = run(mp, hl, seeds, a.agents, a.goals)
-            print(f"{mp:24s} {name:22s} SoC/LB {np.nanmean(r[:, 0]) if np.isfinite(r[:, 0]).any() else float("nan"):.3f}  solved {int(r[:, 1].sum())}/{len(r)}  "
+            print(f"{mp:24s} {name:22s} SoC/LB {t_half_width(r[:, 0])[0]:.3f}  solved {int(r[:, 1].sum())}/{len(r)}  "
                   f"per instance {np.round(r[:, 0], 3).tolist()}")
 
 

@@ -5,7 +5,7 @@ the scenario ids ``smac/smax-<map>-v0`` of ``smax_core.py`` registered first: SM
 of the peer venv ``bench-venvs/jaxmarl`` (built on first use). It answers whether a map is as hard to learn in
 coopsim's SMAC-like core as in SMAX, with the learner and schedule held fixed::
 
-    .venv/bin/python benchmarks/mappo_on_smax.py benchmarks/smax_configs/5m_vs_6m-mappo.yaml --seeds 0 \\
+    .venv/bin/python benchmarks/mappo_on_smax.py benchmarks/on_smax/5m_vs_6m-mappo.yaml --seeds 0 \\
         --eval-every 1000000 --eval-episodes 256
 """
 from __future__ import annotations
