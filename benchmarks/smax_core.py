@@ -25,14 +25,16 @@ from typing import ClassVar
 import gymnasium
 import numpy as np
 
+import smac_speed  # the peer venv (built on first use, as smac_speed.py builds it) and the maps SMAX shares
 from _npz_frames import read_frame, write_frame
 from coopsim.platform import registry
 from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, check_num_envs, reset_ids
+from coopsim.scenarios.smac.maps import MAPS as SMAC_MAPS
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "_smax_core_worker.py"
-#: SMAC's episode limits of the maps this module registers (``coopsim.scenarios.smac.maps``)
-MAPS = {"3m": 60, "8m": 120, "2s3z": 120, "5m_vs_6m": 70, "3s5z": 150}
+#: the maps this module registers (those of both coopsim and SMAX 0.2) and their SMAC episode limits (agent steps)
+MAPS = {m: SMAC_MAPS[m].limit for m in smac_speed.SHARED_MAPS}
 
 
 class SMAXParams(ScenarioParams):
@@ -54,8 +56,6 @@ class SMAXCore(ScenarioCore):
         self.params, self.num_envs = p, check_num_envs(num_envs)
         if p.map_name not in MAPS:
             raise ValueError(f"map_name {p.map_name!r}: valid here: {', '.join(MAPS)}")
-        import smac_speed  # the peer venv (built on first use, as smac_speed.py builds it)
-
         python = smac_speed.ensure_venv()
         self._proc = subprocess.Popen([str(python), str(WORKER), "--map", p.map_name, "--num-envs", str(self.num_envs),
                                        "--max-steps", str(p.max_steps)], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
