@@ -55,9 +55,16 @@ def wilson(wins: float, n: int) -> tuple[float, float]:
 
 
 def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: int = 12345, plan_seed: int = 0,
-                  progress: bool = True) -> dict:
+                  progress: bool = True, policy: str | Path | None = None, record=None) -> dict:
     """Greedy and rollout-planner wins (float 0/1 ``[games]`` each) of the PPO policy in ``seed_dir``, both from
     the starts of ``reset_seed``; the greedy games also keep the real random stream of those starts.
+
+    Args:
+        policy: a ``policy.pt`` of the same architecture to play instead of ``seed_dir/policy.pt`` (expert
+            iteration's later rounds); the run config still comes from ``seed_dir``.
+        record: called before every real step of the planner's games as ``record(agent, obs, played, live)``:
+            the greedy agent, the observations, the joint action played (int64 ``[games, n_allies]``) and which
+            units are alive (bool ``[games, n_allies]``); ``agent.scenario.action_masks()`` are this step's masks.
 
     Raises:
         ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
@@ -74,7 +81,7 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
     def agent(core, extra: dict):
         with seeded_torch(0):
             a = registry.make_component("agent", cfg.agents.id, core, **{**cfg.agents.params, **extra})
-        a.load(str(seed_dir / "policy.pt"))
+        a.load(str(policy if policy is not None else seed_dir / "policy.pt"))
         return a
 
     greedy_p = greedy_params(agent_cls, cfg.agents.id)
@@ -118,6 +125,8 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
         differ = live & (played != cand[:, 0])
         np.add.at(dev, (action_kind(cand[:, 0][differ]), action_kind(played[differ])), 1)
         live_steps += int(live.sum())
+        if record is not None:
+            record(greedy_real, obs, played, live)
         obs = real.step(played).obs
         step += 1
         if progress:
