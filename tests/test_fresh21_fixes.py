@@ -306,7 +306,7 @@ def test_no_empty_plot_error_file_on_a_full_disk(tmp_path, monkeypatch):
     assert json.loads((run_dir / "summary.json").read_text())["episodes_finished"] == 3
 
 
-def test_a_plot_error_is_still_noted(tmp_path, monkeypatch):
+def test_a_plot_error_is_still_noted(tmp_path, monkeypatch, capsys):
     from coopsim.platform import report
 
     def plot_fails(run_dir):
@@ -315,3 +315,6 @@ def test_a_plot_error_is_still_noted(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "plot_run", plot_fails)
     run_dir = _line_run(tmp_path)
     assert (run_dir / "plot_error.txt").read_text() == "RuntimeError: no font\n"
+    # and said at once, on one line (fresh-user pass 24: a run on a full disk ended with exit 0 and no word of it)
+    err = capsys.readouterr().err
+    assert f"warning: {run_dir}: the plot metrics.png was not drawn (RuntimeError: no font)" in err

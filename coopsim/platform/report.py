@@ -87,9 +87,15 @@ def folder_not_writable(exc: WriteError) -> bool:
 def record_plot_error(run_dir: str | Path, exc: BaseException) -> None:
     """Leave ``plot_error.txt`` (``Type: message`` of the exception that stopped the run's plot) in ``run_dir``,
     written whole or not at all: on a full disk no empty file is left behind. Never raises (plotting never loses
-    results, nor does a note about it)."""
+    results, nor does a note about it). Also prints one ``warning:`` line to stderr, so the missing plot is not
+    a surprise found later."""
+    import sys
+
     from coopsim.platform.recorder import atomic_write_text
 
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    print(f"warning: {run_dir}: the plot metrics.png was not drawn ({type(exc).__name__}: {first}); every result is "
+          f"written; `coopsim report {run_dir}` draws it again", file=sys.stderr)
     with contextlib.suppress(OSError):  # WriteError is an OSError
         atomic_write_text(Path(run_dir) / "plot_error.txt", f"{type(exc).__name__}: {exc}\n")
 
