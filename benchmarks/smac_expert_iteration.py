@@ -152,6 +152,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--games", type=int_at_least(1), default=256, help="planner games per round (default 256)")
     ap.add_argument("-k", type=int_at_least(1), default=8, help="candidate joint actions per step (default 8)")
     ap.add_argument("-r", type=int_at_least(1), default=8, help="rollouts per candidate (default 8)")
+    ap.add_argument("--per-agent", type=int_at_least(0), default=0, metavar="M",
+                    help="0: the joint planner's actions are the targets; M > 0: per-agent rollout (each agent's M "
+                         "most probable other actions against its greedy one, the others greedy; -k ignored)")
     ap.add_argument("--epochs", type=int_at_least(1), default=10, help="passes over the dataset per round (10)")
     ap.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate of the distillation (3e-4)")
     ap.add_argument("--batch", type=int_at_least(1), default=2048, help="rows per gradient step (2048)")
@@ -193,7 +196,8 @@ def main(argv: list[str] | None = None) -> None:
         policy = seed_dir / "policy.pt" if rnd == 1 else out / f"round-{rnd - 1}" / "seed-0" / "policy.pt"
         t0 = time.time()
         played = rollout_games(seed_dir, a.games, a.k, a.r, reset_seed=100_000 + rnd, plan_seed=rnd,
-                               progress=False, policy=policy, record=data.add(rnd))
+                               progress=False, policy=policy, record=data.add(rnd),
+                               per_agent=a.per_agent)
         t_plan = time.time() - t0
         data.save(data_path)
         new = out / f"round-{rnd}" / "seed-0" / "policy.pt"

@@ -54,8 +54,57 @@ def wilson(wins: float, n: int) -> tuple[float, float]:
     return (max(0.0, c - h), min(1.0, c + h))
 
 
+def rollout_values(roll, real, cand: np.ndarray, r: int, keys: np.random.Generator, greedy_roll,
+                   crn: bool = False) -> np.ndarray:
+    """Rollout value (float64 ``[G, k]``) of each candidate joint action ``cand`` (int64 ``[G, k, A]``) in each of
+    ``real``'s ``G`` games: the mean over ``r`` rollouts to the episode's end in ``roll`` (``G * k * r`` envs),
+    played on by ``greedy_roll``, of the win (0/1) plus 1e-3 x return / 20 (wins first; the return breaks ties).
+    Every rollout draws the enemy's picks and cooldown jitter from a fresh stream of ``keys``; with ``crn`` (common
+    random numbers) rollout ``j`` of every candidate of a game shares one stream, so candidates are compared on the
+    same futures and their differences have less noise."""
+    G, k, A = cand.shape
+    src = np.repeat(np.arange(G), k * r)  # roll env g*k*r + c*r + j copies game g, plays candidate c
+    if crn:
+        stream = np.repeat(keys.integers(1, 2 ** 63, (G, 1, r), dtype=np.uint64), k, axis=1).reshape(-1)
+    else:
+        stream = keys.integers(1, 2 ** 63, G * k * r, dtype=np.uint64)
+    roll.copy_envs(real, src, np.arange(G * k * r), stream_keys=stream)
+    res = roll.step(np.repeat(cand.reshape(G * k, A), r, axis=0))
+    ret = res.info["team_reward"].astype(np.float64)
+    o = res.obs
+    while not roll.done.all():
+        res = roll.step(greedy_roll.act(o)[0])
+        ret += res.info["team_reward"]
+        o = res.obs
+    won = roll._info_won.reshape(G, k, r).mean(-1)
+    return won + 1e-3 * ret.reshape(G, k, r).mean(-1) / 20.0
+
+
+def per_agent_candidates(agent, obs, m: int) -> np.ndarray:
+    """Candidates (int64 ``[G, 1 + A*m, A]``) for per-agent rollout: the greedy joint action first, then, for each
+    agent ``i`` and each of its ``m`` most probable other available actions, the greedy joint action with agent
+    ``i``'s action replaced by it (an unavailable or dead agent's slot repeats the greedy action)."""
+    from coopsim.agents.ppo.networks import flatten_obs
+
+    flat = flatten_obs(obs, agent.obs_space)
+    G, A = flat.shape[:2]
+    if not 0 < m < agent.num_actions:
+        raise ConfigError(f"per-agent alternatives m={m}: give 1..{agent.num_actions - 1} (the actions beside the "
+                          f"greedy one)", key="--per-agent", value=m)
+    logits, _, _ = agent.masked_logits(agent.actor_input(flat, None))
+    order = torch.argsort(logits, dim=-1, descending=True).reshape(G, A, -1).numpy()
+    ok = (torch.gather(logits, 1, torch.as_tensor(order.reshape(G * A, -1)))
+          > -1e8).reshape(G, A, -1).numpy()
+    greedy = agent.act(obs)[0]
+    cand = np.repeat(greedy[:, None], 1 + A * m, axis=1)
+    use = ok[:, :, 1:1 + m] & np.asarray(agent.scenario.alive)[:, :, None]  # [G, A, m]
+    g, i, j = np.nonzero(use)
+    cand[g, 1 + i * m + j, i] = order[g, i, 1 + j]
+    return cand
+
+
 def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: int = 12345, plan_seed: int = 0,
-                  progress: bool = True, policy: str | Path | None = None, record=None) -> dict:
+                  progress: bool = True, policy: str | Path | None = None, record=None, per_agent: int = 0) -> dict:
     """Greedy and rollout-planner wins (float 0/1 ``[games]`` each) of the PPO policy in ``seed_dir``, both from
     the starts of ``reset_seed``; the greedy games also keep the real random stream of those starts.
 
@@ -65,6 +114,11 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
         record: called before every real step of the planner's games as ``record(agent, obs, played, live)``:
             the greedy agent, the observations, the joint action played (int64 ``[games, n_allies]``) and which
             units are alive (bool ``[games, n_allies]``); ``agent.scenario.action_masks()`` are this step's masks.
+        per_agent: 0 for the joint planner (``k`` candidates: greedy plus ``k - 1`` sampled joint actions). With
+            ``m > 0``, per-agent rollout instead (``k`` is ignored): each agent's greedy action is compared with
+            its ``m`` most probable alternatives while the others play greedily (:func:`per_agent_candidates`,
+            common random numbers), and every agent plays its own best; one-step policy improvement for each agent
+            separately, so each agent's played action is a target its decentralised actor can be trained on.
 
     Raises:
         ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
@@ -76,6 +130,9 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
                           key="scenario.id", value=cfg.scenario.id)
     params = cfg.scenario_params()
     real = registry.make_scenario(cfg.scenario.id, num_envs=games, **params)
+    A = real.n_allies
+    if per_agent:
+        k = 1 + A * per_agent
     roll = registry.make_scenario(cfg.scenario.id, num_envs=games * k * r, **params)
 
     def agent(core, extra: dict):
@@ -98,29 +155,27 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
     obs = real.reset(seed=reset_seed)
     sampler.reset(plan_seed)
     keys = np.random.default_rng(plan_seed + 1)
-    G, A = games, real.n_allies
-    src = np.repeat(np.arange(G), k * r)  # roll env g*k*r + c*r + j copies game g, plays candidate c
+    G = games
     t0, step = time.time(), 0
     dev = np.zeros((len(ACTION_KINDS), len(ACTION_KINDS)), np.int64)  # [greedy kind, played kind] where they differ
     live_steps = 0
     while not real.done.all():
-        cand = np.empty((G, k, A), np.int64)
-        cand[:, 0] = greedy_real.act(obs)[0]
-        for c in range(1, k):
-            cand[:, c] = sampler.act(obs)[0]
-        roll.copy_envs(real, src, np.arange(G * k * r), stream_keys=keys.integers(1, 2 ** 63, G * k * r,
-                                                                                   dtype=np.uint64))
-        res = roll.step(np.repeat(cand.reshape(G * k, A), r, axis=0))
-        ret = res.info["team_reward"].astype(np.float64)
-        o = res.obs
-        while not roll.done.all():
-            res = roll.step(greedy_roll.act(o)[0])
-            ret += res.info["team_reward"]
-            o = res.obs
-        won = roll._info_won.reshape(G, k, r).mean(-1)
-        value = won + 1e-3 * ret.reshape(G, k, r).mean(-1) / 20.0  # wins first; return (<= 20) breaks ties
-        best = value.argmax(1)
-        played = cand[np.arange(G), best]
+        if per_agent:
+            cand = per_agent_candidates(greedy_real, obs, per_agent)
+        else:
+            cand = np.empty((G, k, A), np.int64)
+            cand[:, 0] = greedy_real.act(obs)[0]
+            for c in range(1, k):
+                cand[:, c] = sampler.act(obs)[0]
+        value = rollout_values(roll, real, cand, r, keys, greedy_roll, crn=bool(per_agent))
+        if per_agent:  # agent i's own best among the greedy joint action and its m alternatives
+            own = np.concatenate([value[:, :1, None].repeat(A, 2),
+                                  value[:, 1:].reshape(G, A, per_agent).transpose(0, 2, 1)], axis=1)  # [G, 1+m, A]
+            pick = own.argmax(1)  # [G, A]: 0 keeps the greedy action
+            slot = np.where(pick == 0, 0, 1 + np.arange(A)[None] * per_agent + pick - 1)
+            played = cand[np.arange(G)[:, None], slot, np.arange(A)[None]]
+        else:
+            played = cand[np.arange(G), value.argmax(1)]
         live = (~real.done)[:, None] & (cand[:, 0] != 0)  # a living unit never has no-op available (SMAC's masks)
         differ = live & (played != cand[:, 0])
         np.add.at(dev, (action_kind(cand[:, 0][differ]), action_kind(played[differ])), 1)
@@ -166,6 +221,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--games", type=int_at_least(1), default=128, help="games played at once (default 128)")
     ap.add_argument("-k", type=int_at_least(1), default=8, help="candidate joint actions per step (default 8)")
     ap.add_argument("-r", type=int_at_least(1), default=8, help="rollouts per candidate (default 8)")
+    ap.add_argument("--per-agent", type=int, default=0, metavar="M",
+                    help="per-agent rollout instead of the joint planner: each agent's M most probable other actions "
+                         "are tried while the others play greedily, and every agent plays its own best (-k ignored)")
     ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
     ap.add_argument("--plan-seed", type=seed_arg, default=0, help="seed of candidate sampling and rollout streams")
     ap.add_argument("--out", help="write per-game wins as JSON (a new .json file in an existing folder)")
@@ -179,13 +237,16 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"--games x -k x -r = {a.games * a.k * a.r} rollout envs; keep it at most 1,048,576",
                           key="--games/-k/-r", value=f"{a.games}/{a.k}/{a.r}")
     torch.set_num_threads(1)
-    out = rollout_games(a.seed_dir, a.games, a.k, a.r, a.reset_seed, a.plan_seed)
+    if a.per_agent < 0:
+        raise ConfigError(f"--per-agent {a.per_agent}: give 0 (the joint planner) or a positive count",
+                          key="--per-agent", value=a.per_agent)
+    out = rollout_games(a.seed_dir, a.games, a.k, a.r, a.reset_seed, a.plan_seed, per_agent=a.per_agent)
     n = a.games
     g, p = out["greedy"], out["planner"]
     lo_g, hi_g = wilson(g.sum(), n)
     lo_p, hi_p = wilson(p.sum(), n)
     print(f"{a.seed_dir}: {n} games (reset seed {a.reset_seed}): greedy {g.mean():.3f} [{lo_g:.3f}, {hi_g:.3f}], "
-          f"rollout planner (k={a.k}, r={a.r}) {p.mean():.3f} [{lo_p:.3f}, {hi_p:.3f}]; planner wins where greedy "
+          f"rollout planner ({f'per-agent m={a.per_agent}' if a.per_agent else f'k={a.k}'}, r={a.r}) {p.mean():.3f} [{lo_p:.3f}, {hi_p:.3f}]; planner wins where greedy "
           f"loses: {int(((g == 0) & (p == 1)).sum())}, greedy wins the planner loses: {int(((g == 1) & (p == 0)).sum())}; "
           f"{out['wall_s']:.0f} s")
     print(deviation_summary(out["deviations"], out["agent_steps"]))

@@ -52,3 +52,39 @@ def test_not_a_seed_dir_and_qmix_are_refused(tmp_path):
         rc.rollout_games(tmp_path, games=2, k=1, r=1)
     with pytest.raises(ConfigError, match="candidates are sampled from a PPO policy"):
         rc.rollout_games(_tiny_run(tmp_path / "q", "3m-qmix"), games=2, k=1, r=1)
+
+
+def test_per_agent_candidates_change_one_agent_each_and_play_available_actions(tmp_path):
+    rc = _load("smac_rollout_ceiling")
+    from coopsim.platform import registry
+
+    seed_dir = _tiny_run(tmp_path, "3m-mappo")
+    cfg = rc.sampling_run(seed_dir, "")[0]
+    env = registry.make_scenario(cfg.scenario.id, num_envs=5, **cfg.scenario_params())
+    agent = registry.make_component("agent", cfg.agents.id, env, **{**cfg.agents.params, "deterministic": True})
+    agent.load(str(seed_dir / "policy.pt"))
+    obs = env.reset(seed=3)
+    for _ in range(4):  # a few steps in, so units have moved and some actions are masked
+        obs = env.step(agent.act(obs)[0]).obs
+    m, A = 2, env.n_allies
+    cand = rc.per_agent_candidates(agent, obs, m)
+    greedy = agent.act(obs)[0]
+    masks = np.asarray(env.action_masks())
+    assert cand.shape == (5, 1 + A * m, A)
+    np.testing.assert_array_equal(cand[:, 0], greedy)
+    for i in range(A):
+        for j in range(m):
+            c = cand[:, 1 + i * m + j]
+            others = np.delete(np.arange(A), i)
+            np.testing.assert_array_equal(c[:, others], greedy[:, others])  # only agent i's action changes
+            alive = np.asarray(env.alive)[:, i]
+            assert (c[alive, i] != greedy[alive, i]).all()  # 3m: every living marine has at least 3 actions
+            assert masks[np.arange(5), i, c[:, i]].all()  # and each is available
+    # agent i's two alternatives are distinct
+    assert (cand[:, 1::m] != cand[:, 2::m]).any(-1).all()
+    # per-agent planning is seeded like the joint planner
+    a = rc.rollout_games(seed_dir, games=4, k=1, r=2, reset_seed=7, plan_seed=4, progress=False, per_agent=1)
+    b = rc.rollout_games(seed_dir, games=4, k=1, r=2, reset_seed=7, plan_seed=4, progress=False, per_agent=1)
+    np.testing.assert_array_equal(a["planner"], b["planner"])
+    with pytest.raises(ConfigError, match="per-agent alternatives m=99"):
+        rc.per_agent_candidates(agent, obs, 99)
