@@ -82,6 +82,13 @@ def test_training_iterations_update_and_resume_exactly():
     m = [t.train_iteration() for _ in range(3)]
     assert t.iteration == 3 and t.buffer.size == 12 and 4 * 3 <= t.env_steps <= 4 * 3 * 10
     assert np.isfinite(m[-1]["loss/td"]) and m[-1]["train/epsilon"] < 1.0
+    # one episode per env per iteration: the progress line's "over N episodes" counts episodes, not iterations
+    assert [x["episodes"] for x in m] == [4.0, 4.0, 4.0] and m[-1]["train/episodes"] == 12.0
+    from coopsim.platform.trainer import progress_info
+    means: dict = {}
+    for x in m:
+        line = progress_info(x, means)
+    assert "over 12 episodes" in line
     state = copy.deepcopy(t.state_dict())  # state_dict() shares tensors with the live modules
     after = [t.train_iteration() for _ in range(2)]
     t2 = make()

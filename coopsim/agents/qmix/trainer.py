@@ -245,7 +245,9 @@ class QMIXTrainer:
         batch, stats = self.collect(eps)
         self.buffer.add(batch)
         self.episodes += self.core.num_envs
-        out: dict[str, float] = {"train/epsilon": eps, "train/episodes": float(self.episodes)}
+        # "episodes": this iteration's count, which the progress line weighs its running means by
+        out: dict[str, float] = {"train/epsilon": eps, "train/episodes": float(self.episodes),
+                                 "episodes": float(self.core.num_envs)}
         for k in stats[0]:  # a nan (a metric undefined for an episode, e.g. MG-MAPF's soc_over_lb) is missing
             vals = [s[k] for s in stats if np.isfinite(s[k])]
             if vals:
