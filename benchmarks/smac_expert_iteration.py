@@ -146,7 +146,8 @@ def distil(seed_dir: Path, policy: Path, data: Dataset, out: Path, epochs: int, 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("seed_dir", help="a PPO training run's seed-<s> directory on a SMAC map (policy.pt; config.yaml above)")
+    ap.add_argument("seed_dir",
+                    help="a PPO training run's seed-<s> directory on a SMAC map (policy.pt; config.yaml above)")
     ap.add_argument("--out", required=True, help="output folder (created; with --resume, an earlier run's folder)")
     ap.add_argument("--rounds", type=int_at_least(1), default=3, help="planner-then-distil rounds (default 3)")
     ap.add_argument("--games", type=int_at_least(1), default=256, help="planner games per round (default 256)")
@@ -155,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-agent", type=int_at_least(0), default=0, metavar="M",
                     help="0: the joint planner's actions are the targets; M > 0: per-agent rollout (each agent's M "
                          "most probable other actions against its greedy one, the others greedy; -k ignored)")
+    ap.add_argument("--margin", type=float, default=0.25,
+                    help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.25)")
     ap.add_argument("--epochs", type=int_at_least(1), default=10, help="passes over the dataset per round (10)")
     ap.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate of the distillation (3e-4)")
     ap.add_argument("--batch", type=int_at_least(1), default=2048, help="rows per gradient step (2048)")
@@ -163,7 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-seed", type=seed_arg, default=777, help="seed of the evaluation starts (777)")
     ap.add_argument("--resume", action="store_true", help="continue the run in --out after its last finished round")
     a = ap.parse_args(argv)
-    for name in ("lr", "ent_coef"):
+    for name in ("lr", "ent_coef", "margin"):
         v = getattr(a, name)
         if not np.isfinite(v) or v < 0 or (name == "lr" and v == 0):
             raise ConfigError(f"--{name.replace('_', '-')} {v}: give a finite number "
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.time()
         played = rollout_games(seed_dir, a.games, a.k, a.r, reset_seed=100_000 + rnd, plan_seed=rnd,
                                progress=False, policy=policy, record=data.add(rnd),
-                               per_agent=a.per_agent)
+                               per_agent=a.per_agent, margin=a.margin)
         t_plan = time.time() - t0
         data.save(data_path)
         new = out / f"round-{rnd}" / "seed-0" / "policy.pt"

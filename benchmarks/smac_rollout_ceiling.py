@@ -76,7 +76,7 @@ def rollout_values(roll, real, cand: np.ndarray, r: int, keys: np.random.Generat
         res = roll.step(greedy_roll.act(o)[0])
         ret += res.info["team_reward"]
         o = res.obs
-    won = roll._info_won.reshape(G, k, r).mean(-1)
+    won = roll.won.reshape(G, k, r).mean(-1)  # each rollout's own outcome, whenever it ended
     return won + 1e-3 * ret.reshape(G, k, r).mean(-1) / 20.0
 
 
@@ -104,7 +104,8 @@ def per_agent_candidates(agent, obs, m: int) -> np.ndarray:
 
 
 def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: int = 12345, plan_seed: int = 0,
-                  progress: bool = True, policy: str | Path | None = None, record=None, per_agent: int = 0) -> dict:
+                  progress: bool = True, policy: str | Path | None = None, record=None, per_agent: int = 0,
+                  margin: float = 0.25) -> dict:
     """Greedy and rollout-planner wins (float 0/1 ``[games]`` each) of the PPO policy in ``seed_dir``, both from
     the starts of ``reset_seed``; the greedy games also keep the real random stream of those starts.
 
@@ -119,6 +120,10 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
             its ``m`` most probable alternatives while the others play greedily (:func:`per_agent_candidates`,
             common random numbers), and every agent plays its own best; one-step policy improvement for each agent
             separately, so each agent's played action is a target its decentralised actor can be trained on.
+        margin: per-agent rollout only: an alternative replaces the greedy action only if its rollout value (win
+            rate, plus return / 20 x 1e-3) beats the greedy action's by at least this much; without it, return
+            differences within the rollout noise swap about half the actions and the agents' simultaneous
+            swaps undo each other.
 
     Raises:
         ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
@@ -172,6 +177,7 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
             own = np.concatenate([value[:, :1, None].repeat(A, 2),
                                   value[:, 1:].reshape(G, A, per_agent).transpose(0, 2, 1)], axis=1)  # [G, 1+m, A]
             pick = own.argmax(1)  # [G, A]: 0 keeps the greedy action
+            pick[own.max(1) < own[:, 0] + margin] = 0  # an alternative must beat the greedy action by the margin
             slot = np.where(pick == 0, 0, 1 + np.arange(A)[None] * per_agent + pick - 1)
             played = cand[np.arange(G)[:, None], slot, np.arange(A)[None]]
         else:
@@ -224,6 +230,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-agent", type=int, default=0, metavar="M",
                     help="per-agent rollout instead of the joint planner: each agent's M most probable other actions "
                          "are tried while the others play greedily, and every agent plays its own best (-k ignored)")
+    ap.add_argument("--margin", type=float, default=0.25,
+                    help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.25)")
     ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
     ap.add_argument("--plan-seed", type=seed_arg, default=0, help="seed of candidate sampling and rollout streams")
     ap.add_argument("--out", help="write per-game wins as JSON (a new .json file in an existing folder)")
@@ -240,7 +248,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.per_agent < 0:
         raise ConfigError(f"--per-agent {a.per_agent}: give 0 (the joint planner) or a positive count",
                           key="--per-agent", value=a.per_agent)
-    out = rollout_games(a.seed_dir, a.games, a.k, a.r, a.reset_seed, a.plan_seed, per_agent=a.per_agent)
+    if not math.isfinite(a.margin) or a.margin < 0:
+        raise ConfigError(f"--margin {a.margin}: give a finite win-rate gain >= 0", key="--margin", value=a.margin)
+    out = rollout_games(a.seed_dir, a.games, a.k, a.r, a.reset_seed, a.plan_seed, per_agent=a.per_agent,
+                        margin=a.margin)
     n = a.games
     g, p = out["greedy"], out["planner"]
     lo_g, hi_g = wilson(g.sum(), n)

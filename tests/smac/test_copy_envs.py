@@ -77,3 +77,26 @@ def test_copy_envs_refuses_another_map_and_bad_indices():
         a.copy_envs(a, np.array([0, 1]), np.array([0]))
     with pytest.raises(ValueError, match="one length within range"):
         a.copy_envs(a, np.array([2]), np.array([0]))
+
+
+def test_won_stays_set_after_the_winning_step_until_reset():
+    """``won`` is the episode's outcome; ``info["battle_won"]`` only the step it was won (planners read ``won``:
+    reading the step flag after a batch of rollouts counted only the rollouts that ended on the very last step)."""
+    core = make_scenario("smac/3m-v0", num_envs=1)
+    core.reset(seed=0)
+    core._health[0, 3:] = 0.1  # the three enemies almost dead, in range of the first shots
+    core._unit_alive[0, 3:] = True
+    core._masks = None
+    won_step = None
+    for t in range(60):
+        m = core.action_masks()
+        attack = np.where(m[0, :, 6:].any(-1), 6 + m[0, :, 6:].argmax(-1), 1)
+        res = core.step(np.where(m[0, np.arange(3), attack], attack, 0)[None])
+        if res.info["battle_won"][0]:
+            won_step = t
+            break
+    assert won_step is not None and core.won[0] and core.done[0]
+    after = core.step(np.zeros((1, 3), np.int64))  # a step after the end: the step flag clears, the outcome stays
+    assert not after.info["battle_won"][0] and core.won[0]
+    core.reset(seed=1)
+    assert not core.won[0]

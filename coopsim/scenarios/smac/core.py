@@ -488,6 +488,12 @@ class SMACCore(RebindsViews, ScenarioCore):
         return self._unit_alive[:, : self.n_allies] & ~self._over[:, None]
 
     @property
+    def won(self) -> np.ndarray:
+        """bool ``[E]``: envs whose current episode has ended in a win (all enemies dead first); stays set until the
+        env is reset, unlike ``info["battle_won"]``, which marks only the step the battle was won."""
+        return self._result == 1
+
+    @property
     def done(self) -> np.ndarray:
         """bool ``[E]``: envs whose episode has ended (no agent alive; ``~alive.any(1)``, one compiled call)."""
         out = np.empty(self.num_envs, bool)
