@@ -253,6 +253,7 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
         except ConfigError as exc:  # a value given on the command line is named as the override
             raise blame_override(exc, config, overrides or []) from None
         notes: list[str] = []
+        warnings: list[str] = []
         train_checked = False
         if cfg.train is not None:   # the train: section too, as `coopsim train` would read it (its hooks built)
             from coopsim.errors import in_file
@@ -261,9 +262,12 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
 
             factory = registry.spec("agent", cfg.agents.id).load()
             train_checked = hasattr(getattr(factory, "cls", factory), "make_trainer")
-            if not train_checked:  # `run` ignores train: for this agent
-                notes.append(f"note: agent '{cfg.agents.id}' cannot be trained, so the train: section is not checked: "
-                             f"`coopsim run` ignores it, and `coopsim train` needs a learner")
+            if not train_checked:  # `run` ignores train: for this agent: the warning `run` prints, said here too
+                from coopsim.platform.runner import ignored_train_warning
+
+                ignored = ignored_train_warning(cfg, overrides or [])
+                if ignored:
+                    warnings.append(f"{ignored}; `coopsim validate` does not check its values")
         if train_checked:
             try:
                 schedule = train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
@@ -275,10 +279,9 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
                 raise blame_override(exc, config, overrides or []) from None
     except CoopsimError as exc:
         _fail(exc)
-    from coopsim.platform.runner import open_loop_shield_warning
+    from coopsim.platform.runner import open_loop_shield_warning, scenario_params_warning
 
-    warning = open_loop_shield_warning(cfg)
-    if warning:
+    for warning in filter(None, [*warnings, open_loop_shield_warning(cfg), scenario_params_warning(cfg)]):
         err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
     for note in filter(None, notes):
         err_console.print(note, highlight=False, soft_wrap=True)
@@ -296,14 +299,14 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     from coopsim.errors import ConfigError
     from coopsim.platform.config import blame_override, load_config
     from coopsim.platform.runner import (ignored_train_warning, open_loop_shield_warning, run_config,
-                                         untrained_learner_warning)
+                                         scenario_params_warning, untrained_learner_warning)
 
     try:
         _check_overrides(overrides, config)
         cfg = load_config(config, overrides or [])
         ck = str(checkpoint) if checkpoint else None
         warnings = [w for w in (untrained_learner_warning(cfg, ck), ignored_train_warning(cfg, overrides or [], ck),
-                                open_loop_shield_warning(cfg)) if w]
+                                open_loop_shield_warning(cfg), scenario_params_warning(cfg)) if w]
 
         def opened(run_dir: Path) -> None:  # everything built: the warnings now (an error before them is alone)
             for warning in warnings:
@@ -367,9 +370,9 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     from coopsim.errors import ConfigError, in_file
-    from coopsim.platform.config import blame_override, check_buildable, load_config, parse_override
+    from coopsim.platform.config import NAME_MAX, blame_override, check_buildable, load_config, parse_override
     from coopsim.platform.recorder import check_writable
-    from coopsim.platform.runner import ignored_train_warning, untrained_learner_warning
+    from coopsim.platform.runner import ignored_train_warning, scenario_params_warning, untrained_learner_warning
 
     try:
         _check_overrides(overrides, config, sweep=True)  # as `coopsim run` (and a --grid key given twice, below)
@@ -411,6 +414,14 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         for c in itertools.product(*axes):
             tag = "-".join(_slug(x.split("=", 1)[1]) for x in c)
             combos.append(fixed + [x for x in c if not _is_name_override(x)] + [f"name={base}-{tag}"])
+        longest = max(len(c[-1].encode("utf-8")) for c in combos) - len("name=")
+        if longest > NAME_MAX:  # a valid base name, too long with the grid values: say so, not the made-up override
+            room = NAME_MAX - (longest - len(base.encode("utf-8")))
+            fix = (f"give a name of at most {room} bytes (this one is {len(base.encode('utf-8'))})" if room >= 1 else
+                   "give shorter or fewer --grid values")
+            exc = ConfigError(f"sweep names each run <name>-<grid values>, here up to {longest} bytes, and a run name "
+                              f"may be at most {NAME_MAX} bytes: {fix}", key="name", value=base)
+            raise in_file(blame_override(exc, config, list(overrides or [])), str(config))
         warnings: list[str] = []
         out_dirs: set[str] = set()
         for c in combos:  # validate and build everything before starting anything
@@ -426,7 +437,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 except ConfigError as exc:  # named as the override or --grid value that set it, else the file
                     exc = in_file(blame_override(exc, config, c), str(config))
                     raise _as_grid_value(exc, c[len(fixed):-1]) from None
-            for w in (untrained_learner_warning(cfg_c, None), ignored_train_warning(cfg_c, c)):
+            for w in (untrained_learner_warning(cfg_c, None), ignored_train_warning(cfg_c, c),
+                      scenario_params_warning(cfg_c)):
                 if w and w not in warnings:
                     warnings.append(w)
     except CoopsimError as exc:
@@ -792,15 +804,16 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
     """Evaluate a trained checkpoint; writes the same run directory as `coopsim run`."""
     try:
         from coopsim.platform.config import load_config
-        from coopsim.platform.runner import ignored_train_warning
+        from coopsim.platform.runner import ignored_train_warning, scenario_params_warning
         from coopsim.platform.training import eval_main
 
         _check_overrides(overrides, config)
-        warning = ignored_train_warning(load_config(config, list(overrides or [])), list(overrides or []),
-                                        str(checkpoint), command="coopsim eval")
+        cfg = load_config(config, list(overrides or []))
+        warnings = [w for w in (ignored_train_warning(cfg, list(overrides or []), str(checkpoint),
+                                                      command="coopsim eval"), scenario_params_warning(cfg)) if w]
 
-        def opened(run_dir: Path) -> None:  # as `coopsim run`: the warning once everything is built
-            if warning:
+        def opened(run_dir: Path) -> None:  # as `coopsim run`: the warnings once everything is built
+            for warning in warnings:
                 err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
             _name_run_dir_in_logs(run_dir)
 

@@ -230,7 +230,9 @@ class MarkovTrace(_Trace):
 class CsvTrace(_Trace):
     kind: Literal["csv"] = "csv"
     path: str = Field(..., description="UTF-8 CSV file with header time_s,rate or time_s,rate_0,...,rate_{N-1}; "
-                                       "times finite and increasing, rates in [0, 1e12] bit/s after scale_bps")
+                                       "times finite and increasing, rates in [0, 1e12] bit/s after scale_bps; "
+                                       "in a run config a relative path is found in the working folder or beside "
+                                       "the config", json_schema_extra={"file": True})
 
     def check(self) -> None:
         """Load the file once (as :meth:`load`), so a bad file fails when the channel is built, not at reset."""
@@ -246,7 +248,8 @@ class CsvTrace(_Trace):
         p = Path(self.path)
         f = str(p)
         if not p.is_file():
-            rel = "" if p.is_absolute() else f" (a relative path is read from the working directory {Path.cwd()})"
+            rel = "" if p.is_absolute() else (f" (a relative path in a run config is looked for in the working directory "
+                                              f"{Path.cwd()}, then beside the config)")
             what = ("is a directory, not a CSV file" if p.is_dir() else "is not a regular file" if p.exists()
                     else "not found")
             raise ConfigError(f"capacity trace file {what}: {p}{rel}", file=f, key="trace.path", value=self.path)

@@ -518,15 +518,17 @@ def load_raw(path: str | Path) -> dict[str, Any]:
 
 
 #: the component sections of a run config whose ``params`` may name files (a Params field marked
-#: ``json_schema_extra={"file": True}``, e.g. MG-MAPF's ``map`` and ``scen``)
+#: ``json_schema_extra={"file": True}``, e.g. MG-MAPF's ``map`` and ``scen``, or such a field of a nested model, e.g.
+#: bandwidth-v0's ``trace: {kind: csv, path: ...}``; ``{"file": True, "dir": True}``: a file or a directory)
 _FILE_PARAM_SECTIONS = {"scenario": "scenario", "agents": "agent", "channel": "channel", "shield": "shield"}
 
 
 def resolve_file_params(data: dict[str, Any], config_dir: Path) -> None:
     """Make the file params of ``data``'s components absolute, in place: a relative path names a file in the working
     folder or, failing that, beside the config file; the run's stored ``config.yaml`` then works from any folder. A
-    value that is no such file (a shipped map name, a missing file) is left for the component's own check. The
-    ``train:`` section's ``init_policy`` (a policy file or a seed directory) is resolved the same way."""
+    value that is no such file (a shipped map name, a missing file) is left for the component's own check. Flagged
+    fields of nested models (a CSV capacity trace's ``path``) are resolved too. The ``train:`` section's
+    ``init_policy`` (a policy file or a seed directory) is resolved the same way."""
     for section, kind in _FILE_PARAM_SECTIONS.items():
         comp = data.get(section)
         if not (isinstance(comp, dict) and isinstance(comp.get("id"), str) and isinstance(comp.get("params"), dict)):
@@ -535,16 +537,34 @@ def resolve_file_params(data: dict[str, Any], config_dir: Path) -> None:
             factory = registry.spec(kind, comp["id"]).load()
         except Exception:  # noqa: BLE001 - an unknown or broken id is reported by validation, with its key
             continue
-        fields = getattr(getattr(getattr(factory, "cls", factory), "Params", None), "model_fields", {})
-        for name, f in fields.items():
-            value = comp["params"].get(name)
-            if (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("file")
-                    and isinstance(value, str) and not value.isdigit()):
-                comp["params"][name] = _found_path(value, config_dir, Path.is_file)
+        _resolve_model_files(comp["params"], getattr(getattr(factory, "cls", factory), "Params", None), config_dir)
     train = data.get("train")
     if isinstance(train, dict) and isinstance(train.get("init_policy"), str):
         # train.init_policy (TrainSchedule): a policy file or a seed directory, found the same way
         train["init_policy"] = _found_path(train["init_policy"], config_dir, Path.exists)
+
+
+def _resolve_model_files(params: dict[str, Any], model: Any, config_dir: Path) -> None:
+    """Resolve (:func:`_found_path`) the fields of ``params`` that ``model`` (a pydantic model class) flags as files,
+    in place, and those of nested models: a dict value of a field typed as a model or a union of models (a union
+    member with a ``kind`` field only when the dict's ``kind`` is its own)."""
+    for name, f in (getattr(model, "model_fields", None) or {}).items():
+        value = params.get(name)
+        extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+        if extra.get("file") and isinstance(value, str) and not value.isdigit():
+            params[name] = _found_path(value, config_dir, Path.exists if extra.get("dir") else Path.is_file)
+        elif isinstance(value, dict):
+            for sub in _model_classes(f.annotation):
+                kind = sub.model_fields.get("kind")
+                if kind is None or value.get("kind") == kind.default:
+                    _resolve_model_files(value, sub, config_dir)
+
+
+def _model_classes(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic model classes in a field annotation (the model itself, or the members of a union/Optional)."""
+    if isinstance(annotation, type):
+        return [annotation] if issubclass(annotation, BaseModel) else []
+    return [m for a in getattr(annotation, "__args__", ()) for m in _model_classes(a)]
 
 
 def _found_path(value: str, config_dir: Path, kind: Any) -> str:

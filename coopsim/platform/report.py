@@ -323,11 +323,17 @@ def invoked_as() -> str:
 
 
 def training_run_message(run_dir: str | Path) -> str:
+    """What ``run_dir`` (a training run) is and how to evaluate it; a run of ``benchmarks/smac_time_to_win.py`` (its
+    ``time_to_win.json``) is named as that, with the file of its greedy evaluations and how to plot them."""
     import shlex
 
     d = Path(run_dir)
     seed = training_seeds(d)[0] if training_seeds(d) else d / "seed-<s>"
-    return (f"{d}: a training run (written by coopsim train), not a run of evaluation episodes; evaluate it with: "
+    ttw = d / "time_to_win.json"
+    what = (f"written by benchmarks/smac_time_to_win.py; its greedy win-rate evaluations are in {ttw}, plotted by "
+            f"benchmarks/smac_time_to_win.py --plot {shlex.quote(str(d))} OUT.png" if ttw.is_file()
+            else "written by coopsim train")
+    return (f"{d}: a training run ({what}), not a run of evaluation episodes; evaluate it with: "
             f"{invoked_as()} eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}")
 
 

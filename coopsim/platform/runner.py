@@ -219,6 +219,21 @@ def open_loop_shield_warning(cfg: RunConfig) -> str | None:
             f"plan is conflict-free); its plans need no shield: use shield.id=passthrough-v0, or a closed-loop agent")
 
 
+def scenario_params_warning(cfg: RunConfig) -> str | None:
+    """The scenario's own warning about its params (a core class's ``params_warning(params)``, e.g. MG-MAPF's
+    weaker ``lb`` at ``num_goals`` > 10: :meth:`~coopsim.scenarios.mapf.core.MGMAPFCore.params_warning`); None
+    without one, or when the scenario or its params cannot be loaded (the run reports that itself)."""
+    try:
+        factory = registry.spec("scenario", cfg.scenario.id).load()
+        check = getattr(_unwrap(factory), "params_warning", None)
+        if check is None:
+            return None
+        params = _unwrap(factory).Params(**{**getattr(factory, "defaults", {}), **cfg.scenario_params()})
+    except (CoopsimError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
+    return check(params)
+
+
 def _unwrap(factory: Any) -> Any:
     return factory.cls if isinstance(factory, registry.Variant) else factory
 

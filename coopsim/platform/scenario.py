@@ -65,6 +65,10 @@ class StepResult:
     info: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+#: what a batched core's ``step()`` raises (RuntimeError) before its first ``reset()``, as the PettingZoo view does
+STEP_BEFORE_RESET = "step() before reset(): call reset(seed=...) first"
+
+
 class ScenarioCore(ABC):
     """Batched simulator core of one scenario family (see the module docstring for conventions).
 
@@ -92,6 +96,10 @@ class ScenarioCore(ABC):
     observation_space: gymnasium.Space
     action_space: gymnasium.spaces.Discrete
     state_space: gymnasium.spaces.Box | None = None
+    #: True from construction (a core's ``__init__`` sets it) until the first :meth:`reset` clears it; :meth:`step`
+    #: raises RuntimeError (:data:`STEP_BEFORE_RESET`) while it is set, one bool test per step. A core pickled before
+    #: the flag existed (an older training checkpoint) reads this class default and steps on after a resume
+    _never_reset: bool = False
 
     @property
     def num_agents(self) -> int:
@@ -103,7 +111,8 @@ class ScenarioCore(ABC):
 
     @abstractmethod
     def step(self, actions: np.ndarray) -> StepResult:
-        """Step every env with joint actions ``actions`` int64 ``[E, N]`` (slots not alive are ignored)."""
+        """Step every env with joint actions ``actions`` int64 ``[E, N]`` (slots not alive are ignored); before the
+        first :meth:`reset` raise ``RuntimeError(STEP_BEFORE_RESET)``."""
 
     @property
     @abstractmethod

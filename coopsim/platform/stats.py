@@ -29,9 +29,15 @@ def rate_bounds(metric: str) -> tuple[float, float] | None:
 NONNEGATIVE_METRICS = ("soc", "sum_of_costs", "makespan", "steps", "episode_steps", "episode_length", "length",
                        "collisions", "interventions", "violations", "invalid_moves", "blocked_moves", "throughput",
                        "soc_over_lb", "allies_left", "enemies_left", "damage_dealt", "damage_taken", "failures",
-                       "attempts", "expansions", "time_s", "wall_s")
+                       "attempts", "expansions", "time_s", "wall_s", "occupied_landmarks", "final_cover_dist_m")
 #: metric families whose every member is a counter, a size, a duration or a cost (>= 0), e.g. ``comm/lost_copies``
 NONNEGATIVE_PREFIXES = ("comm/", "shield/", "plan/", "cost/")
+
+
+#: per-episode metrics that cannot be positive (full names): MPE's returns and reward terms, each minus a distance
+#: or a collision count (coopsim/scenarios/mpe/tasks.py); :func:`metric_bounds` clips their intervals' high end to 0
+#: when every sample is <= 0
+NONPOSITIVE_METRICS = ("mpe/return", "reward/global", "reward/collision", "reward/distance")
 
 
 #: per-episode metrics with a lower bound above 0 (last ``/`` part): SoC over the sum of the agents' shortest-path
@@ -50,7 +56,7 @@ def metric_bounds(metric: str, values: Iterable[float] = ()) -> tuple[float, flo
     """The ``bounds`` of :func:`t_interval` for ``metric``: ``(0, 1)`` for a rate (:func:`rate_bounds`) whose finite
     ``values`` (its samples) all lie in [0, 1]; ``(0, inf)`` for a non-negative kind (:func:`is_nonnegative_kind`)
     whose finite samples are all >= 0 (``(1, inf)`` for :data:`AT_LEAST`'s ``soc_over_lb`` when they are all >= 1);
-    else None. A metric named like a rate or a count whose samples leave that range (``reward/win``: the win bonus,
+    ``(-inf, 0)`` for :data:`NONPOSITIVE_METRICS` whose finite samples are all <= 0; else None. A metric named like a rate or a count whose samples leave that range (``reward/win``: the win bonus,
     0 or 10.96 per episode) is not one and is left unclipped."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     rb = rate_bounds(metric)
@@ -61,6 +67,8 @@ def metric_bounds(metric: str, values: Iterable[float] = ()) -> tuple[float, flo
         return (low, math.inf)
     if is_nonnegative_kind(metric) and all(v >= 0 for v in finite):
         return (0.0, math.inf)
+    if metric in NONPOSITIVE_METRICS and all(v <= 0 for v in finite):
+        return (-math.inf, 0.0)
     return None
 
 
@@ -99,7 +107,8 @@ def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[flo
 
 def summarize(rows: list[dict]) -> dict[str, dict]:
     """Per numeric metric: the mean over seeds of per-seed means, with a 95% t-interval over seeds (clipped to
-    [0, 1] for a rate, and at 0 from below for a count or cost whose samples are all >= 0: :func:`metric_bounds`).
+    [0, 1] for a rate, at 0 from below for a count or cost whose samples are all >= 0, and at 0 from above for an
+    MPE return or reward term whose samples are all <= 0: :func:`metric_bounds`).
 
     Args:
         rows: metrics.jsonl lines (dicts with ``seed`` and numeric metrics). A missing value (null, nan, inf) is

@@ -103,7 +103,8 @@ def test_validate_accepts_what_run_accepts_when_the_agent_cannot_be_trained():
                        capture_output=True, text=True)
     out = " ".join((r.stdout + r.stderr).split())
     assert r.returncode == 0, out
-    assert "agent 'random-v0' cannot be trained, so the train: section is not checked" in out
+    assert "warning: agent 'random-v0' cannot be trained, so `coopsim run` ignores train." in out
+    assert "`coopsim validate` does not check its values" in out
     assert "the train: section checked" not in out
     r = subprocess.run([sys.executable, "-m", "coopsim.cli", "validate", CFG], capture_output=True, text=True)
     assert r.returncode == 0 and "the train: section checked" in " ".join(r.stdout.split())

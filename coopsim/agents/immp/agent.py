@@ -100,7 +100,9 @@ class IMMPParams(AgentParams):
     checkpoint: Optional[str] = Field(None, description="policy file loaded at construction (so `coopsim run` evaluates "
                                                         "it); 'shipped' = the checkpoint shipped for this variant; "
                                                         "'shipped-ppo' = IMMP's shipped policy before the intent "
-                                                        "module's fine-tuning on CS-PIBT rollouts")
+                                                        "module's fine-tuning on CS-PIBT rollouts; a relative path "
+                                                        "is found in the working folder or beside the config",
+                                            json_schema_extra={"file": True, "dir": True})
 
     @field_validator("hidden")
     @classmethod

@@ -156,7 +156,8 @@ def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per
 
     Raises:
         ConfigError: key ``train.num_envs`` (the message names ``train.rollout_steps`` too): the bytes needed, the
-            limit, and the largest num_envs (at this rollout_steps) and rollout_steps (at this num_envs) that fit.
+            limit, and the largest num_envs (at this rollout_steps) and rollout_steps (at this num_envs) that fit
+            (only values >= 1; when neither does, the largest product of the two that fits, if any).
     """
     from coopsim.errors import ConfigError
     from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
@@ -168,11 +169,19 @@ def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per
         return
     limit, avail = over
     fit_e, fit_t = limit // max(rollout_steps * step, 1), limit // max(num_envs * step, 1)
+    # both are >= 1 (train schema): an alternative below 1 is left out
+    fits = [f"train.num_envs <= {fit_e} at rollout_steps {rollout_steps}"] if fit_e >= 1 else []
+    fits += [f"train.rollout_steps <= {fit_t} at num_envs {num_envs}"] if fit_t >= 1 else []
+    if fits:
+        fit = "what fits: " + ", or ".join(fits)
+    elif limit // max(step, 1) >= 1:
+        fit = f"what fits: lower both, to num_envs x rollout_steps <= {limit // max(step, 1)}"
+    else:
+        fit = f"nothing fits at any num_envs or rollout_steps: one step of one env needs {gib(step)}"
     raise ConfigError(
         f"invalid value {num_envs} (with train.rollout_steps {rollout_steps}): the rollout buffers need {gib(need)} "
         f"({num_envs} envs x {rollout_steps} steps x {num_agents} agents x {per_agent_step} bytes), more than "
-        f"{MEMORY_FRACTION:.0%} of the available memory ({gib(limit)} of {gib(avail)}); what fits: train.num_envs "
-        f"<= {fit_e} at rollout_steps {rollout_steps}, or train.rollout_steps <= {fit_t} at num_envs {num_envs}",
+        f"{MEMORY_FRACTION:.0%} of the available memory ({gib(limit)} of {gib(avail)}); {fit}",
         file=file, key="train.num_envs", value=num_envs)
 
 

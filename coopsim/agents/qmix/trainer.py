@@ -100,11 +100,12 @@ def check_buffer_memory(capacity: int, T: int, N: int, D: int, S: int, A: int, *
     if over is None:
         return
     limit, avail = over
+    fit = (f"what fits: train.buffer_episodes <= {limit // per_episode}" if limit // per_episode >= 1 else
+           f"nothing fits at any train.buffer_episodes: one episode of {T} steps needs {gib(per_episode)}")
     raise ConfigError(
         f"invalid value {capacity}: the replay buffer needs {gib(need)} ({capacity} episodes x {T} steps x {N} agents; "
         f"{per_episode} bytes per episode), more than {MEMORY_FRACTION:.0%} of the available memory ({gib(limit)} of "
-        f"{gib(avail)}); what fits: train.buffer_episodes <= {limit // per_episode}", file=file,
-        key="train.buffer_episodes", value=capacity)
+        f"{gib(avail)}); {fit}", file=file, key="train.buffer_episodes", value=capacity)
 
 
 class QMIXTrainer:

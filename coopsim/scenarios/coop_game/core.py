@@ -55,7 +55,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions, reset_ids
+from coopsim.platform.scenario import (STEP_BEFORE_RESET, ScenarioCore, ScenarioParams, StepResult,
+                                       discrete_joint_actions, reset_ids)
 from coopsim.safety.constraints import KeepConnected, ResourceCap, Separation, count_violations
 from coopsim.safety.state import SafetyState
 from coopsim.scenarios.coop_game.world import World, graph_world, grid_world
@@ -105,6 +106,7 @@ class CoopGameCore(ScenarioCore):
     def __init__(self, num_envs: int = 1, **params):
         self.params = p = self.Params(**params)
         self.num_envs = int(num_envs)
+        self._never_reset = True
         rng = np.random.default_rng([p.world_seed, 7919])
         if p.world == "grid":
             self._world = grid_world(p.height, p.width, obstacle_frac=p.obstacle_frac, slip=p.slip,
@@ -203,6 +205,7 @@ class CoopGameCore(ScenarioCore):
         self._alive[ids] = True
         self._ret[ids] = 0.0
         self._viol[ids] = 0.0
+        self._never_reset = False
         return self._obs()
 
     def _obs(self) -> np.ndarray:
@@ -213,6 +216,8 @@ class CoopGameCore(ScenarioCore):
         return np.clip(np.concatenate([own, tgt, tf], -1), 0.0, 1.0).astype(np.float32)
 
     def step(self, actions):
+        if self._never_reset:
+            raise RuntimeError(STEP_BEFORE_RESET)
         w, p = self._world, self.params
         E, N = self.num_envs, self.num_agents
         actions = discrete_joint_actions(actions, (E, N), w.num_actions)  # shape, integers (1.7 was 1), range

@@ -34,8 +34,8 @@ import gymnasium
 import numpy as np
 from pydantic import Field
 
-from coopsim.platform.scenario import (ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions,
-                                       reset_ids)
+from coopsim.platform.scenario import (STEP_BEFORE_RESET, ScenarioCore, ScenarioParams, StepResult,
+                                       discrete_joint_actions, reset_ids)
 
 
 class LineWalkParams(ScenarioParams):
@@ -56,6 +56,7 @@ class LineWalkCore(ScenarioCore):
         self.params = self.Params(**params)
         p = self.params
         self.num_envs = int(num_envs)
+        self._never_reset = True
         self.agent_ids = tuple(f"agent_{i}" for i in range(p.num_agents))
         self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
         self.action_space = gymnasium.spaces.Discrete(3)
@@ -82,6 +83,7 @@ class LineWalkCore(ScenarioCore):
         self._t[ids] = 0
         self._cost[ids] = 0
         self._truncated[ids] = False
+        self._never_reset = False
         return self._obs()
 
     def _obs(self):
@@ -98,6 +100,8 @@ class LineWalkCore(ScenarioCore):
         return discrete_joint_actions(actions, (self.num_envs, self.num_agents), 3, "0..2 (0 stay, 1 left, 2 right)")
 
     def step(self, actions):
+        if self._never_reset:
+            raise RuntimeError(STEP_BEFORE_RESET)
         a = np.where(self._alive, self._check_actions(actions), 0)
         delta = np.array([0, -1, 1], np.int64)[a]
         self._pos = np.clip(self._pos + delta, 0, self.params.length - 1)

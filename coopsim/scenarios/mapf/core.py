@@ -112,12 +112,12 @@ from pydantic import Field, field_validator, model_validator
 
 from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import (RebindsViews, ScenarioCore, ScenarioParams, StepResult,
+from coopsim.platform.scenario import (STEP_BEFORE_RESET, RebindsViews, ScenarioCore, ScenarioParams, StepResult,
                                        discrete_joint_actions, reset_ids)
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
-from coopsim.scenarios.mapf.metrics import tour_lower_bound
+from coopsim.scenarios.mapf.metrics import EXACT_MAX_GOALS, tour_lower_bound
 from coopsim.scenarios.mapf.render import draw_frame
 from coopsim.scenarios.mapf.sampling import instance_from_scen, random_instance
 
@@ -264,6 +264,7 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
     def _init(self, num_envs: int) -> None:
         p = self.params
         self.num_envs = e = num_envs
+        self._never_reset = True
         self.dt_s = float(p.dt_s)
         n, k, r = p.num_agents, p.num_goals, p.obs_radius
         self.agent_ids = tuple(f"agent_{i}" for i in range(n))
@@ -384,6 +385,7 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             if seed is not None:
                 self._rngs[e] = self.env_rng(seed, e)
             self._load_env(e, self._new_instance(e, seed))
+        self._never_reset = False
         return self._observe()
 
     def step(self, actions: np.ndarray) -> StepResult:
@@ -393,7 +395,10 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             ValueError: wrong shape, a dtype that is not integer, bool or float (strings and objects were cast:
                 ``'3'`` moved as 3), a non-integral value, or an action outside 0..4 (naming env and agent;
                 :func:`~coopsim.platform.scenario.discrete_joint_actions`).
+            RuntimeError: before the first :meth:`reset`.
         """
+        if self._never_reset:
+            raise RuntimeError(STEP_BEFORE_RESET)
         E, N = self.num_envs, self.num_agents
         a = discrete_joint_actions(actions, (E, N), 5, "0..4 (wait, up, down, left, right)",
                                    scenario=f"MGMAPFCore (map {self.params.map!r})")
@@ -766,6 +771,18 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             "goal_reached_at": self._reached_at[env_index].copy(),
             "blocked": np.array(self.map_data(env_index).blocked, dtype=bool),
         }
+
+    @staticmethod
+    def params_warning(params: MGMAPFParams) -> str | None:
+        """The run's warning for ``params`` whose ``lb`` is the weaker bound: with ``goal_order`` 'free' and
+        ``num_goals`` above :data:`~coopsim.scenarios.mapf.metrics.EXACT_MAX_GOALS` it is a spanning tree's weight,
+        not the exact shortest tour, so ``soc_over_lb`` means something else there; None otherwise."""
+        if params.goal_order != "free" or params.num_goals <= EXACT_MAX_GOALS:
+            return None
+        return (f"scenario.params.num_goals {params.num_goals} > {EXACT_MAX_GOALS} with goal_order 'free': lb is a "
+                f"weaker lower bound (a spanning tree over each agent's start and goals, not the exact shortest tour), "
+                f"so soc_over_lb is higher than against the exact bound and not comparable with runs of num_goals <= "
+                f"{EXACT_MAX_GOALS}")
 
     def lower_bound(self, env_index: int = 0) -> float:
         """LB of env ``env_index``'s instance: sum over agents of the shortest tour through its goals

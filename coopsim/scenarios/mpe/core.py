@@ -27,8 +27,8 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.platform.comm import BROADCAST, Channel, MessageBatch
-from coopsim.platform.scenario import (ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions,
-                                       reset_ids)
+from coopsim.platform.scenario import (STEP_BEFORE_RESET, ScenarioCore, ScenarioParams, StepResult,
+                                       discrete_joint_actions, reset_ids)
 
 #: force direction of each discrete movement action: no-op, -x, +x, -y, +y
 MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
@@ -60,6 +60,7 @@ class MPECore(ScenarioCore):
     def __init__(self, num_envs: int = 1, **params: Any):
         self.params = self.Params(**params)
         self.num_envs = int(num_envs)
+        self._never_reset = True
         self._build()
         E, N, M = self.num_envs, self.n_agents, self.n_agents + self.n_landmarks
         self.mass = np.ones(M)
@@ -199,6 +200,7 @@ class MPECore(ScenarioCore):
                 self._comm_base = base
         self._comm_messages[ids] = 0
         self._episode_start_t[ids] = self._global_t
+        self._never_reset = False
         return self._obs()
 
     def _physics(self, move: np.ndarray, active: np.ndarray) -> None:
@@ -241,7 +243,10 @@ class MPECore(ScenarioCore):
 
         Raises:
             ValueError: wrong shape, a non-integer, or an action outside the action space (see ``_check_actions``).
+            RuntimeError: before the first :meth:`reset`.
         """
+        if self._never_reset:
+            raise RuntimeError(STEP_BEFORE_RESET)
         a = np.where(self._alive, self._check_actions(actions), self.noop_action)
         active = self._alive.any(axis=1)
         move, say = self._decode(a)

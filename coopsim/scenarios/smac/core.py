@@ -12,8 +12,8 @@ import gymnasium
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
 
-from coopsim.platform.scenario import (RebindsViews, ScenarioCore, ScenarioParams, StepResult, check_num_envs,
-                                       discrete_joint_actions, reset_ids)
+from coopsim.platform.scenario import (STEP_BEFORE_RESET, RebindsViews, ScenarioCore, ScenarioParams, StepResult,
+                                       check_num_envs, discrete_joint_actions, reset_ids)
 from coopsim.scenarios.smac import _kernels as K
 from coopsim.scenarios.smac import units as U
 from coopsim.scenarios.smac.maps import MapSpec, get_map, map_types
@@ -315,6 +315,7 @@ class SMACCore(RebindsViews, ScenarioCore):
         self._enemy_goal = np.zeros((E, M, 2), np.float32)
         self._fired_at = np.full((E, Un), -1, np.int64)
         self._kc = np.zeros((2, E), np.uint64)
+        self._never_reset = True  # step() refuses to run until reset() or copy_envs() has set every env
         self._rngs: list[np.random.Generator] = [np.random.default_rng([0, e]) for e in range(E)]
         #: kernel layout flags (int64): [nb, enemy_shield, ally_shield, obs_last_action, obs_own_cooldown, n_actions,
         #: n_allies, limit, reward_sparse, record_replay, state_last_action, reward_only_positive]
@@ -409,6 +410,7 @@ class SMACCore(RebindsViews, ScenarioCore):
                      self._wf64[E:2 * E], self._rpf, self._rp_alive, self._rp_target, self._mask_buf, self._obs_buf,
                      observe_all)  # observes every env, or (the others did not change) only the reset ones
         self._obs, self._masks = self._obs_buf, self._mask_buf
+        self._never_reset = False
         return self._obs_out()
 
     def _start_centres(self, rng: np.random.Generator) -> np.ndarray:
@@ -480,6 +482,7 @@ class SMACCore(RebindsViews, ScenarioCore):
             self._kc[0, d] = np.asarray(stream_keys, np.uint64).reshape(-1)
             self._kc[1, d] = 0
         self._observe_into(np.ascontiguousarray(d))
+        self._never_reset = False  # a planner's rollout core is filled by copies, never reset
 
     # ------------------------------------------------------------------ capabilities
     @property
@@ -610,7 +613,10 @@ class SMACCore(RebindsViews, ScenarioCore):
             ValueError: wrong shape, a dtype that is not integer, bool or float (strings, objects, complex), a
                 non-integral value, or an action index out of range (the value as given, e.g. 2**63 of a uint64
                 array, not its int64 cast).
+            RuntimeError: before the first :meth:`reset` (or :meth:`copy_envs`).
         """
+        if self._never_reset:
+            raise RuntimeError(STEP_BEFORE_RESET)
         act = actions if type(actions) is np.ndarray else np.asarray(actions)
         if act.shape != self._act_shape:
             from coopsim.platform.scenario import given_shape
