@@ -44,7 +44,7 @@ import torch
 
 from coopsim.errors import ConfigError, run_script
 from coopsim.platform import registry
-from coopsim.platform.config import SEED_MAX, RunConfig, blame_override, dump_config, load_config
+from coopsim.platform.config import SEED_MAX, RunConfig, blame_override, dump_config, load_config, override_keys
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, fit, load_checkpoint
@@ -319,8 +319,17 @@ def _resume_config(run_dir: Path, out: dict, overrides: list[str]) -> tuple[RunC
     if schedule.total_env_steps == old.total_env_steps:
         return cfg, schedule, None
     atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))  # the one change a resume records
-    out["overrides"] = [*out.get("overrides", []), *overrides]
+    out["overrides"] = merged_overrides(out.get("overrides", []), overrides)
     return cfg, schedule, schedule_warning(old, schedule, most)
+
+
+def merged_overrides(before: list[str], after: list[str]) -> list[str]:
+    """The overrides of ``before`` then ``after``, each key once: an override whose key is given again later is
+    dropped (the last value wins, so ``train.total_env_steps`` raised by one ``--resume`` after another is listed
+    once), the others kept in order. The list can be passed back to coopsim, which refuses a key given twice."""
+    items = [*before, *after]
+    keys = [next((k for k, _, _ in override_keys([o])), None) for o in items]  # None: no valid override, kept
+    return [o for i, (o, k) in enumerate(zip(items, keys)) if k is None or k not in keys[i + 1:]]
 
 
 def main(argv: list[str] | None = None) -> int:

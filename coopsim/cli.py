@@ -367,7 +367,9 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)")) -> None:
     """Run the product of --grid values, one `coopsim run` process per core, then compare them.
 
-    Exit code 2: a config or grid error (nothing ran); 1: some runs failed (the others are kept and compared); 130 / 143: interrupted (finished runs kept).
+    Each run is a `coopsim run`: it evaluates the agent and never trains it, so a --grid over a train.* key is refused. On Linux the runs end with the sweep, even one killed by SIGKILL (they get SIGTERM: each keeps its finished episodes).
+
+    Exit code 2: a config or grid error (nothing ran); 1: some runs failed (each failed run's cause and kept episodes are named; the finished runs are kept and compared when two or more finished); 130 / 143: interrupted (finished runs kept).
     """  # noqa: E501 - one line per paragraph: the help text is wrapped to the terminal, source line ends would show
     from coopsim.errors import ConfigError, in_file
     from coopsim.platform.config import NAME_MAX, blame_override, check_buildable, load_config, parse_override
@@ -424,6 +426,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             raise in_file(blame_override(exc, config, list(overrides or [])), str(config))
         warnings: list[str] = []
         out_dirs: set[str] = set()
+        agent_ids: dict[str, None] = {}  # the agents the runs evaluate, in order
         for c in combos:  # validate and build everything before starting anything
             try:
                 cfg_c = load_config(config, c)
@@ -437,10 +440,14 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 except ConfigError as exc:  # named as the override or --grid value that set it, else the file
                     exc = in_file(blame_override(exc, config, c), str(config))
                     raise _as_grid_value(exc, c[len(fixed):-1]) from None
+            agent_ids.setdefault(cfg_c.agents.id, None)
             for w in (untrained_learner_warning(cfg_c, None), ignored_train_warning(cfg_c, c),
                       scenario_params_warning(cfg_c)):
                 if w and w not in warnings:
                     warnings.append(w)
+        train_axis = next((k for k in grid_keys if k == "train" or k.startswith("train.")), None)
+        if train_axis is not None:  # `run` never reads train:, so each value would repeat the same run
+            raise CoopsimError(_train_grid_error(train_axis, list(agent_ids), config))
     except CoopsimError as exc:
         _fail(exc)
     for w in warnings:  # once per distinct warning, not once per run (as `coopsim run` prints it)
@@ -450,8 +457,9 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     procs: list[tuple[list[str], subprocess.Popen]] = []
     run_dirs: list[str] = []
     pending = list(combos)
-    failed: list[list[str]] = []
+    failed: list[tuple[list[str], str | None]] = []  # (overrides, run directory or None) of each failed run
     env = dict(os.environ)  # the thread settings of this process (one thread unless the user set them) pass on
+    child_setup = _child_setup(os.getpid())  # SIGINT as usual; dies with the sweep (even one killed by SIGKILL)
     try:
         with _sigterm_as_interrupt():
             while pending or procs:
@@ -460,7 +468,7 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                     cmd = [sys.executable, "-m", "coopsim.cli", "run", str(config), *c, "--no-progress"]
                     # own session: a terminal's Ctrl-C reaches only the sweep, which forwards one SIGINT to each child
                     procs.append((c, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                                      env=env, start_new_session=True, preexec_fn=_child_signals)))
+                                                      env=env, start_new_session=True, preexec_fn=child_setup)))
                 c, p = procs[0]
                 # the child stays in procs until it has exited, so an interrupt reaches it; a timeout makes
                 # communicate() keep what it read so far when an interrupt cuts it short (without one it reads in a
@@ -502,7 +510,53 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     if len(run_dirs) > 1:
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
     if failed:
+        _failed_runs_note(failed, run_dirs, len(combos))
         raise typer.Exit(code=1)
+
+
+def _train_grid_error(key: str, agent_ids: list[str], config: Path) -> str:
+    """The error of a ``--grid`` over ``key`` (``train`` or ``train.*``): each sweep run is a `coopsim run`, which
+    never reads the train: section (only `coopsim train` does), so every value of the grid would repeat one run."""
+    from coopsim.platform import registry
+
+    def trainable(agent_id: str) -> bool:
+        factory = registry.spec("agent", agent_id).load()
+        return hasattr(getattr(factory, "cls", factory), "make_trainer")
+
+    names = ", ".join(f"'{a}'" for a in agent_ids)
+    agent = f"agent{'s' if len(agent_ids) > 1 else ''} {names}"
+    if not any(trainable(a) for a in agent_ids):
+        why = (f"{agent} {'do' if len(agent_ids) > 1 else 'does'} not train (it cannot be trained), and `coopsim run` "
+               f"(one per grid value) ignores the train: section")
+        fix = " (a learner is trained with `coopsim train`; `coopsim list agent` shows the agents)"
+    else:
+        why = (f"the agent does not train in a sweep: each grid value is a `coopsim run`, which evaluates {agent} "
+               f"as it is and ignores the train: section (only `coopsim train` reads it)")
+        fix = (f", or train one run per value: {_invoked_as()} train {shlex.quote(str(config))} "
+               f"{shlex.quote(key + '=<value>')}")
+    return f"--grid {key}: {why}, so every value of {key} would repeat the same run; drop --grid {key}{fix}"
+
+
+def _failed_runs_note(failed: list, run_dirs: list[str], total: int) -> None:
+    """The sweep's last lines when runs failed: how many, whether the finished ones were compared (a comparison
+    needs two), and the `report` command that takes the failed runs' kept episodes in too."""
+    partial = [d for _, d in failed if d is not None and _finished_episodes(Path(d))]
+    n = len(failed)
+    head = f"sweep: {n} of {total} runs failed"
+    if len(run_dirs) > 1:
+        head += (f"; the {len(run_dirs)} finished runs are compared above (the failed "
+                 f"{'ones are' if n > 1 else 'one is'} not in the comparison)")
+    elif len(run_dirs) == 1:
+        head += f"; only 1 run finished, so there is no comparison (it needs 2 finished runs): {run_dirs[0]}"
+    else:
+        head += "; no run finished, so there is no comparison"
+    console.print(escape(head), soft_wrap=True, highlight=False)
+    dirs = run_dirs + partial
+    if partial and len(dirs) > 1:
+        what = (f"with the finished episodes of the failed run{'s' if len(partial) > 1 else ''} too" if run_dirs
+                else "the finished episodes of the failed runs")
+        console.print(escape(f"  to compare {what}: {_invoked_as()} report {' '.join(shlex.quote(d) for d in dirs)}"),
+                      soft_wrap=True, highlight=False)
 
 
 def _finished_uninterrupted(run_dir: Path) -> bool:
@@ -533,13 +587,69 @@ def _as_grid_value(exc: "ConfigError", grid_items: list[str]) -> "ConfigError":
 
 
 def _sweep_result(c: list[str], returncode: int, out: str, run_dirs: list[str], failed: list) -> None:
+    """One child's line: ``done ... -> DIR`` (``DIR`` appended to ``run_dirs``), or ``failed ...: <cause>`` with
+    where its finished episodes are kept and then the child's output (``c`` appended to ``failed``, with its run
+    directory, None when it made none, in ``failed`` as ``(c, dir)``)."""
     line = [ln for ln in out.splitlines() if ln.startswith("run directory: ")]
+    label = " ".join(shlex.quote(x) for x in c)
     if returncode == 0 and line:
         run_dirs.append(line[-1].split(": ", 1)[1])
-        console.print(f"[green]done[/] {' '.join(shlex.quote(x) for x in c)} -> {run_dirs[-1]}")
+        console.print(f"[green]done[/] {escape(label)} -> {escape(run_dirs[-1])}", soft_wrap=True, highlight=False)
+        return
+    where = line[-1].split(": ", 1)[1] if line else None
+    failed.append((c, where))
+    console.print(f"[red]failed[/] {escape(label)}: {escape(_failure_cause(returncode, out))}", soft_wrap=True,
+                  highlight=False)
+    console.print(f"  {escape(_kept_text(where))}", soft_wrap=True, highlight=False)
+    tail = "\n".join(ln for ln in out.strip().splitlines() if not ln.startswith("run directory: "))[-2000:].strip()
+    if tail:  # the child's own words (an error, a traceback's end); its run directory is named above already
+        console.print("  its output (the end):\n" + "\n".join(f"  | {ln}" for ln in tail.splitlines()), markup=False,
+                      soft_wrap=True, highlight=False)
+
+
+def _failure_cause(returncode: int, out: str) -> str:
+    """Why a sweep's `coopsim run` child failed: the signal that killed it, or its exit code and its last error line
+    (``error: ...``, or a traceback's last line)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "an unknown signal"
+        who = " (kill -9, or the out-of-memory killer)" if -returncode == signal.SIGKILL else ""
+        return f"killed by signal {-returncode} ({name}){who}"
+    lines = [ln.strip() for ln in out.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("error:")]
+    if returncode in (130, 143):
+        what = f"interrupted (exit code {returncode}: {'SIGINT' if returncode == 130 else 'SIGTERM'} sent to the run)"
+    elif returncode == 0:
+        what = "exit code 0, but it did not name its run directory"
     else:
-        failed.append(c)
-        console.print(f"[red]failed[/] {' '.join(shlex.quote(x) for x in c)}:\n{out[-2000:]}")
+        what = f"exit code {returncode}"
+    if errors:
+        return f"{what}: {errors[-1]}"
+    if any(ln.startswith("Traceback") for ln in lines):
+        return f"{what}: {lines[-1]}"
+    return what
+
+
+def _kept_text(run_dir: str | None) -> str:
+    """What a failed sweep run left: its finished episodes (metrics.jsonl lines) and where, or that it made none."""
+    if run_dir is None:
+        return "no run directory was made (it failed before its first episode): nothing kept"
+    n = _finished_episodes(Path(run_dir))
+    if not n:
+        return f"no episode finished; its run directory: {run_dir}"
+    return (f"its {n} finished episode{'s are' if n != 1 else ' is'} kept in {run_dir} (metrics.jsonl; "
+            f"{_invoked_as()} report {shlex.quote(run_dir)} shows them)")
+
+
+def _finished_episodes(run_dir: Path) -> int:
+    """The episodes in a run directory's ``metrics.jsonl``: its complete lines (a killed run's last one may be cut)."""
+    try:
+        data = (run_dir / "metrics.jsonl").read_bytes()
+    except OSError:
+        return 0
+    return sum(1 for ln in data.split(b"\n")[:-1] if ln.strip())
 
 
 def _interrupted_run(exc: BaseException) -> None:
@@ -587,10 +697,46 @@ def _stop_children(procs: list, grace_s: float = 10.0, timeout_s: float = 60.0) 
     return outs
 
 
-def _child_signals() -> None:
-    """In a sweep's child, before exec: SIGINT raises KeyboardInterrupt even if the sweep was started with
-    SIGINT ignored (as a background job of a script is)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+#: prctl(2) option: the signal a process gets when its parent dies (linux/prctl.h)
+_PR_SET_PDEATHSIG = 1
+
+
+def _parent_death_signal():
+    """libc's ``prctl`` (Linux), looked up in the parent so the forked child only calls it; None elsewhere or when
+    it cannot be found (the child then does not die with the sweep, as before)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    prctl.restype = ctypes.c_int
+    return prctl
+
+
+def _child_setup(parent_pid: int):
+    """The ``preexec_fn`` of a sweep's `coopsim run` child (run in the child after fork, before exec):
+
+    * SIGINT raises KeyboardInterrupt even if the sweep was started with SIGINT ignored (as a background job of a
+      script is);
+    * the child gets SIGTERM when the sweep dies, however it dies (SIGKILL, the out-of-memory killer, ``timeout -s
+      KILL``): ``PR_SET_PDEATHSIG``, which exec keeps (the ns-3 bridge, coopsim/comm/ns3/native/bridge.cc, sets the
+      same in C). `coopsim run` treats SIGTERM like Ctrl-C: it keeps its finished episodes, writes a valid summary and
+      exits, instead of running on unseen as an orphan. A sweep that died before the setting took effect (the child's
+      parent is already another process) ends the child at once."""
+    prctl = _parent_death_signal()
+
+    def setup() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != parent_pid:  # the sweep died between fork and prctl: no signal will come
+                os._exit(143)
+
+    return setup
 
 
 def _is_name_override(text: str) -> bool:
