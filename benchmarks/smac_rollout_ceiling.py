@@ -8,6 +8,10 @@ greedy policy. The candidate with the most rollout wins (ties: the highest mean 
 Bertsekas' rollout algorithm (one-step lookahead with the base policy as the heuristic; Bertsekas, *Rollout,
 Policy Iteration, and Distributed Reinforcement Learning*, 2020, ch. 2), with the candidate set sampled from the
 policy as in Tesauro & Galperin (NIPS 1996). With exact rollout values it never does worse than the base policy.
+``--per-agent M`` plays per-agent rollout instead: each agent's M most probable other actions are tried with the
+others greedy (common random numbers across candidates), and each agent plays its own best if it beats the greedy
+action's rollout win rate by ``--margin`` (targets a decentralised actor can be trained on:
+``smac_expert_iteration.py``).
 
 What it shows: how much higher the win rate of the map goes when the same policy's own behaviour is chosen with
 lookahead, from the same starts as the greedy policy. Unlike ``smac_best_of_k.py`` (many passes through the same

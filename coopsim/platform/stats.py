@@ -56,8 +56,9 @@ def metric_bounds(metric: str, values: Iterable[float] = ()) -> tuple[float, flo
     """The ``bounds`` of :func:`t_interval` for ``metric``: ``(0, 1)`` for a rate (:func:`rate_bounds`) whose finite
     ``values`` (its samples) all lie in [0, 1]; ``(0, inf)`` for a non-negative kind (:func:`is_nonnegative_kind`)
     whose finite samples are all >= 0 (``(1, inf)`` for :data:`AT_LEAST`'s ``soc_over_lb`` when they are all >= 1);
-    ``(-inf, 0)`` for :data:`NONPOSITIVE_METRICS` whose finite samples are all <= 0; else None. A metric named like a rate or a count whose samples leave that range (``reward/win``: the win bonus,
-    0 or 10.96 per episode) is not one and is left unclipped."""
+    ``(-inf, 0)`` for :data:`NONPOSITIVE_METRICS` whose finite samples are all <= 0; else None. A metric named like
+    a rate or a count whose samples leave that range (``reward/win``: the win bonus, 0 or 10.96 per episode) is not
+    one and is left unclipped."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     rb = rate_bounds(metric)
     if rb is not None and all(rb[0] <= v <= rb[1] for v in finite):
