@@ -155,3 +155,11 @@ def register() -> None:
 
     registry._eps = _eps
     registry._smax_registered = True
+    registry._smax_orig_eps = orig
+
+
+def unregister() -> None:
+    """Undo :func:`register` (a test's teardown: later tests in the process see coopsim's own registry)."""
+    if getattr(registry, "_smax_registered", False):
+        registry._eps = registry._smax_orig_eps
+        registry._smax_registered = False

@@ -53,6 +53,8 @@ def smax():
     core = registry.make_scenario("smac/smax-5m_vs_6m-v0", num_envs=16)
     yield core
     core.close()
+    smax_core.unregister()  # the ids exist for these tests only (tests/test_output_robustness.py lists the registry)
+    assert "smac/smax-5m_vs_6m-v0" not in registry.list_ids("scenario")
 
 
 def test_smax_core_spaces_are_smax_5m_vs_6m(smax):
