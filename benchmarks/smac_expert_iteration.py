@@ -37,9 +37,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smac_best_of_k import sampling_run, seed_arg  # noqa: E402
+from smac_best_of_k import sampling_run, seed_arg, wins_from_fixed_starts  # noqa: E402
 from smac_rollout_ceiling import deviation_summary, rollout_games, wilson  # noqa: E402
-from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
@@ -48,19 +47,10 @@ from coopsim.platform.recorder import atomic_write_json  # noqa: E402
 from coopsim.platform.runner import seeded_torch  # noqa: E402
 
 
-def greedy_wins(seed_dir: Path, policy: Path, games: int, reset_seed: int) -> np.ndarray:
-    """Wins (float 0/1 ``[games]``) of ``policy`` played greedily from the starts of ``reset_seed``."""
-    cfg, agent_cls = sampling_run(seed_dir, "expert iteration trains a PPO actor")
-    env = registry.make_scenario(cfg.scenario.id, num_envs=games, **cfg.scenario_params())
-    with seeded_torch(0):
-        a = registry.make_component("agent", cfg.agents.id, env,
-                                    **{**cfg.agents.params, **greedy_params(agent_cls, cfg.agents.id)})
-    a.load(str(policy))
-    obs = env.reset(seed=reset_seed)
-    a.reset(reset_seed)
-    while not env.done.all():
-        obs = env.step(a.act(obs)[0]).obs
-    return np.array([m["win"] for m in env.episode_metrics()], float)
+def greedy_wins(seed_dir: Path, games: int, reset_seed: int) -> np.ndarray:
+    """Wins (float 0/1 ``[games]``) of the policy in ``seed_dir`` played greedily from the starts of ``reset_seed``
+    (:func:`smac_best_of_k.wins_from_fixed_starts`, no sampled passes)."""
+    return wins_from_fixed_starts(seed_dir, games, 0, reset_seed)["greedy"]
 
 
 def ci(wins: np.ndarray) -> list[float]:
@@ -156,8 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--per-agent", type=int_at_least(0), default=0, metavar="M",
                     help="0: the joint planner's actions are the targets; M > 0: per-agent rollout (each agent's M "
                          "most probable other actions against its greedy one, the others greedy; -k ignored)")
-    ap.add_argument("--margin", type=float, default=0.25,
-                    help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.25)")
+    ap.add_argument("--margin", type=float, default=0.125,
+                    help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.125)")
     ap.add_argument("--epochs", type=int_at_least(1), default=10, help="passes over the dataset per round (10)")
     ap.add_argument("--lr", type=float, default=3e-4, help="Adam learning rate of the distillation (3e-4)")
     ap.add_argument("--batch", type=int_at_least(1), default=2048, help="rows per gradient step (2048)")
@@ -188,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigError(f"--out {out} exists and is not empty; give a new folder, or add --resume",
                               key="--out", value=str(out))
         out.mkdir(parents=True, exist_ok=True)
-        base = greedy_wins(seed_dir, seed_dir / "policy.pt", a.eval_episodes, a.eval_seed)
+        base = greedy_wins(seed_dir, a.eval_episodes, a.eval_seed)
         summary = {"args": {**vars(a), "seed_dir": str(seed_dir)}, "base": {
             "win_rate": float(base.mean()), "ci95": ci(base)}, "rounds": []}
         print(f"round 0 (the PPO policy): greedy {base.mean():.3f} {fmt(ci(base))} over "
@@ -208,7 +198,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copy(cfg_src, out / f"round-{rnd}" / "config.yaml")
         fit = distil(seed_dir, policy, data, new, a.epochs, a.lr, a.batch, a.ent_coef, seed=rnd)
         t_fit = time.time() - t0 - t_plan
-        w = greedy_wins(seed_dir, new, a.eval_episodes, a.eval_seed)
+        w = greedy_wins(new.parent, a.eval_episodes, a.eval_seed)
         row = {"round": rnd, "planner_win_rate": float(played["planner"].mean()),
                "planner_greedy_win_rate": float(played["greedy"].mean()), "rows": int(len(data.arrays()[2])),
                "deviation": deviation_summary(played["deviations"], played["agent_steps"]),

@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smac_best_of_k import sampling_run, seed_arg  # noqa: E402
 from smac_time_to_win import greedy_params  # noqa: E402
 
+from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json  # noqa: E402
@@ -88,8 +89,6 @@ def per_agent_candidates(agent, obs, m: int) -> np.ndarray:
     """Candidates (int64 ``[G, 1 + A*m, A]``) for per-agent rollout: the greedy joint action first, then, for each
     agent ``i`` and each of its ``m`` most probable other available actions, the greedy joint action with agent
     ``i``'s action replaced by it (an unavailable or dead agent's slot repeats the greedy action)."""
-    from coopsim.agents.ppo.networks import flatten_obs
-
     flat = flatten_obs(obs, agent.obs_space)
     G, A = flat.shape[:2]
     if not 0 < m < agent.num_actions:
@@ -99,9 +98,10 @@ def per_agent_candidates(agent, obs, m: int) -> np.ndarray:
     order = torch.argsort(logits, dim=-1, descending=True).reshape(G, A, -1).numpy()
     ok = (torch.gather(logits, 1, torch.as_tensor(order.reshape(G * A, -1)))
           > -1e8).reshape(G, A, -1).numpy()
-    greedy = agent.act(obs)[0]
+    alive = np.asarray(agent.scenario.alive)
+    greedy = np.where(alive, order[:, :, 0], agent.scenario.noop_action)  # what agent.act(obs) plays greedily
     cand = np.repeat(greedy[:, None], 1 + A * m, axis=1)
-    use = ok[:, :, 1:1 + m] & np.asarray(agent.scenario.alive)[:, :, None]  # [G, A, m]
+    use = ok[:, :, 1:1 + m] & alive[:, :, None]  # [G, A, m]
     g, i, j = np.nonzero(use)
     cand[g, 1 + i * m + j, i] = order[g, i, 1 + j]
     return cand
@@ -109,7 +109,7 @@ def per_agent_candidates(agent, obs, m: int) -> np.ndarray:
 
 def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: int = 12345, plan_seed: int = 0,
                   progress: bool = True, policy: str | Path | None = None, record=None, per_agent: int = 0,
-                  margin: float = 0.25) -> dict:
+                  margin: float = 0.125) -> dict:
     """Greedy and rollout-planner wins (float 0/1 ``[games]`` each) of the PPO policy in ``seed_dir``, both from
     the starts of ``reset_seed``; the greedy games also keep the real random stream of those starts.
 
@@ -125,9 +125,8 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
             common random numbers), and every agent plays its own best; one-step policy improvement for each agent
             separately, so each agent's played action is a target its decentralised actor can be trained on.
         margin: per-agent rollout only: an alternative replaces the greedy action only if its rollout value (win
-            rate, plus return / 20 x 1e-3) beats the greedy action's by at least this much; without it, return
-            differences within the rollout noise swap about half the actions and the agents' simultaneous
-            swaps undo each other.
+            rate, plus return / 20 x 1e-3) beats the greedy action's by at least this much, so that return
+            differences within the rollout noise do not swap actions (docs/smac_training.md measured 0.125).
 
     Raises:
         ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
@@ -231,11 +230,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--games", type=int_at_least(1), default=128, help="games played at once (default 128)")
     ap.add_argument("-k", type=int_at_least(1), default=8, help="candidate joint actions per step (default 8)")
     ap.add_argument("-r", type=int_at_least(1), default=8, help="rollouts per candidate (default 8)")
-    ap.add_argument("--per-agent", type=int, default=0, metavar="M",
+    ap.add_argument("--per-agent", type=int_at_least(0), default=0, metavar="M",
                     help="per-agent rollout instead of the joint planner: each agent's M most probable other actions "
                          "are tried while the others play greedily, and every agent plays its own best (-k ignored)")
-    ap.add_argument("--margin", type=float, default=0.25,
-                    help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.25)")
+    ap.add_argument("--margin", type=float, default=0.125,
+                    help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.125)")
     ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
     ap.add_argument("--plan-seed", type=seed_arg, default=0, help="seed of candidate sampling and rollout streams")
     ap.add_argument("--out", help="write per-game wins as JSON (a new .json file in an existing folder)")
@@ -249,9 +248,6 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"--games x -k x -r = {a.games * a.k * a.r} rollout envs; keep it at most 1,048,576",
                           key="--games/-k/-r", value=f"{a.games}/{a.k}/{a.r}")
     torch.set_num_threads(1)
-    if a.per_agent < 0:
-        raise ConfigError(f"--per-agent {a.per_agent}: give 0 (the joint planner) or a positive count",
-                          key="--per-agent", value=a.per_agent)
     if not math.isfinite(a.margin) or a.margin < 0:
         raise ConfigError(f"--margin {a.margin}: give a finite win-rate gain >= 0", key="--margin", value=a.margin)
     out = rollout_games(a.seed_dir, a.games, a.k, a.r, a.reset_seed, a.plan_seed, per_agent=a.per_agent,
@@ -261,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     lo_g, hi_g = wilson(g.sum(), n)
     lo_p, hi_p = wilson(p.sum(), n)
     print(f"{a.seed_dir}: {n} games (reset seed {a.reset_seed}): greedy {g.mean():.3f} [{lo_g:.3f}, {hi_g:.3f}], "
-          f"rollout planner ({f'per-agent m={a.per_agent}' if a.per_agent else f'k={a.k}'}, r={a.r}) {p.mean():.3f} [{lo_p:.3f}, {hi_p:.3f}]; planner wins where greedy "
+          f"rollout planner ({f'per-agent m={a.per_agent}' if a.per_agent else f'k={a.k}'}, r={a.r}) "
+          f"{p.mean():.3f} [{lo_p:.3f}, {hi_p:.3f}]; planner wins where greedy "
           f"loses: {int(((g == 0) & (p == 1)).sum())}, greedy wins the planner loses: {int(((g == 1) & (p == 0)).sum())}; "
           f"{out['wall_s']:.0f} s")
     print(deviation_summary(out["deviations"], out["agent_steps"]))

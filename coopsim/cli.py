@@ -644,12 +644,14 @@ def _kept_text(run_dir: str | None) -> str:
 
 
 def _finished_episodes(run_dir: Path) -> int:
-    """The episodes in a run directory's ``metrics.jsonl``: its complete lines (a killed run's last one may be cut)."""
+    """The episodes in a run directory's ``metrics.jsonl`` as ``coopsim report`` reads them
+    (:func:`coopsim.platform.report.read_metrics`: a killed run's cut-off last line is left out); 0 without one."""
+    from coopsim.platform.report import read_metrics
+
     try:
-        data = (run_dir / "metrics.jsonl").read_bytes()
+        return len(read_metrics(run_dir / "metrics.jsonl")[0])
     except OSError:
         return 0
-    return sum(1 for ln in data.split(b"\n")[:-1] if ln.strip())
 
 
 def _interrupted_run(exc: BaseException) -> None:

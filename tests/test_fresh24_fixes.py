@@ -208,3 +208,13 @@ def test_a_run_with_more_than_10_free_order_goals_warns_of_the_weaker_bound():
     r = run_cli("validate", f, "scenario.params.num_goals=11", "scenario.params.num_agents=8")  # as run prints it
     assert r.returncode == 0 and " ".join(r.stderr.split()).startswith("warning: scenario.params.num_goals 11 > 10 "
                                                                        "with goal_order 'free'"), r.stderr
+
+
+def test_a_metrics_row_without_a_seed_is_named_not_a_key_error(tmp_path):
+    """report.read_metrics left a row without ``seed`` to a KeyError (found in the session-24 review)."""
+    from coopsim.platform.report import read_metrics
+
+    p = tmp_path / "metrics.jsonl"
+    p.write_text('{"a": 1}\n{"seed": 1, "a": 2}\n')
+    rows, bad = read_metrics(p)
+    assert rows == [{"seed": 1, "a": 2}] and bad == [(1, "'seed' is 'missing', not an integer")]

@@ -116,7 +116,7 @@ def test_failure_causes_and_the_summary_of_a_sweep_with_failed_runs(tmp_path, ca
 
     run = tmp_path / "r-1"
     run.mkdir()
-    (run / "metrics.jsonl").write_text('{"a": 1}\n{"a": 2}\n{"a": 3}\n{"a"')  # a killed run's last line is cut
+    (run / "metrics.jsonl").write_text('{"seed": 0, "a": 1}\n{"seed": 0, "a": 2}\n{"seed": 0, "a": 3}\n{"seed"')  # a killed run's last line is cut
     failed, done = [], []
     cli._sweep_result(["episodes=9"], -9, f"run directory: {run}\n", done, failed)
     cli._sweep_result(["episodes=8"], 2, "error: key 'x': bad\n", done, failed)

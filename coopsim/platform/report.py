@@ -262,7 +262,7 @@ def _read_metrics(path: str | Path) -> tuple[list[dict], list[tuple[int, str]], 
         if not isinstance(row, dict):
             bad.append((i + 1, f"not a JSON object ({type(row).__name__})"))
             continue
-        why = next((f"{k!r} is {row[k]!r}, not an integer" for k in ("seed", "episode")
+        why = next((f"{k!r} is {row.get(k, 'missing')!r}, not an integer" for k in ("seed", "episode")
                     if (k in row or k == "seed") and not _is_int(row.get(k))), None)
         why = why or next((f"{k!r} is {_short(v)}, not a number" for k, v in row.items()
                            if not (v is None or isinstance(v, (int, float)))), None)
