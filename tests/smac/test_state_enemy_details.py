@@ -67,3 +67,36 @@ def test_obs_enemy_targets_layout_and_values():
         np.testing.assert_allclose(x[..., 1], np.where(seen, cd[:, None, :], 0), rtol=1e-6, atol=0)
         flags += int(x[..., 0].sum())
     assert flags > 0  # some agent saw an enemy shooting at it
+
+
+def test_obs_state_appends_the_global_state_to_living_agents():
+    """``obs_state``: the observation (with ``obs_enemy_targets``) unchanged in front, then ``state()`` for every
+    living agent and zeros for dead ones; the critic's state is unchanged."""
+    off = SMACCore(3, map_name="5m_vs_6m", obs_own_cooldown=True, obs_enemy_targets=True, state_enemy_details=True)
+    on = SMACCore(3, map_name="5m_vs_6m", obs_own_cooldown=True, obs_enemy_targets=True, state_enemy_details=True,
+                  obs_state=True)
+    A, base, S = 5, off.obs_dim, off.state_dim
+    assert on.obs_dim == base + S and on.observation_space.shape == (base + S,) and on.state_dim == S
+    o = on.reset(seed=7)
+    assert np.array_equal(o[..., :base], off.reset(seed=7))
+    assert np.array_equal(o[..., base:], np.repeat(on.state()[:, None], A, axis=1))
+    dead_seen = 0
+    for _ in range(40):
+        a = _attack_closest(on)
+        r_off, r_on = off.step(a), on.step(a)
+        assert np.array_equal(r_on.obs[..., :base], r_off.obs)
+        st = on.state()
+        assert np.array_equal(st, off.state())
+        alive = on._unit_alive[:, :A]
+        assert np.array_equal(r_on.obs[..., base:], np.where(alive[..., None], st[:, None], 0.0))
+        assert np.array_equal(on._observe(np.array([2])), r_on.obs[[2]])  # the same from observe
+        dead_seen += int((~alive).sum())
+        if (r_on.terminated.all(axis=1) | r_on.truncated.all(axis=1)).all():
+            break
+    assert dead_seen > 0  # some agent died, so the zeros were checked
+
+
+def test_obs_state_passes_the_scenario_checks():
+    from coopsim.testing import check_scenario
+    check_scenario("smac/5m_vs_6m-v0", params=dict(obs_state=True, obs_enemy_targets=True, state_enemy_details=True),
+                   num_steps=30, api_cycles=10)

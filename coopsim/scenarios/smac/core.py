@@ -143,6 +143,11 @@ class SMACParams(ScenarioParams):
                                                        "agent and its weapon cooldown / base cooldown (2 x n_enemies "
                                                        "values at the end of the observation); in neither SMAC's nor "
                                                        "SMAX's observation")
+    obs_state: bool = Field(False, description="append state() (the global state, the same for every living agent, "
+                                               "zeros for dead ones) to each agent's observation, after any "
+                                               "obs_enemy_targets block: a diagnostic that gives the actors the "
+                                               "critic's information, so the policy no longer acts on its own "
+                                               "observation alone (not SMAC's setting)")
     state_last_action: bool = Field(True, description="append every ally's last action (one-hot) to state()")
     state_enemy_details: bool = Field(False, description="append, per enemy, its weapon cooldown / base cooldown and "
                                                          "the ally it is shooting at (one-hot over allies) to state(): "
@@ -205,7 +210,8 @@ class SMACCore(RebindsViews, ScenarioCore):
         ========================  =====================================================  ===========
         Units out of the observer's sight range (or dead) are all zeros. ``3m``: 30 dims, ``8m``: 80.
         ``obs_own_cooldown`` appends the own cooldown to the own block; ``obs_enemy_targets`` appends, per enemy
-        in sight, [shoots at this agent (1/0), cooldown / base cooldown] at the end (off by default).
+        in sight, [shoots at this agent (1/0), cooldown / base cooldown] at the end (off by default);
+        ``obs_state`` (off by default, a diagnostic) then appends :meth:`state` to every living agent's observation.
         ``state()``: per ally [health, cooldown / base cooldown (medivac: energy / 200), x, y relative to
         the map centre / map size, [shield], [type]], per enemy [health, x, y, [shield], [type]], then
         (``state_last_action``) every ally's last action one-hot, then (``state_enemy_details``, off by
@@ -286,12 +292,13 @@ class SMACCore(RebindsViews, ScenarioCore):
         self.own_feats = 1 + self.ally_shield + nb + (1 if p.obs_own_cooldown else 0)
         self._obs_base = 4 + M * self.enemy_feats + (A - 1) * self.ally_feats + self.own_feats
         self._obs_targets = bool(p.obs_enemy_targets)
-        self.obs_dim = self._obs_base + (2 * M if self._obs_targets else 0)
         self.state_ally_feats = 4 + self.ally_shield + nb
         self.state_enemy_feats = 3 + self.enemy_shield + nb
         self._state_base = A * self.state_ally_feats + M * self.state_enemy_feats + (A * self.n_actions if p.state_last_action else 0)
         self._state_details = bool(p.state_enemy_details)
         self.state_dim = self._state_base + (M * (1 + A) if self._state_details else 0)
+        self._obs_state = bool(p.obs_state)
+        self.obs_dim = self._obs_base + (2 * M if self._obs_targets else 0) + (self.state_dim if self._obs_state else 0)
         self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, (self.obs_dim,), np.float32)
         self.state_space = gymnasium.spaces.Box(-1.0, 1.0, (self.state_dim,), np.float32)
         # state arrays, packed by dtype for the kernels (layout in ``_kernels``' docstring); the named attributes
@@ -518,14 +525,20 @@ class SMACCore(RebindsViews, ScenarioCore):
     def _obs_out(self, sel: np.ndarray | None = None) -> np.ndarray:
         """A copy of the observations ``[E or len(sel), n_allies, obs_dim]``: the kernels' SMAC blocks, then with
         ``obs_enemy_targets`` per enemy [shoots at this agent (1/0), cooldown / base cooldown], zeros for enemies out
-        of the agent's sight and for dead agents."""
+        of the agent's sight and for dead agents, then with ``obs_state`` the global :meth:`state` (zeros for dead
+        agents)."""
         base = self._obs_buf if sel is None else self._obs_buf[sel]
-        if not self._obs_targets:
+        if not (self._obs_targets or self._obs_state):
             return base.copy()
         ids = self._all_envs if sel is None else sel
         A, M = self.n_allies, self.n_units - self.n_allies
         out = np.empty(base.shape[:2] + (self.obs_dim,), np.float32)
         out[..., :self._obs_base] = base
+        if self._obs_state:
+            st = self.state()[ids]                                                     # [n, state_dim]
+            out[..., self.obs_dim - self.state_dim:] = st[:, None, :] * self._unit_alive[ids, :A, None]
+        if not self._obs_targets:
+            return out
         # an enemy is in sight when its distance feature is set: the enemy block's entry 1 is distance / sight,
         # written only for visible enemies (SMACCore's layout), and its health entry 4 is > 0 for a living one
         blk = base[..., 4:4 + M * self.enemy_feats].reshape(base.shape[0], A, M, self.enemy_feats)
@@ -533,7 +546,7 @@ class SMACCore(RebindsViews, ScenarioCore):
         live = self._unit_alive[ids, A:] & ~self._eb[0][ids][:, None]                 # [n, M]
         tgt = (self._enemy_last[ids][:, None, :] == np.arange(A)[None, :, None])      # [n, A, M]: enemy m shoots a
         cd = np.clip(self._cooldown[ids, A:] / _TF[self._type[ids, A:], K.F_CD_NORM], 0.0, 1.0) * live
-        ext = out[..., self._obs_base:].reshape(base.shape[0], A, M, 2)
+        ext = out[..., self._obs_base:self._obs_base + 2 * M].reshape(base.shape[0], A, M, 2)
         ext[..., 0] = tgt & seen
         ext[..., 1] = cd[:, None, :] * seen
         return out
