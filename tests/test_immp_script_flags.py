@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "benchmarks"
@@ -113,11 +114,7 @@ def test_run_directory_without_config_is_one_line(tmp_path, runs):
 
 def test_cs_pibt_settings_parse():
     """The settings that the sweep accepts map to the agent params as before."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("immp_cs_pibt_sweep_flags", BENCH / "immp_cs_pibt_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_benchmark("immp_cs_pibt_sweep", "immp_cs_pibt_sweep_flags")
     assert mod.params_of("sorted") == {"cs_pibt": True, "cs_order": "sorted"}
     assert mod.params_of("sampled") == {"cs_pibt": True, "cs_order": "sampled", "cs_temperature": 1.0}
     assert mod.params_of("sampled:3") == {"cs_pibt": True, "cs_order": "sampled", "cs_temperature": 3.0}

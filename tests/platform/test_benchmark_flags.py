@@ -1,6 +1,5 @@
 """Benchmark scripts: a bad flag is one clear line and exit code 2, checked before any expensive work (a peer venv,
 training, ns-3); a peer venv whose install was interrupted is rebuilt, not used."""
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -8,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
@@ -139,10 +139,7 @@ def test_float_at_least():
 
 def load(name):
     """``benchmarks/<name>.py`` as a module (the benchmark folder goes on sys.path, as when run as a script)."""
-    spec = importlib.util.spec_from_file_location(f"bench_flags_{name}", BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark(name, f"bench_flags_{name}")
 
 
 def fake_venv(root: Path, site: Path | None = None) -> Path:

@@ -1,12 +1,12 @@
 """Result files of benchmarks/ are written atomically (coopsim.platform.recorder.atomic_write_text): an interrupted
 benchmark leaves the previous file or the new one, never half of one."""
 import ast
-import importlib.util
 import json
 from argparse import Namespace
 from pathlib import Path
 
 from coopsim.platform import recorder
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: owned by other work (the SMAC speed and fingerprint scripts), or already atomic and in use by running jobs
@@ -45,9 +45,7 @@ def test_the_check_sees_a_direct_write(tmp_path):
 
 
 def test_mpe_mappo_report_goes_through_atomic_write_text(tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("mpe_mappo_vs_benchmarl", ROOT / "benchmarks" / "mpe_mappo_vs_benchmarl.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_benchmark("mpe_mappo_vs_benchmarl")
     written = []
     real = recorder.atomic_write_text
     monkeypatch.setattr(recorder, "atomic_write_text", lambda p, t: (written.append(Path(p).name), real(p, t)))

@@ -16,6 +16,7 @@ import yaml
 from coopsim.platform import training
 from coopsim.platform.trainer import load_checkpoint, read_metrics
 from coopsim.platform.training import train_main
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -335,16 +336,9 @@ def test_run_script_calls_main_with_or_without_argv_and_says_what_is_kept(capsys
 # --- benchmark run directories are named like coopsim's -----------------------------------------------------------
 
 def test_time_to_win_run_dir_uses_the_recorder_format(tmp_path, monkeypatch):
-    import importlib.util
     import re
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("smac_time_to_win_fresh", REPO / "benchmarks" / "smac_time_to_win.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
+    mod = load_benchmark("smac_time_to_win", "smac_time_to_win_fresh")
 
     def no_training(*a, **k):
         raise KeyboardInterrupt  # stop once the run directory exists

@@ -1,7 +1,6 @@
 """benchmarks/smac_best_of_k.py: fixed starts repeat exactly, sampled passes are seeded, best-of-K is their maximum."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -9,19 +8,12 @@ import numpy as np
 import pytest
 
 from coopsim.errors import ConfigError
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load(name: str):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+_load = load_benchmark
 
 
 def _tiny_run(tmp_path: Path, config: str) -> Path:

@@ -1,23 +1,16 @@
 """benchmarks/smac_scripted_micro.py: the rules reduce to focus fire where they should, and the Wilson interval."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from coopsim.errors import ConfigError
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
 @pytest.fixture(scope="module")
 def micro():
-    spec = importlib.util.spec_from_file_location("smac_scripted_micro", ROOT / "benchmarks" / "smac_scripted_micro.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("smac_scripted_micro")
 
 
 def test_rules_that_never_fire_play_exactly_focus_fire(micro):

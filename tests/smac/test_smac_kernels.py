@@ -7,16 +7,13 @@ health, shield, cooldown and attack target of 150 seeded random-valid-action ste
 """
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from coopsim.scenarios.smac import SMACCore
 from coopsim.scenarios.smac import _kernels as K
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
-ROOT = Path(__file__).resolve().parents[2]
 
 #: map -> (batch 1 seed 1, batch 7 seed 2), printed by the numpy core (before the kernels)
 NUMPY_FINGERPRINTS = {
@@ -35,10 +32,7 @@ NUMPY_FINGERPRINTS = {
 
 
 def _fingerprint_module():
-    spec = importlib.util.spec_from_file_location("smac_fingerprint", ROOT / "benchmarks" / "smac_fingerprint.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("smac_fingerprint")
 
 
 def test_the_pinned_maps_are_the_fingerprint_scripts_maps():

@@ -1,7 +1,6 @@
 """benchmarks/smac_time_to_win.py: the greedy evaluation works for PPO and QMIX configs and refuses other learners."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,15 +9,13 @@ import pytest
 from coopsim.errors import ConfigError
 from coopsim.platform.config import load_config
 from coopsim.platform.training import build_trainer
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _ttw():
-    spec = importlib.util.spec_from_file_location("smac_time_to_win", ROOT / "benchmarks" / "smac_time_to_win.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("smac_time_to_win")
 
 
 @pytest.mark.parametrize("config, greedy", [("3m-qmix", {"epsilon": 0.0}), ("3m-mappo", {"deterministic": True}),
