@@ -502,6 +502,15 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                 err_console.print(f"  stopped before any episode finished: {label}", soft_wrap=True, highlight=False)
         for d in run_dirs:
             err_console.print(f"  kept (finished) -> {d}", soft_wrap=True, highlight=False)
+        for c, d in failed:  # runs that had failed before the interrupt: named again, with what they kept
+            label = " ".join(shlex.quote(x) for x in c)
+            episodes = _finished_episodes(Path(d)) if d is not None else 0
+            if episodes:
+                kept.append(d)
+            err_console.print(f"  failed earlier: {label} -> " + (f"{d} (its {episodes} finished episode"
+                              f"{'s' if episodes != 1 else ''} kept)" if episodes else
+                              (f"{d} (no finished episode)" if d is not None else "no run directory")),
+                              soft_wrap=True, highlight=False)
         if pending:
             err_console.print(f"  not started: {len(pending)} run(s)", highlight=False)
         err_console.print(f"run directories kept: {len(kept)}" + ("" if not kept else

@@ -5,7 +5,6 @@ benchmarks/smac_time_to_win.py with a new budget lists train.total_env_steps onc
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from coopsim import cli
+from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = ROOT / "configs" / "examples" / "line-random.yaml"
@@ -101,6 +101,31 @@ def test_a_killed_sweep_run_is_reported_with_its_cause_and_kept_episodes(tmp_pat
                        text=True, env=ENV)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"the {n} of 1000000 episode(s) finished so far" in _flat(r.stdout), r.stdout
+
+
+def test_an_interrupted_sweep_names_the_runs_that_had_failed_before(tmp_path):
+    """Ctrl-C after one run died: the interrupt's summary names the dead run and what it kept, and its compare
+    command takes the dead run's kept episodes in too."""
+    p = _start_sweep(tmp_path, "1000000,1000001")  # both would run for hours; --jobs 1 runs them one after another
+    try:
+        (metrics,) = _wait_for(lambda: _episodes_written(tmp_path))
+        (child,) = _pids("coopsim.cli", " run ", str(tmp_path), "episodes=1000000 ")
+        os.kill(child, signal.SIGKILL)
+        _wait_for(lambda: len(_episodes_written(tmp_path)) == 2)  # the second run has finished an episode
+        os.kill(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        _kill_all(p, str(tmp_path))
+    assert p.returncode == 130, (out, err)
+    assert "Traceback" not in out + err
+    dead = metrics.parent
+    (second,) = [d for d in tmp_path.iterdir() if d.name.startswith("line-random-1000001-")]
+    n = len([ln for ln in (dead / "metrics.jsonl").read_text().splitlines() if ln.strip()])
+    text = _flat(err)
+    assert (f"failed earlier: 'seeds=[0]' max_steps=5 out_dir={tmp_path} episodes=1000000 name=line-random-1000000 "
+            f"-> {dead} (its {n} finished episode{'s' if n != 1 else ''} kept)") in text, err
+    assert f"kept (interrupted) 'seeds=[0]' max_steps=5 out_dir={tmp_path} episodes=1000001" in text, err
+    assert "run directories kept: 2; compare them with: " in text and text.rstrip().endswith(f"report {second} {dead}")
 
 
 def test_failure_causes_and_the_summary_of_a_sweep_with_failed_runs(tmp_path, capsys):
@@ -189,10 +214,7 @@ def test_a_grid_over_a_train_key_is_refused(tmp_path, config, agent, why):
 # --- 3. smac_time_to_win.py --resume with a new budget: the override listed once --------------------------------
 
 def _ttw():
-    spec = importlib.util.spec_from_file_location("smac_time_to_win", ROOT / "benchmarks" / "smac_time_to_win.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("smac_time_to_win")
 
 
 def test_time_to_win_resumes_list_the_budget_override_once(tmp_path):
