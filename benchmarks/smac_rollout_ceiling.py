@@ -48,6 +48,9 @@ from coopsim.platform import registry  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json  # noqa: E402
 from coopsim.platform.runner import seeded_torch  # noqa: E402
 
+#: most rollout envs (``games x candidates x r``) of the one batched rollout core
+MAX_ROLLOUT_ENVS = 1 << 20
+
 
 def wilson(wins: float, n: int) -> tuple[float, float]:
     """Wilson score 95% interval of a win rate (``wins`` of ``n``)."""
@@ -129,7 +132,8 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
             differences within the rollout noise do not swap actions (docs/smac_training.md measured 0.125).
 
     Raises:
-        ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map.
+        ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map; more than
+            ``MAX_ROLLOUT_ENVS`` rollout envs (``games x k x r``, with ``per_agent`` k = 1 + agents x per_agent).
     """
     seed_dir = Path(seed_dir)
     cfg, agent_cls = sampling_run(seed_dir, "candidates are sampled from a PPO policy")
@@ -141,6 +145,11 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
     A = real.n_allies
     if per_agent:
         k = 1 + A * per_agent
+    if games * k * r > MAX_ROLLOUT_ENVS:  # before the rollout core allocates them
+        what = f"--games x (1 + {A} agents x --per-agent) x -r" if per_agent else "--games x -k x -r"
+        raise ConfigError(f"{what} = {games * k * r:,} rollout envs; keep it at most {MAX_ROLLOUT_ENVS:,}",
+                          key="--games/--per-agent/-r" if per_agent else "--games/-k/-r",
+                          value=f"{games}/{per_agent}/{r}" if per_agent else f"{games}/{k}/{r}")
     roll = registry.make_scenario(cfg.scenario.id, num_envs=games * k * r, **params)
 
     def agent(core, extra: dict):
@@ -244,9 +253,6 @@ def main(argv: list[str] | None = None) -> None:
         if out.suffix != ".json" or out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
             raise ConfigError(f"--out {a.out!r}: give a .json file in an existing writable folder",
                               key="--out", value=a.out)
-    if a.games * a.k * a.r > 1 << 20:
-        raise ConfigError(f"--games x -k x -r = {a.games * a.k * a.r} rollout envs; keep it at most 1,048,576",
-                          key="--games/-k/-r", value=f"{a.games}/{a.k}/{a.r}")
     torch.set_num_threads(1)
     if not math.isfinite(a.margin) or a.margin < 0:
         raise ConfigError(f"--margin {a.margin}: give a finite win-rate gain >= 0", key="--margin", value=a.margin)

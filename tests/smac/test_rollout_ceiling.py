@@ -54,6 +54,17 @@ def test_not_a_seed_dir_and_qmix_are_refused(tmp_path):
         rc.rollout_games(_tiny_run(tmp_path / "q", "3m-qmix"), games=2, k=1, r=1)
 
 
+def test_the_rollout_env_cap_counts_per_agent_candidates(tmp_path):
+    """With --per-agent the candidates are 1 + agents x M (3m: 1 + 3 M), not -k, and the cap says so."""
+    rc = _load("smac_rollout_ceiling")
+    seed_dir = _tiny_run(tmp_path, "3m-mappo")
+    games, m = 1 << 12, 2  # 4096 games x (1 + 3 x 2) candidates x 64 rollouts = 1,835,008 > 2**20; -k=1 would pass
+    with pytest.raises(ConfigError, match=r"--games x \(1 \+ 3 agents x --per-agent\) x -r = 1,835,008 rollout envs"):
+        rc.rollout_games(seed_dir, games=games, k=1, r=64, per_agent=m, progress=False)
+    with pytest.raises(ConfigError, match=r"--games x -k x -r = 1,048,577 rollout envs; keep it at most 1,048,576"):
+        rc.rollout_games(seed_dir, games=1048577, k=1, r=1, progress=False)
+
+
 def test_per_agent_candidates_change_one_agent_each_and_play_available_actions(tmp_path):
     rc = _load("smac_rollout_ceiling")
     from coopsim.platform import registry
