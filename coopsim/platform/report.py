@@ -607,7 +607,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     for line, by_x in sorted(groups.items()):
         for x, rows in sorted(by_x.items(), key=lambda kv: (kv[0] is None, kv[0])):
             s = summarize(rows)
-            table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s})
+            seeds = sorted({r["seed"] for r in rows if isinstance(r.get("seed"), int)})
+            table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s, "seeds": seeds})
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
     notes = {str(r["dir"]): r["note"] for r in runs if r["note"]}
     for seed, names in shared.items():  # pooled runs that ran the same seed: one seed of the interval, not two
@@ -720,6 +721,17 @@ def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
         atomic_write_bytes(path, buf.getvalue().encode())
 
 
+def seed_list(seeds: list[int]) -> str:
+    """Seeds as short text, runs of consecutive seeds as ranges: ``[0, 1, 2, 3, 7]`` -> ``"0-3,7"``."""
+    parts: list[list[int]] = []  # [first, last] of each run of consecutive seeds
+    for s in sorted(seeds):
+        if parts and parts[-1][1] == s - 1:
+            parts[-1][1] = s
+        else:
+            parts.append([s, s])
+    return ",".join(str(a) if a == b else f"{a}-{b}" if b > a + 1 else f"{a},{b}" for a, b in parts)
+
+
 def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     from rich.table import Table
 
@@ -739,12 +751,17 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
         t.add_column(k)
     if result["x_key"]:
         t.add_column(result["x_key"], justify="right")
+    pooled = bool(result.get("pooled_seeds"))
+    if pooled:  # which seeds each pooled row holds
+        t.add_column("seeds")
     for m in metrics:
         t.add_column(m, justify="right")
     for row in result["table"]:
         cells = [row["line"][k] for k in keys]
         if result["x_key"]:
             cells.append(str(row["x"]))
+        if pooled:
+            cells.append(seed_list(row.get("seeds", [])))
         for m in metrics:
             st = row["summary"].get(m)
             if not st:

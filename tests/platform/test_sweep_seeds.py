@@ -38,6 +38,7 @@ def test_compare_keeps_seed_cells_apart_when_seeds_is_a_grid_axis(tmp_path):
     assert len(pooled["table"]) == 1 and pooled["pooled_seeds"] is True
     assert pooled["table"][0]["summary"]["episode_return"]["n_seeds"] == 4
     assert "pooled into one row" in _table_text(pooled)
+    assert pooled["table"][0]["seeds"] == [0, 1, 2, 3] and " 0-3 " in _table_text(pooled)  # the row says which seeds
 
     res = compare_runs(dirs, out_dir=tmp_path / "g", group_by=["seeds"])
     assert res["line_keys"] == ["seeds"] and res["pooled_seeds"] is False
@@ -117,3 +118,11 @@ def test_grid_errors_name_the_grid_not_an_override(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert err.startswith(f"error: --grid value 'episodes=abc' (config {CFG}): key 'episodes': invalid value 'abc'")
     assert err.count("key 'episodes'") == 1 and not list(tmp_path.iterdir())  # nothing ran
+
+
+def test_seed_list_shortens_consecutive_seeds():
+    from coopsim.platform.report import seed_list
+
+    assert seed_list([3, 0, 1, 2, 7]) == "0-3,7"
+    assert seed_list([0, 1, 5, 6, 7, 10]) == "0,1,5-7,10"
+    assert seed_list([4]) == "4" and seed_list([]) == ""
