@@ -20,7 +20,7 @@ column per map) and ``immp_eval.json`` next to it, in ``--out``.
 With several training seeds it also prints, per learned method, each training seed's SoC/LB (mean over its
 scen files, solved count) and the mean and 95% CI (Student t) of those per-seed means over training seeds, and
 for each target the reduction per training seed and the mean and 95% CI over training seeds of the per-seed
-means over maps.
+means over maps. With one training seed these print the mean alone, ``(1 seed; no interval)``.
 
     .venv/bin/python benchmarks/immp_compare.py runs/immp4-eval runs/immp5-eval --out docs/immp
 """
@@ -56,6 +56,20 @@ CORE = ["mapf/immp-v0", "mapf/dppo-v0", "mapf/pibt-v0", "mapf/prioritized-v0"]
 def ci95(x) -> tuple[float, float]:
     """Mean and 95% Student-t half-width over seeds (:func:`coopsim.platform.stats.t_half_width`)."""
     return t_half_width(x)
+
+
+def plural(n: int, word: str) -> str:
+    """``1 seed``, ``2 seeds``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def over_seeds(mean: float, half: float, n: int, fmt: str, unit: str = "", detail: str = "") -> str:
+    """``mean ± half (95% CI, n seeds; detail)``; with one seed the mean alone, ``mean (1 seed; no interval;
+    detail)`` (a Student-t interval needs two or more values: its half-width would be nan)."""
+    more = f"; {detail}" if detail else ""
+    if n < 2:
+        return f"{mean:{fmt}}{unit} (1 seed; no interval{more})"
+    return f"{mean:{fmt}}{unit} ± {half:{fmt}}{unit} (95% CI, {plural(n, 'seed')}{more})"
 
 
 def train_seed(cfg: dict):
@@ -151,7 +165,8 @@ def table(data: dict) -> dict:
                 cell[m]["per_train_seed"] = sd
                 sm, sh = ci95([v["soc_over_lb"] for v in sd.values()])
                 cell[m]["soc_over_lb_over_train_seeds"], cell[m]["soc_over_lb_over_train_seeds_ci"] = sm, sh
-                over = f"{sm:8.3f}±{sh:<7.3f} ({len(sd)} seeds)"
+                over = (f"{sm:8.3f}±{sh:<7.3f} ({len(sd)} seeds)" if len(sd) > 1 else
+                        f"{sm:8.3f} (1 seed; no interval)")
                 pts = "  ".join(f"s{t}:{v['soc_over_lb']:.3f}({v['solved']}/{v['n']})" for t, v in sd.items())
             else:
                 over, pts = f"{'-':>23s}", "(no policy: same on every training seed)"
@@ -240,7 +255,7 @@ def targets(data: dict) -> dict:
             vals = [(x, v.get(what)) for x, v in res.items() if x.endswith(f"K={k}") and what in v]
             red = [v["reduction"] for _, v in vals if v]
             miss = [x.split("|")[0] for x, v in vals if not v]
-            print(f"mean over maps K={k} {what}: {100 * np.mean(red):.1f}% over {len(red)} maps"
+            print(f"mean over maps K={k} {what}: {100 * np.mean(red):.1f}% over {plural(len(red), 'map')}"
                   + (f", lowest map {100 * min(red):.1f}%" if red else "")
                   + (f" (no common solved instance on {', '.join(miss)})" if miss else "") if red else
                   f"mean over maps K={k} {what}: no map with a common solved instance")
@@ -256,9 +271,9 @@ def targets(data: dict) -> dict:
             if by:
                 mm, hh = ci95([v["mean"] for v in by.values()])
                 summary.setdefault(f"mean_over_maps|K={k}", {})[what] = dict(per_train_seed=by, mean=mm, ci=hh)
-                print(f"    over training seeds: {100 * mm:.1f}% ± {100 * hh:.1f}% (95% CI, {len(by)} seeds; "
-                      + "  ".join(f"s{t}: {100 * v['mean']:.1f}% over {v['n_maps']} maps, lowest {100 * v['lowest']:.1f}%"
-                                  for t, v in by.items()) + ")")
+                per = "  ".join(f"s{t}: {100 * v['mean']:.1f}% over {plural(v['n_maps'], 'map')}, lowest "
+                                f"{100 * v['lowest']:.1f}%" for t, v in by.items())
+                print(f"    over training seeds: {over_seeds(100 * mm, 100 * hh, len(by), '.1f', '%', per)}")
     res.update(summary)
     return res
 

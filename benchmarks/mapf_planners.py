@@ -16,7 +16,7 @@ import time
 
 from coopsim.agents.mapf_baselines import plan_prioritized
 from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
-from coopsim.scenarios.mapf.core import MGMAPFCore
+from coopsim.scenarios.mapf.core import MGMAPFCore, MGMAPFParams
 from coopsim.scenarios.mapf.loaders import resolve_map, shipped_maps
 from coopsim.scenarios.mapf.validate import validate_plan
 
@@ -35,15 +35,47 @@ def run(map_name: str, agents: int, goals: int, seed: int, horizon: int) -> dict
                 complete=rep.complete)
 
 
+#: flag -> (MGMAPFParams field it sets, what it is): checked against the field's range before any output
+FLAG_FIELDS = {"--agents": ("num_agents", "agents N"), "--goals": ("num_goals", "goals per agent K"),
+               "--horizon": ("max_steps", "plan step limit")}
+
+
+def field_range(field: str) -> tuple[int | None, int | None]:
+    """The ``ge``/``le`` bounds of an :class:`MGMAPFParams` field (None where it has none)."""
+    meta = MGMAPFParams.model_fields[field].metadata
+    lo = next((m.ge for m in meta if getattr(m, "ge", None) is not None), None)
+    hi = next((m.le for m in meta if getattr(m, "le", None) is not None), None)
+    return lo, hi
+
+
+def check_ranges(values: dict[str, list[int]]) -> None:
+    """Each flag's values within the scenario's range of the field it sets (``--agents`` -> ``num_agents``, ...).
+
+    Raises:
+        ConfigError: key ``--agents`` (etc.); names the value and the valid range.
+    """
+    for flag, vals in values.items():
+        field, what = FLAG_FIELDS[flag]
+        lo, hi = field_range(field)
+        for v in vals:
+            if (lo is not None and v < lo) or (hi is not None and v > hi):
+                raise ConfigError(f"invalid value {v}: {what} must be in {lo}..{hi} (the MG-MAPF scenario's "
+                                  f"{field})", key=flag, value=v)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--maps", nargs="+", default=None,
                     help="shipped map names or .map files (default: main job, then every shipped map)")
-    ap.add_argument("--agents", type=int_at_least(1), default=100)
-    ap.add_argument("--goals", type=int_at_least(1), nargs="+", default=[1, 2, 3])
+    rng = {f: "{}..{}".format(*field_range(FLAG_FIELDS[f][0])) for f in FLAG_FIELDS}
+    ap.add_argument("--agents", type=int_at_least(1), default=100, help=f"agents N, {rng['--agents']} (default 100)")
+    ap.add_argument("--goals", type=int_at_least(1), nargs="+", default=[1, 2, 3],
+                    help=f"goals per agent K, each {rng['--goals']} (default 1 2 3)")
     ap.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0], help="reset seeds (>= 0)")
-    ap.add_argument("--horizon", type=int_at_least(1), default=512, help="plan step limit")
+    ap.add_argument("--horizon", type=int_at_least(1), default=512,
+                    help=f"plan step limit, {rng['--horizon']} (default 512)")
     a = ap.parse_args(argv)
+    check_ranges({"--agents": [a.agents], "--goals": a.goals, "--horizon": [a.horizon]})  # before the header
     for m in a.maps or ():  # every name before the first plan, not when its row comes
         try:
             resolve_map(m)

@@ -8,7 +8,10 @@ The loop is the runner's plus the feedback path: after ``deliver(t + 1)`` the ch
 
 Metrics per run: mean team return per episode, copies offered / delivered / lost, messages as a
 fraction of full broadcast (copies offered / (valid candidates x teammates), counted in the same run),
-and for bandwidth channels the safe-rate utilization (oracle of :mod:`coopsim.comm.oracle`).
+and for bandwidth channels the safe-rate utilization (oracle of :mod:`coopsim.comm.oracle`). The
+normalized return is (R - R_no_comm) / (R_broadcast_ideal - R_no_comm), anchors over the ideal channel; the
+table warns in one line when that anchor gap is not larger than three 95% CI half-widths (docs/comm.md's
+radius check, :func:`anchor_check`), where the ratio is noise.
 
 Usage::
 
@@ -239,7 +242,58 @@ def summarize(results: list[dict]) -> dict:
         rows[f"{cname}/{snd}"] = row
     out["rows"] = rows
     out["zero_gap_seeds"] = [s for s in seeds if r1[s] == r0[s]]
+    out["anchor_check"] = anchor_check(results, seeds)
     return out
+
+
+def anchor_check(results: list[dict], seeds: list[int]) -> dict:
+    """The radius check of docs/comm.md: is the anchor gap R_broadcast_ideal - R_no_comm larger than three 95% CI
+    half-widths (its mean and Student-t half-width over seeds, the summary's ``ideal_gap``)? Only then is the
+    normalized return, a ratio with that gap as denominator, a meaningful number.
+
+    One seed has no half-width over seeds; the check then uses the half-width over that seed's env-episodes of the
+    per-episode gap (the two anchors run the same episode starts, so the episodes pair up), when the results keep
+    ``return_per_env_episode`` (as :func:`run`'s do) and there are two or more.
+
+    Returns:
+        ``{"gap", "half_width" (nan when there is none), "over": "seeds" | "env-episodes", "n",
+        "meaningful": gap > 3 x half_width}``.
+    """
+    def anchor(snd: str, s: int) -> dict:
+        return next(r for r in results if r["channel_name"] == "ideal" and r["sender"] == snd and r["seed"] == s)
+
+    gaps = [anchor("broadcast", s)["return"] - anchor("none", s)["return"] for s in seeds]
+    over, values = "seeds", gaps
+    if len(seeds) == 1:
+        a0, a1 = anchor("none", seeds[0]), anchor("broadcast", seeds[0])
+        e0, e1 = a0.get("return_per_env_episode"), a1.get("return_per_env_episode")
+        if e0 is not None and e1 is not None and len(e0) == len(e1) >= 2:
+            over, values = "env-episodes", [b - a for a, b in zip(e0, e1)]
+    gap, half = t_half_width(values)
+    gap = float(np.mean(gaps))  # the summary's gap (the episodes' mean is the same number up to rounding)
+    ok = math.isfinite(half) and gap > 3 * half
+    return {"gap": gap, "half_width": half, "over": over, "n": len(values), "meaningful": bool(ok)}
+
+
+#: docs/comm.md's radius check at the default radius: a size at which the normalized return is meaningful
+DOCS_ANCHOR = "--radius 0.5: --seeds 5 --num-envs 8 --episodes 10 give a gap of 5.24 +- 1.61 there"
+
+
+def anchor_warning(check: dict | None) -> str | None:
+    """One warning line when :func:`anchor_check` fails (None when it passes or the summary has no check)."""
+    if not check or check.get("meaningful", True):
+        return None
+    gap, half, n = check["gap"], check.get("half_width"), check.get("n", 0)
+    over = "seed" if check.get("over", "seeds") == "seeds" else "env-episode"
+    over = f"over {n} {over}s" + (" of 1 seed" if over == "env-episode" else "")
+    if half is None or not math.isfinite(half):
+        why = (f"the anchor gap R_broadcast_ideal - R_no_comm = {gap:.2f} has no 95% CI half-width (1 seed: a single "
+               f"value)")
+    else:
+        why = (f"the anchor gap R_broadcast_ideal - R_no_comm = {gap:.2f} is not larger than 3 x its 95% CI "
+               f"half-width {half:.2f} (= {3 * half:.2f}, {over})")
+    return (f"warning: the normalized return column (norm. return) is not meaningful at this size: {why}; give more "
+            f"--seeds, --num-envs or --episodes, at the radius docs/comm.md reports ({DOCS_ANCHOR})")
 
 
 def _has_ci(m) -> bool:
@@ -254,6 +308,9 @@ def print_table(summary: dict) -> None:
         print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width)")
     else:
         print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} (1 seed, no CI)")
+    warning = anchor_warning(summary.get("anchor_check"))
+    if warning:
+        print(warning)
     if summary.get("zero_gap_seeds"):
         print(f"normalized return leaves out seeds {summary['zero_gap_seeds']}: R_broadcast_ideal = R_no_comm there "
               f"(no gain to share; give more envs or episodes)")

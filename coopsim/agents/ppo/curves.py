@@ -1,9 +1,13 @@
-"""Learning curves of ``coopsim train`` runs: metrics.csv of every seed -> one PNG (mean and range over seeds).
+"""Learning curves of ``coopsim train`` runs: the metrics.csv of every seed -> one PNG, one panel per metric and
+one line per seed directory (each seed's own curve; no mean or range over seeds is drawn).
 
     python -m coopsim.agents.ppo.curves OUT.png RUN_DIR [RUN_DIR ...] [--metric episode/success ...]
 
-Each RUN_DIR is a training run (``seed-*/metrics.csv`` inside) or a seed directory. Curves are binned on
-env steps (bin width = the coarsest logging interval) and smoothed with a moving average of ``--smooth`` bins.
+Each RUN_DIR is a training run (``seed-*/metrics.csv`` inside) or a seed directory. With one RUN_DIR the lines are
+labelled ``seed-<s>``; with several, ``<run>/seed-<s>`` (``<run>``: the run directory's name, or the path as given
+when two runs share a name), and the printed JSON's ``seeds`` (the last env step of each seed's curve) is keyed
+the same way. A run with none of the plotted metrics is named in a note on stderr. Each line is smoothed with a
+moving average of ``--smooth`` points (the rows of metrics.csv that have the metric).
 """
 from __future__ import annotations
 
@@ -23,10 +27,27 @@ DEFAULT_METRICS = ("episode/success", "episode/soc_over_lb", "episode/goal_fract
 
 
 def seed_dirs(paths: list[str]) -> list[Path]:
-    out: list[Path] = []
-    for p in map(Path, paths):
-        out += sorted(p.glob("seed-*")) if not (p / "metrics.csv").is_file() else [p]
-    return [d for d in out if (d / "metrics.csv").is_file()]
+    return [d for _, _, d in labelled_seed_dirs(paths)]
+
+
+def run_names(paths: list[str]) -> list[str]:
+    """A short name per RUN_DIR: the run directory's name (the parent's for a seed directory given directly),
+    or the run directory's path as given when two different run directories share that name."""
+    runs = [p.parent if (p / "metrics.csv").is_file() else p for p in map(Path, paths)]
+    short = [r.resolve().name or str(r) for r in runs]
+    return [s if len({r.resolve() for r, t in zip(runs, short) if t == s}) == 1 else str(r)
+            for r, s in zip(runs, short)]
+
+
+def labelled_seed_dirs(paths: list[str]) -> list[tuple[str, str, Path]]:
+    """``(RUN_DIR as given, line label, seed directory)`` of every seed with a metrics.csv, in argument order;
+    the label is ``seed-<s>`` with one RUN_DIR and ``<run>/seed-<s>`` (:func:`run_names`) with several."""
+    out: list[tuple[str, str, Path]] = []
+    for p, run in zip(paths, run_names(paths)):
+        q = Path(p)
+        dirs = [q] if (q / "metrics.csv").is_file() else sorted(q.glob("seed-*"))
+        out += [(p, d.name if len(paths) == 1 else f"{run}/{d.name}", d) for d in dirs if (d / "metrics.csv").is_file()]
+    return out
 
 
 def series(seed_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -54,34 +75,46 @@ def smooth(y: np.ndarray, k: int) -> np.ndarray:
 
 def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_METRICS, smooth_k: int = 10,
          title: str | None = None) -> dict:
-    """Write the PNG; returns the final smoothed mean of each metric per seed and the seeds' step counts."""
+    """Write the PNG: one panel per metric, one line per seed directory (labelled as :func:`labelled_seed_dirs`
+    says); notes on stderr each RUN_DIR that has none of ``metrics``. Returns ``{"seeds": {label: last env step},
+    "metrics": {metric: [the last smoothed value of each seed that has it]}}``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    dirs = seed_dirs(runs)
+    dirs = labelled_seed_dirs(runs)
     if not dirs:
         raise FileNotFoundError(f"no seed-*/metrics.csv under {runs}")
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.6), squeeze=False)
     final: dict = {"seeds": {}, "metrics": {}}
+    plotted: set[str] = set()  # the RUN_DIRs with at least one line
+    lines: dict[str, object] = {}  # label -> a line of it, for the legend (one colour per seed in every panel)
     for ax, m in zip(axes[0], metrics):
         finals = []
-        for d in dirs:
+        for i, (run, label, d) in enumerate(dirs):
             x, y = series(d, m)
             if len(x) == 0:
                 continue
             ys = smooth(y, smooth_k)
-            ax.plot(x, ys, lw=1.2, label=d.name)
+            (line,) = ax.plot(x, ys, lw=1.2, color=f"C{i % 10}", label=label)
+            lines.setdefault(label, line)
+            plotted.add(run)
             finals.append(float(ys[-1]))
-            final["seeds"][d.name] = int(x[-1])
+            final["seeds"][label] = int(x[-1])
         final["metrics"][m] = finals
         ax.set_xlabel("env steps")
         ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1e3:.0f}k"))
         ax.set_title(m.split("/")[-1])
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    for run in dict.fromkeys(r for r, _, _ in dirs):
+        if run not in plotted:
+            n = sum(r == run for r, _, _ in dirs)
+            print(f"note: {run} ({n} seed(s)) has none of the plotted metrics ({', '.join(metrics)}) in its "
+                  f"metrics.csv: left out of the plot", file=sys.stderr)
+    if lines:
+        axes[0][0].legend(handles=list(lines.values()), fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -181,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="a metrics.csv column to plot (repeatable; default: the ones of "
                          f"{', '.join(DEFAULT_METRICS)} the runs have)")
     ap.add_argument("--smooth", type=int_at_least(1), default=10,
-                    help="moving-average window in bins, >= 1 (default 10)")
+                    help="moving-average window in points (metrics.csv rows), >= 1 (default 10)")
     ap.add_argument("--title", default=None, help="a title above the panels (default: none)")
     a = ap.parse_args(argv)
     check_argument_order(a.out, a.runs)
