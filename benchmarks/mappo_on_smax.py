@@ -3,7 +3,8 @@
 Exactly ``smac_time_to_win.py`` (same arguments, run directory and ``time_to_win.json``; ``--help`` there), with
 the scenario ids ``smac/smax-<map>-v0`` of ``smax_core.py`` registered first: SMAX 0.2 batched in a child process
 of the peer venv ``bench-venvs/jaxmarl`` (built on first use). It answers whether a map is as hard to learn in
-coopsim's SMAC-like core as in SMAX, with the learner and schedule held fixed::
+coopsim's SMAC-like core as in SMAX, with the learner and schedule held fixed (``--plot RUN_DIR OUT.png`` and
+``--resume RUN_DIR`` as there; an interrupted run prints its ``--resume`` command)::
 
     .venv/bin/python benchmarks/mappo_on_smax.py benchmarks/on_smax/5m_vs_6m-mappo.yaml --seeds 0 \\
         --eval-every 1000000 --eval-episodes 256
@@ -21,6 +22,7 @@ import smac_time_to_win  # noqa: E402
 import smax_core  # noqa: E402
 from coopsim.errors import run_script  # noqa: E402
 
+
 def main(argv: list[str] | None = None) -> int:
     smax_core.register()
     return smac_time_to_win.main(argv)
@@ -28,4 +30,4 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    sys.exit(run_script(main))
+    sys.exit(run_script(main, kept=smac_time_to_win.interrupted_kept))  # an interrupt names this script's --resume

@@ -12,7 +12,11 @@ Usage::
     .venv/bin/python benchmarks/smac_best_of_k.py runs/<training run>/seed-10 --starts 256 -k 16
 
 The training run's ``config.yaml`` (the seed directory's parent) names the map, scenario params and agent.
-Prints one line; ``--out F.json`` also writes per-start wins (strict JSON, atomic).
+Prints one line; ``--out F.json`` also writes per-start wins (strict JSON, atomic; a .json file in an existing
+writable folder, an existing file is overwritten).
+
+The policy may have memory (``agents.params.recurrent``, ``stack_frames`` > 1): every pass is a whole game from the
+reset, and the agent is reset with the core before it (GRU state zero, frame history restarted), as in training.
 """
 from __future__ import annotations
 
@@ -70,19 +74,54 @@ def sampling_run(seed_dir: Path, why: str) -> tuple:
     return cfg, agent_cls
 
 
-def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed: int = 12345) -> dict:
+def smac_sampling_run(seed_dir: Path, why: str, counts: str) -> tuple:
+    """:func:`sampling_run` of a run that trained on a SMAC map (wins are SMAC's ``win`` metric).
+
+    Args:
+        why: as in :func:`sampling_run`.
+        counts: what the caller does, the start of the non-SMAC message (e.g. ``"best-of-K counts wins on SMAC
+            maps"``), so that each script refuses in its own words.
+
+    Raises:
+        ConfigError: as :func:`sampling_run`; key ``scenario.id``: not a ``smac/`` scenario.
+    """
+    cfg, agent_cls = sampling_run(seed_dir, why)
+    if not cfg.scenario.id.startswith("smac/"):  # wins are SMAC's; any other scenario has no 'win' metric
+        raise ConfigError(f"{counts}; the run trained {cfg.scenario.id} (give the seed directory of a PPO training "
+                          f"run on a smac/ scenario)", key="scenario.id", value=cfg.scenario.id)
+    return cfg, agent_cls
+
+
+def check_json_out(path: str | Path, flag: str = "--out") -> None:
+    """The ``--out`` rule of the SMAC diagnostics (this script, ``smac_rollout_ceiling.py``): a ``.json`` file in an
+    existing writable folder; an existing file is overwritten. Checked before any game.
+
+    Raises:
+        ConfigError: key ``flag``; a folder, another suffix, a missing folder, or a folder that cannot be written.
+    """
+    p = Path(path)
+    if p.is_dir():
+        check_writable(flag, p)  # "<path> is a folder; give the file to write"
+    rule = "give a .json file in an existing writable folder"
+    if p.suffix.lower() != ".json":
+        raise ConfigError(f"{path} is not a .json file; {rule}", key=flag, value=str(path))
+    if not p.parent.is_dir():
+        raise ConfigError(f"the folder {p.parent} does not exist; {rule}", key=flag, value=str(path))
+    check_writable(flag, p)
+
+
+def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed: int = 12345, *,
+                           counts: str = "best-of-K counts wins on SMAC maps") -> dict:
     """Greedy wins ``[starts]`` and sampled wins ``[k, starts]`` (float 0/1) of the policy in ``seed_dir``.
+
+    ``counts`` starts the message that refuses a non-SMAC run (:func:`smac_sampling_run`), in the caller's words.
 
     Raises:
         ConfigError: ``seed_dir`` has no ``policy.pt`` / parent ``config.yaml``, the learner cannot be made
             greedy and sampled (PPO only for the sampled passes), or the run did not train on a SMAC map.
     """
     seed_dir = Path(seed_dir)
-    cfg, agent_cls = sampling_run(seed_dir, "sampled passes need a PPO learner")
-    if not cfg.scenario.id.startswith("smac/"):  # wins are SMAC's; any other scenario has no 'win' metric
-        raise ConfigError(f"best-of-K counts wins on SMAC maps; the run trained {cfg.scenario.id} (give the seed "
-                          f"directory of a PPO training run on a smac/ scenario)", key="scenario.id",
-                          value=cfg.scenario.id)
+    cfg, agent_cls = smac_sampling_run(seed_dir, "sampled passes need a PPO learner", counts)
     core = registry.make_scenario(cfg.scenario.id, num_envs=starts, **cfg.scenario_params())
 
     def agent(params: dict):
@@ -127,10 +166,11 @@ def main(argv: list[str] | None = None) -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("seed_dir", help="a training run's seed-<s> directory (policy.pt; the run's config.yaml above it)")
-    ap.add_argument("--starts", type=int, default=256, help="fixed starts (one batched core)")
-    ap.add_argument("-k", type=int, default=16, help="sampled passes")
+    ap.add_argument("--starts", type=int, default=256, help="fixed starts, one batched core (default 256)")
+    ap.add_argument("-k", type=int, default=16, help="sampled passes (default 16)")
     ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
-    ap.add_argument("--out", help="write per-start wins as JSON")
+    ap.add_argument("--out", help="write per-start wins as JSON to this .json file in an existing writable folder "
+                                  "(an existing file is overwritten)")
     a = ap.parse_args(argv)
     if a.starts < 1 or a.k < 1:
         raise ConfigError("--starts and -k must be >= 1", key="--starts/-k", value=f"{a.starts}/{a.k}")
@@ -141,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"-k x --starts = {a.k * a.starts} sampled games; keep it at most {MAX_SAMPLED:,}",
                           key="-k/--starts", value=f"{a.k}/{a.starts}")
     if a.out is not None:  # before the games, not after them
-        check_writable("--out", a.out)
+        check_json_out(a.out)
     torch.set_num_threads(1)
     r = wins_from_fixed_starts(a.seed_dir, a.starts, a.k, a.reset_seed)
     g, s = r["greedy"], r["sampled"]

@@ -24,13 +24,18 @@ Usage::
     .venv/bin/python benchmarks/smac_rollout_ceiling.py runs/<training run>/seed-10 --games 128 -k 8 -r 8
 
 Prints the greedy and the planner's win rate on the same starts with Wilson 95% intervals; ``--out F.json`` writes
-per-game wins (atomic).
+per-game wins (atomic; a .json file in an existing writable folder, an existing file is overwritten).
+
+The policy must be memoryless (feed-forward, one observation frame): a rollout copy starts from the real game's
+state, but a GRU state (``agents.params.recurrent``) or a frame history (``agents.params.stack_frames`` > 1) of the
+real game's agent is not copied into the rollout agents, and the candidates' actor inputs are built from one frame;
+such policies (and ones with a comm module, whose messages the planner does not deliver) are refused before any game
+(:func:`memoryless_policy`).
 """
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -39,7 +44,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smac_best_of_k import sampling_run, seed_arg  # noqa: E402
+from smac_best_of_k import check_json_out, sampling_run, seed_arg, smac_sampling_run  # noqa: E402, F401
 from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
@@ -60,6 +65,44 @@ def wilson(wins: float, n: int) -> tuple[float, float]:
     c = (p + z * z / (2 * n)) / (1 + z * z / n)
     h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return (max(0.0, c - h), min(1.0, c + h))
+
+
+def memoryless_policy(cfg, agent_cls, who: str = "the rollout planner") -> None:
+    """Refuse a policy with memory or messages, before any game: the planners (:func:`rollout_games`,
+    :func:`per_agent_candidates`, ``smac_expert_iteration.py``) copy only the game state into their rollouts and
+    build actor inputs from the current observation alone, so a GRU state, a frame history or a comm module's inbox
+    would be missing there (deep errors, or silently wrong rollout values).
+
+    Args:
+        cfg: the training run's config; agent_cls: its agent factory (class or registry variant, whose defaults
+            count).
+        who: the caller, for the message.
+
+    Raises:
+        ConfigError: key ``agents.params.recurrent`` (true), ``agents.params.stack_frames`` (> 1) or
+            ``agents.params.comm`` (set).
+    """
+    params = {**getattr(agent_cls, "defaults", {}), **(cfg.agents.params or {})}
+    fields = agent_cls.Params.model_fields
+
+    def value(key: str):
+        return params[key] if key in params else (fields[key].default if key in fields else None)
+
+    def need(train: str) -> str:
+        return (f"{who} needs a memoryless (feed-forward, one-frame) policy: its rollouts copy the game's state, not "
+                f"the real agent's memory (train one with {train})")
+
+    if value("recurrent"):
+        raise ConfigError(f"the policy is recurrent (a GRU state); {need('agents.params.recurrent=false')}",
+                          key="agents.params.recurrent", value=value("recurrent"))
+    frames = value("stack_frames")
+    if frames is not None and int(frames) > 1:
+        raise ConfigError(f"the policy reads its last {int(frames)} observations (a frame history); "
+                          f"{need('agents.params.stack_frames=1')}", key="agents.params.stack_frames",
+                          value=int(frames))
+    if value("comm") is not None:
+        raise ConfigError(f"the policy has a comm module, whose messages the planner does not deliver; {who} needs "
+                          f"a policy without agents.params.comm", key="agents.params.comm", value=value("comm"))
 
 
 def rollout_values(roll, real, cand: np.ndarray, r: int, keys: np.random.Generator, greedy_roll,
@@ -132,14 +175,13 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
             differences within the rollout noise do not swap actions (docs/smac_training.md measured 0.125).
 
     Raises:
-        ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map; more than
-            ``MAX_ROLLOUT_ENVS`` rollout envs (``games x k x r``, with ``per_agent`` k = 1 + agents x per_agent).
+        ConfigError: ``seed_dir`` is not a PPO training run's seed directory on a SMAC map; its policy has memory
+            or a comm module (:func:`memoryless_policy`); more than ``MAX_ROLLOUT_ENVS`` rollout envs (``games x k x r``, with ``per_agent`` k = 1 + agents x per_agent).
     """
     seed_dir = Path(seed_dir)
-    cfg, agent_cls = sampling_run(seed_dir, "candidates are sampled from a PPO policy")
-    if not cfg.scenario.id.startswith("smac/"):
-        raise ConfigError(f"the rollout planner plays SMAC maps; the run trained {cfg.scenario.id}",
-                          key="scenario.id", value=cfg.scenario.id)
+    cfg, agent_cls = smac_sampling_run(seed_dir, "candidates are sampled from a PPO policy",
+                                       "the rollout planner plays SMAC maps")
+    memoryless_policy(cfg, agent_cls)  # before any core is built or game played
     params = cfg.scenario_params()
     real = registry.make_scenario(cfg.scenario.id, num_envs=games, **params)
     A = real.n_allies
@@ -246,13 +288,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="per-agent rollout: the win-rate gain over the greedy action an alternative needs (0.125)")
     ap.add_argument("--reset-seed", type=seed_arg, default=12345, help="seed of the starts, 0..2**31-1 (12345)")
     ap.add_argument("--plan-seed", type=seed_arg, default=0, help="seed of candidate sampling and rollout streams")
-    ap.add_argument("--out", help="write per-game wins as JSON (a new .json file in an existing folder)")
+    ap.add_argument("--out", help="write per-game wins as JSON to this .json file in an existing writable folder "
+                                  "(an existing file is overwritten)")
     a = ap.parse_args(argv)
     if a.out is not None:  # checked before the games (minutes), never over a run's own files
-        out = Path(a.out)
-        if out.suffix != ".json" or out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
-            raise ConfigError(f"--out {a.out!r}: give a .json file in an existing writable folder",
-                              key="--out", value=a.out)
+        check_json_out(a.out)  # the rule of smac_best_of_k.py's --out too
     torch.set_num_threads(1)
     if not math.isfinite(a.margin) or a.margin < 0:
         raise ConfigError(f"--margin {a.margin}: give a finite win-rate gain >= 0", key="--margin", value=a.margin)

@@ -23,10 +23,13 @@ once the seed is done); the run's ``config.yaml`` lists the seeds it trains. The
 ``checkpoint.pt``, bit for bit as if never stopped; finished seeds are kept): the run's stored config, seeds and
 evaluation settings are used (a ``train.total_env_steps=N`` override may raise the budget, as with
 ``coopsim train --resume``); evaluations recorded after the checkpoint are dropped and redone. A resumed seed's
-training wall time counts the checkpoint's wall time less the evaluation time recorded before it.
+training wall time counts the checkpoint's wall time less the evaluation time recorded before it. A seed that was
+trained past its last evaluation without this script (``coopsim train --resume`` of the run, which makes no
+evaluations) has its ``policy.pt`` evaluated, and that evaluation is its final one. An interrupted run prints the
+``--resume`` command that continues it.
 
 ``--plot RUN_DIR OUT.png`` draws the greedy win rate of every seed against env steps and training wall time from a
-run's ``time_to_win.json`` (no training).
+run's ``time_to_win.json`` (no training); OUT's suffix must be an image format (.png, .pdf, .svg, ...).
 """
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ import argparse
 import contextlib
 import json
 import math
+import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -42,12 +47,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from coopsim.errors import ConfigError, run_script
+from coopsim.errors import KEPT_DEFAULT, ConfigError, run_script
 from coopsim.platform import registry
 from coopsim.platform.config import SEED_MAX, RunConfig, blame_override, dump_config, load_config, override_keys
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.runner import play_episodes, seeded_torch
-from coopsim.platform.trainer import CHECKPOINT_NAME, SUMMARY_NAME, fit, load_checkpoint
+from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit, load_checkpoint
 from coopsim.platform.trainer import training_seed_dirs
 from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, resume_steps, run_dir_lock,
                                        schedule_warning, steps_done, trainable_class, train_config)
@@ -114,7 +119,15 @@ class GreedyEvaluator:
 
 
 def plot(run_dir: str, out: str) -> None:
-    """Greedy win rate per seed vs env steps (left) and vs training wall time (right), target line dashed."""
+    """Greedy win rate per seed vs env steps (left) and vs training wall time (right), target line dashed.
+
+    Raises:
+        CoopsimError: ``out``'s suffix is not an image format (checked first); ConfigError: not a run of this
+            script, or no evaluation yet.
+    """
+    from coopsim.agents.ppo.curves import check_image_path
+
+    check_image_path(out)  # before anything is read or drawn: one error line, not matplotlib's traceback
     import matplotlib
 
     matplotlib.use("Agg")
@@ -332,7 +345,24 @@ def merged_overrides(before: list[str], after: list[str]) -> list[str]:
     return [o for i, (o, k) in enumerate(zip(items, keys)) if k is None or k not in keys[i + 1:]]
 
 
+#: the run directory of the run in progress (None before it exists), for the interrupt message
+_RUNNING: dict[str, Path | None] = {"run_dir": None}
+
+
+def interrupted_kept() -> str:
+    """What an interrupted run keeps, and the command that continues it (``run_script(main, kept=...)``): the
+    script as it was invoked (``smac_time_to_win.py`` or ``mappo_on_smax.py``) with ``--resume <run dir>``."""
+    run_dir = _RUNNING["run_dir"]
+    if run_dir is None:
+        return KEPT_DEFAULT
+    exe = os.path.relpath(sys.executable)
+    exe = sys.executable if exe.startswith("..") else exe
+    return (f"{KEPT_DEFAULT}; continue with: {shlex.quote(exe)} {shlex.quote(sys.argv[0])} --resume "
+            f"{shlex.quote(str(run_dir))}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _RUNNING["run_dir"] = None
     args = _parse(sys.argv[1:] if argv is None else argv)
     if args.plot is not None:
         plot(*args.plot)
@@ -376,6 +406,7 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_text(run_dir / CONFIG_NAME, dump_config(cfg))
             atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)  # the settings, before the first evaluation
         print(f"run directory: {run_dir}", flush=True)
+        _RUNNING["run_dir"] = run_dir  # from here on, an interrupt names the --resume command
         for seed in out["seeds"]:
             _train_seed(cfg, file, schedule, seed, run_dir, out, evaluator, stop=bool(out.get("stop")))
     return 0
@@ -390,6 +421,30 @@ def _summary(seed_dir: Path) -> dict | None:
     return d if isinstance(d, dict) else None
 
 
+def _evaluate_policy(cfg, sub: Path, seed: int, done: int, summary: dict, rec: dict,
+                     evaluator: GreedyEvaluator) -> dict:
+    """Evaluate the seed's ``policy.pt`` (``done`` env steps) greedily and append it to ``rec["evals"]``; returns
+    the evaluation. Its training wall time is the seed's ``train_summary.json`` wall time less the evaluation time
+    recorded before (an approximation: the training after the last evaluation ran outside this script)."""
+    with seeded_torch(evaluator.seed):
+        agent = registry.make_component("agent", cfg.agents.id, evaluator.core, **cfg.agents.params)
+    agent.load(str(sub / POLICY_NAME))
+    prev = rec["evals"][-1] if rec["evals"] else {}
+    t = time.perf_counter()
+    win = evaluator.greedy_win_rate(agent)
+    eval_s = prev.get("eval_wall_s", 0.0) + time.perf_counter() - t
+    entry = {"env_steps": int(done), "greedy_win": win, "eval_wall_s": round(eval_s, 2), "policy": POLICY_NAME}
+    wall = summary.get("wall_time_s")
+    if isinstance(wall, (int, float)) and math.isfinite(wall):
+        entry = {"env_steps": int(done), "train_wall_s": round(float(wall) - prev.get("eval_wall_s", 0.0), 1),
+                 **{k: v for k, v in entry.items() if k != "env_steps"}}
+    rec["evals"].append(entry)
+    since = f"the last evaluation at {prev['env_steps']:,}" if prev else "no evaluation"
+    print(f"seed {seed} steps {done:>8d} greedy win {win:.3f} (its {POLICY_NAME}: trained past {since} without "
+          f"this script, e.g. by coopsim train --resume)", flush=True)
+    return entry
+
+
 def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, evaluator: GreedyEvaluator, *,
                 stop: bool) -> None:
     """Train (or resume) one seed with a greedy evaluation every ``out["eval_every"]`` env steps, writing
@@ -402,8 +457,14 @@ def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, e
         # finished (its summary says so): never trained again, whether or not its last evaluation was recorded
         why = "stopped at the target" if summary.get("stopped_early") else "already trained"
         print(f"seed {seed}: {why} ({done:,} env steps)", flush=True)
-        if rec.get("final") is None:
-            rec["final"] = rec["evals"][-1] if rec["evals"] else None
+        last = rec["evals"][-1] if rec["evals"] else None
+        if (last is None or last["env_steps"] < done) and (sub / POLICY_NAME).is_file():
+            # trained past its last evaluation without this script (coopsim train --resume makes none): the policy
+            # it ended with is evaluated now, and is the final one (not the older last evaluation)
+            last = _evaluate_policy(cfg, sub, seed, done, summary, rec, evaluator)
+            rec["first_at_target"] = next((e for e in rec["evals"] if e["greedy_win"] >= out["target"]), None)
+        if rec.get("final") != last:
+            rec["final"] = last
             out["per_seed"][str(seed)] = rec
             atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)
         return
@@ -447,4 +508,4 @@ def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, e
 
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    sys.exit(run_script(main))
+    sys.exit(run_script(main, kept=interrupted_kept))

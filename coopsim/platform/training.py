@@ -37,6 +37,22 @@ from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME,
                                      annealed_lr, entropy_coef, fit, load_checkpoint, training_seed_dirs)
 
 CONFIG_NAME = "config.yaml"
+#: the results file of a run written by ``benchmarks/smac_time_to_win.py`` (what marks such a run directory, as in
+#: ``coopsim report``)
+TIME_TO_WIN_NAME = "time_to_win.json"
+
+
+def time_to_win_warning(run_dir: Path) -> str | None:
+    """The one-line warning of a ``coopsim train --resume`` of a run written by ``benchmarks/smac_time_to_win.py``
+    (its ``time_to_win.json``): training goes on, but without that script's periodic greedy win-rate checks; None
+    for any other run."""
+    import shlex
+
+    if not (run_dir / TIME_TO_WIN_NAME).is_file():
+        return None
+    return (f"warning: {run_dir} is a run of benchmarks/smac_time_to_win.py; coopsim train --resume trains it, but "
+            f"its periodic greedy win-rate checks are made only by `benchmarks/smac_time_to_win.py --resume "
+            f"{shlex.quote(str(run_dir))}` (which also evaluates the policy.pt of a seed trained past its last check)")
 
 
 def trainable_class(cfg: RunConfig, *, file: str | None = None) -> tuple[Any, type]:
@@ -354,6 +370,9 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
                 info(f"the run is already complete ({most:,}/{budget:,} env steps for every seed); nothing to do "
                      f"(to train further, give a larger train.total_env_steps)")
             return run_dir
+        ttw = None if complete else time_to_win_warning(run_dir)  # nothing to train: nothing to warn of
+        if ttw and info is not None:  # checked and about to train: on, but without that script's evaluations
+            info(ttw)
         # the run's config, with this session's budget and display/logging switches
         cfg = stored.model_copy(update={"train": {**stored.train, **{k: given.train[k] for k in
                                                   ("total_env_steps", "progress", "tensorboard") if k in given.train}}})
