@@ -311,6 +311,7 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         def opened(run_dir: Path) -> None:  # everything built: the warnings now (an error before them is alone)
             for warning in warnings:
                 err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+            _checkpoint_note(ck)
             _name_run_dir_in_logs(run_dir)
 
         with _sigterm_as_interrupt():  # an agent/scenario mismatch fails in run_config, before a run dir exists
@@ -327,6 +328,17 @@ def run(config: Path = typer.Argument(..., help="run config (YAML)"),
     except Exception as exc:  # an episode raised (a scenario's or agent's own code): one line, the run is kept
         _failed_run(exc)
     _finished_run(run_dir)
+
+
+def _checkpoint_note(checkpoint: str | None) -> None:
+    """At a run's start (``run``, ``eval``): one ``note:`` line when ``--checkpoint`` names a training seed directory
+    without policy.pt, whose mid-training checkpoint.pt the run evaluates
+    (:func:`~coopsim.platform.runner.checkpoint_note`)."""
+    from coopsim.platform.runner import checkpoint_note
+
+    note = checkpoint_note(checkpoint)
+    if note:
+        err_console.print(f"note: {note}", highlight=False, soft_wrap=True)
 
 
 def _name_run_dir_in_logs(run_dir: Path) -> None:
@@ -513,14 +525,23 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                               soft_wrap=True, highlight=False)
         if pending:
             err_console.print(f"  not started: {len(pending)} run(s)", highlight=False)
-        err_console.print(f"run directories kept: {len(kept)}" + ("" if not kept else
-                          f"; compare them with: {_invoked_as()} report {' '.join(shlex.quote(str(k)) for k in kept)}"), soft_wrap=True, highlight=False)
+        err_console.print(_kept_runs_line(kept), soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     if len(run_dirs) > 1:
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
     if failed:
         _failed_runs_note(failed, run_dirs, len(combos))
         raise typer.Exit(code=1)
+
+
+def _kept_runs_line(kept: list) -> str:
+    """The last line of an interrupted sweep: how many run directories it kept and the `report` command for them
+    (``compare them with`` for several, ``look at it with`` for one, no command for none)."""
+    line = f"run directories kept: {len(kept)}"
+    if not kept:
+        return line
+    what = "compare them with" if len(kept) > 1 else "look at it with"
+    return f"{line}; {what}: {_invoked_as()} report {' '.join(shlex.quote(str(k)) for k in kept)}"
 
 
 def _train_grid_error(key: str, agent_ids: list[str], config: Path) -> str:
@@ -972,6 +993,7 @@ def eval_cmd(config: Path = typer.Argument(..., help="run config (YAML)"),
         def opened(run_dir: Path) -> None:  # as `coopsim run`: the warnings once everything is built
             for warning in warnings:
                 err_console.print(f"[yellow]warning:[/] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
+            _checkpoint_note(str(checkpoint))
             _name_run_dir_in_logs(run_dir)
 
         with _sigterm_as_interrupt():

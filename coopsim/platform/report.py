@@ -120,6 +120,18 @@ def replay_absence(run_dir: str | Path, scenario_id: str) -> str:
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """Read a run directory written by ``coopsim run`` / ``eval``.
+
+    Returns:
+        ``{"dir", "config", "rows", "summary", "has_summary", "note", "bad_rows", "summary_rebuilt", "checkpoint"}``:
+        the parsed config, the episode rows of metrics.jsonl, the summary (summary.json's, or rebuilt from the rows
+        when it is missing or damaged), one note line on what is incomplete (or None), and the evaluated policy
+        (:func:`evaluated_checkpoint`).
+
+    Raises:
+        CoopsimError: the directory is missing, not a run directory (a training run is named as one), its
+            config.yaml is damaged, or it holds no finished episode.
+    """
     d = Path(run_dir)
     if not d.exists():
         raise CoopsimError(f"{d}: does not exist; give a run directory that `coopsim run` wrote under runs/")
@@ -168,7 +180,81 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         notes.append(_bad_rows_note(mpath, bad))
     note = "; ".join(n for n in notes if n) or None
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary, "note": note,
-            "bad_rows": bad, "summary_rebuilt": bool(damaged)}
+            "bad_rows": bad, "summary_rebuilt": bool(damaged), "checkpoint": evaluated_checkpoint(d, cfg)}
+
+
+#: the ``checkpoint`` of :func:`evaluated_checkpoint` for a run that says nothing of its policy (written before
+#: coopsim recorded it, or stopped before its summary.json)
+NOT_RECORDED = "not recorded"
+#: the ``checkpoint`` of a run that evaluated no checkpoint (``coopsim run`` of an untrained or scripted agent)
+NO_CHECKPOINT = "none"
+
+
+def evaluated_checkpoint(run_dir: str | Path, cfg: dict | None = None) -> str:
+    """The policy file a run evaluated, as recorded in its directory: the absolute path of the file read
+    (summary.json's ``checkpoint_file``, else its ``checkpoint``: the ``--checkpoint`` given, else the run's
+    ``checkpoint.txt``, else the ``# evaluated with --checkpoint`` line of its config.yaml); for a run recorded as
+    having no ``--checkpoint`` (``"checkpoint": null``), the config's ``agents.params.checkpoint`` when it sets one
+    (``cfg``, the run's parsed config; the agent loads it itself), else :data:`NO_CHECKPOINT`; and
+    :data:`NOT_RECORDED` for a run that records neither (an older run directory). Never raises: an unreadable file
+    counts as no record."""
+    import shlex
+
+    d = Path(run_dir)
+    try:
+        summary = json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        summary = None
+    if isinstance(summary, dict):
+        for key in ("checkpoint_file", "checkpoint"):
+            if isinstance(summary.get(key), str) and summary[key]:
+                return summary[key]
+    with contextlib.suppress(OSError, ValueError):
+        text = (d / "checkpoint.txt").read_text().strip()
+        if text:
+            return text
+    with contextlib.suppress(OSError, ValueError):
+        with open(d / "config.yaml", encoding="utf-8") as f:
+            first = f.readline()
+        mark = "# evaluated with --checkpoint "
+        if first.startswith(mark):
+            words = shlex.split(first[len(mark):])
+            if words:
+                return words[0]
+    if isinstance(summary, dict) and "checkpoint" in summary:  # recorded: no --checkpoint was given
+        agents = (cfg or {}).get("agents")
+        param = agents.get("params") if isinstance(agents, dict) else None
+        own = param.get("checkpoint") if isinstance(param, dict) else None
+        return own if isinstance(own, str) and own else NO_CHECKPOINT
+    return NOT_RECORDED
+
+
+def checkpoint_labels(values: list[str]) -> dict[str, str]:
+    """Short forms of evaluated checkpoints (:func:`evaluated_checkpoint`) for table cells and plot legends, one
+    per distinct value and distinct from one another: the last path parts, ``<training run>/seed-0`` for a seed's
+    ``policy.pt`` (``.../seed-0/checkpoint.pt`` for a mid-training checkpoint), with more parts where two would look
+    alike. :data:`NO_CHECKPOINT` and :data:`NOT_RECORDED` stay as they are."""
+    paths = sorted({v for v in values if v not in (NO_CHECKPOINT, NOT_RECORDED)})
+    out = {v: v for v in values if v in (NO_CHECKPOINT, NOT_RECORDED)}
+    if not paths:
+        return out
+
+    def tail(v: str, n: int, drop_policy: bool) -> str:
+        parts = [x for x in Path(v).parts if x not in ("/", "")]
+        name = parts[-1] if len(parts) > 1 and parts[-1] in ("policy.pt", "checkpoint.pt") else None
+        base = parts[:-1] if name else parts
+        if len(base) <= n:
+            return v
+        shown = "/".join(base[-n:])
+        return shown if name is None or (name == "policy.pt" and drop_policy) else f"{shown}/{name}"
+
+    longest = max(len(Path(v).parts) for v in paths)
+    for n in range(2, longest + 1):
+        for drop_policy in (True, False):
+            forms = {v: tail(v, n, drop_policy) for v in paths}
+            if len(set(forms.values())) == len(paths) and not set(forms.values()) & set(out):
+                return {**out, **forms}
+    return {**out, **{v: v for v in paths}}
 
 
 def _read_summary(path: Path) -> tuple[dict | None, str | None]:
@@ -581,13 +667,27 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     in ``hidden``), as the single-run table does; ``compare.csv`` keeps every metric. ``write=False``: no file is
     written (the table only; ``plots`` is empty), for a folder that cannot be written.
 
+    The policy a run evaluated (:func:`evaluated_checkpoint`: the ``--checkpoint`` of ``coopsim eval``, ``none`` for
+    ``coopsim run`` without one, ``not recorded`` for older run directories) is a field like the config's, named
+    :data:`CHECKPOINT_KEY`: runs of different checkpoints get rows of their own and are never pooled as "the same
+    settings". Its table cells and legend entries are short forms (``<training run>/seed-0``,
+    :func:`checkpoint_labels`; ``labels`` in the result maps each value to its short form), compare.csv holds the
+    absolute paths.
+
+    Returns:
+        ``{"x_key", "line_keys", "shown_line_keys", "table", "metrics", "plots", "hidden", "pooled_seeds", "notes",
+        "labels"}``: the table has one entry per row (``line``: its values of ``line_keys``, ``x``, ``summary``,
+        ``seeds``); ``notes`` maps a run directory (or a topic) to one line.
+
     Raises:
         CoopsimError: a run directory cannot be read (:func:`load_run`).
         WriteError: ``compare.csv`` or a plot cannot be written into ``out_dir`` (:func:`report_writes`).
     """
     runs = [load_run(d) for d in run_dirs]
     pooled = {"name", "out_dir", "seeds"} - set(group_by)
-    flat = [_flatten({k: v for k, v in r["config"].items() if k not in pooled}) for r in runs]
+    # the evaluated policy is a field like the config's: runs of different checkpoints are never pooled
+    flat = [{**_flatten({k: v for k, v in r["config"].items() if k not in pooled}), CHECKPOINT_KEY: r["checkpoint"]}
+            for r in runs]
     keys = sorted({k for f in flat for k in f})
     differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
     numeric = [k for k in differing if all(isinstance(f.get(k), (int, float)) and not isinstance(f.get(k), bool) for f in flat)]
@@ -609,12 +709,20 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             s = summarize(rows)
             seeds = sorted({r["seed"] for r in rows if isinstance(r.get("seed"), int)})
             table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s, "seeds": seeds})
+    # what the table and the plot legends show of a value (compare.csv has the value itself)
+    labels = {CHECKPOINT_KEY: checkpoint_labels([r["checkpoint"] for r in runs])} if CHECKPOINT_KEY in line_keys else {}
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
     notes = {str(r["dir"]): r["note"] for r in runs if r["note"]}
     for seed, names in shared.items():  # pooled runs that ran the same seed: one seed of the interval, not two
         notes[f"seed {seed}"] = (f"runs {', '.join(names)} all ran seed {seed} with the same settings: their episodes "
                                  f"are pooled into one seed of the interval (n_seeds counts it once); give them "
                                  f"different seeds for independent samples")
+    unknown = [Path(r["dir"]).name for r in runs if r["checkpoint"] == NOT_RECORDED]
+    if CHECKPOINT_KEY in line_keys and unknown:
+        notes["checkpoint"] = (f"{', '.join(unknown)} record{'s' if len(unknown) == 1 else ''} no evaluated "
+                               f"checkpoint (written before coopsim recorded it in summary.json, or stopped before "
+                               f"writing summary.json), so {'it is' if len(unknown) == 1 else 'they are'} not pooled "
+                               f"with runs that do")
     if len(scen_ids) > 1:  # a note line of the report, not a python warning with file, line and source
         notes["comparison"] = (f"runs of different scenarios ({', '.join(scen_ids)}): their metrics need not be "
                                f"comparable")
@@ -628,7 +736,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         plt = _mpl()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            plots = _compare_plots(plt, groups, metrics, x_key, out_dir)
+            plots = _compare_plots(plt, groups, metrics, x_key, out_dir,
+                                   label=lambda line: ", ".join(_cell(labels, k, v) for k, v in zip(line_keys, line)))
         if caught:
             first = str(caught[0].message).splitlines()[0] if str(caught[0].message) else caught[0].category.__name__
             notes["plots"] = (f"{len(caught)} plotting warning(s) while drawing the comparison plots, e.g. {first}"
@@ -636,7 +745,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     shown = shown_line_keys(line_keys, flat)
     return {"x_key": x_key, "line_keys": line_keys, "shown_line_keys": shown, "table": table, "metrics": metrics,
             "plots": plots, "hidden": [m for m in every if m not in metrics],
-            "pooled_seeds": pooled_seeds, "notes": notes}
+            "pooled_seeds": pooled_seeds, "notes": notes, "labels": labels}
 
 
 def comparison_files_text(res: dict[str, Any]) -> str:
@@ -661,16 +770,31 @@ MAX_TABLE_KEYS = 6
 MAX_TABLE_VALUE = 24
 
 
+#: the comparison's field of the policy each run evaluated (:func:`evaluated_checkpoint`), beside the config keys
+CHECKPOINT_KEY = "checkpoint"
+
+
 def shown_line_keys(line_keys: list[str], flat: list[dict[str, Any]]) -> list[str]:
-    """The differing config keys the comparison table shows: those whose every value is short (at most
-    :data:`MAX_TABLE_VALUE` characters), ids first, at most :data:`MAX_TABLE_KEYS`; ``compare.csv`` has all."""
-    short = [k for k in line_keys if all(len(str(f.get(k))) <= MAX_TABLE_VALUE for f in flat)]
-    short.sort(key=lambda k: (not k.endswith(".id"), k.count("."), line_keys.index(k)))
+    """Returns the differing keys the comparison table shows, at most :data:`MAX_TABLE_KEYS` (``compare.csv`` has
+    all): :data:`CHECKPOINT_KEY` always (its cells are short forms), and the config keys whose every value is short
+    (at most :data:`MAX_TABLE_VALUE` characters). Ids come first, then the checkpoint, then the other keys by depth;
+    ``train.*`` keys (the training settings an evaluation's config carries along, which ``coopsim run`` and ``eval``
+    never read) come after every other key."""
+    short = [k for k in line_keys
+             if k == CHECKPOINT_KEY or all(len(str(f.get(k))) <= MAX_TABLE_VALUE for f in flat)]
+    short.sort(key=lambda k: (k == "train" or k.startswith("train."), not k.endswith(".id"), k.count("."),
+                              line_keys.index(k)))
     return short[:MAX_TABLE_KEYS]
 
 
-def _compare_plots(plt, groups, metrics, x_key, out_dir) -> list[Path]:
-    """One ``compare_<metric>.png`` per metric (the first 8): metric vs ``x_key``, one line per group."""
+def _cell(labels: dict[str, dict[str, str]], key: str, value: Any) -> str:
+    """A comparison table cell (or legend part) of ``key``'s ``value``: its short form from ``labels`` if it has one."""
+    return labels.get(key, {}).get(value, value)
+
+
+def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None) -> list[Path]:
+    """One ``compare_<metric>.png`` per metric (the first 8): metric vs ``x_key``, one line per group, labelled
+    ``label(line)`` (default: its values joined by commas)."""
     plots = []
     for m in metrics[:8]:
         fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -685,8 +809,8 @@ def _compare_plots(plt, groups, metrics, x_key, out_dir) -> list[Path]:
                 lo.append(per_seed["ci95_low"] if per_seed["ci95_low"] is not None else per_seed["mean"])
                 hi.append(per_seed["ci95_high"] if per_seed["ci95_high"] is not None else per_seed["mean"])
             if xs:
-                label = ", ".join(line) or "run"
-                ax.plot(xs, ms, marker="o", label=label)
+                label_text = (label(line) if label is not None else ", ".join(line)) or "run"
+                ax.plot(xs, ms, marker="o", label=label_text)
                 ax.fill_between(xs, lo, hi, alpha=0.2)
         ax.set_xlabel(x_key.split(".")[-1])
         ax.set_ylabel(m)
@@ -733,6 +857,10 @@ def seed_list(seeds: list[int]) -> str:
 
 
 def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
+    """Returns the rich Table of a :func:`compare_runs` result: one row per table entry, its shown keys
+    (``shown_line_keys``; checkpoints as their short forms), the x value, the seeds of pooled rows, and ``metrics``
+    (default: the first 6) as ``mean [95% CI]``; the caption says what is pooled, hidden or left to compare.csv.
+    Raises nothing of its own."""
     from rich.table import Table
 
     metrics = metrics or result["metrics"][:6]
@@ -747,8 +875,12 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
                      f"keys); compare.csv has every one")
     caption = "; ".join(notes) or None
     t = Table(title="comparison (mean over seeds [95% CI])", caption=caption)
+    labels = result.get("labels") or {}
     for k in keys:
-        t.add_column(k)
+        if k in labels:  # a checkpoint's short form is what tells rows apart: never cut to "…", folded if need be
+            t.add_column(k, min_width=min(max(map(len, labels[k].values()), default=0), 60), overflow="fold")
+        else:
+            t.add_column(k)
     if result["x_key"]:
         t.add_column(result["x_key"], justify="right")
     pooled = bool(result.get("pooled_seeds"))
@@ -757,7 +889,7 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     for m in metrics:
         t.add_column(m, justify="right")
     for row in result["table"]:
-        cells = [row["line"][k] for k in keys]
+        cells = [_cell(labels, k, row["line"][k]) for k in keys]
         if result["x_key"]:
             cells.append(str(row["x"]))
         if pooled:

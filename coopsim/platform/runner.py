@@ -166,6 +166,82 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
                f"--checkpoint {init}" if init else ""))
 
 
+#: the files of a training seed directory ``seed-<s>/`` (:mod:`coopsim.platform.trainer`'s ``POLICY_NAME`` and
+#: ``CHECKPOINT_NAME``; named here so that the runner does not import torch for agents without it)
+POLICY_FILE, CHECKPOINT_FILE = "policy.pt", "checkpoint.pt"
+
+
+def evaluated_file(checkpoint: str | Path) -> str:
+    """The absolute path of the file ``--checkpoint checkpoint`` loads: a training seed directory's ``policy.pt``,
+    or its ``checkpoint.pt`` when it has no ``policy.pt`` yet (as
+    :func:`coopsim.platform.trainer.resolve_policy_path` picks it); any other path is itself."""
+    path = Path(checkpoint).resolve()
+    if path.is_dir():
+        for name in (POLICY_FILE, CHECKPOINT_FILE):
+            if (path / name).is_file():
+                return str(path / name)
+    return str(path)
+
+
+def checkpoint_note(checkpoint: str | Path | None) -> str | None:
+    """The note for ``--checkpoint`` naming a training seed directory that has no ``policy.pt`` but a
+    ``checkpoint.pt`` (its training was interrupted, or is still running): the run evaluates that mid-training
+    checkpoint, e.g. ``seed-0 has no policy.pt (its training stopped at 52,736 of 60,000 env steps): evaluating
+    checkpoint.pt``. The steps come from the checkpoint (read memory-mapped: its tensors are not loaded) and the
+    budget from the training run's ``config.yaml``; when they cannot be read, the note says so without numbers.
+    Returns None for anything else (a file, a finished seed, no checkpoint). Never raises."""
+    if checkpoint is None:
+        return None
+    try:
+        seed_dir = Path(checkpoint).resolve()
+        if not seed_dir.is_dir() or (seed_dir / POLICY_FILE).is_file() or not (seed_dir / CHECKPOINT_FILE).is_file():
+            return None
+    except (OSError, RuntimeError):  # an unreadable path, a symlink loop: the run reports it
+        return None
+    steps, budget = _checkpoint_steps(seed_dir / CHECKPOINT_FILE), _training_budget(seed_dir.parent)
+    name = seed_dir.name
+    if steps is None:
+        why = ("its training did not finish; the env steps its checkpoint.pt holds could not be read"
+               + (f"; its budget: {budget:,} env steps" if budget is not None else ""))
+    elif budget is None:
+        why = f"its training stopped at {steps:,} env steps"
+    elif steps < budget:
+        why = f"its training stopped at {steps:,} of {budget:,} env steps"
+    else:
+        why = (f"its checkpoint.pt is at {steps:,} env steps, the end of its {budget:,}-step budget, but policy.pt is "
+               f"missing")
+    return f"{name} has no {POLICY_FILE} ({why}): evaluating {CHECKPOINT_FILE}"
+
+
+def _checkpoint_steps(path: Path) -> int | None:
+    """The ``env_steps`` a training ``checkpoint.pt`` records (memory-mapped, so its tensors are not read), or None
+    when it cannot be read."""
+    try:
+        import torch
+
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:  # noqa: BLE001 - a note, never an error: the run itself reports an unreadable checkpoint
+        return None
+    trainer = state.get("trainer") if isinstance(state, dict) else None
+    for d in (state, trainer, (trainer or {}).get("counters") if isinstance(trainer, dict) else None):
+        if isinstance(d, dict) and isinstance(d.get("env_steps"), int) and not isinstance(d.get("env_steps"), bool):
+            return int(d["env_steps"])
+    return None
+
+
+def _training_budget(run_dir: Path) -> int | None:
+    """``train.total_env_steps`` of a training run's ``config.yaml`` (resumes record a changed budget there), or
+    None."""
+    import yaml
+
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        budget = cfg["train"]["total_env_steps"]
+    except (OSError, ValueError, yaml.YAMLError, KeyError, TypeError):
+        return None
+    return int(budget) if isinstance(budget, int) and not isinstance(budget, bool) else None
+
+
 def train_override_keys(overrides: list[str] | tuple[str, ...]) -> list[str]:
     """The keys of the ``train`` / ``train.*`` overrides among ``overrides`` (``key=value`` texts), in order, each
     once; texts that are no valid override are left out (load_config reports them)."""
@@ -507,6 +583,7 @@ def run_config(
         d = Path(run_dir) if run_dir else new_run_dir(cfg.out_dir, cfg.name)
         d.mkdir(parents=True, exist_ok=True)
         text = dump_config(cfg)
+        read = None  # the policy file the agent read
         if checkpoint is not None:
             # the policy that ran is part of the run: named in config.yaml (as the agent's own `checkpoint` param
             # where it has one, so `coopsim run config.yaml` repeats the evaluation) and in summary.json
@@ -517,9 +594,12 @@ def run_config(
                 shown = cfg.model_copy(update={"agents": agents})
             text = f"# evaluated with --checkpoint {shlex.quote(ck)}\n" + dump_config(shown)
             atomic_write_text(d / "checkpoint.txt", ck + "\n")
+            # the file the agent read (a seed directory's policy.pt, or its checkpoint.pt while training runs): what
+            # `coopsim report` tells runs apart by (summary.json's checkpoint_file)
+            read = evaluated_file(ck)
         atomic_write_text(d / "config.yaml", text)
         run.update(dir=d, metrics=JsonlWriter(d / "metrics.jsonl"), timing=JsonlWriter(d / "timing.jsonl"),
-                   started=time.perf_counter())
+                   started=time.perf_counter(), checkpoint_file=read)
         if on_open is not None:  # before the progress bar shows: what it prints stays above the bar
             on_open(d)
         shown_bar.enter_context(bar)
@@ -570,7 +650,8 @@ def run_config(
                 parts.close()
                 try:
                     write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
-                                  totals=parts.shield.run_stats(), error=error)
+                                  totals=parts.shield.run_stats(), error=error,
+                                  checkpoint_file=run.get("checkpoint_file"))
                 except WriteError as exc:
                     summary_failed = exc
                 else:
@@ -640,10 +721,18 @@ def _sigint_deferred():
 
 
 def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None,
-                  totals: dict[str, float] | None = None, error: str | None = None) -> dict:
-    """Write ``summary.json`` from the run directory's files; ``totals`` (the shield's :meth:`run_stats`, totals
-    over every episode of the run) go under ``totals``; ``error`` ("Type: message" of the exception that ended a
-    failed run) under ``error``."""
+                  totals: dict[str, float] | None = None, error: str | None = None,
+                  checkpoint_file: str | None = None) -> dict:
+    """Write ``summary.json`` from the run directory's files and return what it wrote. ``totals`` (the shield's
+    :meth:`run_stats`, totals over every episode of the run) go under ``totals``; ``error`` ("Type: message" of the
+    exception that ended a failed run) under ``error``. ``checkpoint`` is the evaluated policy's absolute path as
+    given to ``--checkpoint`` (the run directory's ``checkpoint.txt``), or null when none was given (``coopsim run``);
+    ``checkpoint_file`` (the file read, :func:`evaluated_file`) is written when given. ``coopsim report`` tells runs
+    of different policies apart by them.
+
+    Raises:
+        WriteError: summary.json could not be written.
+    """
     rows = read_jsonl(run_dir / "metrics.jsonl")
     summary = {
         "episodes_finished": len(rows),
@@ -652,8 +741,11 @@ def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | N
     }
     if error:
         summary["error"] = error
+    summary["checkpoint"] = None  # recorded as such: a run of no checkpoint, not one from before it was recorded
     if (run_dir / "checkpoint.txt").is_file():
         summary["checkpoint"] = (run_dir / "checkpoint.txt").read_text().strip()
+    if checkpoint_file is not None:
+        summary["checkpoint_file"] = str(checkpoint_file)
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
     if totals:
