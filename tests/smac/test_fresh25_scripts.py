@@ -29,7 +29,7 @@ from coopsim.errors import ConfigError
 from coopsim.platform.config import dump_config, load_config
 
 from test_best_of_k import _load, _tiny_run  # noqa: E402  (tests/smac is on sys.path under pytest)
-from test_time_to_win import _tiny  # noqa: E402
+from test_time_to_win import _tiny, interrupt_at_evaluation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
@@ -248,16 +248,7 @@ def test_time_to_win_resume_evaluates_a_policy_trained_on_by_coopsim_train(tmp_p
     (whole,) = (tmp_path / "whole").iterdir()
     ref = json.loads((whole / "time_to_win.json").read_text())["per_seed"]["0"]
 
-    real = ttw.GreedyEvaluator.greedy_win_rate
-    calls = {"n": 0}
-
-    def interrupted(self, agent):  # Ctrl-C during the third evaluation (at 192 env steps)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(self, agent)
-
-    monkeypatch.setattr(ttw.GreedyEvaluator, "greedy_win_rate", interrupted)
+    interrupt_at_evaluation(monkeypatch, ttw, 3)  # Ctrl-C during the third evaluation (at 192 env steps)
     with pytest.raises(KeyboardInterrupt):
         ttw.main(_tiny(tmp_path, "cut"))
     monkeypatch.undo()

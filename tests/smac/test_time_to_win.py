@@ -68,6 +68,22 @@ def _tiny(tmp_path, name):
             "train.progress=false", f"out_dir={tmp_path / name}"]
 
 
+def interrupt_at_evaluation(monkeypatch, ttw, n: int):
+    """Make the ``n``-th greedy evaluation of ``ttw`` (a loaded smac_time_to_win module) raise KeyboardInterrupt, as
+    a Ctrl-C during it would; returns the real ``GreedyEvaluator.greedy_win_rate``."""
+    real = ttw.GreedyEvaluator.greedy_win_rate
+    calls = {"n": 0}
+
+    def interrupted(self, agent):
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise KeyboardInterrupt
+        return real(self, agent)
+
+    monkeypatch.setattr(ttw.GreedyEvaluator, "greedy_win_rate", interrupted)
+    return real
+
+
 def test_resume_after_an_interrupt_matches_an_uninterrupted_run(tmp_path, monkeypatch):
     import torch
 
@@ -77,16 +93,7 @@ def test_resume_after_an_interrupt_matches_an_uninterrupted_run(tmp_path, monkey
     ref = json.loads((whole / "time_to_win.json").read_text())
 
     ttw2 = _ttw()
-    real = ttw2.GreedyEvaluator.greedy_win_rate
-    calls = {"n": 0}
-
-    def interrupted(self, agent):  # Ctrl-C during the third evaluation (at 192 env steps)
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(self, agent)
-
-    monkeypatch.setattr(ttw2.GreedyEvaluator, "greedy_win_rate", interrupted)
+    real = interrupt_at_evaluation(monkeypatch, ttw2, 3)  # Ctrl-C during the third evaluation (at 192 env steps)
     with pytest.raises(KeyboardInterrupt):
         ttw2.main(_tiny(tmp_path, "cut"))
     (cut,) = (tmp_path / "cut").iterdir()
