@@ -433,11 +433,11 @@ def _evaluate_policy(cfg, sub: Path, seed: int, done: int, summary: dict, rec: d
     t = time.perf_counter()
     win = evaluator.greedy_win_rate(agent)
     eval_s = prev.get("eval_wall_s", 0.0) + time.perf_counter() - t
-    entry = {"env_steps": int(done), "greedy_win": win, "eval_wall_s": round(eval_s, 2), "policy": POLICY_NAME}
+    entry = {"env_steps": int(done)}
     wall = summary.get("wall_time_s")
     if isinstance(wall, (int, float)) and math.isfinite(wall):
-        entry = {"env_steps": int(done), "train_wall_s": round(float(wall) - prev.get("eval_wall_s", 0.0), 1),
-                 **{k: v for k, v in entry.items() if k != "env_steps"}}
+        entry["train_wall_s"] = round(float(wall) - prev.get("eval_wall_s", 0.0), 1)
+    entry.update(greedy_win=win, eval_wall_s=round(eval_s, 2), policy=POLICY_NAME)
     rec["evals"].append(entry)
     since = f"the last evaluation at {prev['env_steps']:,}" if prev else "no evaluation"
     print(f"seed {seed} steps {done:>8d} greedy win {win:.3f} (its {POLICY_NAME}: trained past {since} without "

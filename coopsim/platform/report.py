@@ -408,6 +408,10 @@ def invoked_as() -> str:
     return shlex.quote(sys.argv[0]) if Path(sys.argv[0]).name == "coopsim" else "coopsim"
 
 
+#: the results file that marks a run directory of ``benchmarks/smac_time_to_win.py``
+TIME_TO_WIN_NAME = "time_to_win.json"
+
+
 def training_run_message(run_dir: str | Path) -> str:
     """What ``run_dir`` (a training run) is and how to evaluate it; a run of ``benchmarks/smac_time_to_win.py`` (its
     ``time_to_win.json``) is named as that, with the file of its greedy evaluations and how to plot them."""
@@ -415,7 +419,7 @@ def training_run_message(run_dir: str | Path) -> str:
 
     d = Path(run_dir)
     seed = training_seeds(d)[0] if training_seeds(d) else d / "seed-<s>"
-    ttw = d / "time_to_win.json"
+    ttw = d / TIME_TO_WIN_NAME
     what = (f"written by benchmarks/smac_time_to_win.py; its greedy win-rate evaluations are in {ttw}, plotted by "
             f"benchmarks/smac_time_to_win.py --plot {shlex.quote(str(d))} OUT.png" if ttw.is_file()
             else "written by coopsim train")

@@ -166,39 +166,37 @@ def untrained_learner_warning(cfg: RunConfig, checkpoint: str | None) -> str | N
                f"--checkpoint {init}" if init else ""))
 
 
-#: the files of a training seed directory ``seed-<s>/`` (:mod:`coopsim.platform.trainer`'s ``POLICY_NAME`` and
-#: ``CHECKPOINT_NAME``; named here so that the runner does not import torch for agents without it)
-POLICY_FILE, CHECKPOINT_FILE = "policy.pt", "checkpoint.pt"
-
-
 def evaluated_file(checkpoint: str | Path) -> str:
-    """The absolute path of the file ``--checkpoint checkpoint`` loads: a training seed directory's ``policy.pt``,
-    or its ``checkpoint.pt`` when it has no ``policy.pt`` yet (as
-    :func:`coopsim.platform.trainer.resolve_policy_path` picks it); any other path is itself."""
-    path = Path(checkpoint).resolve()
-    if path.is_dir():
-        for name in (POLICY_FILE, CHECKPOINT_FILE):
-            if (path / name).is_file():
-                return str(path / name)
-    return str(path)
+    """The absolute path of the file ``--checkpoint checkpoint`` loads
+    (:func:`coopsim.platform.trainer.resolve_policy_path`: a training seed directory's ``policy.pt``, or its
+    ``checkpoint.pt`` when it has no ``policy.pt`` yet; any other path is itself).
+
+    Raises:
+        ConfigError: ``checkpoint`` is a training run directory (give one of its seed directories).
+    """
+    from coopsim.platform.trainer import resolve_policy_path
+
+    return str(resolve_policy_path(Path(checkpoint).resolve()))
 
 
 def checkpoint_note(checkpoint: str | Path | None) -> str | None:
     """The note for ``--checkpoint`` naming a training seed directory that has no ``policy.pt`` but a
     ``checkpoint.pt`` (its training was interrupted, or is still running): the run evaluates that mid-training
     checkpoint, e.g. ``seed-0 has no policy.pt (its training stopped at 52,736 of 60,000 env steps): evaluating
-    checkpoint.pt``. The steps come from the checkpoint (read memory-mapped: its tensors are not loaded) and the
+    checkpoint.pt``. The steps come from the checkpoint and the
     budget from the training run's ``config.yaml``; when they cannot be read, the note says so without numbers.
     Returns None for anything else (a file, a finished seed, no checkpoint). Never raises."""
     if checkpoint is None:
         return None
+    from coopsim.platform.trainer import CHECKPOINT_NAME as CHECKPOINT_FILE, POLICY_NAME as POLICY_FILE
+
     try:
         seed_dir = Path(checkpoint).resolve()
         if not seed_dir.is_dir() or (seed_dir / POLICY_FILE).is_file() or not (seed_dir / CHECKPOINT_FILE).is_file():
             return None
     except (OSError, RuntimeError):  # an unreadable path, a symlink loop: the run reports it
         return None
-    steps, budget = _checkpoint_steps(seed_dir / CHECKPOINT_FILE), _training_budget(seed_dir.parent)
+    steps, budget = _checkpoint_steps(seed_dir), _training_budget(seed_dir.parent)
     name = seed_dir.name
     if steps is None:
         why = ("its training did not finish; the env steps its checkpoint.pt holds could not be read"
@@ -213,20 +211,15 @@ def checkpoint_note(checkpoint: str | Path | None) -> str | None:
     return f"{name} has no {POLICY_FILE} ({why}): evaluating {CHECKPOINT_FILE}"
 
 
-def _checkpoint_steps(path: Path) -> int | None:
-    """The ``env_steps`` a training ``checkpoint.pt`` records (memory-mapped, so its tensors are not read), or None
-    when it cannot be read."""
-    try:
-        import torch
+def _checkpoint_steps(seed_dir: Path) -> int | None:
+    """The env steps a training seed directory holds (:func:`coopsim.platform.training.steps_done`), or None when
+    they cannot be read."""
+    from coopsim.platform.training import steps_done
 
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    try:
+        return steps_done(seed_dir)
     except Exception:  # noqa: BLE001 - a note, never an error: the run itself reports an unreadable checkpoint
         return None
-    trainer = state.get("trainer") if isinstance(state, dict) else None
-    for d in (state, trainer, (trainer or {}).get("counters") if isinstance(trainer, dict) else None):
-        if isinstance(d, dict) and isinstance(d.get("env_steps"), int) and not isinstance(d.get("env_steps"), bool):
-            return int(d["env_steps"])
-    return None
 
 
 def _training_budget(run_dir: Path) -> int | None:

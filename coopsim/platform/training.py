@@ -33,13 +33,11 @@ from coopsim.errors import ConfigError, in_file
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, blame_override, dump_config, load_config
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text, new_run_dir
+from coopsim.platform.report import TIME_TO_WIN_NAME  # the file that marks a smac_time_to_win.py run
 from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME, SUMMARY_NAME, TrainSchedule,
                                      annealed_lr, entropy_coef, fit, load_checkpoint, training_seed_dirs)
 
 CONFIG_NAME = "config.yaml"
-#: the results file of a run written by ``benchmarks/smac_time_to_win.py`` (what marks such a run directory, as in
-#: ``coopsim report``)
-TIME_TO_WIN_NAME = "time_to_win.json"
 
 
 def time_to_win_warning(run_dir: Path) -> str | None:

@@ -242,13 +242,13 @@ def summarize(results: list[dict]) -> dict:
         rows[f"{cname}/{snd}"] = row
     out["rows"] = rows
     out["zero_gap_seeds"] = [s for s in seeds if r1[s] == r0[s]]
-    out["anchor_check"] = anchor_check(results, seeds)
+    out["anchor_check"] = anchor_check(results, seeds, out["ideal_gap"])
     return out
 
 
-def anchor_check(results: list[dict], seeds: list[int]) -> dict:
+def anchor_check(results: list[dict], seeds: list[int], ideal_gap: tuple[float, float]) -> dict:
     """The radius check of docs/comm.md: is the anchor gap R_broadcast_ideal - R_no_comm larger than three 95% CI
-    half-widths (its mean and Student-t half-width over seeds, the summary's ``ideal_gap``)? Only then is the
+    half-widths (``ideal_gap``: the summary's mean and Student-t half-width over seeds)? Only then is the
     normalized return, a ratio with that gap as denominator, a meaningful number.
 
     One seed has no half-width over seeds; the check then uses the half-width over that seed's env-episodes of the
@@ -262,17 +262,17 @@ def anchor_check(results: list[dict], seeds: list[int]) -> dict:
     def anchor(snd: str, s: int) -> dict:
         return next(r for r in results if r["channel_name"] == "ideal" and r["sender"] == snd and r["seed"] == s)
 
-    gaps = [anchor("broadcast", s)["return"] - anchor("none", s)["return"] for s in seeds]
-    over, values = "seeds", gaps
+    gap, half = ideal_gap  # over seeds (the summary's)
+    over, n = "seeds", len(seeds)
     if len(seeds) == 1:
-        a0, a1 = anchor("none", seeds[0]), anchor("broadcast", seeds[0])
-        e0, e1 = a0.get("return_per_env_episode"), a1.get("return_per_env_episode")
+        e0, e1 = anchor("none", seeds[0]).get("return_per_env_episode"), anchor("broadcast", seeds[0]).get(
+            "return_per_env_episode")
         if e0 is not None and e1 is not None and len(e0) == len(e1) >= 2:
-            over, values = "env-episodes", [b - a for a, b in zip(e0, e1)]
-    gap, half = t_half_width(values)
-    gap = float(np.mean(gaps))  # the summary's gap (the episodes' mean is the same number up to rounding)
+            over, n = "env-episodes", len(e0)
+            half = t_half_width([b - a for a, b in zip(e0, e1)])[1]
+    gap = float(gap)
     ok = math.isfinite(half) and gap > 3 * half
-    return {"gap": gap, "half_width": half, "over": over, "n": len(values), "meaningful": bool(ok)}
+    return {"gap": gap, "half_width": half, "over": over, "n": n, "meaningful": bool(ok)}
 
 
 #: docs/comm.md's radius check at the default radius: a size at which the normalized return is meaningful
