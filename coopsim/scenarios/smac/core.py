@@ -491,6 +491,18 @@ class SMACCore(RebindsViews, ScenarioCore):
         self._observe_into(np.ascontiguousarray(d))
         self._never_reset = False  # a planner's rollout core is filled by copies, never reset
 
+    def game_state(self) -> dict[str, np.ndarray]:
+        """The arrays that make up every env's exact game state, by name: what :meth:`copy_envs` copies (units,
+        cooldowns, the built-in enemy's memory, step count, episode outcome, random stream), read-only views. Two
+        cores whose ``game_state()`` arrays are equal play the same games, whatever each one observes
+        (``obs_*`` and ``state_*`` params change observations, never the game)."""
+        out = {}
+        for name, _ in self._ENV_STATE:
+            v = getattr(self, name).view()
+            v.flags.writeable = False
+            out[name] = v
+        return out
+
     # ------------------------------------------------------------------ capabilities
     @property
     def alive(self) -> np.ndarray:
