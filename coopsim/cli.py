@@ -376,7 +376,11 @@ def _failed_run(exc: Exception) -> None:
 def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           grid: List[str] = typer.Option(..., "--grid", help="key=v1,v2,... (repeatable); the product is run"),
           overrides: Optional[List[str]] = typer.Argument(None, help="fixed (every run's) " + OVERRIDES_HELP),
-          jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)")) -> None:
+          jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)"),
+          skip_done: bool = typer.Option(False, "--skip-done", help="continue an interrupted or partly failed "
+                                         "sweep: a grid cell whose out_dir holds a run of the same config that "
+                                         "finished uninterrupted is not run again, and that run is compared "
+                                         "instead")) -> None:
     """Run the product of --grid values, one `coopsim run` process per core, then compare them.
 
     Each run is a `coopsim run`: it evaluates the agent and never trains it, so a --grid over a train.* key is refused. On Linux the runs end with the sweep, even one killed by SIGKILL (they get SIGTERM: each keeps its finished episodes).
@@ -439,11 +443,13 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         warnings: list[str] = []
         out_dirs: set[str] = set()
         agent_ids: dict[str, None] = {}  # the agents the runs evaluate, in order
+        cfgs = []  # each cell's config, as its `coopsim run` loads it
         for c in combos:  # validate and build everything before starting anything
             try:
                 cfg_c = load_config(config, c)
             except ConfigError as exc:  # a value of a --grid axis is named as that, not as an override
                 raise _as_grid_value(exc, c[len(fixed):-1]) from None
+            cfgs.append(cfg_c)
             check_buildable(cfg_c, file=str(config))
             if cfg_c.out_dir not in out_dirs:  # once per folder, before any run starts (as `coopsim run` fails)
                 out_dirs.add(cfg_c.out_dir)
@@ -465,10 +471,24 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     for w in warnings:  # once per distinct warning, not once per run (as `coopsim run` prints it)
         err_console.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
     jobs = jobs or os.cpu_count() or 1
-    console.print(f"sweep: {len(combos)} runs, {jobs} at a time")
+    skipped: list[tuple[list[str], str]] = []  # (overrides, run directory) of each cell an earlier run finished
+    pending = []
+    for c, cfg_c in zip(combos, cfgs):
+        done = _done_run_dir(cfg_c) if skip_done else None
+        if done is not None:
+            skipped.append((c, str(done)))
+        else:
+            pending.append(c)
+    if not skipped:
+        console.print(f"sweep: {len(combos)} runs, {jobs} at a time")
+    else:
+        console.print(f"sweep: {len(combos)} runs ({len(skipped)} done, skipped), " + (
+                      f"{len(pending)} to run, {jobs} at a time" if pending else "nothing to run"))
+    for c, d in skipped:
+        console.print(f"skipped (done): {escape(' '.join(shlex.quote(x) for x in c))} -> {escape(d)}",
+                      soft_wrap=True, highlight=False)
     procs: list[tuple[list[str], subprocess.Popen]] = []
-    run_dirs: list[str] = []
-    pending = list(combos)
+    run_dirs: list[str] = [d for _, d in skipped]  # compared with the runs of this sweep, as if they had just run
     failed: list[tuple[list[str], str | None]] = []  # (overrides, run directory or None) of each failed run
     env = dict(os.environ)  # the thread settings of this process (one thread unless the user set them) pass on
     child_setup = _child_setup(os.getpid())  # SIGINT as usual; dies with the sweep (even one killed by SIGKILL)
@@ -512,8 +532,10 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                                   soft_wrap=True, highlight=False)
             else:
                 err_console.print(f"  stopped before any episode finished: {label}", soft_wrap=True, highlight=False)
+        earlier = {d for _, d in skipped}
         for d in run_dirs:
-            err_console.print(f"  kept (finished) -> {d}", soft_wrap=True, highlight=False)
+            err_console.print(f"  {'done earlier (skipped)' if d in earlier else 'kept (finished)'} -> {d}",
+                              soft_wrap=True, highlight=False)
         for c, d in failed:  # runs that had failed before the interrupt: named again, with what they kept
             label = " ".join(shlex.quote(x) for x in c)
             episodes = _finished_episodes(Path(d)) if d is not None else 0
@@ -525,12 +547,13 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
                               soft_wrap=True, highlight=False)
         if pending:
             err_console.print(f"  not started: {len(pending)} run(s)", highlight=False)
+        err_console.print(_continue_hint(skip_done), soft_wrap=True, highlight=False)
         err_console.print(_kept_runs_line(kept), soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
     if len(run_dirs) > 1:
         _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
     if failed:
-        _failed_runs_note(failed, run_dirs, len(combos))
+        _failed_runs_note(failed, run_dirs, len(combos), hint=_continue_hint(skip_done))
         raise typer.Exit(code=1)
 
 
@@ -567,9 +590,10 @@ def _train_grid_error(key: str, agent_ids: list[str], config: Path) -> str:
     return f"--grid {key}: {why}, so every value of {key} would repeat the same run; drop --grid {key}{fix}"
 
 
-def _failed_runs_note(failed: list, run_dirs: list[str], total: int) -> None:
+def _failed_runs_note(failed: list, run_dirs: list[str], total: int, hint: str | None = None) -> None:
     """The sweep's last lines when runs failed: how many, whether the finished ones were compared (a comparison
-    needs two), and the `report` command that takes the failed runs' kept episodes in too."""
+    needs two), ``hint`` (how to continue, :func:`_continue_hint`) when given, and the `report` command that takes
+    the failed runs' kept episodes in too."""
     partial = [d for _, d in failed if d is not None and _finished_episodes(Path(d))]
     n = len(failed)
     head = f"sweep: {n} of {total} runs failed"
@@ -581,12 +605,61 @@ def _failed_runs_note(failed: list, run_dirs: list[str], total: int) -> None:
     else:
         head += "; no run finished, so there is no comparison"
     console.print(escape(head), soft_wrap=True, highlight=False)
+    if hint:
+        console.print(escape(hint), soft_wrap=True, highlight=False)
     dirs = run_dirs + partial
     if partial and len(dirs) > 1:
         what = (f"with the finished episodes of the failed run{'s' if len(partial) > 1 else ''} too" if run_dirs
                 else "the finished episodes of the failed runs")
         console.print(escape(f"  to compare {what}: {_invoked_as()} report {' '.join(shlex.quote(d) for d in dirs)}"),
                       soft_wrap=True, highlight=False)
+
+
+def _continue_hint(skip_done: bool) -> str:
+    """The line of an interrupted or partly failed sweep that says how to continue it: the same command with
+    ``--skip-done``, which runs only the cells without a finished run."""
+    how = "re-run the same command" + (" (it has --skip-done)" if skip_done else " with --skip-done")
+    return f"  to continue: {how}: the runs that finished are skipped, the others run again"
+
+
+#: what :func:`~coopsim.platform.recorder.new_run_dir` puts after the run name: ``-<UTC time>Z-<6 hex>``
+_RUN_DIR_SUFFIX = re.compile(r"-(\d{8}T\d{6}Z)-[0-9a-f]{6}")
+
+
+def _done_run_dir(cfg) -> Path | None:
+    """For ``sweep --skip-done``: the newest run directory in ``cfg.out_dir`` that an earlier `coopsim run` (or
+    sweep) made of exactly this config, None when there is none. It must be named ``<cfg.name>-<UTC time>Z-<id>``,
+    its config.yaml must parse to the config the run would write (``dump_config(cfg)``; comment lines do not
+    count), and its summary.json must say it finished every planned episode uninterrupted, without an error and
+    without a ``--checkpoint`` (a sweep's runs have none)."""
+    import json
+
+    import yaml
+
+    from coopsim.platform.config import dump_config
+
+    want = yaml.safe_load(dump_config(cfg))
+    planned = len(cfg.seeds) * cfg.episodes
+    found = []
+    try:
+        entries = list(Path(cfg.out_dir).iterdir())
+    except OSError:  # no out_dir yet: nothing ran there
+        return None
+    for d in entries:
+        m = _RUN_DIR_SUFFIX.fullmatch(d.name[len(cfg.name):]) if d.name.startswith(cfg.name) else None
+        if m is None or not d.is_dir() or not _finished_uninterrupted(d):
+            continue
+        try:
+            if yaml.safe_load((d / "config.yaml").read_text()) != want:
+                continue
+            summary = json.loads((d / "summary.json").read_text())
+            mtime = (d / "summary.json").stat().st_mtime
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        if (summary.get("error") is None and summary.get("checkpoint") is None
+                and summary.get("episodes_finished") == planned and not (d / "checkpoint.txt").exists()):
+            found.append((m.group(1), mtime, d))
+    return max(found, key=lambda t: (t[0], t[1]))[2] if found else None
 
 
 def _finished_uninterrupted(run_dir: Path) -> bool:
