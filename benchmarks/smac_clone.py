@@ -21,8 +21,11 @@ joint action actually played).
 After each round the student's greedy win rate is measured on ``--eval-episodes`` fixed starts (``--eval-seed``,
 never a training start), with a Wilson 95 % interval, and the student is written as
 ``<out>/round-<i>/seed-0/policy.pt`` with the student's run config beside it (``<out>/round-<i>/config.yaml``), so
-every SMAC benchmark and ``coopsim eval`` read it; ``summary.json`` is rewritten atomically after each round, so an
-interrupt keeps the finished rounds. The last round's policy is the warm start of a PPO fine-tune (printed at the
+every SMAC benchmark and ``coopsim eval`` read it; ``summary.json`` is rewritten atomically after each round. An
+interrupt (or a failure) keeps the finished rounds, removes the unfinished one, and prints the fine-tune command of
+the last finished round; with no round finished it leaves nothing. There is no resume: a round takes seconds to a
+minute. Every input that can be refused (paths, configs, the teacher's policy file, game-changing student params)
+is checked before ``--out`` is made. The last round's policy is the warm start of a PPO fine-tune (printed at the
 end)::
 
     .venv/bin/python benchmarks/smac_time_to_win.py configs/smac/5m_vs_6m-mappo.yaml \\
@@ -37,6 +40,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -46,12 +50,13 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from smac_best_of_k import seed_arg  # noqa: E402
 from smac_expert_iteration import ci, fmt, greedy_wins  # noqa: E402
 from smac_rollout_ceiling import memoryless_policy  # noqa: E402
 from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
-from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
+from coopsim.errors import ConfigError, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
 from coopsim.platform.config import dump_config, load_config  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text, check_writable  # noqa: E402
@@ -69,14 +74,26 @@ def check_teacher(seed_dir: Path):
         ConfigError: key ``teacher``, ``scenario.id`` or ``agents.id``, saying what is wrong.
     """
     cfg_path = seed_dir.parent / "config.yaml"
+    if not seed_dir.exists():
+        raise ConfigError(f"teacher {seed_dir} does not exist; give a training run's seed directory "
+                          "(runs/<run>/seed-<s>)", key="teacher", value=str(seed_dir))
     if not (seed_dir / "policy.pt").is_file() or not cfg_path.is_file():
-        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)",
-                          key="teacher", value=str(seed_dir))
+        seeds = sorted(p.name for p in seed_dir.glob("seed-*") if (p / "policy.pt").is_file()) \
+            if (seed_dir / "config.yaml").is_file() else []
+        hint = f"; did you mean {seed_dir / seeds[0]}?" if len(seeds) == 1 else (
+            f"; give one of its seed directories: {', '.join(seeds)}" if seeds else "")
+        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)"
+                          f"{hint}", key="teacher", value=str(seed_dir))
     cfg = load_config(cfg_path)
     if not cfg.scenario.id.startswith("smac/"):
         raise ConfigError(f"{CLONES}; the teacher trained {cfg.scenario.id}", key="scenario.id", value=cfg.scenario.id,
                           file=str(cfg_path))
-    greedy_params(registry.spec("agent", cfg.agents.id).load(), cfg.agents.id)
+    try:
+        greedy_params(registry.spec("agent", cfg.agents.id).load(), cfg.agents.id)
+    except ConfigError:
+        raise ConfigError(f"the teacher must be a learner that acts greedily (PPO: ppo/mappo-v0, ppo/ippo-v0; QMIX: "
+                          f"qmix/qmix-v0); {cfg.agents.id} is not", key="agents.id", value=cfg.agents.id,
+                          file=str(cfg_path)) from None
     return cfg
 
 
@@ -88,19 +105,43 @@ def check_student(path: Path, teacher_cfg):
         ConfigError: otherwise (the file, key and value named).
     """
     if not path.is_file():
-        raise ConfigError(f"student config {path} does not exist; give a PPO run config such as "
+        what = "is a directory, not a file" if path.is_dir() else "does not exist"
+        raise ConfigError(f"student config {path} {what}; give a PPO run config such as "
                           "configs/smac/5m_vs_6m-mappo.yaml", key="student_config", value=str(path))
     cfg = load_config(path)
     agent_cls = registry.spec("agent", cfg.agents.id).load()
     if "deterministic" not in agent_cls.Params.model_fields:
         raise ConfigError(f"{CLONES} into a PPO actor; the student config's learner {cfg.agents.id} is not PPO "
                           "(ppo/mappo-v0, ppo/ippo-v0)", key="agents.id", value=cfg.agents.id, file=str(path))
-    memoryless_policy(cfg, agent_cls, "behaviour cloning")
+    try:
+        memoryless_policy(cfg, agent_cls, "behaviour cloning")
+    except ConfigError as exc:  # the planner's reason does not apply here: say cloning's own
+        raise ConfigError(f"behaviour cloning fits a memoryless actor (feed-forward, one frame, no messages): its "
+                          f"dataset holds one step's inputs per row; drop {exc.key} from the student config",
+                          key=exc.key, value=exc.value, file=str(path)) from None
     if cfg.scenario.id != teacher_cfg.scenario.id:
         raise ConfigError(f"the student config plays {cfg.scenario.id} but the teacher played {teacher_cfg.scenario.id}"
                           "; give a student config of the teacher's map", key="scenario.id", value=cfg.scenario.id,
                           file=str(path))
+    t, st = game_params(teacher_cfg), game_params(cfg)
+    differ = sorted(k for k in set(t) | set(st) if t.get(k) != st.get(k))
+    if differ:
+        raise ConfigError(f"the student config's scenario params change the game, not only what is observed or "
+                          f"rewarded: {', '.join(f'{k}: {st.get(k)!r} (teacher: {t.get(k)!r})' for k in differ)}; "
+                          "give the student the teacher's game (obs_*, state_* and reward_* params may differ)",
+                          key=f"scenario.params.{differ[0]}", value=st.get(differ[0]), file=str(path))
     return cfg
+
+
+#: scenario params that change what an agent observes or is rewarded, never the game: teacher and student may differ
+OBSERVATION_PARAMS = ("obs_", "state_", "reward_", "record_replay")
+
+
+def game_params(cfg) -> dict:
+    """The SMAC scenario params of ``cfg`` (defaults filled in) that decide the game itself: all but
+    :data:`OBSERVATION_PARAMS`."""
+    core = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
+    return {k: v for k, v in core.params.model_dump().items() if not k.startswith(OBSERVATION_PARAMS)}
 
 
 class Dataset:
@@ -223,22 +264,57 @@ def fit(scfg, policy_in: Path | None, data: Dataset, out: Path, epochs: int, lr:
     return stats
 
 
+#: the largest --games and --eval-episodes (one batched core each, as smac_time_to_win's --eval-episodes)
+GAMES_MAX = 65536
+#: the largest --rounds and --seed: the game seeds 100000 * (seed + 1) + round stay below 2**31
+ROUNDS_MAX = 1000
+SEED_MAX = 20000
+
+
+def int_in(low: int, high: int):
+    """argparse type: an integer in ``low..high``."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = low - 1
+        if not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer in {low}..{high} is required")
+        return v
+    return parse
+
+
+def game_seed(seed: int, rnd: int) -> int:
+    """The reset seed of round ``rnd``'s games for ``--seed`` ``seed``."""
+    return 100_000 * (seed + 1) + rnd
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("teacher", help="the teacher's seed directory (runs/<run>/seed-<s>: policy.pt, ../config.yaml)")
     ap.add_argument("student_config", help="the student's PPO run config, e.g. configs/smac/5m_vs_6m-mappo.yaml")
     ap.add_argument("--out", required=True, help="a new folder for the rounds' policies and summary.json")
-    ap.add_argument("--rounds", type=int_at_least(1), default=5, help="DAgger rounds (5); round 1 is the teacher's")
-    ap.add_argument("--games", type=int_at_least(1), default=512, help="games played per round, one batched core (512)")
-    ap.add_argument("--epochs", type=int_at_least(1), default=8, help="passes over the dataset per round (8)")
+    ap.add_argument("--rounds", type=int_in(1, ROUNDS_MAX), default=5,
+                    help=f"DAgger rounds, 1..{ROUNDS_MAX} (5); round 1 is the teacher's")
+    ap.add_argument("--games", type=int_in(1, GAMES_MAX), default=512,
+                    help=f"games played per round, one batched core, 1..{GAMES_MAX} (512)")
+    ap.add_argument("--epochs", type=int_in(1, 1000), default=8, help="passes over the dataset per round, 1..1000 (8)")
     ap.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate of the fit (5e-4)")
-    ap.add_argument("--batch", type=int_at_least(1), default=1024, help="agent-steps per gradient step (1024)")
-    ap.add_argument("--seed", type=int_at_least(0), default=0,
-                    help="the student's initial weights and the rounds' game seeds (0)")
-    ap.add_argument("--eval-episodes", type=int_at_least(1), default=512,
-                    help="greedy evaluation games after each round (512)")
-    ap.add_argument("--eval-seed", type=int_at_least(0), default=10000, help="reset seed of the evaluation (10000)")
+    ap.add_argument("--batch", type=int_in(1, 2**20), default=1024,
+                    help=f"agent-steps per gradient step, 1..{2**20} (1024)")
+    ap.add_argument("--seed", type=int_in(0, SEED_MAX), default=0,
+                    help=f"the student's initial weights and the rounds' game seeds, 0..{SEED_MAX} (0)")
+    ap.add_argument("--eval-episodes", type=int_in(1, GAMES_MAX), default=512,
+                    help=f"greedy evaluation games after each round, 1..{GAMES_MAX} (512)")
+    ap.add_argument("--eval-seed", type=seed_arg, default=10000, help="reset seed of the evaluation (10000)")
     return ap
+
+
+def fine_tune_command(student_config: str, policy_dir: Path, seed: int) -> str:
+    """The PPO fine-tune of a clone (``policy_dir``: a round's ``seed-0``), as this script prints it."""
+    return (f".venv/bin/python benchmarks/smac_time_to_win.py {student_config} train.init_policy={policy_dir} "
+            f"train.ent_coef=0.0 train.ent_coef_end=0.0 train.lr=0.0003 train.total_env_steps=1000000 --seeds {seed} "
+            "--eval-every 250000")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -247,45 +323,70 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"--lr {a.lr}: give a finite number > 0", key="--lr", value=a.lr)
     torch.set_num_threads(1)
     teacher_dir, out = Path(a.teacher), Path(a.out)
+    # everything that can be refused is checked before --out is made: a refusal leaves nothing behind
     tcfg = check_teacher(teacher_dir)
     scfg = check_student(Path(a.student_config), tcfg)
     starts = [registry.make_scenario(c.scenario.id, num_envs=2, **c.scenario_params()) for c in (tcfg, scfg)]
     for core in starts:
-        core.reset(seed=100_000 * (a.seed + 1) + 1)
-    _same_game(*starts, 0, tcfg, scfg)  # before --out is made: a game-changing student config leaves nothing
+        core.reset(seed=game_seed(a.seed, 1))
+    _same_game(*starts, 0, tcfg, scfg)
+    make_teacher(tcfg, teacher_dir, starts[0])  # the teacher's policy file loads into its learner
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out} exists{' and is not empty' if out.is_dir() else ' as a file'}; give a new "
                           "folder", key="--out", value=str(out))
     check_writable("--out", out, folder=True)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     summary = {"args": {**vars(a)}, "teacher_config": tcfg.name, "student_config": scfg.name, "rounds": []}
     atomic_write_json(out / "summary.json", summary, indent=1)
     data = Dataset()
     policy: Path | None = None
     cfg_text = dump_config(scfg)
-    for rnd in range(1, a.rounds + 1):
-        t0 = time.time()
-        played = play(tcfg, teacher_dir, scfg, policy, a.games, 100_000 * (a.seed + 1) + rnd, rnd == 1, data,
-                      init_seed=a.seed)
-        new = out / f"round-{rnd}" / "seed-0" / "policy.pt"
-        new.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / f"round-{rnd}" / "config.yaml", cfg_text)  # the round reads as a training run
-        stats = fit(scfg, policy, data, new, a.epochs, a.lr, a.batch, seed=a.seed * 1000 + rnd, init_seed=a.seed)
-        w = greedy_wins(new.parent, a.eval_episodes, a.eval_seed)
-        row = {"round": rnd, "played_by": "teacher" if rnd == 1 else "student", "played_win_rate": played["win_rate"],
-               "student_agreement": played["agreement"], "rows": len(data), "fit": stats,
-               "win_rate": float(w.mean()), "ci95": ci(w), "wall_s": round(time.time() - t0, 1)}
-        summary["rounds"].append(row)
-        atomic_write_json(out / "summary.json", summary, indent=1)
-        print(f"round {rnd}: {row['played_by']} played {played['win_rate']:.3f} (student agreed on "
-              f"{played['agreement']:.3f} of agent-steps), {len(data)} rows, fit acc {stats['accuracy']:.3f}; "
-              f"student greedy {w.mean():.3f} {fmt(row['ci95'])} over {len(w)} games ({row['wall_s']:.0f} s)",
-              flush=True)
-        policy = new
-    print(f"fine-tune it with PPO: .venv/bin/python benchmarks/smac_time_to_win.py {a.student_config} "
-          f"train.init_policy={policy.parent} train.ent_coef=0.0 train.ent_coef_end=0.0 train.lr=0.0003 "
-          f"train.total_env_steps=1000000 --seeds {a.seed} --eval-every 250000", flush=True)
+    try:
+        for rnd in range(1, a.rounds + 1):
+            t0 = time.time()
+            played = play(tcfg, teacher_dir, scfg, policy, a.games, game_seed(a.seed, rnd), rnd == 1, data,
+                          init_seed=a.seed)
+            new = out / f"round-{rnd}" / "seed-0" / "policy.pt"
+            new.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(out / f"round-{rnd}" / "config.yaml", cfg_text)  # the round reads as a training run
+            stats = fit(scfg, policy, data, new, a.epochs, a.lr, a.batch, seed=a.seed * 1000 + rnd,
+                        init_seed=a.seed)
+            w = greedy_wins(new.parent, a.eval_episodes, a.eval_seed)
+            row = {"round": rnd, "played_by": "teacher" if rnd == 1 else "student",
+                   "played_win_rate": played["win_rate"], "student_agreement": played["agreement"],
+                   "rows": len(data), "fit": stats, "win_rate": float(w.mean()), "ci95": ci(w),
+                   "wall_s": round(time.time() - t0, 1)}
+            summary["rounds"].append(row)
+            atomic_write_json(out / "summary.json", summary, indent=1)
+            print(f"round {rnd}: {row['played_by']} played {played['win_rate']:.3f} (student agreed on "
+                  f"{played['agreement']:.3f} of agent-steps), {len(data)} rows, fit acc {stats['accuracy']:.3f}; "
+                  f"student greedy {w.mean():.3f} {fmt(row['ci95'])} over {len(w)} games ({row['wall_s']:.0f} s)",
+                  flush=True)
+            policy = new
+    except BaseException as exc:  # an interrupt or a failure: keep only whole rounds
+        done = len(summary["rounds"])
+        shutil.rmtree(out / f"round-{done + 1}", ignore_errors=True)  # the round that did not finish
+        if done == 0:
+            (out / "summary.json").unlink(missing_ok=True)
+            if made:
+                shutil.rmtree(out, ignore_errors=True)
+            what = f"nothing (no round finished; {out} is removed)" if made else "nothing (no round finished)"
+        else:
+            last = out / f"round-{done}" / "seed-0"
+            what = (f"rounds 1-{done} in {out} (summary.json); the last, round {done}, is fine-tuned with: "
+                    f"{fine_tune_command(a.student_config, last, a.seed)}")
+        if isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt(what) from None
+        print(f"kept: {what}", file=sys.stderr, flush=True)
+        raise
+    print(f"fine-tune it with PPO: {fine_tune_command(a.student_config, policy.parent, a.seed)}", flush=True)
+
+
+def _kept_on_interrupt() -> str:
+    exc = sys.exc_info()[1]
+    return str(exc.args[0]) if isinstance(exc, KeyboardInterrupt) and exc.args else ""
 
 
 if __name__ == "__main__":
-    run_script(main)
+    run_script(main, kept=_kept_on_interrupt)

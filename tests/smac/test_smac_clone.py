@@ -128,4 +128,48 @@ def test_main_writes_its_rounds_and_refuses_bad_input_before_any_game(teacher, t
     raw = yaml.safe_load(STUDENT.read_text())
     raw["scenario"]["params"]["start_positions"] = "surrounded"
     moved.write_text(yaml.safe_dump(raw))
-    refused("parted at step 0", str(teacher), str(moved))
+    refused("change the game.*start_positions: 'surrounded'", str(teacher), str(moved))
+    longer = tmp_path / "longer.yaml"  # the games would part only at the time limit: refused up front all the same
+    raw = yaml.safe_load(STUDENT.read_text())
+    raw["scenario"]["params"]["max_steps"] = 10
+    longer.write_text(yaml.safe_dump(raw))
+    refused("max_steps: 10", str(teacher), str(longer))
+    refused("is a directory, not a file", str(teacher), str(tmp_path))
+    refused("did you mean .*seed-0", str(teacher.parent), str(STUDENT))
+    broken = tmp_path / "broken" / "seed-0"  # a teacher whose policy file is not QMIX's: refused before --out
+    broken.mkdir(parents=True)
+    (broken.parent / "config.yaml").write_text((teacher.parent / "config.yaml").read_text())
+    (broken / "policy.pt").write_bytes((out / "round-1" / "seed-0" / "policy.pt").read_bytes())
+    refused("not a QMIX policy", str(broken), str(STUDENT))
+    for flag, value in (("--seed", "20001"), ("--eval-seed", "99999999999999999999"), ("--games", "65537"),
+                        ("--eval-episodes", "1000000000000"), ("--rounds", "0")):
+        with pytest.raises(SystemExit) as e:
+            sc.main([str(teacher), str(STUDENT), "--out", str(tmp_path / "new"), flag, value])
+        assert e.value.code == 2 and not (tmp_path / "new").exists()
+
+
+def test_an_interrupt_keeps_whole_rounds_and_names_the_last_ones_fine_tune(teacher, tmp_path, monkeypatch):
+    sc = _load("smac_clone")
+    real_fit = sc.fit
+    calls, stop_at = [], [2]
+
+    def fit_then_stop(*args, **kw):  # Ctrl-C while round 2 fits: round 1 is whole, round 2 is not
+        calls.append(1)
+        if len(calls) == stop_at[0]:
+            raise KeyboardInterrupt
+        return real_fit(*args, **kw)
+
+    monkeypatch.setattr(sc, "fit", fit_then_stop)
+    out = tmp_path / "clone"
+    argv = [str(teacher), str(STUDENT), "--out", str(out), "--rounds", "3", "--games", "3", "--epochs", "1",
+            "--eval-episodes", "3"]
+    with pytest.raises(KeyboardInterrupt) as e:
+        sc.main(argv)
+    assert [r["round"] for r in json.loads((out / "summary.json").read_text())["rounds"]] == [1]
+    assert (out / "round-1" / "seed-0" / "policy.pt").is_file() and not (out / "round-2").exists()
+    assert f"train.init_policy={out / 'round-1' / 'seed-0'}" in e.value.args[0]
+    # interrupted before any round finished: the folder it made is gone, so the same command can run again
+    stop_at[0] = len(calls) + 1  # the next fit, round 1's, is interrupted
+    with pytest.raises(KeyboardInterrupt) as e:
+        sc.main([*argv[:3], str(tmp_path / "none"), *argv[4:]])
+    assert not (tmp_path / "none").exists() and "no round finished" in e.value.args[0]
