@@ -54,8 +54,8 @@ from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_
 from coopsim.platform.runner import play_episodes, seeded_torch
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit, load_checkpoint
 from coopsim.platform.trainer import training_seed_dirs
-from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, resume_steps, run_dir_lock,
-                                       schedule_warning, steps_done, trainable_class, train_config)
+from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config, resume_steps, rounded_budget_note,
+                                       run_dir_lock, schedule_warning, steps_done, trainable_class, train_config)
 
 
 #: the acting params that make a learner greedy: PPO (MAPPO/IPPO) argmax actions, QMIX epsilon 0
@@ -501,7 +501,11 @@ def _train_seed(cfg, file: str, schedule, seed: int, run_dir: Path, out: dict, e
         print(f"seed {seed} steps {tr.env_steps:>8d} train wall {wall:7.1f} s greedy win {win:.3f}", flush=True)
         return bool(stop and win >= out["target"])
 
-    fit(trainer, schedule, sub, resume=resume, description=f"{cfg.name} seed {seed}", on_iteration=on_iteration)
+    trained = fit(trainer, schedule, sub, resume=resume, description=f"{cfg.name} seed {seed}",
+                  on_iteration=on_iteration)
+    note = None if resume else rounded_budget_note(trained)  # as coopsim train: whole iterations overshoot the budget
+    if note and seed == out["seeds"][0]:  # the same for every seed: said once
+        print(note, flush=True)
     rec["final"] = rec["evals"][-1] if rec["evals"] else None
     atomic_write_json(run_dir / RESULTS_NAME, out, indent=2)
 

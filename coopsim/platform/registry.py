@@ -293,7 +293,8 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         text = err["msg"].removeprefix("Value error, ")
         if _not_finite(value) and err["type"] in ("less_than_equal", "less_than", "greater_than_equal",
                                                    "greater_than", "finite_number"):
-            text = f"must be a finite number; {text[0].lower()}{text[1:]}"  # 'nan' compares false with any bound
+            # 'nan' compares false with any bound and 'inf' is past every one: the bound is not the reason
+            text = "must be a finite number"
         msg = f"invalid value {value!r}: {text}{desc}"
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
 
