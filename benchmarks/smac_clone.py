@@ -47,16 +47,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smac_best_of_k import seed_arg  # noqa: E402
-from smac_expert_iteration import ci, fmt, greedy_wins  # noqa: E402
+from smac_expert_iteration import ci, fit_actor, fmt, greedy_wins  # noqa: E402
 from smac_rollout_ceiling import memoryless_policy  # noqa: E402
-from smac_time_to_win import greedy_params  # noqa: E402
+from smac_time_to_win import EVAL_EPISODES_MAX, greedy_params  # noqa: E402
 
 from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
-from coopsim.errors import ConfigError, run_script  # noqa: E402
+from coopsim.errors import ConfigError, int_in_range, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
 from coopsim.platform.config import dump_config, load_config  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text, check_writable  # noqa: E402
@@ -235,53 +234,22 @@ def play(tcfg, teacher_dir: Path, scfg, student_policy: Path | None, games: int,
 
 def fit(scfg, policy_in: Path | None, data: Dataset, out: Path, epochs: int, lr: float, batch: int, seed: int,
         init_seed: int = 0) -> dict:
-    """Fit the student's actor (not the critic) to ``data`` by cross-entropy, from ``policy_in`` (None: fresh weights
-    of ``init_seed``), and save it to ``out``. Returns the last epoch's mean loss and accuracy."""
+    """Fit the student's actor (not the critic) to ``data`` by cross-entropy (``smac_expert_iteration.fit_actor``,
+    no entropy bonus), from ``policy_in`` (None: fresh weights of ``init_seed``), and save it to ``out``. Returns
+    the last epoch's mean loss, accuracy and entropy."""
     core = registry.make_scenario(scfg.scenario.id, num_envs=1, **scfg.scenario_params())
     student = make_student(scfg, core, policy_in, init_seed)
-    net = student.net
-    x, m, y = data.tensors()
-    opt = torch.optim.Adam([p for n, p in net.named_parameters() if not n.startswith("critic")], lr=lr, eps=1e-5)
-    gen = torch.Generator().manual_seed(seed)
-    stats: dict = {}
-    for _ in range(epochs):
-        perm = torch.randperm(len(y), generator=gen)
-        loss_sum = correct = 0.0
-        for i in range(0, len(y), batch):
-            idx = perm[i:i + batch]
-            feat, _ = net.features(x[idx], None)
-            logits = net.logits(feat, m[idx])
-            ce = F.cross_entropy(logits, y[idx])
-            opt.zero_grad()
-            ce.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
-            opt.step()
-            loss_sum += float(ce.detach()) * len(idx)
-            correct += float((logits.detach().argmax(-1) == y[idx]).sum())
-        stats = {"loss": loss_sum / len(y), "accuracy": correct / len(y)}
+    stats = fit_actor(student, *data.tensors(), epochs, lr, batch, 0.0, seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     student.save(out)
     return stats
 
 
 #: the largest --games and --eval-episodes (one batched core each, as smac_time_to_win's --eval-episodes)
-GAMES_MAX = 65536
+GAMES_MAX = EVAL_EPISODES_MAX
 #: the largest --rounds and --seed: the game seeds 100000 * (seed + 1) + round stay below 2**31
 ROUNDS_MAX = 1000
 SEED_MAX = 20000
-
-
-def int_in(low: int, high: int):
-    """argparse type: an integer in ``low..high``."""
-    def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            v = low - 1
-        if not low <= v <= high:
-            raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer in {low}..{high} is required")
-        return v
-    return parse
 
 
 def game_seed(seed: int, rnd: int) -> int:
@@ -294,17 +262,17 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("teacher", help="the teacher's seed directory (runs/<run>/seed-<s>: policy.pt, ../config.yaml)")
     ap.add_argument("student_config", help="the student's PPO run config, e.g. configs/smac/5m_vs_6m-mappo.yaml")
     ap.add_argument("--out", required=True, help="a new folder for the rounds' policies and summary.json")
-    ap.add_argument("--rounds", type=int_in(1, ROUNDS_MAX), default=5,
+    ap.add_argument("--rounds", type=int_in_range(1, ROUNDS_MAX), default=5,
                     help=f"DAgger rounds, 1..{ROUNDS_MAX} (5); round 1 is the teacher's")
-    ap.add_argument("--games", type=int_in(1, GAMES_MAX), default=512,
+    ap.add_argument("--games", type=int_in_range(1, GAMES_MAX), default=512,
                     help=f"games played per round, one batched core, 1..{GAMES_MAX} (512)")
-    ap.add_argument("--epochs", type=int_in(1, 1000), default=8, help="passes over the dataset per round, 1..1000 (8)")
+    ap.add_argument("--epochs", type=int_in_range(1, 1000), default=8, help="passes over the dataset per round, 1..1000 (8)")
     ap.add_argument("--lr", type=float, default=5e-4, help="Adam learning rate of the fit (5e-4)")
-    ap.add_argument("--batch", type=int_in(1, 2**20), default=1024,
+    ap.add_argument("--batch", type=int_in_range(1, 2**20), default=1024,
                     help=f"agent-steps per gradient step, 1..{2**20} (1024)")
-    ap.add_argument("--seed", type=int_in(0, SEED_MAX), default=0,
+    ap.add_argument("--seed", type=int_in_range(0, SEED_MAX), default=0,
                     help=f"the student's initial weights and the rounds' game seeds, 0..{SEED_MAX} (0)")
-    ap.add_argument("--eval-episodes", type=int_in(1, GAMES_MAX), default=512,
+    ap.add_argument("--eval-episodes", type=int_in_range(1, GAMES_MAX), default=512,
                     help=f"greedy evaluation games after each round, 1..{GAMES_MAX} (512)")
     ap.add_argument("--eval-seed", type=seed_arg, default=10000, help="reset seed of the evaluation (10000)")
     return ap

@@ -120,18 +120,14 @@ class Dataset:
             self.x, self.mask, self.y, self.round = ([d[k][keep]] for k in ("x", "mask", "y", "round"))
 
 
-def distil(seed_dir: Path, policy: Path, data: Dataset, out: Path, epochs: int, lr: float, batch: int,
-           ent_coef: float, seed: int) -> dict:
-    """Train the actor of ``policy`` on ``data`` by cross-entropy with the planner's actions (plus ``ent_coef`` times
-    the policy's entropy as a bonus, which keeps the candidate sampler of the next round from collapsing), and save
-    it to ``out``. Returns the last epoch's mean loss, accuracy and entropy."""
-    cfg, _ = sampling_run(seed_dir, "expert iteration trains a PPO actor")
-    env = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
-    with seeded_torch(0):
-        a = registry.make_component("agent", cfg.agents.id, env, **cfg.agents.params)
-    a.load(str(policy))
-    x, m, y, _ = (torch.as_tensor(v) for v in data.arrays())
-    net = a.net
+def fit_actor(agent, x: torch.Tensor, mask: torch.Tensor, y: torch.Tensor, epochs: int, lr: float, batch: int,
+              ent_coef: float, seed: int) -> dict:
+    """Train ``agent``'s actor (every parameter but the critic's; Adam, gradient norm clipped at 0.5) in place by
+    cross-entropy with the target actions ``y`` (int64 ``[M]``) from the actor inputs ``x`` (float32 ``[M, D]``)
+    under the action masks ``mask`` (bool ``[M, A]``), minus ``ent_coef`` times the policy's entropy, for ``epochs``
+    shuffled passes (``seed``) of ``batch`` rows. Returns the last epoch's mean loss (the cross-entropy), accuracy
+    and entropy. Used by :func:`distil` and ``smac_clone.py``."""
+    net = agent.net
     opt = torch.optim.Adam([p for n, p in net.named_parameters() if not n.startswith("critic")], lr=lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
     stats = {}
@@ -141,7 +137,7 @@ def distil(seed_dir: Path, policy: Path, data: Dataset, out: Path, epochs: int, 
         for i in range(0, len(y), batch):
             idx = perm[i:i + batch]
             feat, _ = net.features(x[idx], None)
-            logits = net.logits(feat, m[idx])
+            logits = net.logits(feat, mask[idx])
             logp = torch.log_softmax(logits, -1)
             ce = F.nll_loss(logp, y[idx])
             ent = -(logp.exp() * logp).sum(-1).mean()
@@ -155,6 +151,21 @@ def distil(seed_dir: Path, policy: Path, data: Dataset, out: Path, epochs: int, 
             tot["accuracy"] += float((logits.argmax(-1) == y[idx]).float().mean()) * w
             tot["entropy"] += float(ent.detach()) * w
         stats = tot
+    return stats
+
+
+def distil(seed_dir: Path, policy: Path, data: Dataset, out: Path, epochs: int, lr: float, batch: int,
+           ent_coef: float, seed: int) -> dict:
+    """Train the actor of ``policy`` on ``data`` by cross-entropy with the planner's actions (plus ``ent_coef`` times
+    the policy's entropy as a bonus, which keeps the candidate sampler of the next round from collapsing), and save
+    it to ``out``. Returns the last epoch's mean loss, accuracy and entropy (:func:`fit_actor`)."""
+    cfg, _ = sampling_run(seed_dir, "expert iteration trains a PPO actor")
+    env = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
+    with seeded_torch(0):
+        a = registry.make_component("agent", cfg.agents.id, env, **cfg.agents.params)
+    a.load(str(policy))
+    x, m, y, _ = (torch.as_tensor(v) for v in data.arrays())
+    stats = fit_actor(a, x, m, y, epochs, lr, batch, ent_coef, seed)
     out.parent.mkdir(parents=True, exist_ok=True)
     a.save(out)
     return stats

@@ -92,6 +92,25 @@ def int_at_least(minimum: int):
     return parse
 
 
+def int_in_range(low: int, high: int):
+    """An ``argparse`` ``type=`` that accepts integers in ``low..high`` and otherwise makes argparse print
+    ``argument --x: invalid value '0': an integer in 1..65536 is required`` and exit 2 (for counts that size an
+    allocation, or seeds that must fit a 32-bit generator)."""
+    import argparse
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = None
+        if v is None or not low <= v <= high:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer in {low}..{high} is required")
+        return v
+
+    parse.__name__ = f"integer in {low}..{high}"
+    return parse
+
+
 def float_at_least(minimum: float, *, exclusive: bool = False):
     """An ``argparse`` ``type=`` that accepts finite numbers >= ``minimum`` (> ``minimum`` with ``exclusive``, e.g.
     ``float_at_least(0, exclusive=True)`` for a positive duration) and otherwise makes argparse print ``argument
