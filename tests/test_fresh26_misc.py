@@ -83,3 +83,24 @@ def test_a_finite_value_past_a_bound_keeps_the_bound():
     code, out = _cli("validate", MAPPO, "train.lr=2")
     assert code == 2
     assert "less than or equal to 1 (Adam learning rate)" in out and "finite" not in out, out
+
+
+def test_report_names_a_policy_directory_and_the_rounds_of_a_benchmark(tmp_path):
+    """A round of benchmarks/smac_clone.py (seed-0/policy.pt beside a config.yaml, no metrics) is named as a
+    trained policy with the command that evaluates it; the folder of rounds points at its last round."""
+    from typer.testing import CliRunner
+
+    from coopsim.cli import app
+
+    for r in (1, 2):
+        (tmp_path / "clone" / f"round-{r}" / "seed-0").mkdir(parents=True)
+        (tmp_path / "clone" / f"round-{r}" / "config.yaml").write_text((ROOT / "configs/smac/3m-mappo.yaml").read_text())
+        (tmp_path / "clone" / f"round-{r}" / "seed-0" / "policy.pt").write_bytes(b"x")
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "clone" / "round-2")])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0 and "a trained policy with its config (no training metrics)" in out
+    assert f"eval {tmp_path / 'clone' / 'round-2' / 'config.yaml'} --checkpoint {tmp_path / 'clone' / 'round-2' / 'seed-0'}" in out
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "clone")])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "its rounds (round-1 .. round-2) hold trained policies" in out
+    assert f"--checkpoint {tmp_path / 'clone' / 'round-2' / 'seed-0'}" in out

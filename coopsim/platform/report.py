@@ -138,6 +138,10 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if not d.is_dir():
         raise CoopsimError(f"{d}: is a file, not a run directory; give a folder that `coopsim run` wrote under runs/")
     if not (d / "config.yaml").is_file():
+        rounds = sorted((r for r in d.glob("round-*") if training_seeds(r)), key=lambda r: (len(r.name), r.name))
+        if rounds:  # benchmarks/smac_clone.py or smac_expert_iteration.py output: each round is a policy directory
+            raise CoopsimError(f"{d}: not a run directory (no config.yaml): its rounds ({rounds[0].name} .. "
+                               f"{rounds[-1].name}) hold trained policies; {training_run_message(rounds[-1])}")
         raise CoopsimError(f"{d}: not a run directory (no config.yaml); give a folder that `coopsim run` wrote under runs/")
     try:
         cfg = yaml.safe_load((d / "config.yaml").read_text())
@@ -392,11 +396,15 @@ def _no_episode_reason(d: Path, bad: list[tuple[int, str]]) -> str:
 
 
 def training_seeds(run_dir: str | Path) -> list[Path]:
-    """The ``seed-<s>/`` directories of a run written by ``coopsim train`` (empty for any other directory)."""
+    """The ``seed-<s>/`` directories of a run written by ``coopsim train``, or of a policy directory (a
+    ``seed-<s>/policy.pt`` beside a ``config.yaml``, e.g. a round of ``benchmarks/smac_clone.py``); empty for any
+    other directory."""
     from coopsim.platform.trainer import training_seed_dirs
 
+    from coopsim.platform.trainer import CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME
+
     d = Path(run_dir)
-    return [] if (d / "metrics.jsonl").is_file() else training_seed_dirs(d)
+    return [] if (d / "metrics.jsonl").is_file() else training_seed_dirs(d, (CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME))
 
 
 def invoked_as() -> str:
@@ -420,10 +428,16 @@ def training_run_message(run_dir: str | Path) -> str:
     d = Path(run_dir)
     seed = training_seeds(d)[0] if training_seeds(d) else d / "seed-<s>"
     ttw = d / TIME_TO_WIN_NAME
-    what = (f"written by benchmarks/smac_time_to_win.py; its greedy win-rate evaluations are in {ttw}, plotted by "
-            f"benchmarks/smac_time_to_win.py --plot {shlex.quote(str(d))} OUT.png" if ttw.is_file()
-            else "written by coopsim train")
-    return (f"{d}: a training run ({what}), not a run of evaluation episodes; evaluate it with: "
+    from coopsim.platform.training import is_training_run
+
+    if ttw.is_file():
+        what = (f"a training run (written by benchmarks/smac_time_to_win.py; its greedy win-rate evaluations are in "
+                f"{ttw}, plotted by benchmarks/smac_time_to_win.py --plot {shlex.quote(str(d))} OUT.png)")
+    elif is_training_run(d):
+        what = "a training run (written by coopsim train)"
+    else:  # seed-<s>/policy.pt and config.yaml only: a benchmark's round (smac_clone.py, smac_expert_iteration.py)
+        what = "a trained policy with its config (no training metrics)"
+    return (f"{d}: {what}, not a run of evaluation episodes; evaluate it with: "
             f"{invoked_as()} eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}")
 
 
