@@ -173,3 +173,23 @@ def test_an_interrupt_keeps_whole_rounds_and_names_the_last_ones_fine_tune(teach
     with pytest.raises(KeyboardInterrupt) as e:
         sc.main([*argv[:3], str(tmp_path / "none"), *argv[4:]])
     assert not (tmp_path / "none").exists() and "no round finished" in e.value.args[0]
+
+
+def test_game_state_tells_equal_games_from_different_ones():
+    sc = _load("smac_clone")
+    tcfg = load_config(ROOT / "configs/smac/3m-qmix.yaml")
+    scfg = load_config(STUDENT)
+    t = registry.make_scenario(tcfg.scenario.id, num_envs=3, **tcfg.scenario_params())
+    s = registry.make_scenario(scfg.scenario.id, num_envs=3, **scfg.scenario_params())
+    t.reset(seed=4)
+    s.reset(seed=4)
+    sc._same_game(t, s, 0, tcfg, scfg)  # other observation params, the same game
+    g = s.game_state()
+    assert {"_pos", "_unit_alive", "_kc"} <= set(g) and not g["_pos"].flags.writeable
+    moves = np.full((3, 3), 2, np.int64)  # every marine moves north: still the same game in both cores
+    t.step(moves)
+    s.step(moves)
+    sc._same_game(t, s, 1, tcfg, scfg)
+    s.step(np.full((3, 3), 3, np.int64))  # the student's marines move on, the teacher's do not
+    with pytest.raises(ConfigError, match=r"parted at step 2 \(.*_pos"):
+        sc._same_game(t, s, 2, tcfg, scfg)
