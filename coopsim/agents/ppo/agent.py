@@ -278,6 +278,40 @@ def sample_categorical(logits: torch.Tensor, gen: torch.Generator) -> torch.Tens
     return (logits - torch.log(-torch.log(u))).argmax(-1)
 
 
+def sticky_sample(logits: torch.Tensor, mask: torch.Tensor, prev: torch.Tensor, eps: float, gen: torch.Generator
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sample ``[B]`` from the sticky-action mixture ``(1 - eps) * pi + eps * [a == prev]`` (exploration with runs
+    of repeated actions; ``train.sticky_eps``).
+
+    Args:
+        logits: masked logits ``[B, A]`` of pi.
+        mask: bool ``[B, A]`` available actions (also False for every action but the no-op of a dead slot, so its
+            previous action is unavailable).
+        prev: int64 ``[B]`` each sample's previous action in its episode, -1 for none.
+        eps: mixture weight in [0, 1).
+        gen: generator (one Gumbel draw per sample, then, with eps > 0, one uniform per sample).
+
+    Returns:
+        actions ``[B]`` and float32 ``[B]`` the eps each sample used (``eps`` where ``prev`` is available, else 0),
+        which :func:`sticky_logp` needs.
+    """
+    a = sample_categorical(logits, gen)
+    if eps <= 0:
+        return a, torch.zeros(a.shape)
+    avail = (prev >= 0) & mask.gather(-1, prev.clamp(min=0)[:, None])[:, 0]
+    stick = avail & (torch.rand(a.shape, generator=gen) < eps)
+    return torch.where(stick, prev, a), torch.where(avail, torch.full(a.shape, float(eps)), torch.zeros(a.shape))
+
+
+def sticky_logp(logp_all: torch.Tensor, act: torch.Tensor, prev: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+    """``log((1 - eps) * pi(act) + eps * [act == prev])`` per sample from pi's log-probabilities ``[B, A]``
+    (``eps`` ``[B]`` as :func:`sticky_sample` returned it; where it is 0 this is ``log pi(act)`` exactly)."""
+    logp = logp_all.gather(-1, act[:, None])[:, 0]
+    same = (act == prev) & (eps > 0)
+    stick = torch.where(same, torch.log(eps.clamp(min=1e-30)), torch.full_like(logp, -float("inf")))
+    return torch.logaddexp(logp + torch.log1p(-eps), stick)
+
+
 MAPPO = Variant(PPOAgent, defaults={"critic": "central"}, fixed=("critic",))
 """``ppo/mappo-v0``: centralised critic on the global state."""
 IPPO = Variant(PPOAgent, defaults={"critic": "local"}, fixed=("critic",))

@@ -95,6 +95,13 @@ class PPOTrainConfig(TrainSchedule):
         None, description="intrinsic-reward hook {module, params} (coopsim.platform.hooks.IntrinsicReward)")
     aux_losses: list[dict[str, Any]] = Field(
         default_factory=list, description="auxiliary-loss hooks [{module, params}] (coopsim.platform.hooks.AuxiliaryLoss)")
+    sticky_eps: float = Field(
+        0.0, ge=0, lt=1, description="sticky-action exploration eps in [0, 1): while training, each living agent acts "
+                                     "by the mixture (1 - eps) * pi(a | o) + eps * [a == its previous action] (when that "
+                                     "action is still available; at an episode's start or otherwise plain pi); the PPO "
+                                     "ratio uses the mixture's probability, so the update stays on-policy; 0 = off")
+    sticky_anneal_frac: float = Field(
+        0.5, gt=0, le=1, description="sticky_eps goes linearly to 0 at this fraction of total_env_steps")
 
     @field_validator("death_masking")
     @classmethod
@@ -102,3 +109,11 @@ class PPOTrainConfig(TrainSchedule):
         if v and not info.data.get("team_reward", False):
             raise ValueError("needs team_reward: true (a dead agent keeps the team's reward); set both or neither")
         return v
+
+
+def sticky_eps(cfg: PPOTrainConfig, env_steps: int) -> float:
+    """The sticky-action eps of the rollout after ``env_steps``: ``cfg.sticky_eps`` linearly to 0 at
+    ``cfg.sticky_anneal_frac * cfg.total_env_steps`` (0 after it)."""
+    if cfg.sticky_eps <= 0:
+        return 0.0
+    return float(cfg.sticky_eps * max(1.0 - env_steps / (cfg.sticky_anneal_frac * cfg.total_env_steps), 0.0))

@@ -29,8 +29,8 @@ from coopsim.platform.comm import MessageBatch
 from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, load_hook
 from coopsim.platform.trainer import annealed_lr, entropy_coef  # noqa: F401 (entropy_coef: also this module's API)
 
-from .agent import PPOAgent, sample_categorical
-from .config import PPOTrainConfig
+from .agent import PPOAgent, sample_categorical, sticky_logp, sticky_sample
+from .config import PPOTrainConfig, sticky_eps
 from .networks import flatten_obs
 
 
@@ -252,6 +252,7 @@ class PPOTrainer:
         self.ep_return = np.zeros(E, dtype=np.float64)
         self._team_scenario = bool(getattr(self.core, "team_reward", False))
         self.ep_len = np.zeros(E, dtype=np.int64)
+        self.prev_a = torch.full((E, N), -1, dtype=torch.long)  # each slot's previous action in its episode (-1: none)
         if self.channel is not None:
             self.channel.reset(self.seed, num_envs=E, num_agents=N, dt_s=float(self.core.dt_s), scenario=self.core)
 
@@ -263,6 +264,9 @@ class PPOTrainer:
             for g in self.optimizer.param_groups:
                 g["lr"] = annealed_lr(cfg, self.env_steps)
         self.ent_coef = entropy_coef(cfg, self.env_steps)
+        eps = sticky_eps(cfg, self.env_steps)  # sticky-action mixture weight of this rollout
+        prev_b = torch.full((T, E, N), -1, dtype=torch.long)
+        seps_b = torch.zeros(T, E, N)  # the eps each sample's behaviour policy used (0: plain pi)
         x_b, c_b = [], []
         obs_b = np.zeros((T, E, N, agent.obs_dim), np.float32)
         next_obs_b = np.zeros_like(obs_b)
@@ -291,8 +295,15 @@ class PPOTrainer:
                 h_in = (self.h * torch.as_tensor(~self.starts).float()[:, None, None]).reshape(E * N, -1)
                 feat, h = net.features(x.reshape(E * N, -1), h_in if net.recurrent else None)
                 logits = net.logits(feat, torch.as_tensor(masks).reshape(E * N, A))
-                a = sample_categorical(logits, self.gen)
-                logp = F.log_softmax(logits, -1).gather(-1, a[:, None])[:, 0]
+                if eps > 0:  # behaviour (1 - eps) * pi + eps * [a == previous action]; its log-prob is stored
+                    prev = self.prev_a.reshape(E * N)
+                    a, seps = sticky_sample(logits, torch.as_tensor(masks).reshape(E * N, A), prev, eps, self.gen)
+                    seps = seps * torch.as_tensor(alive).reshape(E * N)
+                    logp = sticky_logp(F.log_softmax(logits, -1), a, prev, seps)
+                    prev_b[t], seps_b[t] = self.prev_a, seps.reshape(E, N)
+                else:
+                    a = sample_categorical(logits, self.gen)
+                    logp = F.log_softmax(logits, -1).gather(-1, a[:, None])[:, 0]
                 v = net.value(c.reshape(E * N, -1))
             if h is not None:
                 self.h = h.reshape(E, N, -1)
@@ -305,6 +316,7 @@ class PPOTrainer:
                 self.channel.send(self.t, agent.comm.messages(feat.reshape(E, N, -1), alive, self.t, float(core.dt_s),
                                                               **agent.comm_obs(self.obs)))
 
+            self.prev_a = torch.tensor(actions)
             res = core.step(actions)
             next_obs = flatten_obs(res.obs, agent.obs_space)
             reward = np.where(alive, res.reward, 0.0).astype(np.float32)
@@ -333,6 +345,7 @@ class PPOTrainer:
                                      **{f"episode/{k}": float(v) for k, v in em[e].items()}})
                 self.ep_return[ids], self.ep_len[ids] = 0.0, 0
                 self.episode_t0[ids] = self.t
+                self.prev_a[ids] = -1
                 next_obs = flatten_obs(core.reset(env_ids=ids), agent.obs_space)
             self.obs = next_obs
             if agent.comm is not None:
@@ -381,6 +394,10 @@ class PPOTrainer:
         flat = dict(x=X, c=C, obs=batch.obs, next_obs=batch.next_obs, mask=torch.as_tensor(mask_b), act=act_b,
                     logp=logp_b, adv=adv, ret=targets, alive=alive_t,
                     agent=torch.arange(N).expand(T, E, N).contiguous())
+        if cfg.sticky_eps > 0:  # the ratio's log-prob is the behaviour mixture's, as in the rollout
+            flat.update(prev=prev_b, seps=seps_b)
+            stats["sticky/eps"] = eps
+            stats["sticky/repeat_frac"] = float(((act_b == prev_b) & (seps_b > 0))[alive_t].float().mean()) if alive_t.any() else 0.0
         starts_seq = torch.as_tensor(starts_b)[:, :, None].expand(T, E, N).reshape(T, E * N)
         acc: dict[str, list[float]] = {}
         for _ in range(cfg.epochs):
@@ -427,7 +444,10 @@ class PPOTrainer:
         n = w.sum().clamp(min=1.0)
         logits = net.logits(feat, mb["mask"])
         logp_all = F.log_softmax(logits, -1)
-        newlogp = logp_all.gather(-1, mb["act"][:, None])[:, 0]
+        if "seps" in mb:  # sticky-action exploration: log((1 - eps) * pi + eps * [a == prev])
+            newlogp = sticky_logp(logp_all, mb["act"], mb["prev"], mb["seps"])
+        else:
+            newlogp = logp_all.gather(-1, mb["act"][:, None])[:, 0]
         entropy = -(logp_all.exp() * logp_all).sum(-1)
         logratio = newlogp - mb["logp"]
         ratio = logratio.exp()
@@ -486,7 +506,8 @@ class PPOTrainer:
             "world": pickle.dumps((self.core, self.channel)),  # arrays + numpy generators of every env
             "rng": self.rng.bit_generator.state, "gen": self.gen.get_state(),
             "carry": dict(obs=self.obs, h=self.h, starts=self.starts, hist=self.hist, t=self.t, episode_t0=self.episode_t0,
-                          inbox_in=self.inbox_in, ep_return=self.ep_return, ep_len=self.ep_len),
+                          inbox_in=self.inbox_in, ep_return=self.ep_return, ep_len=self.ep_len,
+                          prev_a=self.prev_a),
             "env_steps": self.env_steps, "iteration": self.iteration,
         }
 
