@@ -394,8 +394,9 @@ class PPOTrainer:
         flat = dict(x=X, c=C, obs=batch.obs, next_obs=batch.next_obs, mask=torch.as_tensor(mask_b), act=act_b,
                     logp=logp_b, adv=adv, ret=targets, alive=alive_t,
                     agent=torch.arange(N).expand(T, E, N).contiguous())
-        if cfg.sticky_eps > 0:  # the ratio's log-prob is the behaviour mixture's, as in the rollout
+        if eps > 0:  # the ratio's log-prob is the behaviour mixture's, as in the rollout (plain pi once eps is 0)
             flat.update(prev=prev_b, seps=seps_b)
+        if cfg.sticky_eps > 0:
             stats["sticky/eps"] = eps
             stats["sticky/repeat_frac"] = float(((act_b == prev_b) & (seps_b > 0))[alive_t].float().mean()) if alive_t.any() else 0.0
         starts_seq = torch.as_tensor(starts_b)[:, :, None].expand(T, E, N).reshape(T, E * N)
