@@ -55,18 +55,50 @@ def seed_arg(text: str) -> int:
     return v
 
 
+def seed_dir_config(seed_dir: Path, key: str = "seed_dir"):
+    """The run config of a training run's seed directory (``runs/<run>/seed-<s>``: ``policy.pt``, and the run's
+    ``config.yaml`` one level up), as every SMAC diagnostic reads its policy.
+
+    Raises:
+        ConfigError: key ``key``; ``seed_dir`` does not exist, or lacks ``policy.pt`` or ``../config.yaml`` (a run
+            directory given instead names its seed directories: "did you mean .../seed-0?").
+    """
+    cfg_path = seed_dir.parent / "config.yaml"
+    if not seed_dir.exists():
+        raise ConfigError(f"{seed_dir} does not exist; give a training run's seed directory (runs/<run>/seed-<s>)",
+                          key=key, value=str(seed_dir))
+    if not (seed_dir / "policy.pt").is_file() or not cfg_path.is_file():
+        seeds = sorted(p.name for p in seed_dir.glob("seed-*") if (p / "policy.pt").is_file()) \
+            if (seed_dir / "config.yaml").is_file() else []
+        hint = f"; did you mean {seed_dir / seeds[0]}?" if len(seeds) == 1 else (
+            f"; give one of its seed directories: {', '.join(seeds)}" if seeds else "")
+        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)"
+                          f"{hint}", key=key, value=str(seed_dir))
+    return load_config(cfg_path)
+
+
+def load_policy(cfg, core, policy: str | Path, params: dict | None = None):
+    """The learner ``cfg.agents`` built on ``core`` with ``params`` over the config's own (e.g.
+    :func:`~smac_time_to_win.greedy_params`, :data:`SAMPLED_PARAMS`), weights loaded from ``policy`` (a
+    ``policy.pt``). Built under torch seed 0, so a learner's non-weight random state starts the same in every script.
+
+    Raises:
+        ConfigError / CoopsimError: the learner cannot be built from ``cfg`` or ``policy`` does not fit it.
+    """
+    with seeded_torch(0):
+        a = registry.make_component("agent", cfg.agents.id, core, **{**cfg.agents.params, **(params or {})})
+    a.load(str(policy))
+    return a
+
+
 def sampling_run(seed_dir: Path, why: str) -> tuple:
     """The run config and agent class of a training run's ``seed_dir`` whose learner can sample its actions (PPO).
 
     Raises:
-        ConfigError: no ``policy.pt`` in ``seed_dir`` or no ``config.yaml`` above it; or the learner has no
+        ConfigError: ``seed_dir`` is not a seed directory (:func:`seed_dir_config`); or the learner has no
             ``deterministic`` param (the message starts with ``why``).
     """
-    cfg_path = seed_dir.parent / "config.yaml"
-    if not (seed_dir / "policy.pt").is_file() or not cfg_path.is_file():
-        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)",
-                          key="seed_dir", value=str(seed_dir))
-    cfg = load_config(cfg_path)
+    cfg = seed_dir_config(seed_dir)
     agent_cls = registry.spec("agent", cfg.agents.id).load()
     if "deterministic" not in agent_cls.Params.model_fields:
         raise ConfigError(f"{why} (param 'deterministic'); {cfg.agents.id} has none", key="agents.id",
@@ -125,10 +157,7 @@ def wins_from_fixed_starts(seed_dir: str | Path, starts: int, k: int, reset_seed
     core = registry.make_scenario(cfg.scenario.id, num_envs=starts, **cfg.scenario_params())
 
     def agent(params: dict):
-        with seeded_torch(0):
-            a = registry.make_component("agent", cfg.agents.id, core, **{**cfg.agents.params, **params})
-        a.load(str(seed_dir / "policy.pt"))
-        return a
+        return load_policy(cfg, core, seed_dir / "policy.pt", params)
 
     greedy = agent(greedy_params(agent_cls, cfg.agents.id))
     # play_episodes resets the core and the agent with one seed: pass the reset seed for the core's streams; the

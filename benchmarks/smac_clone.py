@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smac_best_of_k import seed_arg  # noqa: E402
+from smac_best_of_k import load_policy, seed_arg, seed_dir_config  # noqa: E402
 from smac_expert_iteration import ci, fit_actor, fmt, greedy_wins  # noqa: E402
 from smac_rollout_ceiling import memoryless_policy  # noqa: E402
 from smac_time_to_win import EVAL_EPISODES_MAX, greedy_params  # noqa: E402
@@ -73,17 +73,7 @@ def check_teacher(seed_dir: Path):
         ConfigError: key ``teacher``, ``scenario.id`` or ``agents.id``, saying what is wrong.
     """
     cfg_path = seed_dir.parent / "config.yaml"
-    if not seed_dir.exists():
-        raise ConfigError(f"teacher {seed_dir} does not exist; give a training run's seed directory "
-                          "(runs/<run>/seed-<s>)", key="teacher", value=str(seed_dir))
-    if not (seed_dir / "policy.pt").is_file() or not cfg_path.is_file():
-        seeds = sorted(p.name for p in seed_dir.glob("seed-*") if (p / "policy.pt").is_file()) \
-            if (seed_dir / "config.yaml").is_file() else []
-        hint = f"; did you mean {seed_dir / seeds[0]}?" if len(seeds) == 1 else (
-            f"; give one of its seed directories: {', '.join(seeds)}" if seeds else "")
-        raise ConfigError(f"{seed_dir} is not a training run's seed directory (needs policy.pt and ../config.yaml)"
-                          f"{hint}", key="teacher", value=str(seed_dir))
-    cfg = load_config(cfg_path)
+    cfg = seed_dir_config(seed_dir, key="teacher")
     if not cfg.scenario.id.startswith("smac/"):
         raise ConfigError(f"{CLONES}; the teacher trained {cfg.scenario.id}", key="scenario.id", value=cfg.scenario.id,
                           file=str(cfg_path))
@@ -161,11 +151,7 @@ class Dataset:
 
 def make_teacher(cfg, seed_dir: Path, core):
     agent_cls = registry.spec("agent", cfg.agents.id).load()
-    with seeded_torch(0):
-        t = registry.make_component("agent", cfg.agents.id, core, **{**cfg.agents.params,
-                                                                      **greedy_params(agent_cls, cfg.agents.id)})
-    t.load(str(seed_dir / "policy.pt"))
-    return t
+    return load_policy(cfg, core, seed_dir / "policy.pt", greedy_params(agent_cls, cfg.agents.id))
 
 
 def make_student(cfg, core, policy: Path | None, init_seed: int):

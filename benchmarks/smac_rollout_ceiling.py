@@ -44,14 +44,13 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from smac_best_of_k import check_json_out, sampling_run, seed_arg, smac_sampling_run  # noqa: E402, F401
+from smac_best_of_k import check_json_out, load_policy, sampling_run, seed_arg, smac_sampling_run  # noqa: E402, F401
 from smac_time_to_win import greedy_params  # noqa: E402
 
 from coopsim.agents.ppo.networks import flatten_obs  # noqa: E402
 from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform import registry  # noqa: E402
 from coopsim.platform.recorder import atomic_write_json  # noqa: E402
-from coopsim.platform.runner import seeded_torch  # noqa: E402
 
 #: most rollout envs (``games x candidates x r``) of the one batched rollout core
 MAX_ROLLOUT_ENVS = 1 << 20
@@ -195,10 +194,7 @@ def rollout_games(seed_dir: str | Path, games: int, k: int, r: int, reset_seed: 
     roll = registry.make_scenario(cfg.scenario.id, num_envs=games * k * r, **params)
 
     def agent(core, extra: dict):
-        with seeded_torch(0):
-            a = registry.make_component("agent", cfg.agents.id, core, **{**cfg.agents.params, **extra})
-        a.load(str(policy if policy is not None else seed_dir / "policy.pt"))
-        return a
+        return load_policy(cfg, core, policy if policy is not None else seed_dir / "policy.pt", extra)
 
     greedy_p = greedy_params(agent_cls, cfg.agents.id)
     greedy_real, sampler, greedy_roll = agent(real, greedy_p), agent(real, {"deterministic": False}), \

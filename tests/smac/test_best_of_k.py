@@ -50,8 +50,28 @@ def test_not_a_seed_dir_and_qmix_are_refused(tmp_path):
     bok = _load("smac_best_of_k")
     with pytest.raises(ConfigError, match="not a training run's seed directory"):
         bok.wins_from_fixed_starts(tmp_path, starts=2, k=1)
+    with pytest.raises(ConfigError, match="does not exist; give a training run's seed directory"):
+        bok.wins_from_fixed_starts(tmp_path / "missing", starts=2, k=1)
+    qmix = _tiny_run(tmp_path / "q", "3m-qmix")
     with pytest.raises(ConfigError, match="sampled passes need a PPO learner"):
-        bok.wins_from_fixed_starts(_tiny_run(tmp_path / "q", "3m-qmix"), starts=2, k=1)
+        bok.wins_from_fixed_starts(qmix, starts=2, k=1)
+    # the run directory given for its seed directory: the one diagnostics share names the seed directory to give
+    with pytest.raises(ConfigError, match=r"did you mean .*seed-0\?") as e:
+        bok.wins_from_fixed_starts(qmix.parent, starts=2, k=1)
+    assert e.value.key == "seed_dir"
+    # and the learner each script plays is the policy file's: load_policy gives the saved weights back exactly
+    cfg = bok.seed_dir_config(qmix)
+    from coopsim.platform import registry
+
+    core = registry.make_scenario(cfg.scenario.id, num_envs=1, **cfg.scenario_params())
+    a = bok.load_policy(cfg, core, qmix / "policy.pt", {"epsilon": 0.0})
+    import torch
+
+    saved = torch.load(qmix / "policy.pt", weights_only=False)
+    assert a.params.epsilon == 0.0
+    assert saved["net"].keys() == a.net.state_dict().keys()
+    for k, v in a.net.state_dict().items():
+        assert torch.equal(v, saved["net"][k])
 
 
 def test_spread_line_counts_starts_by_win_fraction_and_gives_the_coin_flip_best_of_k():
