@@ -191,22 +191,30 @@ def is_training_run(run_dir: Path) -> bool:
 
 def schedule_warning(old: Any, new: Any, done: int) -> str | None:
     """The warning of a resume that changes the budget from ``old.total_env_steps`` to ``new.total_env_steps`` at
-    ``done`` env steps when the lr or entropy schedule is linear over it (``anneal_lr``, ``ent_coef_end``); None
-    otherwise."""
+    ``done`` env steps when a schedule is linear over it (``anneal_lr``, ``ent_coef_end``, PPO's ``sticky_eps``
+    annealed to 0 at ``sticky_anneal_frac`` of the budget); None otherwise."""
     a, b = int(old.total_env_steps), int(new.total_env_steps)
     if a == b:
         return None
-    parts = []
+    names, parts = [], []
     if getattr(new, "anneal_lr", False) and getattr(new, "lr", None) is not None:
         parts.append(f"lr from {annealed_lr(old, done):.3g} to {annealed_lr(new, done):.3g}")
     if getattr(new, "ent_coef_end", None) is not None and getattr(new, "ent_coef", None) is not None:
         parts.append(f"entropy coefficient from {entropy_coef(old, done):.3g} to {entropy_coef(new, done):.3g}")
+    if parts:
+        names.append("lr/entropy")
+    if getattr(new, "sticky_eps", 0) and getattr(new, "sticky_anneal_frac", None):
+        def eps(c: Any) -> float:  # as coopsim.agents.ppo.config.sticky_eps (the platform does not import agents)
+            return float(c.sticky_eps * max(1.0 - done / (c.sticky_anneal_frac * c.total_env_steps), 0.0))
+        if eps(old) != eps(new):
+            names.append("sticky-action eps")
+            parts.append(f"sticky-action eps from {eps(old):.3g} to {eps(new):.3g}")
     if not parts:
         return None
     direction = "raising" if b > a else "lowering"
     moves = "back up" if b > a else "down"
-    return (f"warning: lr/entropy schedules are linear over train.total_env_steps; {direction} it from {a:,} to "
-            f"{b:,} moves them {moves} at {done:,} env steps ({' and '.join(parts)}): the result differs from an "
+    return (f"warning: {'/'.join(names)} schedules are linear over train.total_env_steps; {direction} it from {a:,} "
+            f"to {b:,} moves them {moves} at {done:,} env steps ({' and '.join(parts)}): the result differs from an "
             f"uninterrupted run of {b:,} steps")
 
 

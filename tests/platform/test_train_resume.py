@@ -196,6 +196,14 @@ def test_a_budget_change_warns_when_a_schedule_depends_on_it(done_run, tmp_path)
         "moves them back up at 40,000 env steps (lr from 0 to 0.0005 and entropy coefficient from 0 to 0.01): "
         "the result differs from an uninterrupted run of 80,000 steps")
     assert schedule_warning(old, old, 40_000) is None
+    # PPO's sticky-action eps anneals to 0 at a fraction of the budget: a larger budget raises it again
+    sticky = dict(anneal_lr=False, lr=0.001, ent_coef=0.02, ent_coef_end=None, sticky_eps=0.8, sticky_anneal_frac=0.5)
+    assert schedule_warning(NS(total_env_steps=2048, **sticky), NS(total_env_steps=8192, **sticky), 2048) == (
+        "warning: sticky-action eps schedules are linear over train.total_env_steps; raising it from 2,048 to 8,192 "
+        "moves them back up at 2,048 env steps (sticky-action eps from 0 to 0.4): the result differs from an "
+        "uninterrupted run of 8,192 steps")
+    # past both anneal points eps stays 0: nothing moves, nothing to warn
+    assert schedule_warning(NS(total_env_steps=2048, **sticky), NS(total_env_steps=4000, **sticky), 2048) is None
     assert schedule_warning(NS(total_env_steps=1, anneal_lr=False, lr=1.0, ent_coef=0.1, ent_coef_end=None),
                             NS(total_env_steps=2, anneal_lr=False, lr=1.0, ent_coef=0.1, ent_coef_end=None), 1) is None
     # end to end: an annealed lr, budget 256 -> 512
