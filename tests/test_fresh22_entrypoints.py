@@ -110,9 +110,9 @@ def test_curves_defaults_the_runs_lack(run_dir, tmp_path, capsys):
     assert (tmp_path / "c.png").stat().st_size > 1000
     bare = tmp_path / "bare"
     (bare / "seed-0").mkdir(parents=True)
-    (bare / "seed-0" / "metrics.csv").write_text("iteration,env_steps,episode/win\n1,100,0.5\n")
+    (bare / "seed-0" / "metrics.csv").write_text("iteration,env_steps,loss/value\n1,100,0.5\n")
     with pytest.raises(CoopsimError, match=r"none of the default metrics .* choose columns with --metric; metrics in "
-                                           r"these runs: episode/win$"):
+                                           r"these runs: loss/value$"):
         _curves(tmp_path / "d.png", bare)
 
 

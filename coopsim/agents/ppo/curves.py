@@ -7,7 +7,12 @@ Each RUN_DIR is a training run (``seed-*/metrics.csv`` inside) or a seed directo
 labelled ``seed-<s>``; with several, ``<run>/seed-<s>`` (``<run>``: the run directory's name, or the path as given
 when two runs share a name), and the printed JSON's ``seeds`` (the last env step of each seed's curve) is keyed
 the same way. A run with none of the plotted metrics is named in a note on stderr. Each line is smoothed with a
-moving average of ``--smooth`` points (the rows of metrics.csv that have the metric).
+moving average of ``--smooth`` points (the rows of metrics.csv that have the metric; a window longer than a curve
+is clipped to the curve's length).
+
+Without ``--metric`` the panels are the first set of :data:`DEFAULT_METRIC_SETS` the runs have (MG-MAPF /
+LineWalk: episode/success, episode/soc_over_lb, episode/goal_fraction; SMAC: episode/win, episode/return; any
+other trainer: episode/return), the members of it the runs have.
 """
 from __future__ import annotations
 
@@ -23,7 +28,25 @@ import numpy as np
 from coopsim.errors import CoopsimError, int_at_least, run_script
 from coopsim.platform.recorder import atomic_savefig
 
-DEFAULT_METRICS = ("episode/success", "episode/soc_over_lb", "episode/goal_fraction")
+#: the panels drawn without --metric, one set per kind of run, tried in order: a set is chosen when the runs have one
+#: of its metrics that no later set lists (so runs with episode/return alone get the last set, not SMAC's), and its
+#: members the runs have are drawn. SMAC's set is the columns `coopsim report` draws in train_curves.png for a SMAC
+#: run (episode/return and episode/win, coopsim.platform.report.plot_training), win first (SMAC's headline).
+DEFAULT_METRIC_SETS: tuple[tuple[str, ...], ...] = (
+    ("episode/success", "episode/soc_over_lb", "episode/goal_fraction"),  # MG-MAPF, LineWalk
+    ("episode/win", "episode/return"),  # SMAC (MAPPO, IPPO, QMIX)
+    ("episode/return",),  # every trainer's runs
+)
+
+
+def default_metrics(have: list[str] | set[str]) -> tuple[str, ...]:
+    """The set of :data:`DEFAULT_METRIC_SETS` that fits runs whose metrics.csv columns with values are ``have``
+    (the whole set, members the runs lack included); ``()`` when no set fits (the runs have none of them)."""
+    for i, group in enumerate(DEFAULT_METRIC_SETS):
+        later = {m for g in DEFAULT_METRIC_SETS[i + 1:] for m in g}
+        if any(m in have and m not in later for m in group):
+            return group
+    return ()
 
 
 def seed_dirs(paths: list[str]) -> list[Path]:
@@ -66,27 +89,72 @@ def series(seed_dir: Path, metric: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def smooth(y: np.ndarray, k: int) -> np.ndarray:
-    if k <= 1 or len(y) < k:
+    """Trailing moving average of a 1-D ``y`` over ``k`` points; same shape as ``y``. Point ``i`` is the mean of
+    ``y[max(0, i - k + 1) : i + 1]`` (the first ``k - 1`` points average the points so far). A ``k`` longer than
+    ``y`` is clipped to ``len(y)`` (the mean of all points so far), so a larger ``k`` never smooths less; ``k <= 1``
+    (or fewer than 2 points) returns ``y`` unchanged."""
+    k = min(int(k), len(y))
+    if k <= 1:
         return y
     c = np.cumsum(np.insert(y, 0, 0.0))
     head = c[1:k] / np.arange(1, k)
     return np.concatenate([head, (c[k:] - c[:-k]) / k])
 
 
-def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_METRICS, smooth_k: int = 10,
+def step_labels(ticks) -> list[str]:
+    """Tick labels of an env-step axis, one per value of ``ticks`` (a sequence of numbers), all distinct when the
+    values are: plain numbers with thousands separators when the largest tick is below 10,000 (``2,500``), else
+    thousands ``k`` (``12.5k``) or, from 1,000,000, millions ``M`` (``1.5M``), with the fewest decimals (the same
+    for every tick, at most 12) that write every tick exactly (so distinct ticks get distinct labels); zero is
+    ``0``."""
+    vals = [float(v) for v in ticks]
+    top = max((abs(v) for v in vals), default=0.0)
+    div, unit = (1e6, "M") if top >= 1e6 else (1e3, "k") if top >= 1e4 else (1.0, "")
+    scaled = [v / div for v in vals]
+    places = next((d for d in range(13) if all(abs(x - round(x, d)) <= 1e-9 * max(1.0, abs(x)) for x in scaled)), 12)
+    return ["0" if round(x, places) == 0 else f"{round(x, places):,.{places}f}{unit}" for x in scaled]
+
+
+def step_formatter():
+    """A matplotlib tick formatter (``matplotlib.ticker.Formatter``) that labels an axis's ticks with
+    :func:`step_labels` of all of them (so they are distinct at every scale)."""
+    from matplotlib.ticker import Formatter
+
+    class StepFormatter(Formatter):
+        def __call__(self, x, pos=None):
+            locs = list(self.locs)
+            if x not in locs:
+                locs.append(x)
+            return step_labels(locs)[locs.index(x)]
+
+        def format_ticks(self, values):
+            self.set_locs(values)
+            return step_labels(values)
+
+    return StepFormatter()
+
+
+def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] | None = None, smooth_k: int = 10,
          title: str | None = None) -> dict:
-    """Write the PNG: one panel per metric, one line per seed directory (labelled as :func:`labelled_seed_dirs`
-    says); notes on stderr each RUN_DIR that has none of ``metrics``. Returns ``{"seeds": {label: last env step},
-    "metrics": {metric: [the last smoothed value of each seed that has it]}}``."""
+    """Write the PNG: one panel per metric (``None``: the defaults :func:`choose_metrics` picks from the runs), one
+    line per seed directory (labelled as :func:`labelled_seed_dirs` says), smoothed by :func:`smooth` over
+    ``smooth_k`` points; notes on stderr each RUN_DIR that has none of ``metrics``. Returns ``{"seeds": {label:
+    last env step}, "metrics": {metric: [the last smoothed value of each seed that has it]}}``.
+
+    Raises:
+        FileNotFoundError: no ``seed-*/metrics.csv`` under ``runs``.
+        CoopsimError: ``metrics`` is None and the runs have none of the default metrics.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     dirs = labelled_seed_dirs(runs)
     if not dirs:
         raise FileNotFoundError(f"no seed-*/metrics.csv under {runs}")
+    if metrics is None:
+        metrics = choose_metrics([d for _, _, d in dirs], runs, None)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.6), squeeze=False)
     final: dict = {"seeds": {}, "metrics": {}}
     plotted: set[str] = set()  # the RUN_DIRs with at least one line
@@ -105,7 +173,7 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] = DEFAULT_ME
             final["seeds"][label] = int(x[-1])
         final["metrics"][m] = finals
         ax.set_xlabel("env steps")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v / 1e3:.0f}k"))
+        ax.xaxis.set_major_formatter(step_formatter())
         ax.set_title(m.split("/")[-1])
         ax.grid(alpha=0.3)
     for run in dict.fromkeys(r for r, _, _ in dirs):
@@ -179,12 +247,14 @@ def check_argument_order(out: str, runs: list[str]) -> None:
 
 
 def choose_metrics(dirs: list[Path], runs: list[str], asked: list[str] | None) -> tuple[str, ...]:
-    """The metrics to plot: every ``--metric`` given (each must have values in the runs), or the defaults the
-    runs have.
+    """The metrics to plot: every ``--metric`` given (each must have values in the runs), or, with ``asked`` None
+    or empty, the members the runs have of the default set that fits them (:func:`default_metrics`; a note on
+    stderr names the set's members they lack). ``dirs``: seed directories; ``runs``: the RUN_DIRs, for messages.
 
     Raises:
         CoopsimError: a metric given is not a column with values in any seed's metrics.csv (or, without
-            --metric, none of the defaults is); the message lists the metrics the runs have.
+            --metric, none of the defaults of :data:`DEFAULT_METRIC_SETS` is); the message lists the metrics the
+            runs have.
     """
     have = metric_columns(dirs)
     where = f"the metrics.csv of {', '.join(runs)} ({len(dirs)} seed(s))"
@@ -194,11 +264,13 @@ def choose_metrics(dirs: list[Path], runs: list[str], asked: list[str] | None) -
         if missing:
             raise CoopsimError(f"--metric {', '.join(repr(m) for m in missing)}: not in {where}; {listing}")
         return tuple(dict.fromkeys(asked))
-    present = tuple(m for m in DEFAULT_METRICS if m in have)
+    group = default_metrics(have)
+    present = tuple(m for m in group if m in have)
     if not present:
-        raise CoopsimError(f"none of the default metrics ({', '.join(DEFAULT_METRICS)}) is in {where}; choose "
+        every = dict.fromkeys(m for g in DEFAULT_METRIC_SETS for m in g)
+        raise CoopsimError(f"none of the default metrics ({', '.join(every)}) is in {where}; choose "
                            f"columns with --metric; {listing}")
-    left = [m for m in DEFAULT_METRICS if m not in present]
+    left = [m for m in group if m not in present]
     if left:
         print(f"note: default metric(s) {', '.join(left)} not in these runs: left out", file=sys.stderr)
     return present
@@ -211,10 +283,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("runs", nargs="+", metavar="RUN_DIR",
                     help="a coopsim train run directory (seed-*/metrics.csv inside) or one seed directory")
     ap.add_argument("--metric", action="append", default=None,
-                    help="a metrics.csv column to plot (repeatable; default: the ones of "
-                         f"{', '.join(DEFAULT_METRICS)} the runs have)")
+                    help="a metrics.csv column to plot (repeatable; default: of the first of these sets the runs "
+                         "have, the members they have: "
+                         + "; ".join(", ".join(g) for g in DEFAULT_METRIC_SETS)
+                         + " (a set counts when the runs have one of its metrics that no later set lists)")
     ap.add_argument("--smooth", type=int_at_least(1), default=10,
-                    help="moving-average window in points (metrics.csv rows), >= 1 (default 10)")
+                    help="moving-average window in points (metrics.csv rows), >= 1 (default 10); a window longer "
+                         "than a curve is clipped to the curve's length (each point the mean of all points so far), "
+                         "so a larger window never smooths less")
     ap.add_argument("--title", default=None, help="a title above the panels (default: none)")
     a = ap.parse_args(argv)
     check_argument_order(a.out, a.runs)
