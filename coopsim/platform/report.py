@@ -4,7 +4,9 @@
 can render its replays (a ``render_replay(replay) -> list[uint8 [H, W, 3]]`` function on the scenario
 class), writes ``replay_seed<S>_ep<E>.gif``. On several runs it groups them by the config fields that
 differ, prints one comparison table and plots each metric against the numeric field that varies
-(e.g. ``scenario.params.num_agents``), one line per method, with 95% confidence bands.
+(e.g. ``scenario.params.num_agents``), one line per method, with 95% confidence bands. Runs of one config (seeds
+and episodes included: repeats of one experiment, e.g. a sweep cell re-run beside its interrupted copy) are counted
+once, with a note naming each run left out.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import contextlib
 import errno
 import json
 import math
+import re
 import zipfile
 from collections import defaultdict
 from pathlib import Path
@@ -671,6 +674,102 @@ def _shared_seeds(runs: list[dict], flat: list[dict], line_keys: list[str], x_ke
     return dict(sorted(out.items()))
 
 
+def same_config(a: dict, b: dict) -> bool:
+    """Whether two runs' parsed ``config.yaml`` mappings are the same config: equal as parsed (key order, layout and
+    comment lines do not count; seeds, episodes, name and out_dir do), the test ``sweep --skip-done`` applies to
+    decide that a run directory holds "a run of exactly that config". Raises nothing."""
+    return a == b
+
+
+#: what :func:`~coopsim.platform.recorder.new_run_dir` puts after the run name: ``-<UTC time>Z-<6 hex>``
+_RUN_DIR_STAMP = re.compile(r"-(\d{8}T\d{6}Z)-[0-9a-f]{6}$")
+
+
+def _finished_whole(run: dict[str, Any]) -> bool:
+    """Whether a loaded run (:func:`load_run`) says it finished uninterrupted and without an error (its own readable
+    summary.json: ``"interrupted": false``, no ``error``)."""
+    s = run["summary"]
+    return bool(run.get("has_summary")) and not run.get("summary_rebuilt") and s.get("interrupted") is False \
+        and s.get("error") is None
+
+
+def _newness(run: dict[str, Any]) -> tuple[str, float]:
+    """How new a run is: the UTC time in its directory name (``<name>-<time>Z-<id>``), then its config.yaml's mtime."""
+    m = _RUN_DIR_STAMP.search(Path(run["dir"]).name)
+    try:
+        mtime = (Path(run["dir"]) / "config.yaml").stat().st_mtime
+    except OSError:
+        mtime = 0.0
+    return (m.group(1) if m else "", mtime)
+
+
+def _episode_keys(rows: list[dict]) -> set[tuple[int, int]]:
+    """The episodes of a run's rows as ``(seed, episode)`` (the row's place among its seed's rows when it names no
+    ``episode``)."""
+    seen: dict[int, int] = defaultdict(int)
+    keys = set()
+    for row in rows:
+        seed = row.get("seed")
+        ep = row.get("episode") if _is_int(row.get("episode")) else seen[seed]
+        seen[seed] += 1
+        keys.add((seed, ep))
+    return keys
+
+
+def repeated_runs(runs: list[dict[str, Any]]) -> dict[int, int]:
+    """The runs (loaded by :func:`load_run`) that repeat another one: ``{index of a left-out run: index of the run
+    kept}``. Runs of the same config (:func:`same_config`: seeds and episodes included) that evaluated the same
+    policy (their ``checkpoint``) are repeats of one experiment (runs are deterministic: the same config and seed
+    give the same episodes), not independent samples, e.g. a sweep cell re-run by ``sweep --skip-done`` beside its
+    interrupted copy. Of each such set one is kept: a run that finished uninterrupted first, then the one with the
+    most finished episodes (metrics.jsonl's), then the newest (the time in its directory name, else its config.yaml's
+    mtime); the same directory given twice is one run. Raises nothing."""
+    sets: list[list[int]] = []
+    for i, r in enumerate(runs):
+        for s in sets:
+            first = runs[s[0]]
+            if r["checkpoint"] == first["checkpoint"] and same_config(r["config"], first["config"]):
+                s.append(i)
+                break
+        else:
+            sets.append([i])
+    out: dict[int, int] = {}
+    for s in sets:
+        if len(s) < 2:
+            continue
+        keep = max(s, key=lambda i: (_finished_whole(runs[i]), len(runs[i]["rows"]), _newness(runs[i]), -i))
+        out.update({i: keep for i in s if i != keep})
+    return out
+
+
+def _repeat_note(left: dict[str, Any], kept: dict[str, Any], others: int) -> str:
+    """The note of a run left out of a comparison as a repeat of ``kept`` (:func:`repeated_runs`), which also
+    repeats ``others`` more left-out runs: which episodes the two share and why ``kept`` is the one counted."""
+    a = str(kept["dir"])
+    with contextlib.suppress(OSError):
+        if Path(left["dir"]).resolve() == Path(kept["dir"]).resolve():
+            return f"it is {a} given again; each run is counted once"
+    n = len(left["rows"])
+    same = len(_episode_keys(left["rows"]) & _episode_keys(kept["rows"]))
+    if n == 1:
+        shared = "its one episode is the same episode" if same else "its one episode is not one of the kept run's"
+    elif same == n:
+        shared = f"all {n} of its episodes are the same episodes"
+    else:
+        shared = f"{same} of its {n} episodes are the same episodes"
+    m = len(kept["rows"])
+    if _finished_whole(kept) and not _finished_whole(left):
+        why = f"it finished uninterrupted ({m} episode{'s' if m != 1 else ''})"
+    elif m > n:
+        why = f"it has more finished episodes ({m})"
+    else:
+        why = f"it is the newest ({m} episode{'s' if m != 1 else ''})"
+    also = f"; {others} other run{'s' if others != 1 else ''} left out repeat{'' if others != 1 else 's'} it too" \
+        if others else ""
+    return (f"it repeats {a} (same config and seeds: {shared}{also}); runs of one "
+            f"config are counted once: {Path(a).name} is kept, as {why}")
+
+
 def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
                  group_by: tuple[str, ...] | list[str] = (), *, write: bool = True) -> dict[str, Any]:
     """Group runs by the config fields that differ; tables and metric-vs-x plots with 95% CI bands.
@@ -692,16 +791,25 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     :func:`checkpoint_labels`; ``labels`` in the result maps each value to its short form), compare.csv holds the
     absolute paths.
 
+    Runs of the same config (seeds and episodes included) and the same evaluated policy are repeats of one
+    experiment, not independent samples (the same config and seed give the same episodes): one of them is counted,
+    the others are left out of everything above (table, compare.csv, plots) with a note each, ``left out <run>``
+    (:func:`repeated_runs` says which is kept: one that finished uninterrupted, else the most episodes, else the
+    newest). Runs that differ only in their seeds are pooled as before.
+
     Returns:
         ``{"x_key", "line_keys", "shown_line_keys", "table", "metrics", "plots", "hidden", "pooled_seeds", "notes",
-        "labels"}``: the table has one entry per row (``line``: its values of ``line_keys``, ``x``, ``summary``,
-        ``seeds``); ``notes`` maps a run directory (or a topic) to one line.
+        "labels", "left_out"}``: the table has one entry per row (``line``: its values of ``line_keys``, ``x``,
+        ``summary``, ``seeds``); ``notes`` maps a run directory (or a topic) to one line; ``left_out`` maps each
+        run directory left out as a repeat to the one it repeats (as given).
 
     Raises:
         CoopsimError: a run directory cannot be read (:func:`load_run`).
         WriteError: ``compare.csv`` or a plot cannot be written into ``out_dir`` (:func:`report_writes`).
     """
-    runs = [load_run(d) for d in run_dirs]
+    loaded = [load_run(d) for d in run_dirs]
+    repeats = repeated_runs(loaded)  # repeats of one experiment are counted once: the others are left out
+    runs = [r for i, r in enumerate(loaded) if i not in repeats]
     pooled = {"name", "out_dir", "seeds"} - set(group_by)
     # the evaluated policy is a field like the config's: runs of different checkpoints are never pooled
     flat = [{**_flatten({k: v for k, v in r["config"].items() if k not in pooled}), CHECKPOINT_KEY: r["checkpoint"]}
@@ -731,6 +839,9 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     labels = {CHECKPOINT_KEY: checkpoint_labels([r["checkpoint"] for r in runs])} if CHECKPOINT_KEY in line_keys else {}
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
     notes = {str(r["dir"]): r["note"] for r in runs if r["note"]}
+    for i, k in repeats.items():  # a left-out run's own note (interrupted, ...) is not about the comparison
+        others = sum(1 for j, kk in repeats.items() if kk == k and j != i)
+        notes[f"left out {loaded[i]['dir']}"] = _repeat_note(loaded[i], loaded[k], others)
     for seed, names in shared.items():  # pooled runs that ran the same seed: one seed of the interval, not two
         notes[f"seed {seed}"] = (f"runs {', '.join(names)} all ran seed {seed} with the same settings: their episodes "
                                  f"are pooled into one seed of the interval (n_seeds counts it once); give them "
@@ -763,7 +874,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     shown = shown_line_keys(line_keys, flat)
     return {"x_key": x_key, "line_keys": line_keys, "shown_line_keys": shown, "table": table, "metrics": metrics,
             "plots": plots, "hidden": [m for m in every if m not in metrics],
-            "pooled_seeds": pooled_seeds, "notes": notes, "labels": labels}
+            "pooled_seeds": pooled_seeds, "notes": notes, "labels": labels,
+            "left_out": {str(loaded[i]["dir"]): str(loaded[k]["dir"]) for i, k in repeats.items()}}
 
 
 def comparison_files_text(res: dict[str, Any]) -> str:
