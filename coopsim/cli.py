@@ -637,6 +637,7 @@ def _done_run_dir(cfg) -> Path | None:
     import yaml
 
     from coopsim.platform.config import dump_config
+    from coopsim.platform.report import same_config
 
     want = yaml.safe_load(dump_config(cfg))
     planned = len(cfg.seeds) * cfg.episodes
@@ -650,7 +651,7 @@ def _done_run_dir(cfg) -> Path | None:
         if m is None or not d.is_dir() or not _finished_uninterrupted(d):
             continue
         try:
-            if yaml.safe_load((d / "config.yaml").read_text()) != want:
+            if not same_config(yaml.safe_load((d / "config.yaml").read_text()), want):  # as report counts repeats
                 continue
             summary = json.loads((d / "summary.json").read_text())
             mtime = (d / "summary.json").stat().st_mtime
@@ -928,6 +929,16 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             if key in seen:
                 raise CoopsimError(f"{d}: given twice (as {seen[key]} too); give each run directory once")
             seen[key] = d
+        if len(run_dirs) > 1:  # `report out_dir/*` after a sweep also matches the sweep's compare-* folder
+            folders = [d for d in run_dirs if d.is_dir() and not (d / "config.yaml").exists()
+                       and (d / "compare.csv").is_file()]
+            for d in folders:
+                console.print(f"note: skipped {d}: a comparison folder (compare.csv) that coopsim sweep or report "
+                              "wrote, not a run", soft_wrap=True, highlight=False)
+            run_dirs = [d for d in run_dirs if d not in folders]
+            if not run_dirs:
+                raise CoopsimError("every folder given is a comparison folder (compare.csv), none a run directory; "
+                                   "give the run directories that `coopsim run` or `coopsim sweep` wrote")
         if len(run_dirs) == 1 and run_dirs[0].is_dir() and training_seeds(run_dirs[0]):
             console.print(f"note: {training_run_message(run_dirs[0])}", soft_wrap=True, highlight=False)
             curves = plot_training(run_dirs[0])

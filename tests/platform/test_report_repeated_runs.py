@@ -170,3 +170,39 @@ def test_coopsim_report_prints_the_note_and_writes_the_deduplicated_csv(runs):
         assert float(row["episode_return:ci95_low"]) == pytest.approx(want["ci95_low"])
     finally:
         shutil.rmtree(folder)  # the fixture's runs are shared: no comparison folder left among them
+
+
+def test_report_out_dir_star_skips_the_comparison_folder_a_sweep_wrote(runs):
+    """`coopsim report out_dir/*` after a sweep also matches the sweep's compare-* folder: it is skipped with a note
+    (it stopped the report with "not a run directory"); comparison folders alone are refused in one line."""
+    from typer.testing import CliRunner
+
+    from coopsim.cli import app
+
+    whole0, whole1 = runs["whole0"], runs["whole1"]
+    first = CliRunner().invoke(app, ["report", str(whole0), str(whole1)], env={"COLUMNS": "250"})
+    assert first.exit_code == 0, first.output
+    (line,) = [ln for ln in first.output.splitlines() if ln.startswith("comparison: ")]
+    folder = Path(line.split(": ", 1)[1].split(" (", 1)[0])
+    try:
+        assert (folder / "compare.csv").is_file() and not (folder / "config.yaml").exists()
+        res = CliRunner().invoke(app, ["report", str(whole0), str(folder), str(whole1)], env={"COLUMNS": "250"})
+        assert res.exit_code == 0, res.output
+        assert f"note: skipped {folder}: a comparison folder (compare.csv) that coopsim sweep or report wrote, " \
+               "not a run" in res.output
+        (line2,) = [ln for ln in res.output.splitlines() if ln.startswith("comparison: ")]
+        folder2 = Path(line2.split(": ", 1)[1].split(" (", 1)[0])
+        try:  # the same two runs compared: the same pooled row as without the folder
+            assert _csv_row(folder2 / "compare.csv") == _csv_row(folder / "compare.csv")
+        finally:
+            shutil.rmtree(folder2)
+        copy = folder.with_name(folder.name + "-copy")
+        shutil.copytree(folder, copy)
+        try:
+            only = CliRunner().invoke(app, ["report", str(folder), str(copy)], env={"COLUMNS": "250"})
+        finally:
+            shutil.rmtree(copy)
+        assert only.exit_code == 2 and "Traceback" not in only.output
+        assert "every folder given is a comparison folder (compare.csv), none a run directory" in only.output
+    finally:
+        shutil.rmtree(folder)
