@@ -674,11 +674,19 @@ def _shared_seeds(runs: list[dict], flat: list[dict], line_keys: list[str], x_ke
     return dict(sorted(out.items()))
 
 
+#: config keys that say where a run is written, not what it runs: runs differing only in them are the same config
+WHERE_KEYS = ("out_dir",)
+
+
 def same_config(a: dict, b: dict) -> bool:
-    """Whether two runs' parsed ``config.yaml`` mappings are the same config: equal as parsed (key order, layout and
-    comment lines do not count; seeds, episodes, name and out_dir do), the test ``sweep --skip-done`` applies to
-    decide that a run directory holds "a run of exactly that config". Raises nothing."""
-    return a == b
+    """Whether two runs' parsed ``config.yaml`` mappings are the same config: equal as parsed, apart from
+    :data:`WHERE_KEYS` (``out_dir`` as typed: ``runs/x``, ``runs/x/`` and ``/abs/runs/x`` are one folder or
+    different ones, and neither changes the episodes); key order, layout and comment lines do not count; seeds,
+    episodes and name do. The test ``sweep --skip-done`` applies to decide that a run directory holds "a run of
+    exactly that config", and ``report`` to count repeats once. Raises nothing."""
+    def what(c: dict) -> dict:
+        return {k: v for k, v in c.items() if k not in WHERE_KEYS} if isinstance(c, dict) else c
+    return what(a) == what(b)
 
 
 #: what :func:`~coopsim.platform.recorder.new_run_dir` puts after the run name: ``-<UTC time>Z-<6 hex>``

@@ -151,6 +151,10 @@ def test_the_newest_finished_run_of_exactly_the_cell_counts(work):
         # comment lines of config.yaml do not count
         (old / "config.yaml").write_text("# a note\n" + (old / "config.yaml").read_text())
         assert cli._done_run_dir(cfg) == Path("runs") / old.name
+        # the same out_dir spelled otherwise (trailing slash, ./, absolute) finds the run written under "runs"
+        for spelled in ("runs/", "./runs", str(work / "runs"), str(work / "runs" / ".." / "runs")):
+            found = cli._done_run_dir(cfg.model_copy(update={"out_dir": spelled}))
+            assert found is not None and found.resolve() == (work / "runs" / old.name).resolve(), spelled
         # fewer episodes than planned (a summary rebuilt from a cut-off run) is not finished
         (old / "summary.json").write_text(json.dumps({**summary, "episodes_finished": 0}))
         assert cli._done_run_dir(cfg) is None
