@@ -125,8 +125,9 @@ def fit_actor(agent, x: torch.Tensor, mask: torch.Tensor, y: torch.Tensor, epoch
     """Train ``agent``'s actor (every parameter but the critic's; Adam, gradient norm clipped at 0.5) in place by
     cross-entropy with the target actions ``y`` (int64 ``[M]``) from the actor inputs ``x`` (float32 ``[M, D]``)
     under the action masks ``mask`` (bool ``[M, A]``), minus ``ent_coef`` times the policy's entropy, for ``epochs``
-    shuffled passes (``seed``) of ``batch`` rows. Returns the last epoch's mean loss (the cross-entropy), accuracy
-    and entropy. Used by :func:`distil` and ``smac_clone.py``."""
+    shuffled passes (``seed``) of ``batch`` rows. Returns the last epoch's mean loss (the cross-entropy) and entropy
+    (each minibatch's before its step), and ``accuracy``: the fitted actor's argmax agreement with ``y`` on all ``M``
+    rows after the last step. Used by :func:`distil` and ``smac_clone.py``."""
     net = agent.net
     opt = torch.optim.Adam([p for n, p in net.named_parameters() if not n.startswith("critic")], lr=lr, eps=1e-5)
     gen = torch.Generator().manual_seed(seed)
@@ -151,6 +152,10 @@ def fit_actor(agent, x: torch.Tensor, mask: torch.Tensor, y: torch.Tensor, epoch
             tot["accuracy"] += float((logits.argmax(-1) == y[idx]).float().mean()) * w
             tot["entropy"] += float(ent.detach()) * w
         stats = tot
+    with torch.no_grad():  # the fitted actor's accuracy (the epoch's running one lags its steps)
+        hit = sum(int((net.logits(net.features(x[i:i + batch], None)[0], mask[i:i + batch]).argmax(-1)
+                       == y[i:i + batch]).sum()) for i in range(0, len(y), batch))
+    stats["accuracy"] = hit / max(len(y), 1)
     return stats
 
 
