@@ -422,19 +422,155 @@ def _whole_float_as_int(value: Any, annotation: Any) -> Any:
 
 
 def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
-                 key_prefix: str = "") -> None:
+                 key_prefix: str = "", quoted: bool = True) -> None:
     """The checks before pydantic coerces a value of the run config, its ``train:`` section or a component's params:
-    ``true``/``false`` for a number (:func:`coopsim.platform.registry.reject_bools`) and a number YAML 1.1 reads from
-    other than a plain decimal (``1:30``, ``0x10``, ``064``, ``1_000``) for a number (:func:`reject_yaml11_numbers`).
-    Then a whole float for an int (``1.5e3``) is made that int in ``data`` (:func:`whole_floats_to_ints`), so that
-    the run's stored config shows it as pydantic reads it.
+    ``true``/``false`` for a number (:func:`coopsim.platform.registry.reject_bools`), a number YAML 1.1 reads from
+    other than a plain decimal (``1:30``, ``0x10``, ``064``, ``1_000``) for a number (:func:`reject_yaml11_numbers`)
+    and, with ``quoted``, a quoted number or boolean (``'0.5'``, ``"true"``) for a number or a boolean
+    (:func:`reject_quoted_scalars`; the run config's own ``seeds``, ``episodes`` and ``max_steps`` refuse quoted
+    numbers in :meth:`RunConfig._no_quoted_ints`). Then a whole float for an int (``1.5e3``) is made that int in
+    ``data`` (:func:`whole_floats_to_ints`), so that the run's stored config shows it as pydantic reads it.
 
     Raises:
         ConfigError: names the key and the value.
     """
     reject_yaml11_numbers(data, model, file=file, key_prefix=key_prefix)
+    if quoted:
+        reject_quoted_scalars(data, model, file=file, key_prefix=key_prefix)
     registry.reject_bools(data, model, file=file, key_prefix=key_prefix)
     whole_floats_to_ints(data, model)
+
+
+#: the strings pydantic (lax mode) reads as a boolean, lower-cased and stripped
+_BOOL_STRINGS = {"true": "true", "t": "true", "yes": "true", "y": "true", "on": "true", "1": "true",
+                 "false": "false", "f": "false", "no": "false", "n": "false", "off": "false", "0": "false"}
+_PLAIN_DECIMAL = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$")
+
+
+def reject_quoted_scalars(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None,
+                          key_prefix: str = "") -> None:
+    """Refuse a string (a quoted ``'0.5'`` in YAML or an override) where ``model`` takes a number, or a boolean, and
+    no string: at a field, inside a list, tuple or dict field, or at a field of a nested model. Pydantic would read
+    ``'0.5'`` as 0.5 (and ``'true'`` as True) while the run's stored ``config.yaml`` kept the string, which a later
+    ``--resume`` with the number then found different. Strings pydantic cannot read as a number (or a boolean) are
+    left to pydantic, which refuses them; fields that take a string (``Union[int, str]``, ``Any``) keep the text.
+
+    Raises:
+        ConfigError: key ``key_prefix`` + the dotted field path; names the value, what is required and the value to
+            write instead (without quotes).
+    """
+    for k, v in data.items():
+        f = model.model_fields.get(k)
+        found = None if f is None else _quoted_scalar_at(v, f.annotation, [str(k)])
+        if found is None:
+            continue
+        text, kind, path, write = found
+        inside = f" in {v!r}" if text is not v else ""
+        required = {"int": "an integer", "float": "a number", "bool": "a boolean (true or false)"}[kind]
+        desc = f" ({f.description})" if f.description else ""  # as registry.pydantic_to_config_error's errors
+        raise ConfigError(f"invalid value {text!r}{inside}: {required} is required, not a string (remove the quotes: "
+                          f"{write}){desc}", file=file, key=key_prefix + ".".join(path), value=v)
+
+
+def _scalar_kind(annotation: Any) -> str | None:
+    """``"int"``, ``"float"`` or ``"bool"`` when ``annotation`` (``Annotated`` unwrapped) takes only that kind of
+    scalar (a ``Literal`` of numbers is ``"float"``); None otherwise (a string, ``Any``, a container, a model)."""
+    import typing
+
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _scalar_kind(typing.get_args(annotation)[0])
+    if annotation is bool:
+        return "bool"
+    if annotation is int:
+        return "int"
+    if annotation is float:
+        return "float"
+    if typing.get_origin(annotation) is typing.Literal:
+        args = typing.get_args(annotation)
+        if args and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in args):
+            return "float"
+    return None
+
+
+def _quoted_write(text: str, kind: str) -> str | None:
+    """How to write the string ``text`` without quotes as the ``kind`` (``"int"``, ``"float"``, ``"bool"``) pydantic
+    reads from it (``'0.5'`` -> ``0.5``, ``'1e-3'`` -> ``1e-3``, ``'1_000'`` -> ``1000``, ``'inf'`` -> ``.inf``,
+    ``'yes'`` -> ``true``); None when pydantic reads no such value from it (left to pydantic, which refuses it)."""
+    t = text.strip()
+    if kind == "bool":
+        return _BOOL_STRINGS.get(t.lower())
+    try:
+        x = float(t)
+    except ValueError:
+        return None
+    if math.isnan(x):
+        return ".nan"
+    if math.isinf(x):
+        return ".inf" if x > 0 else "-.inf"
+    if _PLAIN_DECIMAL.match(t):
+        return t.lstrip("+")
+    return str(int(x)) if kind == "int" and x.is_integer() and abs(x) < 2**53 else repr(x)
+
+
+def _never_a_string(annotation: Any) -> bool:
+    """Whether pydantic never takes a string for ``annotation``: None, a list, tuple, set or dict, a model."""
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _never_a_string(typing.get_args(annotation)[0])
+    return (annotation is type(None) or origin in (list, tuple, set, frozenset, dict)
+            or annotation in (list, tuple, set, frozenset, dict)
+            or (isinstance(annotation, type) and issubclass(annotation, BaseModel)))
+
+
+def _quoted_scalar_at(value: Any, annotation: Any, path: list[str]) -> tuple[str, str, list[str], str] | None:
+    """The first string in ``value`` that pydantic would read as a number or a boolean at a place where
+    ``annotation`` takes only numbers (or only booleans), as ``(string, kind, field path, what to write)``; looking
+    into lists, tuples, dicts, unions, ``Annotated`` and nested models."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _quoted_scalar_at(value, args[0], path)
+    if isinstance(value, str) and not isinstance(value, YamlNumberText):  # those: reject_yaml11_numbers
+        members = [a for a in (args if origin in (typing.Union, types.UnionType) else (annotation,))
+                   if not _never_a_string(a)]
+        kinds = {_scalar_kind(a) for a in members}
+        if not members or None in kinds:  # a member takes the string (str, Any, a string Literal, ...)
+            return None
+        kind = "bool" if kinds == {"bool"} else "int" if kinds == {"int"} else "float" if "bool" not in kinds else None
+        if kind is None:  # e.g. int | bool: whichever pydantic picks, the string is still refused below
+            kind = "float" if _quoted_write(value, "float") is not None else "bool"
+        write = _quoted_write(value, kind)
+        return None if write is None else (value, kind, path, write)
+    if origin in (typing.Union, types.UnionType):
+        for a in args:
+            found = _quoted_scalar_at(value, a, path)
+            if found is not None:
+                return found
+        return None
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        pairs = zip(value, args) if origin is tuple and args[-1] is not Ellipsis else ((v, args[0]) for v in value)
+        for v, a in pairs:
+            found = _quoted_scalar_at(v, a, path)
+            if found is not None:
+                return found
+        return None
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        for k, v in value.items():
+            found = _quoted_scalar_at(v, args[1], [*path, str(k)])
+            if found is not None:
+                return found
+        return None
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+        for k, v in value.items():
+            f = annotation.model_fields.get(k)
+            found = None if f is None else _quoted_scalar_at(v, f.annotation, [*path, str(k)])
+            if found is not None:
+                return found
+    return None
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -779,7 +915,8 @@ def experiment_file_hint(data: Any) -> str | None:
 
 
 def validate_config(data: dict[str, Any], *, file: str | None = None, check_components: bool = True) -> RunConfig:
-    reject_bools(data, RunConfig, file=file)
+    # quoted=False: seeds, episodes and max_steps refuse a quoted number themselves (RunConfig._no_quoted_ints)
+    reject_bools(data, RunConfig, file=file, quoted=False)
     try:
         cfg = RunConfig(**data)
     except ValidationError as exc:
@@ -810,6 +947,7 @@ def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
             raise ConfigError(str(exc), file=file, key=f"{field}.id", value=comp.id) from None
         model = registry.spec(kind, comp.id).load().Params
         reject_yaml11_numbers(params, model, file=file, key_prefix=f"{field}.params.")
+        reject_quoted_scalars(params, model, file=file, key_prefix=f"{field}.params.")  # '64' for a number
         registry.validate_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
         _reject_non_finite(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
         whole_floats_to_ints(comp.params, model)  # valid: 1.5e3 for an int is stored as 1500 (the run's config.yaml)

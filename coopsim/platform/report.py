@@ -438,10 +438,79 @@ def training_run_message(run_dir: str | Path) -> str:
                 f"{ttw}, plotted by benchmarks/smac_time_to_win.py --plot {shlex.quote(str(d))} OUT.png)")
     elif is_training_run(d):
         what = "a training run (written by coopsim train)"
+        progress = training_progress(d)
+        if progress is not None:
+            status, running = progress
+            what += (f" that is being trained right now ({status})" if running else
+                     f" whose training has not finished ({status})")
+            resume = "" if running else (f"; continue its training with: {invoked_as()} train --resume "
+                                         f"{shlex.quote(str(d))}")
+            return (f"{d}: {what}, not a run of evaluation episodes; evaluate its checkpoints with: {invoked_as()} "
+                    f"eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}{resume}")
     else:  # seed-<s>/policy.pt and config.yaml only: a benchmark's round (smac_clone.py, smac_expert_iteration.py)
         what = "a trained policy with its config (no training metrics)"
     return (f"{d}: {what}, not a run of evaluation episodes; evaluate it with: "
             f"{invoked_as()} eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}")
+
+
+def training_progress(run_dir: str | Path) -> tuple[str, bool] | None:
+    """How far the training of ``run_dir`` (written by ``coopsim train``) got, when it has not finished (no
+    run-level ``train_summary.json``): ``(status, running)``, the status per seed of the run's ``config.yaml``, e.g.
+    ``seed 0 at 14,848 of 200,000 env steps; seed 1 not started`` (the env steps of each seed's summary or
+    checkpoint and the budget ``train.total_env_steps``, as ``coopsim eval``'s note on a seed without policy.pt,
+    :func:`coopsim.platform.runner.checkpoint_note`), and whether a ``coopsim train`` process trains it now (it holds
+    the run directory's lock, :func:`coopsim.platform.training.run_dir_lock`). None for a finished run. Never
+    raises."""
+    from coopsim.platform.runner import _checkpoint_steps, _training_budget
+    from coopsim.platform.trainer import CHECKPOINT_NAME, METRICS_CSV, SUMMARY_NAME
+
+    d = Path(run_dir)
+    if (d / SUMMARY_NAME).is_file():
+        return None
+    try:
+        seeds = yaml.safe_load((d / "config.yaml").read_text()).get("seeds")
+    except (OSError, ValueError, yaml.YAMLError, AttributeError):
+        seeds = None
+    if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and not isinstance(s, bool) for s in seeds)):
+        seeds = [s.name.removeprefix("seed-") for s in training_seeds(d)]  # no readable seeds: the seed folders
+    budget = _training_budget(d)
+    parts = []
+    for s in seeds:
+        sub = d / f"seed-{s}"
+        steps = _checkpoint_steps(sub) if sub.is_dir() else None
+        if steps is not None:
+            of = f" of {budget:,}" if budget is not None else ""
+            done = budget is not None and steps >= budget and (sub / SUMMARY_NAME).is_file()
+            parts.append(f"seed {s} finished ({steps:,}{of} env steps)" if done
+                         else f"seed {s} at {steps:,}{of} env steps")
+        elif (sub / CHECKPOINT_NAME).is_file():
+            parts.append(f"seed {s}: its {CHECKPOINT_NAME} cannot be read")
+        elif (sub / METRICS_CSV).is_file():
+            parts.append(f"seed {s} has no checkpoint yet (a resume starts it over)")
+        else:
+            parts.append(f"seed {s} not started")
+    return "; ".join(parts), _being_trained(d)
+
+
+def _being_trained(run_dir: Path) -> bool:
+    """Whether a ``coopsim train`` process holds the lock of ``run_dir`` (:func:`coopsim.platform.training.
+    run_dir_lock`), i.e. trains it now; a shared lock taken and released at once tells, without a lock file."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(run_dir, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing the descriptor releases the shared lock
+    return False
 
 
 def plot_training(run_dir: str | Path) -> Path | None:

@@ -233,6 +233,19 @@ def resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tupl
                           f"(with {CONFIG_NAME})", file=str(run_dir))
     stored = load_config(file)
     given = load_config(str(config_path), overrides) if config_path else load_config(file, overrides)
+    if isinstance(given.train, dict):  # a quoted '0.5' is refused as such, not as a difference from the run's 0.5
+        from coopsim.platform.config import reject_quoted_scalars
+
+        try:
+            cls = trainable_class(given)[1]
+        except ConfigError:  # another agent: the difference below names it
+            cls = None
+        if cls is not None:
+            shown = str(config_path) if config_path else file
+            try:
+                reject_quoted_scalars(given.train, cls.TrainConfig, file=shown, key_prefix="train.")
+            except ConfigError as exc:
+                raise blame_override(exc, shown, overrides) from None
     if not budget_overridden(overrides) and isinstance(stored.train, dict) and isinstance(given.train, dict) \
             and "total_env_steps" in stored.train:
         # the budget is the run's stored one unless the command line sets train.total_env_steps: the YAML file's
