@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from coopsim.errors import KEPT_DEFAULT, ConfigError, run_script
+from coopsim.errors import KEPT_DEFAULT, ConfigError, run_script, whole_number
 from coopsim.platform import registry
 from coopsim.platform.config import SEED_MAX, RunConfig, blame_override, dump_config, load_config, override_keys
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, atomic_write_text, new_run_dir
@@ -60,6 +60,16 @@ from coopsim.platform.training import (CONFIG_NAME, build_trainer, resume_config
 
 #: the acting params that make a learner greedy: PPO (MAPPO/IPPO) argmax actions, QMIX epsilon 0
 GREEDY_PARAMS = {"deterministic": True, "epsilon": 0.0}
+
+
+def _steps(text: str) -> int:
+    """argparse type of ``--eval-every``: a whole number, ``2e6`` too (as ``train.total_env_steps=2e6``); its range
+    is checked with the other settings."""
+    v = whole_number(text)
+    if v is None:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: a whole number of env steps is required (e.g. "
+                                         "500000 or 5e5)")
+    return v
 
 
 def greedy_params(agent_cls: type, agent_id: str = "") -> dict:
@@ -171,7 +181,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--plot", nargs=2, metavar=("RUN_DIR", "OUT_PNG"), default=None,
                     help="draw a run's greedy win rate against env steps and wall time (no training)")
     ap.add_argument("--seeds", nargs="+", default=None, metavar="S", help="training seeds (default: the config's)")
-    ap.add_argument("--eval-every", type=int, default=None, help="env steps between greedy evaluations (50000)")
+    ap.add_argument("--eval-every", type=_steps, default=None, help="env steps between greedy evaluations (50000)")
     ap.add_argument("--eval-episodes", type=int, default=None,
                     help=f"episodes per evaluation, one batched core, 1..{EVAL_EPISODES_MAX} (256)")
     ap.add_argument("--eval-seed", type=int, default=None, help="reset seed of the evaluation core (10000)")

@@ -74,17 +74,33 @@ class ChannelError(CoopsimError, RuntimeError):
     """A channel backend failed (e.g. the ns-3 child process died or timed out)."""
 
 
+def whole_number(text: str) -> int | None:
+    """The integer ``text`` writes, as an integer (``"2000000"``) or in scientific notation with a whole value
+    (``"2e6"``, ``"1.5e3"``, as ``train.total_env_steps=2e6`` is read); None for anything else (``"1.5"``, ``"abc"``,
+    ``"nan"``, ``"inf"``). Raises nothing."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    t = text.strip().lower()
+    if "e" not in t:
+        return None
+    try:
+        x = float(t)
+    except ValueError:
+        return None
+    return int(x) if x == x and abs(x) < 2**63 and x.is_integer() else None
+
+
 def int_at_least(minimum: int):
-    """An ``argparse`` ``type=`` that accepts integers >= ``minimum`` and otherwise makes argparse print
+    """An ``argparse`` ``type=`` that accepts integers >= ``minimum`` (``2e6`` too: :func:`whole_number`) and
+    otherwise makes argparse print
     ``argument --x: invalid value '-1': an integer >= 1 is required`` and exit 2."""
     import argparse
 
     def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer >= {minimum} is required") from None
-        if v < minimum:
+        v = whole_number(text)  # 2e6 as train.total_env_steps=2e6 reads it
+        if v is None or v < minimum:
             raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer >= {minimum} is required")
         return v
 
@@ -99,10 +115,7 @@ def int_in_range(low: int, high: int):
     import argparse
 
     def parse(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            v = None
+        v = whole_number(text)
         if v is None or not low <= v <= high:
             raise argparse.ArgumentTypeError(f"invalid value {text!r}: an integer in {low}..{high} is required")
         return v

@@ -228,6 +228,8 @@ def test_a_damaged_time_to_win_json_is_one_error(finished_run, damage, why):
     (["--eval-episodes", "1000000"], "an integer 1..65536"), (["--eval-seed", "-1"], "--eval-seed: invalid value -1"),
     (["--target", "nan"], "--target: invalid value nan"), (["--target", "2"], "a win rate in [0, 1]"),
     (["--seeds", "x"], "--seeds: invalid int value: 'x'"),
+    (["--eval-every", "1.5"], "--eval-every: invalid value '1.5': a whole number of env steps is required"),
+    (["--eval-every", "abc"], "--eval-every: invalid value 'abc'"), (["--eval-every", "0e3"], "invalid value 0"),
 ])
 def test_bad_flags_are_refused_before_a_run_directory(tmp_path, capsys, flags, text):
     with pytest.raises(SystemExit) as e:
@@ -275,3 +277,12 @@ def test_a_second_resume_while_one_trains_is_refused_in_the_scripts_own_words(fi
     with run_dir_lock(run, "smac_time_to_win"):  # as a first --resume holds it while it trains
         with pytest.raises(ConfigError, match="being trained by another smac_time_to_win process right now"):
             ttw.main(["--resume", str(run), "train.total_env_steps=512"])
+
+
+def test_eval_every_takes_scientific_notation_as_total_env_steps_does():
+    from coopsim.errors import int_at_least, int_in_range, whole_number
+
+    assert _ttw()._parse(["configs/smac/3m-mappo.yaml", "--eval-every", "5e5"]).eval_every == 500_000
+    assert [whole_number(t) for t in ("2000000", "2e6", "1.5e3", " 64 ", "1.5", "abc", "nan", "inf", "1e400")] == \
+        [2_000_000, 2_000_000, 1500, 64, None, None, None, None, None]
+    assert int_at_least(1)("2e6") == 2_000_000 and int_in_range(1, 65536)("6.4e1") == 64
