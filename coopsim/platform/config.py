@@ -494,8 +494,9 @@ def _scalar_kind(annotation: Any) -> str | None:
 
 def _quoted_write(text: str, kind: str) -> str | None:
     """How to write the string ``text`` without quotes as the ``kind`` (``"int"``, ``"float"``, ``"bool"``) pydantic
-    reads from it (``'0.5'`` -> ``0.5``, ``'1e-3'`` -> ``1e-3``, ``'1_000'`` -> ``1000``, ``'inf'`` -> ``.inf``,
-    ``'yes'`` -> ``true``); None when pydantic reads no such value from it (left to pydantic, which refuses it)."""
+    reads from it (``'0.5'`` -> ``0.5``, ``'1e-3'`` -> ``1e-3``, ``'1_000'`` -> ``1000``, ``'yes'`` -> ``true``);
+    None when pydantic reads no such value from it, or reads nan or an infinity (``train.lr=nan`` unquoted gives the
+    same text as ``'nan'``: left to pydantic, whose finite check names it)."""
     t = text.strip()
     if kind == "bool":
         return _BOOL_STRINGS.get(t.lower())
@@ -503,10 +504,8 @@ def _quoted_write(text: str, kind: str) -> str | None:
         x = float(t)
     except ValueError:
         return None
-    if math.isnan(x):
-        return ".nan"
-    if math.isinf(x):
-        return ".inf" if x > 0 else "-.inf"
+    if not math.isfinite(x):  # a bare nan / inf override arrives as this same text: pydantic's finite check says it
+        return None
     if _PLAIN_DECIMAL.match(t):
         return t.lstrip("+")
     return str(int(x)) if kind == "int" and x.is_integer() and abs(x) < 2**53 else repr(x)
