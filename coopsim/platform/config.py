@@ -19,7 +19,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -336,39 +336,43 @@ def _number_text_at_number(value: Any, annotation: Any, path: list[str]) -> tupl
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is typing.Annotated:
         return _number_text_at_number(value, args[0], path)
-    if origin in (typing.Union, types.UnionType):
-        if isinstance(value, YamlNumberText) and any(a is str or a is Any for a in args):
-            return None  # e.g. scen: Union[int, str]: the text as written
-        for a in args:
-            found = _number_text_at_number(value, a, path)
-            if found is not None:
-                return found
-        return None
-    if isinstance(value, YamlNumberText):
+    union = origin in (typing.Union, types.UnionType)
+    if union and isinstance(value, YamlNumberText) and any(a is str or a is Any for a in args):
+        return None  # e.g. scen: Union[int, str]: the text as written
+    if not union and isinstance(value, YamlNumberText):
         if origin in (list, tuple) and args:  # seeds=0x10 (a --grid seeds value): its number is refused first
             return _number_text_at_number(value, args[0], path)
         numeric = annotation in (int, float) or (origin is typing.Literal and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) for x in args))
         return (value, path) if numeric else None
-    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+    return _first_inside(value, annotation, path, _number_text_at_number)
+
+
+def _first_inside(value: Any, annotation: Any, path: list[str], at: Callable[[Any, Any, list[str]], Any]) -> Any:
+    """The first result that is not None of ``at(member, its annotation, its field path)`` over the members of a
+    union ``annotation`` (``value`` against each) or the items of a list, tuple, dict or nested-model ``value`` as
+    ``annotation`` types them; None when there is none (or ``value`` is none of those). The walk
+    :func:`_number_text_at_number` and :func:`_quoted_scalar_at` share."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        members = ((value, a, path) for a in args)
+    elif origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
         pairs = zip(value, args) if origin is tuple and args[-1] is not Ellipsis else ((v, args[0]) for v in value)
-        for v, a in pairs:
-            found = _number_text_at_number(v, a, path)
-            if found is not None:
-                return found
+        members = ((v, a, path) for v, a in pairs)
+    elif origin is dict and isinstance(value, dict) and len(args) == 2:
+        members = ((v, args[1], [*path, str(k)]) for k, v in value.items())
+    elif isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+        fields = annotation.model_fields
+        members = ((v, fields[k].annotation, [*path, str(k)]) for k, v in value.items() if k in fields)
+    else:
         return None
-    if origin is dict and isinstance(value, dict) and len(args) == 2:
-        for k, v in value.items():
-            found = _number_text_at_number(v, args[1], [*path, str(k)])
-            if found is not None:
-                return found
-        return None
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
-        for k, v in value.items():
-            f = annotation.model_fields.get(k)
-            found = None if f is None else _number_text_at_number(v, f.annotation, [*path, str(k)])
-            if found is not None:
-                return found
+    for v, a, p in members:
+        found = at(v, a, p)
+        if found is not None:
+            return found
     return None
 
 
@@ -544,32 +548,7 @@ def _quoted_scalar_at(value: Any, annotation: Any, path: list[str]) -> tuple[str
             kind = "float" if _quoted_write(value, "float") is not None else "bool"
         write = _quoted_write(value, kind)
         return None if write is None else (value, kind, path, write)
-    if origin in (typing.Union, types.UnionType):
-        for a in args:
-            found = _quoted_scalar_at(value, a, path)
-            if found is not None:
-                return found
-        return None
-    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
-        pairs = zip(value, args) if origin is tuple and args[-1] is not Ellipsis else ((v, args[0]) for v in value)
-        for v, a in pairs:
-            found = _quoted_scalar_at(v, a, path)
-            if found is not None:
-                return found
-        return None
-    if origin is dict and isinstance(value, dict) and len(args) == 2:
-        for k, v in value.items():
-            found = _quoted_scalar_at(v, args[1], [*path, str(k)])
-            if found is not None:
-                return found
-        return None
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
-        for k, v in value.items():
-            f = annotation.model_fields.get(k)
-            found = None if f is None else _quoted_scalar_at(v, f.annotation, [*path, str(k)])
-            if found is not None:
-                return found
-    return None
+    return _first_inside(value, annotation, path, _quoted_scalar_at)
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -12,10 +12,8 @@ before.
 import glob
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -180,23 +178,9 @@ def stopped_run(tmp_path_factory):
     after that iteration, seed 1 never started."""
     out = tmp_path_factory.mktemp("p6")
     mp = pytest.MonkeyPatch()
-    real = training.build_trainer
+    from test_fresh_user_fixes import _signal_during  # noqa: E402  (tests/platform is on sys.path under pytest)
 
-    def build(*a, **k):
-        trainer, train = real(*a, **k)
-        inner, calls = trainer.train_iteration, [0]
-
-        def train_iteration():
-            calls[0] += 1
-            if calls[0] == 3:
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.01)
-            return inner()
-
-        trainer.train_iteration = train_iteration
-        return trainer, train
-
-    mp.setattr(training, "build_trainer", build)
+    _signal_during(mp, 3)
     try:
         with pytest.raises(KeyboardInterrupt) as info:
             train_main(LINE, ["seeds=[0,1]", "train.total_env_steps=1024", "train.num_envs=2", "train.rollout_steps=32",
