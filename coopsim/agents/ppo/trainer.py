@@ -316,7 +316,8 @@ class PPOTrainer:
                 self.channel.send(self.t, agent.comm.messages(feat.reshape(E, N, -1), alive, self.t, float(core.dt_s),
                                                               **agent.comm_obs(self.obs)))
 
-            self.prev_a = torch.tensor(actions)
+            if cfg.sticky_eps > 0:  # only the sticky mixture reads it: no copy per step otherwise
+                self.prev_a = torch.tensor(actions)
             res = core.step(actions)
             next_obs = flatten_obs(res.obs, agent.obs_space)
             reward = np.where(alive, res.reward, 0.0).astype(np.float32)
