@@ -272,6 +272,7 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
             try:
                 schedule = train_config(cfg, trainable_class(cfg, file=str(config))[1], file=str(config))
                 notes.append(hooks_note(schedule, file=str(config)))
+                warnings.extend(schedule.inert_keys())  # keys that do nothing with the others' values
                 # the first seed's trainer, as `coopsim train` builds it before writing anything: hooks set up
                 build_trainer(cfg, cfg.seeds[0], file=str(config))
             except ConfigError as exc:  # a value given on the command line is named as the override
@@ -550,8 +551,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         err_console.print(_continue_hint(skip_done), soft_wrap=True, highlight=False)
         err_console.print(_kept_runs_line(kept), soft_wrap=True, highlight=False)
         raise typer.Exit(code=code)
-    if len(run_dirs) > 1:
-        _report_many([Path(d) for d in run_dirs], group_by=grid_keys)  # one row per grid cell, seeds too
+    if len(run_dirs) > 1:  # one row per grid cell, seeds too; files only when this sweep ran something
+        _report_many([Path(d) for d in run_dirs], group_by=grid_keys, write=len(run_dirs) > len(skipped))
     if failed:
         _failed_runs_note(failed, run_dirs, len(combos), hint=_continue_hint(skip_done))
         raise typer.Exit(code=1)
@@ -881,10 +882,22 @@ def _grid_values(text: str) -> list[str]:
     return values
 
 
-def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = ()) -> None:
+def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (), write: bool = True) -> None:
+    """Print the comparison table of ``run_dirs`` and write its files (compare.csv, plots) into a new compare-*
+    folder beside the first run; ``write=False``: the table only, with the `coopsim report` command that writes
+    them (a ``sweep --skip-done`` that ran nothing: its earlier sweep wrote that folder already)."""
     from coopsim.platform.recorder import WriteError, new_run_dir
     from coopsim.platform.report import compare_runs, comparison_files_text, comparison_table
 
+    if not write:
+        res = compare_runs(run_dirs, group_by=group_by, write=False)
+        Console(width=max(console.width, 200), emoji=False).print(comparison_table(res))
+        for d, note in res["notes"].items():
+            console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
+        console.print(escape(f"nothing ran, so no new comparison folder was written; to write one: {_invoked_as()} "
+                             f"report {' '.join(shlex.quote(str(d)) for d in run_dirs)}"), soft_wrap=True,
+                      highlight=False)
+        return
     unwritable: str | None = None  # why the comparison's files could not be written
     parent = Path(run_dirs[0]).resolve().parent  # `report . OTHER` inside a run: beside it, never into it
     try:

@@ -90,8 +90,18 @@ def test_a_finished_sweep_is_not_run_again_and_its_runs_are_compared(first, work
     skipped = _lines(r.stdout, "skipped (done): ")
     assert skipped == [f"skipped (done): 'seeds=[0]' episodes=1 out_dir=runs max_steps={s} name=line-random-{s} -> "
                        f"runs/{_cell_dir(work, s).name}" for s in (4, 5)]
-    # the comparison is that of the first sweep: the same runs, the same numbers
-    assert _compare_csv(r.stdout) == _compare_csv(first[1].stdout)
+    # the table is shown, but no second comparison folder is written: the first sweep's holds the same runs
+    assert not _lines(r.stdout, "comparison: ")
+    assert sorted(p.name for p in (work / "runs").glob("compare-*")) == \
+        sorted(p.name for p in (first[0] / "runs").glob("compare-*"))
+    (hint,) = _lines(r.stdout, "nothing ran, so no new comparison folder was written; to write one: ")
+    cmd = hint.split("to write one: ", 1)[1].split()
+    assert "report" in cmd and len(cmd) - cmd.index("report") == 3  # report and the two run directories
+    report = subprocess.run([sys.executable, "-m", "coopsim.cli", *cmd[cmd.index("report"):]], cwd=work,
+                            capture_output=True, text=True, env=ENV, timeout=300)
+    assert report.returncode == 0, report.stdout + report.stderr
+    # written now by `report`: the comparison of the first sweep, the same runs and the same numbers
+    assert _compare_csv(report.stdout) == _compare_csv(first[1].stdout)
     # without --skip-done nothing changes: every cell runs again
     r = _sweep(work, *GRID)
     assert r.returncode == 0, r.stdout + r.stderr
