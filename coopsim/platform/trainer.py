@@ -62,6 +62,11 @@ class TrainSchedule(BaseModel):
                     "(a PPO policy also brings its value normalisation) with a fresh optimizer and schedule. A resume "
                     "continues from its own checkpoint and does not read it again. None: random initial weights")
 
+    def inert_keys(self) -> list[str]:
+        """One line per key the ``train:`` section gives that has no effect with the other keys' values (e.g. an
+        annealing fraction of an option that is off); empty by default. Subclasses add their algorithm's pairs."""
+        return []
+
 
 @runtime_checkable
 class Trainer(Protocol):

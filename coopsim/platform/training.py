@@ -410,7 +410,7 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
         hooks = hooks_note(schedule, file=file)
     except ConfigError as exc:  # a value given on the command line is named as the override, not the file
         raise blame_override(exc, file, [] if resume else overrides) from None
-    for note in (shield_note(cfg, schedule), hooks):
+    for note in (shield_note(cfg, schedule), hooks, *(f"warning: {w}" for w in schedule.inert_keys())):
         if note and info is not None and not resume:
             info(note)
     # build the first seed's trainer before anything is written: every error surfaces first

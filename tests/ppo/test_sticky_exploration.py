@@ -92,3 +92,32 @@ def test_a_resume_carries_each_slots_previous_action():
     for p, q in zip(ref.net.parameters(), resumed.net.parameters()):
         assert torch.equal(p, q)
     np.testing.assert_array_equal(ref.prev_a.numpy(), resumed.prev_a.numpy())
+
+
+def test_keys_that_do_nothing_are_named():
+    """An anneal fraction given while sticky exploration is off, or a Huber delta with the MSE value loss, is said
+    (``coopsim train`` and ``validate`` print the lines as warnings); given with their option on, or left at the
+    default, nothing is said."""
+    off = PPOTrainConfig(total_env_steps=1000, sticky_anneal_frac=0.3, huber_delta=5.0)
+    assert off.inert_keys() == [
+        "train.sticky_anneal_frac (0.3) has no effect: sticky-action exploration is off (train.sticky_eps is 0); set "
+        "train.sticky_eps in (0, 1), e.g. 0.8, to use it",
+        "train.huber_delta (5.0) has no effect: train.value_loss is 'mse'; set train.value_loss: huber to use it"]
+    assert PPOTrainConfig(total_env_steps=1000, sticky_eps=0.8, sticky_anneal_frac=0.3, value_loss="huber",
+                          huber_delta=5.0).inert_keys() == []
+    assert PPOTrainConfig(total_env_steps=1000).inert_keys() == []  # defaults are not "given"
+
+
+def test_validate_warns_of_a_key_that_does_nothing():
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from coopsim.cli import app
+
+    configs = Path(__file__).resolve().parents[2] / "configs" / "smac"
+    r = CliRunner().invoke(app, ["validate", str(configs / "3m-mappo.yaml"), "train.sticky_anneal_frac=0.3"])
+    assert r.exit_code == 0, r.output
+    assert "warning: train.sticky_anneal_frac (0.3) has no effect" in r.output
+    r = CliRunner().invoke(app, ["validate", str(configs / "5m_vs_6m-mappo-sticky.yaml")])
+    assert r.exit_code == 0 and "has no effect" not in r.output, r.output

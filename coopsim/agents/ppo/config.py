@@ -103,6 +103,18 @@ class PPOTrainConfig(TrainSchedule):
     sticky_anneal_frac: float = Field(
         0.5, gt=0, le=1, description="sticky_eps goes linearly to 0 at this fraction of total_env_steps")
 
+    def inert_keys(self) -> list[str]:
+        """``train.sticky_anneal_frac`` given with ``sticky_eps`` 0 (off) and ``train.huber_delta`` given with
+        ``value_loss: mse``: each has no effect, one line each (see :meth:`TrainSchedule.inert_keys`)."""
+        out = []
+        if "sticky_anneal_frac" in self.model_fields_set and self.sticky_eps == 0:
+            out.append(f"train.sticky_anneal_frac ({self.sticky_anneal_frac}) has no effect: sticky-action exploration "
+                       f"is off (train.sticky_eps is 0); set train.sticky_eps in (0, 1), e.g. 0.8, to use it")
+        if "huber_delta" in self.model_fields_set and self.value_loss != "huber":
+            out.append(f"train.huber_delta ({self.huber_delta}) has no effect: train.value_loss is "
+                       f"'{self.value_loss}'; set train.value_loss: huber to use it")
+        return out
+
     @field_validator("death_masking")
     @classmethod
     def _death_masking_needs_team_reward(cls, v: bool, info: ValidationInfo) -> bool:
