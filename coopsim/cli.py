@@ -488,6 +488,11 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     for c, d in skipped:
         console.print(f"skipped (done): {escape(' '.join(shlex.quote(x) for x in c))} -> {escape(d)}",
                       soft_wrap=True, highlight=False)
+    for c, cfg_c in zip(combos, cfgs) if skip_done else ():  # a cell that runs again beside a run of its name: why
+        why = None if any(c is s for s, _ in skipped) else _why_not_done(cfg_c)
+        if why:
+            console.print(f"runs again: {escape(' '.join(shlex.quote(x) for x in c))}: {escape(why)}",
+                          soft_wrap=True, highlight=False)
     procs: list[tuple[list[str], subprocess.Popen]] = []
     run_dirs: list[str] = [d for _, d in skipped]  # compared with the runs of this sweep, as if they had just run
     failed: list[tuple[list[str], str | None]] = []  # (overrides, run directory or None) of each failed run
@@ -662,6 +667,43 @@ def _done_run_dir(cfg) -> Path | None:
                 and summary.get("episodes_finished") == planned and not (d / "checkpoint.txt").exists()):
             found.append((m.group(1), mtime, d))
     return max(found, key=lambda t: (t[0], t[1]))[2] if found else None
+
+
+def _why_not_done(cfg) -> str | None:
+    """For a ``sweep --skip-done`` cell that runs again: why the newest run directory of its name in ``cfg.out_dir``
+    (``<cfg.name>-<UTC time>Z-<id>``) is not taken as done: that it did not finish (interrupted, failed, no
+    summary), or the config keys in which it differs (``seeds: [0] -> [1]``). None when there is no such directory."""
+    import json
+
+    import yaml
+
+    from coopsim.platform.config import dump_config
+    from coopsim.platform.report import config_differences
+
+    try:
+        entries = [d for d in Path(cfg.out_dir).iterdir() if d.name.startswith(cfg.name) and d.is_dir()
+                   and _RUN_DIR_SUFFIX.fullmatch(d.name[len(cfg.name):])]
+    except OSError:
+        return None
+    if not entries:
+        return None
+    d = max(entries, key=lambda e: _RUN_DIR_SUFFIX.fullmatch(e.name[len(cfg.name):]).group(1))
+    try:
+        summary = json.loads((d / "summary.json").read_text())
+    except (OSError, ValueError):
+        return f"{d} has no readable summary.json (it stopped before its end)"
+    if not isinstance(summary, dict) or summary.get("interrupted") is not False:
+        return f"{d} was interrupted"
+    if summary.get("error") is not None:
+        return f"{d} failed"
+    try:
+        diff = config_differences(yaml.safe_load((d / "config.yaml").read_text()), yaml.safe_load(dump_config(cfg)))
+    except (OSError, yaml.YAMLError):
+        return f"{d} has no readable config.yaml"
+    if diff:
+        return f"{d} ran another config ({'; '.join(diff)})"
+    return f"{d} did not finish every planned episode" if summary.get("checkpoint") is None else \
+        f"{d} evaluated a checkpoint"
 
 
 def _finished_uninterrupted(run_dir: Path) -> bool:

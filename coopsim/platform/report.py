@@ -758,6 +758,28 @@ def same_config(a: dict, b: dict) -> bool:
     return what(a) == what(b)
 
 
+def config_differences(a: dict, b: dict, limit: int = 3) -> list[str]:
+    """The keys in which two parsed configs differ (as :func:`same_config` sees them, :data:`WHERE_KEYS` left out),
+    dotted and sorted, each as ``key: <a> -> <b>`` (``(not set)`` where one has no such key); at most ``limit``
+    entries plus ``... and K more``. Empty when :func:`same_config` holds. Raises nothing."""
+    missing = object()
+
+    def flat(c: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(c, dict) and (c or not prefix):
+            out: dict[str, Any] = {}
+            for k, v in c.items():
+                if prefix or k not in WHERE_KEYS:
+                    out.update(flat(v, f"{prefix}{k}."))
+            return out
+        return {prefix[:-1]: c}
+
+    fa, fb = flat(a if isinstance(a, dict) else {}), flat(b if isinstance(b, dict) else {})
+    keys = sorted(k for k in set(fa) | set(fb) if fa.get(k, missing) != fb.get(k, missing))
+    show = lambda v: "(not set)" if v is missing else repr(v)  # noqa: E731
+    lines = [f"{k}: {show(fa.get(k, missing))} -> {show(fb.get(k, missing))}" for k in keys[:limit]]
+    return lines + ([f"... and {len(keys) - limit} more"] if len(keys) > limit else [])
+
+
 #: what :func:`~coopsim.platform.recorder.new_run_dir` puts after the run name: ``-<UTC time>Z-<6 hex>``
 _RUN_DIR_STAMP = re.compile(r"-(\d{8}T\d{6}Z)-[0-9a-f]{6}$")
 

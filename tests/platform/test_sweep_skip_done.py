@@ -62,8 +62,12 @@ def work(first, tmp_path):
     return dst
 
 
-def _cell_dir(cwd: Path, steps: int) -> Path:
-    (d,) = [cwd / "runs" / n for n in _run_dirs(cwd) if n.startswith(f"line-random-{steps}-")]
+def _cell_dir(cwd: Path, steps: int, first: bool = False) -> Path:
+    """The run directory of the cell ``max_steps=steps`` (``first``: the oldest of several)."""
+    found = sorted(cwd / "runs" / n for n in _run_dirs(cwd) if n.startswith(f"line-random-{steps}-"))
+    if first:
+        return found[0]
+    (d,) = found
     return d
 
 
@@ -131,6 +135,11 @@ def test_only_the_cell_whose_run_did_not_finish_runs_again(work, damage):
     assert [ln.rsplit(" -> ", 1)[1] for ln in _lines(r.stdout, "skipped (done): ")] == [f"runs/{good.name}"]
     assert [ln.rsplit(" -> ", 1)[1] for ln in _lines(r.stdout, "done ")] == [f"runs/{next(iter(new))}"]
     assert len(_compare_csv(r.stdout).splitlines()) == 3  # the skipped run and the new one, compared
+    why = {"interrupted": "was interrupted", "failed": "failed", "no summary": "has no readable summary.json",
+           "bad config.yaml": "has no readable config.yaml"}[damage]
+    assert _lines(r.stdout, "runs again: ") == [
+        f"runs again: 'seeds=[0]' episodes=1 out_dir=runs max_steps=4 name=line-random-4: runs/{bad.name} {why}"
+        + (" (it stopped before its end)" if damage == "no summary" else "")]
 
 
 def test_a_different_fixed_override_skips_nothing(work):
@@ -141,6 +150,10 @@ def test_a_different_fixed_override_skips_nothing(work):
     assert sorted(n[:len("line-random-4")] for n in new) == ["line-random-4", "line-random-5"]
     assert _lines(r.stdout, "sweep: ") == ["sweep: 2 runs, 2 at a time"]
     assert not _lines(r.stdout, "skipped") and len(_lines(r.stdout, "done ")) == 2
+    # each cell says which key kept its earlier run from counting
+    assert _lines(r.stdout, "runs again: ") == [
+        f"runs again: 'seeds=[0]' episodes=2 out_dir=runs max_steps={s} name=line-random-{s}: "
+        f"runs/{_cell_dir(work, s, first=True).name} ran another config (episodes: 1 -> 2)" for s in (4, 5)]
     for n in new:  # the runs of the new config, not the old ones
         assert load_config(work / "runs" / n / "config.yaml").episodes == 2
 
@@ -206,3 +219,14 @@ def test_an_interrupted_sweep_says_to_continue_with_skip_done(tmp_path):
     assert lines[-1].startswith("run directories kept: 2; compare them with: ")
     (short,) = [n for n in _run_dirs(tmp_path) if n.startswith("line-random-1-")]
     assert f"  kept (finished) -> runs/{short}" in lines
+
+
+def test_config_differences_name_the_keys():
+    from coopsim.platform.report import config_differences
+
+    a = {"name": "x", "out_dir": "runs", "seeds": [0], "agents": {"id": "a", "params": {"lr": 0.1}}}
+    assert config_differences(a, {**a, "out_dir": "./runs/"}) == []  # where, not what
+    assert config_differences(a, {**a, "seeds": [1], "agents": {"id": "a", "params": {"lr": 0.2, "k": 3}}}) == [
+        "agents.params.k: (not set) -> 3", "agents.params.lr: 0.1 -> 0.2", "seeds: [0] -> [1]"]
+    assert config_differences(a, {**a, "seeds": [1], "name": "y", "episodes": 2, "max_steps": 5}, limit=2) == [
+        "episodes: (not set) -> 2", "max_steps: (not set) -> 5", "... and 2 more"]
