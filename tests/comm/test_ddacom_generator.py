@@ -100,6 +100,29 @@ def test_dropped_copies_are_absent_at_the_receiver():
     np.testing.assert_allclose(got[..., 3], exp_present.sum(-1) / (N - 1))
 
 
+def test_policy_reads_slots_gives_each_senders_payload_and_zero_where_dropped():
+    """``policy_reads: slots``: the policy reads [N * P] payloads (sender slot j's copy at j * P, zeros where none
+    arrived) and N present flags; the receiver's records for training are the same as with attention."""
+    E, N, D = 2, 3, 4
+    gen = make_gen(E=E, N=N, D=D, policy_reads="slots")
+    assert gen.input_dim == N * 2 + N
+    obs = np.random.default_rng(1).standard_normal((E, N, D)).astype(np.float32)
+    out = gen.messages(torch.zeros(E, N, 8), np.ones((E, N), bool), 0, 0.1, obs=obs)
+    keep = np.arange(len(out)) % 4 != 1
+    got = gen.receive(out.select(keep), E, N, obs=obs)
+    assert got.shape == (E, N, N * 2 + N) and got.dtype == np.float32
+    with torch.no_grad():
+        pay = gen.encode(torch.as_tensor(obs)).numpy()
+    want = np.zeros((E, N, N, 2), np.float32)
+    flags = np.zeros((E, N, N), np.float32)
+    for e, src, dst in zip(out.env[keep], out.src[keep], out.dst[keep]):
+        want[e, dst, src], flags[e, dst, src] = pay[e, src], 1.0
+    np.testing.assert_allclose(got[..., :N * 2], want.reshape(E, N, N * 2), atol=1e-7)
+    np.testing.assert_array_equal(got[..., N * 2:], flags)
+    assert flags.sum() == keep.sum() and (flags[:, np.arange(N), np.arange(N)] == 0).all()  # no copy to oneself
+    assert gen._records[-1]["present"].sum() == keep.sum()
+
+
 def test_update_rejects_a_rollout_that_does_not_match_the_receive_calls():
     gen = make_gen()
     from coopsim.platform.hooks import RolloutBatch

@@ -73,6 +73,10 @@ class GeneratorParams(BaseModel):
     epochs: int = Field(4, ge=0, le=100, description="full-batch passes per rollout (0 = frozen)")
     gamma: float = Field(0.99, ge=0, le=1, description="discount of the receiver's return targets")
     cf_coef: float = Field(0.1, ge=0, description="weight of the attention-weighted counterfactual marginal value in L_enc")
+    policy_reads: Literal["attention", "slots"] = Field(
+        "attention", description="what the action policy reads of the inbox (as data either way): 'attention': the "
+                                 "receiver's summary [z_i, |M_i| / (N - 1)] (H + 1 floats); 'slots': every sender "
+                                 "slot's delivered payload (0 where absent) and a present flag, [N * P + N] floats")
 
 
 class MessageReceiver(nn.Module):
@@ -182,7 +186,8 @@ class DDACOMGenerator(nn.Module, CommModule):
     """DDACOM's decoupled message generator as a trainer comm hook (see module docstring).
 
     Implements :class:`~coopsim.platform.hooks.CommModule` with ``reads_obs``, ``on_feedback`` and
-    ``update``. ``receive`` returns float32 ``[E, N, value_dim + 1]``.
+    ``update``. ``receive`` returns float32 ``[E, N, value_dim + 1]`` (``policy_reads: slots``:
+    ``[E, N, N * P + N]``, each sender slot's payload and a present flag).
 
     Raises:
         ValueError: bad params (pydantic message naming the field), or ``update`` called with a rollout
@@ -203,6 +208,8 @@ class DDACOMGenerator(nn.Module, CommModule):
         p = self.p
         self.N, self.E, self.D, self.dt_s = ctx.num_agents, ctx.num_envs, ctx.obs_dim, float(ctx.dt_s)
         self.P = self.D if p.payload == "raw" else p.payload_dim
+        if p.policy_reads == "slots":
+            self.input_dim = self.N * self.P + self.N
         if p.payload == "learned":  # initialised from torch's global generator (seeded by the trainer's builder)
             self.encoder = nn.Sequential(nn.Linear(self.D, p.hidden), nn.Tanh(), nn.Linear(p.hidden, self.P), nn.Tanh())
         self.receiver = MessageReceiver(self.D, self.P, self.N, p.hidden, p.attn_dim, p.value_dim)
@@ -269,6 +276,9 @@ class DDACOMGenerator(nn.Module, CommModule):
         payload, present, sobs = self.dense(inbox, num_envs, num_agents)
         obs = np.asarray(obs, np.float32)
         self._records.append({"obs": obs.copy(), "present": present, "sender_obs": sobs, "payload": payload})
+        if self.p.policy_reads == "slots":  # the payloads themselves, per sender slot
+            return np.concatenate([payload.reshape(num_envs, num_agents, -1), present.astype(np.float32)],
+                                  axis=-1).astype(np.float32)
         with torch.no_grad():
             z, _, _ = self.receiver.attend(torch.as_tensor(obs).reshape(-1, self.D),
                                            torch.as_tensor(payload).reshape(-1, num_agents, self.P),

@@ -56,11 +56,12 @@ VARIANTS: dict[str, tuple[dict[str, Any] | None, str]] = {
 }
 
 
-def make_agent(variant: str, num_envs: int, radius: float, num_agents: int = 3):
-    """The MAPPO agent of ``variant`` on a fresh partial-observation simple_spread core of ``num_envs`` envs."""
+def make_agent(variant: str, num_envs: int, radius: float, num_agents: int = 3, policy_reads: str = "attention"):
+    """The MAPPO agent of ``variant`` on a fresh partial-observation simple_spread core of ``num_envs`` envs
+    (``policy_reads``: the generator's param of that name)."""
     comm, _ = VARIANTS[variant]
     core = make_scenario("mpe/simple_spread-v0", num_envs=num_envs, num_agents=num_agents, obs_radius_m=radius)
-    spec = None if comm is None else {"module": GEN, "params": comm}
+    spec = None if comm is None else {"module": GEN, "params": {**comm, "policy_reads": policy_reads}}
     return MAPPO(core, comm=spec, hidden=[64, 64])
 
 
@@ -75,7 +76,8 @@ def make_channel(variant: str, agent):
     return make_component("channel", cid, **params)
 
 
-def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float) -> dict[str, Any]:
+def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float,
+              policy_reads: str = "attention") -> dict[str, Any]:
     """Train (or resume, or skip if finished) one (variant, seed); returns the train summary."""
     run_dir = out / variant / f"seed-{seed}"
     if (run_dir / SUMMARY_NAME).is_file():
@@ -83,15 +85,16 @@ def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: f
         if s["env_steps"] >= cfg.total_env_steps:
             return s
     torch.manual_seed(seed)
-    agent = make_agent(variant, cfg.num_envs, radius)
+    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads)
     channel = make_channel(variant, agent)
     trainer = PPOTrainer(agent, cfg, seed, channel=channel if channel is not None else None)
     return fit(trainer, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"{variant} seed {seed}")
 
 
-def evaluate_policy(variant: str, policy: Path, seed: int, radius: float, num_envs: int, episodes: int) -> dict[str, float]:
+def evaluate_policy(variant: str, policy: Path, seed: int, radius: float, num_envs: int, episodes: int,
+                    policy_reads: str = "attention") -> dict[str, float]:
     """Greedy evaluation of a trained policy on its training channel (see module docstring)."""
-    agent = make_agent(variant, num_envs, radius)
+    agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads)
     agent.load(policy)
     core = agent.scenario
     ch = make_channel(variant, agent)
@@ -155,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-envs", type=int_at_least(1), default=32)
     ap.add_argument("--eval-episodes", type=int_at_least(1), default=10)
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--policy-reads", choices=["attention", "slots"], default="attention",
+                    help="what the policy reads of the inbox: the receiver's attention summary, or every sender "
+                         "slot's payload (the generator's policy_reads)")
     ap.add_argument("--out", default="runs/ddacom_gen",
                     help="results folder: <variant>/seed-<s>/ training runs and results.json")
     a = ap.parse_args(argv)
@@ -175,10 +181,10 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.time()
     for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
         for v in variants:
-            s = train_one(v, seed, cfg, out, a.radius)
+            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads)
             wall[v].append(s["wall_time_s"])
             evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
-                                             a.eval_envs, a.eval_episodes)
+                                             a.eval_envs, a.eval_episodes, a.policy_reads)
             print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s; total {time.time() - t0:.0f} s)", flush=True)
         result = {"args": vars(a), "train_config": cfg.model_dump(), "seeds_done": seed + 1,
                   "train_wall_s": wall, "evals": {v: {str(k): e for k, e in d.items()} for v, d in evals.items()}}
