@@ -852,7 +852,7 @@ def blame_override(exc: ConfigError, path: str | Path, overrides: list[str]) -> 
 
 def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
     """Build every component and reset the scenario with each seed's first episode seed, then let the agent
-    act once and the scenario step once with its joint action.
+    act once and the scenario step once with its joint action, then reset the channel as the first episode does.
 
     Catches what only construction reveals (a bad map or scen file, more agents than a scen file
     has rows, an agent built for another scenario family) before a sweep starts or without running
@@ -867,6 +867,10 @@ def check_buildable(cfg: RunConfig, *, file: str | None = None) -> None:
     try:
         check_resets(parts.scenario, cfg, file=file)
         check_first_step(parts, cfg, file=file)
+        # the channel as the first episode resets it: what only the scenario's sizes reveal (a trace file's rate
+        # columns against num_agents) is refused here, not at the run's first episode
+        sc, seed = parts.scenario, cfg.seeds[0] * cfg.episodes
+        parts.channel.reset(seed, num_envs=sc.num_envs, num_agents=sc.num_agents, dt_s=sc.dt_s, scenario=sc)
     finally:
         parts.close()
 

@@ -197,6 +197,8 @@ def test_csv_missing_file_fails_when_the_channel_is_built(tmp_path):
     ("time_s,rate\n0,-5\n", "line 2: column 'rate': invalid rate '-5'"),
     ("t,rate\n0,5\n", "line 1: header must be 'time_s,rate' or 'time_s,rate_0,...'; got 't,rate'"),
     ("time_s,rate\n", "no data rows"),
+    # only the channel's reset with the scenario's sizes reveals this one: validate resets it as the run does
+    ("time_s,rate_0,rate_1\n0,0.3,0.4\n", "2 rate columns; need 1 or num_agents=3"),
 ])
 def test_validate_refuses_what_run_would(tmp_path, text, msg):
     """`coopsim validate` builds every component (check_buildable): building the channel now reads the CSV."""
