@@ -231,6 +231,8 @@ class CsvTrace(_Trace):
     kind: Literal["csv"] = "csv"
     path: str = Field(..., description="UTF-8 CSV file with header time_s,rate or time_s,rate_0,...,rate_{N-1}; "
                                        "times finite and increasing, rates in [0, 1e12] bit/s after scale_bps; "
+                                       "a row's rate holds until the next row's time (the first row's also before "
+                                       "its time, the last row's after it); "
                                        "in a run config a relative path is found in the working folder or beside "
                                        "the config", json_schema_extra={"file": True})
 
