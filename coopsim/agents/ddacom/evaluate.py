@@ -13,6 +13,11 @@ normalized return is (R - R_no_comm) / (R_broadcast_ideal - R_no_comm), anchors 
 table warns in one line when that anchor gap is not larger than three 95% CI half-widths (docs/comm.md's
 radius check, :func:`anchor_check`), where the ratio is noise.
 
+A rerun into the same ``--out`` reuses the finished seeds the file holds when every setting (seeds aside) is
+the same, and computes only the missing ones; a file of other settings, or with more finished seeds than this run
+has so far, is never replaced by fewer: the new result goes to ``<out>.partial-<settings hash>.json`` until it holds
+as many seeds (a rerun of the same command resumes from there too).
+
 Usage::
 
     .venv/bin/python -m coopsim.agents.ddacom.evaluate --out runs/ddacom_eval.json [--seeds 5]
@@ -20,6 +25,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import time
@@ -32,13 +38,25 @@ import yaml
 from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, parse_sender_params, sender_class
 from coopsim.comm.oracle import safe_rate_oracle, utilization
 from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script
-from coopsim.platform.recorder import atomic_write_json, check_writable
+from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.stats import t_half_width
 from coopsim.platform.registry import make_component, make_scenario
 from coopsim.scenarios.mpe.tasks import SimpleSpreadParams
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs" / "mpe"
 _ORACLE_CACHE: dict[str, np.ndarray] = {}  # the oracle depends on the channel and its seed only
+
+#: the ``--radius`` option's argparse type (also ``ddacom.train``'s): a finite number > 0
+RADIUS_TYPE = float_at_least(0, exclusive=True)
+#: the diagonal of simple_spread's spawn square [-1, 1]^2 (2 sqrt 2 m): a radius at least this long hides nothing
+ARENA_DIAGONAL_M = 2 * math.sqrt(2)
+
+
+def radius_sees_all(radius: float | None) -> bool:
+    """True when the partial-observation radius hides nothing (no radius, or one at least the arena's diagonal):
+    every agent then sees every landmark and teammate, so a message tells nothing new and R_broadcast_ideal =
+    R_no_comm whatever the size of the run."""
+    return radius is None or radius >= ARENA_DIAGONAL_M
 
 
 def run(sender: str, channel_id: str, channel_params: dict[str, Any] | None = None, *, sender_params: dict | None = None,
@@ -149,14 +167,76 @@ def kept_on_interrupt() -> str:
     out, done, total = _PROGRESS.get("out"), _PROGRESS.get("seeds_done", 0), _PROGRESS.get("seeds", 0)
     if out is None:
         return ""  # interrupted before the arguments were read: run_script's default
+    protected = _PROGRESS.get("protected")  # (--out, its seeds) when this run's result went to a partial file
+    also = f"; {protected[0]} kept as it was, with its {protected[1]} finished seed(s)" if protected else ""
     if not done:
-        return f"nothing: no seed had finished, so {out} was not written"
+        return f"nothing: no seed had finished, so {out} was not written{also}"
     summary = _PROGRESS.get("summary")
     if summary is not None:
         print(f"table of the {done} finished seed(s):", flush=True)
         print_table(summary)
     first = _PROGRESS.get("first_seed", 0)
-    return f"{out} with {done} of {total} seed(s) (seeds {first}..{first + done - 1}), a valid JSON file"
+    return f"{out} with {done} of {total} seed(s) (seeds {first}..{first + done - 1}), a valid JSON file{also}"
+
+
+def _given_twice(items: list[str]) -> str | None:
+    """The first item of ``items`` that repeats an earlier one, or None."""
+    seen: set[str] = set()
+    for x in items:
+        if x in seen:
+            return x
+        seen.add(x)
+    return None
+
+
+def check_sender_param_repeats(items: list[str]) -> None:
+    """Refuse a ``--sender-param SENDER.KEY`` given twice (the last value would win silently).
+
+    Raises:
+        ConfigError: key ``--sender-param``, naming the param and both values.
+    """
+    first: dict[str, str] = {}
+    for item in items:
+        head, eq, value = item.partition("=")
+        if not eq:
+            continue  # parse_sender_params says what is wrong with it
+        head = head.strip()
+        if head in first:
+            raise ConfigError(f"{head} given twice ({first[head]} and {value.strip()}); give each sender param once",
+                              key="--sender-param", value=item)
+        first[head] = value.strip()
+
+
+def _read_results(path: Path) -> dict | None:
+    """A results file of :func:`main` at ``path`` (its ``seeds_done`` and ``runs``), or None (no such file, or
+    not one)."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(d, dict) and isinstance(d.get("runs"), list) and isinstance(d.get("seeds_done"), int)):
+        return None
+    return d
+
+
+def _reusable_runs(d: dict | None, settings: dict, first: int, seeds: int, per_seed: int) -> list[dict]:
+    """The runs of the finished seeds ``first..`` (at most ``seeds`` of them) of results file ``d`` when it was
+    written with ``settings``; empty when it was not, or when a seed lacks some of its ``per_seed`` runs."""
+    if d is None or d.get("settings") != settings:
+        return []
+    n = min(d["seeds_done"], seeds)
+    want = range(first, first + n)
+    runs = [r for r in d["runs"] if isinstance(r, dict) and r.get("seed") in want]
+    if any(sum(r["seed"] == s for r in runs) != per_seed for s in want):
+        return []
+    return runs
+
+
+def partial_path(out: Path, settings: dict) -> Path:
+    """Where a result with fewer finished seeds than ``out`` holds (or of other settings) is written until it has
+    as many: ``<out stem>.partial-<hash of the settings>.json``, beside ``out``."""
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:8]
+    return out.with_name(f"{out.stem}.partial-{h}{out.suffix or '.json'}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -169,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     n_max = next((m.le for m in bounds if getattr(m, "le", None) is not None), None)
     ap.add_argument("--num-agents", type=int_at_least(2), default=3,
                     help=f"agents and landmarks N, {f'2..{n_max}' if n_max else '>= 2'} (default 3)")
-    ap.add_argument("--radius", type=float_at_least(0, exclusive=True), default=0.5,
+    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5,
                     help="partial-observation radius in metres, a number > 0: farther landmarks and agents are "
                          "hidden (default 0.5)")
     ap.add_argument("--num-envs", type=int_at_least(1), default=32,
@@ -177,31 +257,59 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--episodes", type=int_at_least(1), default=10,
                     help="consecutive 25-step episodes per run over one channel, >= 1 (default 10)")
     ap.add_argument("--senders", default="none,broadcast,periodic,novelty,ddacom",
-                    help="comma-separated senders to compare on every channel (default "
+                    help="comma-separated senders to compare on every channel, each once (default "
                          "none,broadcast,periodic,novelty,ddacom)")
     ap.add_argument("--out", default="runs/ddacom_eval.json",
-                    help="the results JSON, rewritten after every seed (default runs/ddacom_eval.json)")
+                    help="the results JSON, rewritten after every seed; a rerun with the same settings reuses its "
+                         "finished seeds (default runs/ddacom_eval.json)")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
-                    help="a sender param (repeatable), e.g. ddacom.resend_lost=true or novelty.threshold_m=0.2; "
-                         "periodic's period_steps is 4 unless given")
+                    help="a sender param (repeatable, each param once), e.g. ddacom.resend_lost=true or "
+                         "novelty.threshold_m=0.2; periodic's period_steps is 4 unless given")
     a = ap.parse_args(argv)
     if n_max is not None and a.num_agents > n_max:  # the scenario's bound, named as the option the user typed
         raise ConfigError(f"invalid value {a.num_agents} for --num-agents: an integer in 2..{n_max} is required "
                           f"(agents and landmarks N)", key="num_agents", value=a.num_agents)
     channels = load_channels(a.num_agents)
-    senders = a.senders.split(",")
+    senders = [s.strip() for s in a.senders.split(",")]  # "ddacom, none" as train's --variants reads it
     for snd in senders:
         try:
             sender_class(snd)
         except ConfigError as exc:
             raise ConfigError(exc.message, key="--senders", value=snd) from None
+    twice = _given_twice(senders)
+    if twice is not None:
+        raise ConfigError(f"sender {twice!r} given twice; give each sender once (a repeat is the same run again, not "
+                          f"a second sample)", key="--senders", value=a.senders)
+    check_sender_param_repeats(a.sender_param)
     overrides = parse_sender_params(a.sender_param, senders)
     check_writable("--out", a.out)
-    _PROGRESS.update(out=a.out, seeds=a.seeds, first_seed=a.first_seed, seeds_done=0)
-    results = []
+    out = Path(a.out)
+    # every setting but --seeds and --out, as the file holds it (JSON values): what a rerun must match to reuse seeds
+    settings = json.loads(dumps_json({
+        "first_seed": a.first_seed, "num_agents": a.num_agents, "radius": a.radius, "num_envs": a.num_envs,
+        "episodes": a.episodes, "senders": senders, "sender_params": overrides, "channels": channels}))
+    partial = partial_path(out, settings)
+    per_seed = 2 + len(channels) * len(senders)
+    previous = _read_results(out)
+    prev_done = previous["seeds_done"] if previous is not None else 0  # never replaced by a result with fewer
+    results, source = [], out
+    for path, d in ((out, previous), (partial, _read_results(partial))):
+        runs = _reusable_runs(d, settings, a.first_seed, a.seeds, per_seed)
+        if len(runs) > len(results):
+            results, source = runs, path
+    reused = len(results) // per_seed
+    _PROGRESS.update(out=str(source) if reused else a.out, seeds=a.seeds, first_seed=a.first_seed, seeds_done=reused)
+    summary = None
+    radius = a.radius
+    if reused:
+        print(f"reusing {reused} finished seed(s) from {source} (seeds {a.first_seed}..{a.first_seed + reused - 1}: "
+              f"every setting is the same)", flush=True)
+        summary = summarize(results, radius=radius)
+        _PROGRESS.update(summary=summary)
     t0 = time.time()
     kw = dict(num_agents=a.num_agents, obs_radius_m=a.radius, num_envs=a.num_envs, episodes=a.episodes)
-    for seed in range(a.first_seed, a.first_seed + a.seeds):
+    told = False
+    for seed in range(a.first_seed + reused, a.first_seed + a.seeds):
         for snd in ("none", "broadcast"):  # the normalization anchors, over the ideal channel
             r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, **kw)
             r["channel_name"] = "ideal"
@@ -212,15 +320,38 @@ def main(argv: list[str] | None = None) -> None:
                 r = run(snd, cid, cparams, sender_params=sp, seed=seed, **kw)
                 r["channel_name"] = cname
                 results.append(r)
-        summary = summarize(results)  # written after every seed: an interrupted sweep keeps its seeds
+        summary = summarize(results, radius=radius)  # written after every seed: an interrupted sweep keeps its seeds
         done = seed - a.first_seed + 1
-        atomic_write_json(Path(a.out), {"args": vars(a), "seeds_done": done, "summary": summary, "runs": [
-            {k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
-        _PROGRESS.update(seeds_done=done, summary=summary)  # after the write: never claims more than the file has
+        target = out if done >= prev_done else partial  # a file with more finished seeds is not replaced by fewer
+        atomic_write_json(target, {"args": vars(a), "settings": settings, "seeds_done": done, "summary": summary,
+                                   "runs": [{k: v for k, v in r.items()
+                                             # the anchors keep theirs: one seed's anchor check pairs the episodes
+                                             if k != "return_per_env_episode" or r["channel_name"] == "ideal"}
+                                            for r in results]}, indent=1)
+        if target == partial and not told:
+            other = "" if (previous or {}).get("settings") == settings else ", of other settings"
+            print(f"{out} holds {prev_done} finished seed(s){other}: it is kept until this run has as many; the "
+                  f"partial result goes to {partial}", flush=True)
+            told = True
+        elif target == out and partial.exists():
+            partial.unlink()  # --out now holds at least as much
+            if told or source == partial:
+                print(f"{out} now holds {done} seed(s); removed the partial result {partial}", flush=True)
+        _PROGRESS.update(out=str(target), seeds_done=done, summary=summary,  # after the write: never claims more
+                         protected=(a.out, prev_done) if target == partial and previous is not None else None)
         print(f"seed {seed} done ({time.time() - t0:.0f} s)", flush=True)  # and in --out
+    if reused == a.seeds and source == out and prev_done > a.seeds:
+        print(f"{out} kept: it holds {prev_done} finished seeds with these settings, more than the {a.seeds} asked "
+              f"for (the table is of seeds {a.first_seed}..{a.first_seed + a.seeds - 1})", flush=True)
     print_table(summary)
 
-def summarize(results: list[dict]) -> dict:
+
+_NO_RADIUS = object()
+
+
+def summarize(results: list[dict], *, radius: Any = _NO_RADIUS) -> dict:
+    """Mean and 95% CI over seeds of each (channel, sender) row, the anchor gap and its check (:func:`anchor_check`).
+    ``radius``: the run's partial-observation radius (None: none), kept as ``radius_m`` for the table's hints."""
     by = {}
     for r in results:
         by.setdefault((r["channel_name"], r["sender"]), []).append(r)
@@ -243,6 +374,8 @@ def summarize(results: list[dict]) -> dict:
     out["rows"] = rows
     out["zero_gap_seeds"] = [s for s in seeds if r1[s] == r0[s]]
     out["anchor_check"] = anchor_check(results, seeds, out["ideal_gap"])
+    if radius is not _NO_RADIUS:
+        out["radius_m"] = radius
     return out
 
 
@@ -279,8 +412,26 @@ def anchor_check(results: list[dict], seeds: list[int], ideal_gap: tuple[float, 
 DOCS_ANCHOR = "--radius 0.5: --seeds 5 --num-envs 8 --episodes 10 give a gap of 5.24 +- 1.61 there"
 
 
-def anchor_warning(check: dict | None) -> str | None:
-    """One warning line when :func:`anchor_check` fails (None when it passes or the summary has no check)."""
+def radius_hint(radius: Any = _NO_RADIUS, *, short: bool = False) -> str | None:
+    """Why the anchor gap is about 0 when the radius is the cause (it hides nothing: :func:`radius_sees_all`), as
+    the advice of a warning (``short``: a few words); None otherwise (also when the radius is not known)."""
+    if radius is _NO_RADIUS or not radius_sees_all(radius):
+        return None
+    if short:
+        return "the radius is the cause: it hides nothing; give a smaller --radius"
+    r = ("no --radius" if radius is None else
+         f"--radius {radius:g} is at least the arena's diagonal ({ARENA_DIAGONAL_M:.2f} m)")
+    return (f"the radius is the cause, not the size of the run: {r}, so every agent sees every landmark and teammate "
+            f"and a message tells it nothing new (R_broadcast_ideal = R_no_comm up to noise); give a smaller --radius "
+            f"(docs/comm.md uses 0.5)")
+
+
+def anchor_warning(check: dict | None, *, radius: Any = _NO_RADIUS,
+                   what: str = "the normalized return column (norm. return)", advice: str | None = None) -> str | None:
+    """One warning line when :func:`anchor_check` fails (None when it passes or the summary has no check).
+
+    ``radius``: the run's radius; one that hides nothing (:func:`radius_hint`) is named as the cause. ``what``: the
+    values the warning is about; ``advice``: what to give for a meaningful check (default: evaluate's options)."""
     if not check or check.get("meaningful", True):
         return None
     gap, half, n = check["gap"], check.get("half_width"), check.get("n", 0)
@@ -292,8 +443,10 @@ def anchor_warning(check: dict | None) -> str | None:
     else:
         why = (f"the anchor gap R_broadcast_ideal - R_no_comm = {gap:.2f} is not larger than 3 x its 95% CI "
                f"half-width {half:.2f} (= {3 * half:.2f}, {over})")
-    return (f"warning: the normalized return column (norm. return) is not meaningful at this size: {why}; give more "
-            f"--seeds, --num-envs or --episodes, at the radius docs/comm.md reports ({DOCS_ANCHOR})")
+    if advice is None:
+        advice = f"give more --seeds, --num-envs or --episodes, at the radius docs/comm.md reports ({DOCS_ANCHOR})"
+    advice = radius_hint(radius) or advice
+    return f"warning: {what} is not meaningful at this size: {why}; {advice}"
 
 
 def _has_ci(m) -> bool:
@@ -308,12 +461,14 @@ def print_table(summary: dict) -> None:
         print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width)")
     else:
         print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} (1 seed, no CI)")
-    warning = anchor_warning(summary.get("anchor_check"))
+    radius = summary.get("radius_m", _NO_RADIUS)  # a summary of an older file, or of the ns-3 experiment: unknown
+    warning = anchor_warning(summary.get("anchor_check"), radius=radius)
     if warning:
         print(warning)
     if summary.get("zero_gap_seeds"):
+        hint = radius_hint(radius, short=True) or "give more envs or episodes"
         print(f"normalized return leaves out seeds {summary['zero_gap_seeds']}: R_broadcast_ideal = R_no_comm there "
-              f"(no gain to share; give more envs or episodes)")
+              f"(no gain to share; {hint})")
     cells = [m for row in summary["rows"].values() for m in row.values()]
     if not all(_has_ci(m) for m in cells):
         print("values without +-: 1 seed, no CI (give --seeds 2 or more for 95% intervals)")

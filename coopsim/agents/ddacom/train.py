@@ -21,6 +21,13 @@ consecutive 25-step episodes over one channel that is not reset between episodes
 :func:`coopsim.agents.ddacom.evaluate.run`), on its training channel; normalised return
 ``(R - R_no_comm) / (R_broadcast_ideal - R_no_comm)`` with the anchors of the same seed.
 
+Reruns into the same ``--out``: each (variant, seed) run records the settings it was trained with
+(``<variant>/seed-<s>/ddacom_settings.json``: ``--radius``, ``--num-envs``, ``--policy-reads``, ``--steps``); a
+finished run is reused and an interrupted one resumed only with the same settings (a larger ``--steps`` continues
+training), and any other setting is refused before training starts (exit 2, "use another --out").
+``results.json`` keeps the evals of the runs a rerun does not redo (fewer ``--seeds`` or ``--variants``) when they
+were made with the same settings (the eval ones too).
+
 Usage::
 
     .venv/bin/python -m coopsim.agents.ddacom.train --seeds 5 --steps 60000 --out runs/ddacom_gen
@@ -37,12 +44,12 @@ import numpy as np
 import torch
 from pydantic import ValidationError
 
-from coopsim.agents.ddacom.evaluate import ci95, load_channels
+from coopsim.agents.ddacom.evaluate import RADIUS_TYPE, anchor_check, anchor_warning, ci95, load_channels
 from coopsim.agents.ppo.agent import MAPPO
 from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
-from coopsim.errors import int_at_least, run_script
+from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
@@ -74,21 +81,6 @@ def make_channel(variant: str, agent):
         return IdealChannel()
     cid, params = load_channels(agent.num_agents)[kind]  # the network of the docs/comm.md evaluation
     return make_component("channel", cid, **params)
-
-
-def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float,
-              policy_reads: str = "attention") -> dict[str, Any]:
-    """Train (or resume, or skip if finished) one (variant, seed); returns the train summary."""
-    run_dir = out / variant / f"seed-{seed}"
-    if (run_dir / SUMMARY_NAME).is_file():
-        s = json.loads((run_dir / SUMMARY_NAME).read_text())
-        if s["env_steps"] >= cfg.total_env_steps:
-            return s
-    torch.manual_seed(seed)
-    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads)
-    channel = make_channel(variant, agent)
-    trainer = PPOTrainer(agent, cfg, seed, channel=channel if channel is not None else None)
-    return fit(trainer, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"{variant} seed {seed}")
 
 
 def evaluate_policy(variant: str, policy: Path, seed: int, radius: float, num_envs: int, episodes: int,
@@ -131,7 +123,8 @@ def evaluate_policy(variant: str, policy: Path, seed: int, radius: float, num_en
 
 
 def summarize(evals: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
-    """Mean and 95% CI half-width over seeds of each variant's metrics and normalised return."""
+    """Mean and 95% CI half-width over seeds of each variant's metrics and normalised return (a seed whose anchors
+    tie has no ratio: left out), and the anchor gap's check (:func:`coopsim.agents.ddacom.evaluate.anchor_check`)."""
     seeds = sorted(set(evals["no_comm"]) & set(evals["broadcast_ideal"]))
     r0 = {s: evals["no_comm"][s]["return"] for s in seeds}
     r1 = {s: evals["broadcast_ideal"][s]["return"] for s in seeds}
@@ -141,33 +134,175 @@ def summarize(evals: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
         if not ss:
             continue
         row = {"return": ci95([per[s]["return"] for s in ss]),
-               "normalized_return": ci95([(per[s]["return"] - r0[s]) / (r1[s] - r0[s]) for s in ss])}
+               "normalized_return": ci95([(per[s]["return"] - r0[s]) / (r1[s] - r0[s]) for s in ss
+                                          if r1[s] != r0[s]] or [float("nan")])}
         for k in ("loss", "messages_vs_broadcast", "bytes_offered"):
             if k in per[ss[0]]:
                 row[k] = ci95([per[s][k] for s in ss])
         out["rows"][v] = row
+    out["zero_gap_seeds"] = [s for s in seeds if r1[s] == r0[s]]
+    # the CI is over training seeds (the variance that matters for a learned policy): one seed has none
+    anchors = [{"channel_name": "ideal", "sender": snd, "seed": s, "return": r[s]}
+               for s in seeds for snd, r in (("none", r0), ("broadcast", r1))]
+    out["anchor_check"] = anchor_check(anchors, seeds, out["ideal_gap"])
     return out
 
 
+#: a (variant, seed) run's record of the settings it was trained with, beside its checkpoint
+SETTINGS_NAME = "ddacom_settings.json"
+#: the settings a run's policy depends on, as their options; a run is only continued or reused with the same ones
+#: (``--steps`` may grow: training continues)
+TRAIN_SETTINGS = {"radius": "--radius", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
+                  "num_agents": "num_agents"}
+#: what the evals of results.json also depend on: evals of other settings are not merged
+EVAL_SETTINGS = ("steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
+
+
+def rollout_steps(steps: int, num_envs: int) -> int:
+    """The env steps a budget of ``steps`` trains: whole rollouts of ``num_envs`` x 25 steps."""
+    per = num_envs * 25
+    return -(-steps // per) * per
+
+
+def run_settings(a: argparse.Namespace) -> dict[str, Any]:
+    """The training settings of this invocation, as :data:`SETTINGS_NAME` records them."""
+    return {"radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads, "num_agents": 3,
+            "steps": a.steps}
+
+
+def _has_training(run_dir: Path) -> bool:
+    return any((run_dir / f).is_file() for f in (CHECKPOINT_NAME, SUMMARY_NAME, POLICY_NAME))
+
+
+def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any] | None:
+    """The settings ``run_dir`` was trained with: its :data:`SETTINGS_NAME`; for a run trained before that file
+    existed, the ``args`` of ``out/results.json`` (written by the run that trained it); None when neither says."""
+    for path, pick in ((run_dir / SETTINGS_NAME, lambda d: d),
+                       (out / "results.json", lambda d: d.get("args") if isinstance(d.get("args"), dict) else None)):
+        try:
+            d = pick(json.loads(path.read_text()))
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(d, dict):
+            return {"policy_reads": "attention", "num_agents": 3, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
+                                                                      if k in d}}
+    return None
+
+
+def settings_conflict(run_dir: Path, old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """One line saying how ``new`` differs from the settings ``old`` that ``run_dir`` was trained with (a smaller
+    ``--steps`` budget too), or None when the run may be reused or continued."""
+    diffs = [f"{opt} {old[k]} (now {new[k]})" for k, opt in TRAIN_SETTINGS.items() if k in old and old[k] != new[k]]
+    if "steps" in old and "num_envs" in old and old["num_envs"] == new["num_envs"] and \
+            rollout_steps(new["steps"], new["num_envs"]) < rollout_steps(old["steps"], old["num_envs"]):
+        diffs.append(f"--steps {old['steps']} (now {new['steps']}, fewer; a larger --steps continues training)")
+    if not diffs:
+        return None
+    what = "a finished run" if (run_dir / SUMMARY_NAME).is_file() else "the checkpoint of an unfinished run"
+    return (f"{run_dir} ({what}) was trained with {', '.join(diffs)}; it does not fit this run's settings: use "
+            f"another --out (or the same settings)")
+
+
+def check_runs(out: Path, runs: list[tuple[str, int]], settings: dict[str, Any]) -> None:
+    """Before any training: every (variant, seed) run of ``runs`` already in ``out`` (finished, or a checkpoint
+    only) was trained with ``settings`` (:func:`settings_conflict`).
+
+    Raises:
+        ConfigError: the first run that was not, naming its directory, the settings that differ (old and new) and
+            "use another --out".
+    """
+    for v, seed in runs:
+        run_dir = out / v / f"seed-{seed}"
+        if not _has_training(run_dir):
+            continue
+        old = recorded_settings(run_dir, out)
+        why = None if old is None else settings_conflict(run_dir, old, settings)
+        if why:
+            raise ConfigError(why)
+
+
+def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float,
+              policy_reads: str = "attention", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Train (or resume, or skip if finished) one (variant, seed); returns the train summary. ``settings``
+    (:func:`run_settings`) are recorded beside the run (:data:`SETTINGS_NAME`) before it trains."""
+    run_dir = out / variant / f"seed-{seed}"
+    if (run_dir / SUMMARY_NAME).is_file():
+        s = json.loads((run_dir / SUMMARY_NAME).read_text())
+        if s["env_steps"] >= cfg.total_env_steps:
+            return s
+    if settings is not None:  # before the first checkpoint: an interrupted run says what it was trained with
+        old = recorded_settings(run_dir, out) if _has_training(run_dir) else None
+        steps = max(settings["steps"], (old or {}).get("steps", 0))  # a continued run: its largest budget
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / SETTINGS_NAME, {**settings, "steps": steps}, indent=1)
+    torch.manual_seed(seed)
+    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads)
+    channel = make_channel(variant, agent)
+    trainer = PPOTrainer(agent, cfg, seed, channel=channel if channel is not None else None)
+    return fit(trainer, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"{variant} seed {seed}")
+
+
+def earlier_evals(out: Path, a: argparse.Namespace) -> tuple[dict[str, dict[int, dict]], dict[str, dict[int, float]]]:
+    """The evals (and train wall times) ``out/results.json`` holds, when they were made with this run's settings
+    (:data:`EVAL_SETTINGS`): a rerun with fewer seeds or variants keeps them. Evals of other settings are left out,
+    with a printed line saying so."""
+    try:
+        d = json.loads((out / "results.json").read_text())
+        args, evals = d["args"], d["evals"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}, {}
+    now = vars(a)
+    old = {"policy_reads": "attention", **args}
+    diff = [f"--{k.replace('_', '-')} {old.get(k)} (now {now[k]})" for k in EVAL_SETTINGS if old.get(k) != now[k]]
+    if diff:
+        print(f"{out / 'results.json'}: its evals were made with {', '.join(diff)}: not kept", flush=True)
+        return {}, {}
+    wall_old = d.get("train_wall_s") if isinstance(d.get("train_wall_s"), dict) else {}
+    got: dict[str, dict[int, dict]] = {}
+    wall: dict[str, dict[int, float]] = {}
+    for v, per in evals.items():
+        if v not in VARIANTS or not isinstance(per, dict):
+            continue
+        got[v] = {int(s): e for s, e in per.items()}
+        w = wall_old.get(v)
+        if isinstance(w, dict):  # {seed: s}; a list (older files) is left out
+            wall[v] = {int(s): x for s, x in w.items()}
+    return got, wall
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1")
-    ap.add_argument("--steps", type=int_at_least(1), default=60000, help="env steps per (variant, seed), >= 1")
-    ap.add_argument("--num-envs", type=int_at_least(1), default=16)
-    ap.add_argument("--radius", type=float, default=0.5, help="partial-observation radius (m)")
-    ap.add_argument("--eval-envs", type=int_at_least(1), default=32)
-    ap.add_argument("--eval-episodes", type=int_at_least(1), default=10)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.train", description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1 (default 5)")
+    ap.add_argument("--steps", type=int_at_least(1), default=60000,
+                    help="env steps per (variant, seed), >= 1, rounded up to whole rollouts of num_envs x 25 steps "
+                         "(default 60000; e.g. --steps 200 with 16 envs trains 400); a larger value continues the "
+                         "finished runs in --out")
+    ap.add_argument("--num-envs", type=int_at_least(1), default=16,
+                    help="envs stepped together in training, >= 1 (default 16)")
+    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5,
+                    help="partial-observation radius in metres, a number > 0: farther landmarks and agents are "
+                         "hidden (default 0.5)")
+    ap.add_argument("--eval-envs", type=int_at_least(1), default=32,
+                    help="envs of each trained policy's greedy evaluation, >= 1 (default 32)")
+    ap.add_argument("--eval-episodes", type=int_at_least(1), default=10,
+                    help="consecutive 25-step episodes of the evaluation over one channel, >= 1 (default 10)")
+    ap.add_argument("--variants", default=",".join(VARIANTS),
+                    help=f"comma-separated variants to train, each once, of {', '.join(VARIANTS)} (default "
+                         f"{','.join(VARIANTS)}); the normalized return needs no_comm and broadcast_ideal")
     ap.add_argument("--policy-reads", choices=["attention", "slots"], default="attention",
                     help="what the policy reads of the inbox: the receiver's attention summary, or every sender "
-                         "slot's payload (the generator's policy_reads)")
+                         "slot's payload (the generator's policy_reads; default attention)")
     ap.add_argument("--out", default="runs/ddacom_gen",
-                    help="results folder: <variant>/seed-<s>/ training runs and results.json")
+                    help="results folder: <variant>/seed-<s>/ training runs and results.json; a rerun with the same "
+                         "settings reuses or resumes its runs (default runs/ddacom_gen)")
     a = ap.parse_args(argv)
     variants = [v.strip() for v in a.variants.split(",")]
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
         ap.error(f"argument --variants: unknown variant(s) {', '.join(map(repr, bad))}; valid: {', '.join(VARIANTS)}")
+    twice = next((v for i, v in enumerate(variants) if v in variants[:i]), None)
+    if twice is not None:
+        ap.error(f"argument --variants: variant {twice!r} given twice; give each variant once")
     check_writable("--out", a.out, folder=True)  # before any training, not at the first seed's mkdir
     torch.set_num_threads(1)
     out = Path(a.out)
@@ -176,22 +311,50 @@ def main(argv: list[str] | None = None) -> None:
                              minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
-    evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in variants}
-    wall: dict[str, list[float]] = {v: [] for v in variants}
+    settings = run_settings(a)
+    check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
+    old_evals, old_wall = earlier_evals(out, a)
+    evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
+    wall: dict[str, dict[int, float]] = {v: {} for v in evals}
+    for v, per in old_evals.items():  # kept unless rerun below
+        evals[v].update(per)
+        wall[v].update(old_wall.get(v, {}))
+    rerun = {(v, s) for s in range(a.seeds) for v in variants}
+    kept = sorted((v, s) for v, per in old_evals.items() for s in per if (v, s) not in rerun)
+    if kept:
+        print(f"{out / 'results.json'}: keeping its evals of {len(kept)} run(s) of the same settings that this run "
+              f"does not redo ({', '.join(f'{v}/seed-{s}' for v, s in kept)})", flush=True)
     t0 = time.time()
+    result: dict[str, Any] = {}
     for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
         for v in variants:
-            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads)
-            wall[v].append(s["wall_time_s"])
+            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings)
+            wall[v][seed] = s["wall_time_s"]
             evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
                                              a.eval_envs, a.eval_episodes, a.policy_reads)
             print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s; total {time.time() - t0:.0f} s)", flush=True)
-        result = {"args": vars(a), "train_config": cfg.model_dump(), "seeds_done": seed + 1,
-                  "train_wall_s": wall, "evals": {v: {str(k): e for k, e in d.items()} for v, d in evals.items()}}
+        done = 0  # seeds 0..done-1 with an eval of every variant
+        while all(done in per for per in evals.values()):
+            done += 1
+        result = {"args": vars(a), "train_config": cfg.model_dump(), "seeds_done": done,
+                  "train_wall_s": {v: {str(k): w for k, w in sorted(d.items())} for v, d in wall.items()},
+                  "evals": {v: {str(k): e for k, e in sorted(d.items())} for v, d in evals.items()}}
         if "no_comm" in evals and "broadcast_ideal" in evals:
             result["summary"] = summarize(evals)
         atomic_write_json(out / "results.json", result, indent=1)
-    print(dumps_json(result.get("summary", {}), indent=1))
+    summary = result.get("summary")
+    if summary is None:
+        print(dumps_json(result["evals"], indent=1))
+        missing = [v for v in ("no_comm", "broadcast_ideal") if v not in evals]
+        print(f"no normalized return: it needs both anchor variants, no_comm (R_no_comm) and broadcast_ideal "
+              f"(R_broadcast_ideal); {' and '.join(missing)} not in --variants nor in {out / 'results.json'} "
+              f"(the evals above are the raw returns)")
+        return
+    print(dumps_json(summary, indent=1))
+    warning = anchor_warning(summary["anchor_check"], radius=a.radius, what="the normalized_return above",
+                             advice="give more --seeds (the CI is over training seeds) or a larger --steps")
+    if warning:
+        print(warning)
 
 
 if __name__ == "__main__":

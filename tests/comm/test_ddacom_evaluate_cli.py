@@ -1,0 +1,131 @@
+"""`python -m coopsim.agents.ddacom.evaluate` reruns and CLI checks (fresh28 items 3, 10, 18, 23): a rerun into the
+same --out reuses its finished seeds (same settings) and never replaces a file with more finished seeds by fewer;
+duplicate senders or sender params are refused; spaces in --senders are stripped; a radius that hides nothing is
+named as the cause of a zero anchor gap."""
+import json
+
+import pytest
+
+from coopsim.agents.ddacom import evaluate
+from coopsim.errors import run_script
+
+FAST = ["--num-envs", "2", "--episodes", "1", "--senders", "none,broadcast"]
+PER_SEED = 2 + 3 * 2  # two anchors + 3 channels x 2 senders
+
+
+class _Stop:
+    """A stand-in for evaluate.run that raises Ctrl-C at its ``at``-th call (1-based)."""
+
+    def __init__(self, at):
+        self.at, self.calls, self.real = at, 0, evaluate.run
+
+    def __call__(self, *args, **kw):
+        self.calls += 1
+        if self.calls == self.at:
+            raise KeyboardInterrupt
+        return self.real(*args, **kw)
+
+
+def _interrupted(monkeypatch, capsys, argv, at):
+    """Run ``argv`` as the CLI does, with Ctrl-C at the ``at``-th run; returns (runs called, exit code, output)."""
+    stop = _Stop(at)
+    monkeypatch.setattr(evaluate, "run", stop)
+    code = 0
+    try:
+        run_script(evaluate.main, argv, kept=evaluate.kept_on_interrupt)
+    except SystemExit as exc:
+        code = exc.code
+    monkeypatch.setattr(evaluate, "run", stop.real)
+    return stop.calls, code, capsys.readouterr()
+
+
+def test_an_interrupted_rerun_never_replaces_more_finished_seeds_by_fewer(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "e.json"
+    evaluate.main(["--seeds", "2", *FAST, "--out", str(out)])
+    first = capsys.readouterr().out
+    before = out.read_bytes()
+    assert json.loads(before)["seeds_done"] == 2
+
+    # the same command again, stopped in its second seed: it reuses both seeds and runs nothing
+    calls, code, cap = _interrupted(monkeypatch, capsys, ["--seeds", "2", *FAST, "--out", str(out)], at=PER_SEED + 1)
+    assert calls == 0 and code == 0, "a finished seed was computed again"
+    assert f"reusing 2 finished seed(s) from {out}" in cap.out
+    assert out.read_bytes() == before
+    assert cap.out.split("channel/sender", 1)[1] == first.split("channel/sender", 1)[1]  # the same table
+
+    # other settings (--episodes 2), stopped in the second seed: --out keeps its 2 seeds, the 1 new goes aside
+    argv = ["--seeds", "2", *FAST[:2], "--episodes", "2", *FAST[4:], "--out", str(out)]
+    _, code, cap = _interrupted(monkeypatch, capsys, argv, at=PER_SEED + 1)
+    assert code == 130 and out.read_bytes() == before
+    (partial,) = tmp_path.glob("e.partial-*.json")
+    assert json.loads(partial.read_text())["seeds_done"] == 1
+    assert f"{out} holds 2 finished seed(s), of other settings: it is kept until this run has as many; the partial " \
+           f"result goes to {partial}" in cap.out
+    (line,) = [ln for ln in cap.err.splitlines() if ln.startswith("interrupted; kept: ")]
+    assert line == (f"interrupted; kept: {partial} with 1 of 2 seed(s) (seeds 0..0), a valid JSON file; {out} kept as "
+                    f"it was, with its 2 finished seed(s)")
+
+    # the same command again: resumes from the partial file and, with as many seeds, replaces --out
+    evaluate.main(argv)
+    out_text = capsys.readouterr().out
+    assert f"reusing 1 finished seed(s) from {partial}" in out_text and "seed 0 done" not in out_text
+    d = json.loads(out.read_text())
+    assert d["seeds_done"] == 2 and d["settings"]["episodes"] == 2 and not partial.exists()
+    assert sorted({r["seed"] for r in d["runs"]}) == [0, 1]
+
+
+def test_a_rerun_with_more_seeds_computes_only_the_missing_ones(tmp_path, monkeypatch, capsys):
+    out, fresh = tmp_path / "e.json", tmp_path / "fresh.json"
+    evaluate.main(["--seeds", "1", *FAST, "--out", str(out)])
+    capsys.readouterr()
+    stop = _Stop(at=0)  # counts only
+    monkeypatch.setattr(evaluate, "run", stop)
+    evaluate.main(["--seeds", "2", *FAST, "--out", str(out)])
+    assert stop.calls == PER_SEED  # seed 1 only
+    assert "reusing 1 finished seed(s)" in capsys.readouterr().out
+    evaluate.main(["--seeds", "2", *FAST, "--out", str(fresh)])
+    a, b = json.loads(out.read_text()), json.loads(fresh.read_text())
+    assert a["summary"] == b["summary"] and a["runs"] == b["runs"]  # reuse gives what a fresh run gives
+    # fewer seeds than the file holds: the table of the seeds asked for, and the file kept
+    before = out.read_bytes()
+    evaluate.main(["--seeds", "1", *FAST, "--out", str(out)])
+    assert f"{out} kept: it holds 2 finished seeds with these settings, more than the 1 asked for" in \
+        capsys.readouterr().out
+    assert out.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--senders", "ddacom,ddacom"], "error: key '--senders': sender 'ddacom' given twice; give each sender once"),
+    (["--senders", "ddacom, none,ddacom "], "error: key '--senders': sender 'ddacom' given twice"),
+    (["--senders", "ddacom", "--sender-param", "ddacom.margin=0.5", "--sender-param", "ddacom.margin=0.7"],
+     "error: key '--sender-param': ddacom.margin given twice (0.5 and 0.7); give each sender param once"),
+])
+def test_duplicates_are_refused_in_one_line(argv, message, tmp_path, capsys):
+    out = tmp_path / "e.json"
+    with pytest.raises(SystemExit) as ei:
+        run_script(evaluate.main, [*argv, "--seeds", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and err.startswith(message) and len(err.splitlines()) == 1
+    assert not out.exists()
+
+
+def test_spaces_in_senders_are_stripped(tmp_path, capsys):
+    out = tmp_path / "e.json"
+    evaluate.main(["--seeds", "1", "--num-envs", "2", "--episodes", "1", "--senders", "broadcast, none",
+                   "--out", str(out)])
+    rows = json.loads(out.read_text())["summary"]["rows"]
+    assert {"markov/broadcast", "markov/none"} <= set(rows)
+
+
+def test_a_radius_that_hides_nothing_is_named_as_the_cause(tmp_path, capsys):
+    assert evaluate.radius_sees_all(2.9) and evaluate.radius_sees_all(None) and not evaluate.radius_sees_all(2.8)
+    evaluate.main(["--seeds", "1", *FAST, "--radius", "1e308", "--out", str(tmp_path / "e.json")])
+    out = capsys.readouterr().out
+    (warning,) = [ln for ln in out.splitlines() if ln.startswith("warning: ")]
+    assert "the radius is the cause, not the size of the run: --radius 1e+308 is at least the arena's diagonal " \
+           "(2.83 m)" in warning and "give a smaller --radius" in warning
+    assert "give more envs or episodes" not in out and "--num-envs or --episodes" not in out
+    # at the default radius the advice is still the size of the run
+    evaluate.main(["--seeds", "1", *FAST, "--out", str(tmp_path / "d.json")])
+    out = capsys.readouterr().out
+    assert "--num-envs or --episodes" in out and "radius is the cause" not in out

@@ -1,0 +1,166 @@
+"""`python -m coopsim.agents.ddacom.train` reruns and CLI (fresh28 items 4, 5, 10, 11, 12, 16): a rerun into an
+existing --out with other settings is refused before any training (also for a checkpoint-only run, which used to
+crash in numpy); a rerun with fewer seeds or variants keeps the evals results.json holds; duplicate variants are
+refused; the normalized return comes with the anchor-gap warning, or a line saying it needs both anchors; --help
+names the module, the defaults and the variants; --radius is checked at parse time."""
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from coopsim.agents.ddacom import train
+from coopsim.errors import run_script
+
+TINY = ["--steps", "200", "--num-envs", "2", "--eval-envs", "2", "--eval-episodes", "1"]
+ANCHORS = ["--variants", "no_comm,broadcast_ideal"]
+
+
+def _main(argv):
+    """``run_script(train.main, argv)``: (exit code, stdout, stderr)."""
+    o, e = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            run_script(train.main, argv)
+        except SystemExit as exc:
+            code = exc.code
+    return code, o.getvalue(), e.getvalue()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """A finished 2-seed run of the two anchor variants, and what it printed."""
+    out = tmp_path_factory.mktemp("ddacom_train") / "base"
+    code, stdout, err = _main(["--seeds", "2", *TINY, *ANCHORS, "--out", str(out)])
+    assert code == 0, err
+    return out, stdout
+
+
+@pytest.fixture
+def copy(base, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(base[0], out)
+    return out
+
+
+@pytest.mark.parametrize("change, said", [(["--radius", "2"], "--radius 0.5 (now 2.0)"),
+                                          (["--num-envs", "4"], "--num-envs 2 (now 4)"),
+                                          (["--policy-reads", "slots"], "--policy-reads attention (now slots)"),
+                                          (["--steps", "100"], "--steps 200 (now 100, fewer")])
+def test_other_settings_are_refused_before_any_training(copy, change, said, monkeypatch):
+    before = (copy / "results.json").read_bytes()
+    argv = ["--seeds", "1", *TINY, *ANCHORS, "--out", str(copy)]
+    i = argv.index(change[0]) if change[0] in argv else None
+    if i is not None:
+        argv[i + 1] = change[1]
+    else:
+        argv[:0] = change
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("trained although the settings differ"))
+    code, _, err = _main(argv)
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {copy / 'no_comm' / 'seed-0'} (a finished run) was trained with {said}")
+    assert "use another --out" in err
+    assert (copy / "results.json").read_bytes() == before  # and no new provenance recorded
+
+
+def test_a_checkpoint_only_run_with_other_num_envs_is_refused_not_a_traceback(tmp_path):
+    out = tmp_path / "o"
+    code, _, err = _main(["--seeds", "1", *TINY, "--variants", "raw_ddacom", "--out", str(out)])
+    assert code == 0, err
+    run = out / "raw_ddacom" / "seed-0"
+    (run / "policy.pt").unlink()
+    (run / "train_summary.json").unlink()  # as an interrupted run leaves it: checkpoint.pt only
+    # (DDACOM's sender state has the checkpoint's env count: resuming it with 4 envs was a numpy broadcast error)
+    code, _, err = _main(["--seeds", "1", "--steps", "400", "--num-envs", "4", *TINY[4:], "--variants", "raw_ddacom",
+                          "--out", str(out)])
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {run} (the checkpoint of an unfinished run) was trained with --num-envs 2 (now 4)")
+    assert "use another --out" in err
+
+
+def test_a_larger_steps_continues_training(copy):
+    code, out, err = _main(["--seeds", "1", "--steps", "300", *TINY[2:], "--variants", "no_comm", "--out", str(copy)])
+    assert code == 0, err
+    summary = json.loads((copy / "no_comm" / "seed-0" / "train_summary.json").read_text())
+    assert summary["env_steps"] == 300 and summary["resumed"] is True
+    assert json.loads((copy / "no_comm" / "seed-0" / train.SETTINGS_NAME).read_text())["steps"] == 300
+    assert "its evals were made with --steps 200 (now 300): not kept" in out
+
+
+def test_fewer_seeds_keep_the_evals_of_results_json(copy, base):
+    old = json.loads((copy / "results.json").read_text())
+    code, _, err = _main(["--seeds", "1", *TINY, *ANCHORS, "--out", str(copy)])
+    assert code == 0, err
+    new = json.loads((copy / "results.json").read_text())
+    assert new["evals"] == old["evals"] and new["seeds_done"] == 2  # seed 1 kept; seed 0 evaluated the same again
+    assert new["summary"]["seeds"] == [0, 1] and new["summary"] == old["summary"]
+
+
+def test_a_subset_of_variants_keeps_the_anchors_and_the_summary(copy):
+    old = json.loads((copy / "results.json").read_text())
+    code, out, err = _main(["--seeds", "1", *TINY, "--variants", "raw_ddacom", "--out", str(copy)])
+    assert code == 0, err
+    new = json.loads((copy / "results.json").read_text())
+    for v in ("no_comm", "broadcast_ideal"):
+        assert new["evals"][v] == old["evals"][v]
+    assert set(new["evals"]["raw_ddacom"]) == {"0"} and "raw_ddacom" in new["summary"]["rows"]
+    assert "keeping its evals of 4 run(s) of the same settings" in out
+
+
+def test_without_the_anchors_it_says_a_normalized_return_needs_both(tmp_path):
+    code, out, err = _main(["--seeds", "1", *TINY, "--variants", "no_comm", "--out", str(tmp_path / "o")])
+    assert code == 0, err
+    assert "{}" not in out.splitlines()
+    assert "no normalized return: it needs both anchor variants, no_comm (R_no_comm) and broadcast_ideal " \
+           "(R_broadcast_ideal); broadcast_ideal not in --variants" in out
+    assert '"return"' in out  # the evals that ran
+
+
+def test_the_normalized_return_comes_with_the_anchor_warning(base, tmp_path):
+    out = base[1]
+    (warning,) = [ln for ln in out.splitlines() if ln.startswith("warning: ")]
+    assert warning.startswith("warning: the normalized_return above is not meaningful at this size: the anchor gap "
+                              "R_broadcast_ideal - R_no_comm = ")
+    assert "over 2 seeds" in warning and "give more --seeds" in warning
+    check = json.loads((base[0] / "results.json").read_text())["summary"]["anchor_check"]
+    assert check["meaningful"] is False and check["over"] == "seeds"
+    # one seed: no CI over seeds, always the warning; a gap well above 3 half-widths: none
+    ev = {"no_comm": {0: {"return": -10.0}}, "broadcast_ideal": {0: {"return": -5.0}}}
+    assert train.summarize(ev)["anchor_check"]["meaningful"] is False
+    ev = {"no_comm": {s: {"return": -10.0} for s in range(3)},
+          "broadcast_ideal": {s: {"return": -5.0 + 0.1 * s} for s in range(3)}}
+    assert train.summarize(ev)["anchor_check"]["meaningful"] is True
+
+
+def test_duplicate_variants_are_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ei:
+        train.main(["--variants", "no_comm, no_comm", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and "argument --variants: variant 'no_comm' given twice; give each variant once" in err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "0", "nan", "abc"])
+def test_bad_radius_is_caught_at_parse_time(value, capsys):
+    with pytest.raises(SystemExit) as ei:
+        train.main(["--radius", value])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and f"argument --radius: invalid value '{value}': a number > 0 is required" in err
+    assert "obs_radius_m" not in err
+
+
+def test_help_names_the_module_defaults_and_variants():
+    r = subprocess.run([sys.executable, "-m", "coopsim.agents.ddacom.train", "--help"], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("usage: python -m coopsim.agents.ddacom.train ")
+    text = " ".join(r.stdout.split())
+    for opt, default in [("--seeds", "5"), ("--steps", "60000"), ("--num-envs", "16"), ("--radius", "0.5"),
+                         ("--eval-envs", "32"), ("--eval-episodes", "10"),
+                         ("--variants", "no_comm,broadcast_ideal,learned_ddacom,raw_ddacom"), ("--out", "runs/ddacom_gen")]:
+        entry = text.split(f" {opt} {opt.lstrip('-').replace('-', '_').upper()} ", 1)[1].split(" --", 1)[0]
+        assert f"(default {default}" in entry, (opt, entry)
+    assert "rounded up to whole rollouts of num_envs x 25 steps" in text
+    assert "of no_comm, broadcast_ideal, learned_ddacom, raw_ddacom" in text
