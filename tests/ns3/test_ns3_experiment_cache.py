@@ -117,3 +117,22 @@ def test_no_oracle_refuses_plot_and_bad_out_before_running(tmp_path):
     with pytest.raises(ConfigError, match="is a folder") as e:
         main([str(cfg), "--out", str(tmp_path), "--senders", "ddacom"])
     assert e.value.key == "--out"
+
+
+def test_a_resumed_run_equals_a_run_in_one_go(ns3_bridge, tmp_path, capsys):
+    # seed 0, then seeds 0-1 into the same --out: seed 0 is reused (not rerun in ns-3), seed 1 runs; the file is the
+    # one a 2-seed run writes in one go (ns-3 is deterministic per seed), with the oracle and its time series
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump(dict(SMALL, seeds=2)))
+    args = [str(cfg), "--oracle-cache", str(tmp_path / "cache")]
+    main(args + ["--out", str(tmp_path / "once.json")])
+    main(args + ["--seeds", "1", "--out", str(tmp_path / "resumed.json")])
+    capsys.readouterr()
+    main(args + ["--out", str(tmp_path / "resumed.json")])
+    out = capsys.readouterr().out
+    assert f"reusing 1 finished seed(s) from {tmp_path / 'resumed.json'}" in out
+    assert "seed 0 ddacom" not in out and "seed 1 ddacom" in out
+    assert "2 seed(s) read from" in out  # the anchors came from their cache
+    once, resumed = (json.loads((tmp_path / n).read_text()) for n in ("once.json", "resumed.json"))
+    for k in ("seeds_done", "settings", "safe_bps", "summary", "time_series", "runs"):
+        assert resumed[k] == once[k], k

@@ -117,8 +117,9 @@ class Ns3Params(ChannelParams):
     background_rate_bps: float = Field(0.0, ge=0, description="offered load of each background pair (bit/s of IP packets), >= 0")
     background_schedule: Optional[list[tuple[float, float]]] = Field(
         None, description="piecewise-constant [[t_s, rate_bps], ...] (t_s ascending, first 0) overriding "
-                          "background_rate_bps; repeats every background_period_s if set")
-    background_period_s: Optional[float] = Field(None, gt=0, description="period of background_schedule (s), > 0")
+                          "background_rate_bps; repeats every background_period_s if set (then every t_s < it)")
+    background_period_s: Optional[float] = Field(None, gt=0, description="period of background_schedule (s), > 0 "
+                                                 "and past its last time")
     background_packet_bytes: int = Field(1000, ge=UDP_IP_HEADER_BYTES, le=2000,
                                          description="background IP packet size (B), in [28, 2000]")
     background_poisson: bool = Field(True, description="Poisson background arrivals (else periodic)")
@@ -161,6 +162,20 @@ class Ns3Params(ChannelParams):
         if not v or ts[0] != 0 or any(b <= a for a, b in zip(ts, ts[1:])) or any(r < 0 for _, r in v):
             raise ValueError(f"background_schedule must be [[0, rate_bps], [t1, rate_bps], ...] with t ascending "
                              f"and rates >= 0 (bit/s); got {v}")
+        return v
+
+    @field_validator("background_period_s")
+    @classmethod
+    def _period(cls, v, info):
+        # the schedule repeats every period (time modulo the period): an entry at or past it would never apply
+        sched = info.data.get("background_schedule")
+        if v is not None and sched:
+            late = [t for t, _ in sched if t >= v]
+            if late:
+                raise ValueError(f"background_schedule has times {', '.join(f'{t:g}' for t in late)} s at or past "
+                                 f"background_period_s ({v:g} s), which would never apply (the schedule repeats every "
+                                 f"period): every time of the schedule must be in [0, background_period_s); give a "
+                                 f"longer period or drop those entries")
         return v
 
 

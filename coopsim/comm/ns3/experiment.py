@@ -24,7 +24,15 @@ The oracle's sweep is most of the wall time and does not depend on the senders, 
 (``--oracle-cache``, default ``runs/ns3-oracle-cache``; one JSON file per seed, keyed by a hash of everything it
 depends on: channel id and params, oracle grid, scenario, envs, steps, seed); ``--senders ddacom`` and
 ``--sender-param ddacom.target_utilization=0.6`` rerun some senders with other params against the cached oracle;
-``--cached-oracle-only`` fails instead of running a sweep that is not cached.
+``--cached-oracle-only`` fails instead of running a sweep that is not cached. The anchors are cached in the same
+folder (``anchors-<hash>.json``, one file per scenario, envs and episodes, with the seeds computed so far; the hash
+also covers the source of the code they run, so an edit of the scenario, the teams or the channels recomputes
+them), so a rerun with other senders or sender params runs only its ns-3 seeds.
+
+``--out`` is rewritten after every ns-3 seed. A rerun into a ``--out`` that holds a result with the same settings
+(senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
+finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
+seeds than it holds, or has finished.
 
 ``--calibrate 0,1e6,2e6`` instead measures, for each constant background load per pair (bit/s), the rate
 each agent gets through when all of them offer the full-broadcast demand, without the latency bound (the
@@ -34,20 +42,24 @@ the background schedule.
 from __future__ import annotations
 
 import argparse
+import difflib
+import functools
 import hashlib
 import json
 import math
 import shlex
 import time
 from pathlib import Path
+from typing import Any, Optional
 
 import numpy as np
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from coopsim.agents.comm_baselines.team import check_sender_params, parse_sender_params, sender_class
-from coopsim.agents.ddacom.evaluate import print_table, run, summarize
+from coopsim.agents.comm_baselines.team import SENDERS, check_sender_params, parse_sender_params, sender_class
+from coopsim.agents.ddacom.evaluate import run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
-from coopsim.errors import ConfigError, int_at_least, run_script
+from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, check_writable
 from coopsim.platform.registry import make_component, make_scenario
@@ -56,42 +68,213 @@ _KEYS = {"scenario", "senders", "sender_params", "num_envs", "episodes", "seeds"
 #: what this script reads, for its messages
 _WHAT = "an ns-3 experiment file (YAML), e.g. configs/ns3/ddacom-spread.yaml"
 BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
+DT_S = 0.1  # simple_spread's step (s)
+DEFAULT_OUT = "runs/ns3-experiment.json"
+SENDER_NAMES = ("ddacom", *SENDERS)
+
+
+class ScenarioSection(BaseModel):
+    """``scenario:`` of an experiment file: ``mpe/simple_spread-v0`` and the teams' message width (the ranges are
+    the scenario's and the team's own, checked by :func:`load`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    num_agents: int = Field(6, description="agents and landmarks N of mpe/simple_spread-v0")
+    obs_radius_m: Optional[float] = Field(0.5, allow_inf_nan=False, description="partial-observation radius (m), "
+                                          "> 0; null = full observation")
+    payload_floats: int = Field(3, description="message width (float32 values), 3..368")
+
+
+class OracleSection(BaseModel):
+    """``oracle:`` of an experiment file: the safe-rate oracle's grid of constant rates."""
+
+    model_config = ConfigDict(extra="forbid")
+    rates: int = Field(21, ge=1, le=1000, description="rates in the grid (one ns-3 run each), 1..1000")
+    min_frac: float = Field(0.1, gt=0, allow_inf_nan=False,
+                            description="lowest rate of the grid as a fraction of the full-broadcast demand, > 0")
+    max_frac: float = Field(0.6, gt=0, allow_inf_nan=False,
+                            description="highest rate of the grid as a fraction of the full-broadcast demand, "
+                                        ">= min_frac")
+    drain_steps: int = Field(12, ge=0, le=1000, description="steps without sending after each run, so every copy's "
+                                                            "fate is decided, 0..1000")
+
+    @field_validator("max_frac")
+    @classmethod
+    def _max_frac(cls, v, info):
+        lo = info.data.get("min_frac")
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= min_frac ({lo:g}): the grid runs from min_frac up to max_frac")
+        return v
+
+
+class TopLevel(BaseModel):
+    """The scalar keys of an experiment file."""
+
+    model_config = ConfigDict(extra="ignore")
+    num_envs: int = Field(2, ge=1, le=256, description="envs stepped together per run (one ns-3 network each), "
+                                                       "1..256")
+    episodes: int = Field(4, ge=1, le=10_000, description="consecutive 25-step episodes per run, 1..10000")
+    seeds: int = Field(2, ge=1, description="ns-3 seeds 0..seeds-1, >= 1")
+    anchor_seeds: Optional[int] = Field(None, ge=1, description="seeds of the normalization anchors, >= seeds "
+                                                                "(default: seeds)")
+
+
+def _validate(model: type[BaseModel], data: dict, path: str, prefix: str) -> BaseModel:
+    """``model(**data)`` after the run config's checks (a boolean, a quoted or YAML 1.1 number for a number); a
+    refusal is a one-line ConfigError naming the file, ``prefix`` + the key and the value."""
+    from coopsim.platform.config import reject_bools
+    from coopsim.platform.registry import pydantic_to_config_error
+
+    reject_bools(data, model, file=path, key_prefix=prefix)
+    try:
+        return model(**data)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, model, file=path, key_prefix=prefix) from None
+
+
+def _mapping(cfg: dict, key: str, path: str, example: str) -> dict:
+    """``cfg[key]`` as a mapping (absent or empty: ``{}``); anything else is a ConfigError."""
+    v = cfg.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ConfigError(f"invalid value {v!r}: must be a mapping, e.g. {example}", file=path, key=key, value=v)
+    return v
+
+
+def check_senders(senders: Any, *, file: str | None, key: str, given: str | None = None) -> list[str]:
+    """``senders`` as a list of distinct known sender names, at least one.
+
+    Raises:
+        ConfigError: ``key``; a string or another non-list, an empty list, an unknown or repeated name.
+    """
+    eg = "e.g. [ddacom] or [none, broadcast, periodic, novelty, ddacom]"
+    if not isinstance(senders, (list, tuple)):
+        raise ConfigError(f"invalid value {senders!r}: must be a list of senders, {eg}", file=file, key=key,
+                          value=senders)
+    if not senders:
+        shown = repr(given if given is not None else senders)
+        raise ConfigError(f"no sender given ({shown}): the run would compute the "
+                          f"anchors and report nothing; name at least one of {', '.join(SENDER_NAMES)}", file=file,
+                          key=key, value=given if given is not None else senders)
+    for snd in senders:
+        if not isinstance(snd, str):
+            raise ConfigError(f"invalid sender {snd!r} in {senders!r}: each sender is a name, one of "
+                              f"{', '.join(SENDER_NAMES)}", file=file, key=key, value=snd)
+        try:
+            sender_class(snd)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=file, key=key, value=snd) from None
+    dup = sorted({s for s in senders if list(senders).count(s) > 1})
+    if dup:
+        raise ConfigError(f"sender {dup[0]!r} is listed twice in {list(senders)}: a repeat would count the same runs "
+                          "as a second sample; give each sender once", file=file, key=key, value=dup[0])
+    return list(senders)
+
+
+def check_channel_params(params: dict, path: str | None) -> None:
+    """The ``channel.params`` of an experiment file as ``coopsim validate`` checks a run config's (a boolean, a
+    quoted or YAML 1.1 number, nan or inf for a number, then the ``ns3-v0`` schema), plus what a reset would refuse
+    only later (``send_jitter_s`` must stay below the 0.1 s step).
+
+    Raises:
+        ConfigError: the file and the key ``channel.params.<key>``, with the value.
+    """
+    from coopsim.comm.ns3.channel import Ns3Params
+    from coopsim.platform import config as pconfig
+    from coopsim.platform.registry import validate_params
+
+    prefix = "channel.params."
+    pconfig.reject_bools(params, Ns3Params, file=path, key_prefix=prefix)
+    p = validate_params("channel", "ns3-v0", params, file=path, key_prefix=prefix)
+    pconfig._reject_non_finite("channel", "ns3-v0", params, file=path, key_prefix=prefix)
+    if p.send_jitter_s >= DT_S:
+        raise ConfigError(f"invalid value {p.send_jitter_s!r}: must be < the step of {DT_S} s (each sender's messages "
+                          "leave within their step)", file=path, key=f"{prefix}send_jitter_s", value=p.send_jitter_s)
 
 
 def load(path: str) -> dict:
-    """Read and check an experiment config; raises ConfigError naming the file and the bad key."""
-    from coopsim.platform.config import read_yaml_text
+    """Read and check an experiment config, before any work: every section's keys (an unknown key is named, with
+    the valid ones and the closest), types and ranges, the channel's params as ``ns3-v0`` takes them; raises a
+    one-line ConfigError naming the file, the key and the value.
+
+    Returns the config with the defaults filled in: ``scenario`` and ``oracle`` complete, ``num_envs``,
+    ``episodes``, ``seeds`` and ``anchor_seeds`` set, ``sender_params`` a mapping, ``channel.params`` as given (a
+    whole float for an integer param made that integer)."""
+    from coopsim.agents.comm_baselines.team import SpreadTeamParams
+    from coopsim.platform.config import UniqueKeyLoader, read_yaml_text
+    from coopsim.platform.registry import pydantic_to_config_error, validate_params
 
     if Path(path).exists() and not Path(path).is_file():
         raise ConfigError(f"{'is a directory' if Path(path).is_dir() else 'not a regular file'} (give {_WHAT})",
                           file=path)
-    try:
-        cfg = yaml.safe_load(read_yaml_text(Path(path), path, _WHAT))  # unreadable or not UTF-8: a ConfigError
-    except yaml.YAMLError as e:
-        raise ConfigError(f"not valid YAML: {e}", file=path) from None
+    try:  # the run configs' loader: a repeated key is refused, 1e5 is a number (YAML 1.2), 064 is not 52
+        cfg = yaml.load(read_yaml_text(Path(path), path, _WHAT), Loader=UniqueKeyLoader)  # noqa: S506 - safe
+    except yaml.YAMLError as e:  # unreadable or not UTF-8: read_yaml_text's ConfigError
+        if hasattr(e, "key") and hasattr(e, "line"):  # the loader's repeated key
+            raise ConfigError(f"duplicate key {e.key!r} at line {e.line} (each key may appear once in a mapping; "
+                              "remove one)", file=path, key=str(e.key)) from None
+        from coopsim.platform.config import _yaml_error
+
+        raise _yaml_error(path, e) from None  # "not valid YAML at line L, column C: <problem>", one line
     if not isinstance(cfg, dict):
         raise ConfigError(f"expected a mapping at the top level ({_WHAT})", file=path)
     if {"name", "agents"} <= set(cfg):
         raise ConfigError("this is a coopsim run config, not an ns-3 experiment file: run it with `coopsim run "
                           f"{shlex.quote(str(path))}`; this script takes {_WHAT}", file=path)
-    extra = set(cfg) - _KEYS
+    extra = sorted(set(cfg) - _KEYS, key=str)
     if extra:
-        raise ConfigError(f"unknown keys {sorted(extra)}; valid: {sorted(_KEYS)}", file=path, key=sorted(extra)[0])
-    if cfg.get("channel", {}).get("id") != "ns3-v0":
+        close = difflib.get_close_matches(str(extra[0]), sorted(_KEYS), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"unknown keys {extra}{hint}; valid: {sorted(_KEYS)}", file=path, key=str(extra[0]),
+                          value=cfg[extra[0]])
+    ch = cfg.get("channel")
+    if not isinstance(ch, dict):
+        if ch is None:
+            raise ConfigError("channel.id must be ns3-v0 (no channel given: add channel: {id: ns3-v0, params: {...}})",
+                              file=path, key="channel.id")
+        raise ConfigError(f"invalid value {ch!r}: must be a mapping {{id: ns3-v0, params: {{...}}}}, e.g. "
+                          "{id: ns3-v0}", file=path, key="channel", value=ch)
+    if ch.get("id") != "ns3-v0":
         raise ConfigError("channel.id must be ns3-v0", file=path, key="channel.id", value=cfg.get("channel"))
-    orc = cfg.get("oracle", {}) or {}
-    bad = set(orc) - {"rates", "min_frac", "max_frac", "drain_steps"}
+    bad = sorted(set(ch) - {"id", "params"}, key=str)
     if bad:
-        raise ConfigError(f"unknown keys {sorted(bad)}; valid: drain_steps, max_frac, min_frac, rates", file=path,
-                          key=f"oracle.{sorted(bad)[0]}")
-    seeds = cfg.get("seeds", 2)
-    anchor_seeds = cfg.get("anchor_seeds", seeds)
-    for key, v in (("seeds", seeds), ("anchor_seeds", anchor_seeds)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError("expected an integer >= 1", file=path, key=key, value=v)
-    if anchor_seeds < seeds:
-        raise ConfigError(f"anchor_seeds ({anchor_seeds}) must be >= seeds ({seeds}): every ns-3 seed needs its "
-                          "anchors", file=path, key="anchor_seeds", value=anchor_seeds)
+        raise ConfigError(f"unknown key {bad[0]!r} in channel; valid: id, params", file=path, key=f"channel.{bad[0]}",
+                          value=ch[bad[0]])
+    params = ch.get("params")
+    if params is None:
+        params = ch["params"] = {}
+    if not isinstance(params, dict):
+        raise ConfigError(f"invalid value {params!r}: must be a mapping of ns3-v0 params, e.g. {{background_pairs: "
+                          "3}", file=path, key="channel.params", value=params)
+    check_channel_params(params, path)
+
+    scenario = _validate(ScenarioSection, _mapping(cfg, "scenario", path, "{num_agents: 6, obs_radius_m: 0.5}"),
+                         path, "scenario.")
+    # the ranges are the scenario's and the team's own
+    validate_params("scenario", "mpe/simple_spread-v0", {"num_agents": scenario.num_agents,
+                                                          "obs_radius_m": scenario.obs_radius_m},
+                    file=path, key_prefix="scenario.")
+    try:
+        SpreadTeamParams(payload_floats=scenario.payload_floats)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, SpreadTeamParams, file=path, key_prefix="scenario.") from None
+    cfg["scenario"] = scenario.model_dump()
+    cfg["oracle"] = _validate(OracleSection, _mapping(cfg, "oracle", path, "{rates: 23, min_frac: 0.05}"), path,
+                              "oracle.").model_dump()
+    top = _validate(TopLevel, cfg, path, "")
+    cfg.update(num_envs=top.num_envs, episodes=top.episodes, seeds=top.seeds,
+               anchor_seeds=top.anchor_seeds if top.anchor_seeds is not None else top.seeds)
+    if cfg["anchor_seeds"] < cfg["seeds"]:
+        raise ConfigError(f"anchor_seeds ({cfg['anchor_seeds']}) must be >= seeds ({cfg['seeds']}): every ns-3 seed "
+                          "needs its anchors", file=path, key="anchor_seeds", value=cfg["anchor_seeds"])
+    sp = _mapping(cfg, "sender_params", path, "{ddacom: {target_utilization: 0.7}}")
+    for snd, v in sp.items():
+        if v is not None and not isinstance(v, dict):
+            raise ConfigError(f"invalid value {v!r}: must be a mapping of {snd}'s params, e.g. {{period_steps: 4}}",
+                              file=path, key=f"sender_params.{snd}", value=v)
+    cfg["sender_params"] = {snd: dict(v or {}) for snd, v in sp.items()}
+    if "senders" in cfg:
+        cfg["senders"] = check_senders(cfg["senders"], file=path, key="senders")
     return cfg
 
 
@@ -155,10 +338,10 @@ def normalized_return(r_sender: dict[int, float], r_none: dict[int, float], r_bc
 
 
 def _scenario_kw(cfg: dict) -> dict:
-    sc = cfg.get("scenario", {})
-    return dict(num_agents=int(sc.get("num_agents", 6)), obs_radius_m=sc.get("obs_radius_m", 0.5),
-                num_envs=int(cfg.get("num_envs", 2)), episodes=int(cfg.get("episodes", 4)),
-                payload_floats=int(sc.get("payload_floats", 3)))
+    """The keyword arguments of :func:`coopsim.agents.ddacom.evaluate.run` a config (of :func:`load`) sets."""
+    sc = cfg["scenario"]
+    return dict(num_agents=sc["num_agents"], obs_radius_m=sc["obs_radius_m"], num_envs=cfg["num_envs"],
+                episodes=cfg["episodes"], payload_floats=sc["payload_floats"])
 
 
 def _demand(kw: dict) -> tuple[int, float]:
@@ -265,15 +448,181 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
     atomic_savefig(fig, path, dpi=80)
 
 
-ORACLE_CACHE_VERSION = 1
+#: 2 (2026-12-06): the channel params and the oracle grid as their schemas read them (so 1.0e+5, 100000.0 and 1e5,
+#: or a default written out or left out, give one key); 1: the config's text as PyYAML read it
+ORACLE_CACHE_VERSION = 2
+ANCHOR_CACHE_VERSION = 1
+#: the source (under coopsim/) that the runs' results depend on: the scenario, the teams and senders, the channels
+#: (ns-3's bridge too) and the run loop. A resumed --out and the cached anchors must come from the same code.
+_CODE = ("agents/comm_baselines", "agents/ddacom", "comm", "scenarios/mpe", "platform/comm.py",
+         "platform/scenario.py")
+_CODE_SUFFIXES = (".py", ".cc", ".h", ".txt")
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash (sha1 hex, 16 digits) of the source files of :data:`_CODE` and numpy's version: equal hashes, equal
+    code (a resumed ``--out`` or a cached anchor run would otherwise mix results of other code). Read once per
+    process, at the first call (before any run), so an edit while the experiment runs does not change it."""
+    import coopsim
+
+    root = Path(coopsim.__file__).resolve().parent
+    h = hashlib.sha1(np.__version__.encode())
+    for part in _CODE:
+        p = root / part
+        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+            if f.suffix in _CODE_SUFFIXES and "__pycache__" not in f.parts and f.is_file():
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def canonical_channel(channel: dict) -> dict:
+    """``{id, params}`` with the params as ``ns3-v0`` reads them and its defaults left out: the same for ``1.0e+5``,
+    ``100000.0`` and ``1e5``, and for a default written out or left out."""
+    from coopsim.comm.ns3.channel import Ns3Params
+
+    params = Ns3Params(**(channel.get("params") or {})).model_dump(mode="json", exclude_defaults=True)
+    return {"id": channel.get("id"), "params": params}
+
+
+def _canonical_oracle(oracle: dict | None) -> dict:
+    return OracleSection(**(oracle or {})).model_dump()
 
 
 def oracle_cache_key(cfg: dict, kw: dict, seed: int, rates: np.ndarray, num_steps: int) -> str:
     """Hash (sha1 hex) of everything the oracle's sweep for one seed depends on; never of the senders."""
-    what = {"v": ORACLE_CACHE_VERSION, "channel": cfg["channel"], "oracle": cfg.get("oracle", {}) or {},
+    what = {"v": ORACLE_CACHE_VERSION, "channel": canonical_channel(cfg["channel"]),
+            "oracle": _canonical_oracle(cfg.get("oracle")),
             "scenario": {k: kw[k] for k in ("num_agents", "obs_radius_m", "num_envs", "payload_floats")},
             "steps": int(num_steps), "seed": int(seed), "rates_bps": [float(r) for r in rates]}
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _anchor_setting(kw: dict) -> dict:
+    return {"v": ANCHOR_CACHE_VERSION, "scenario": {k: kw[k] for k in (
+        "num_agents", "obs_radius_m", "num_envs", "payload_floats", "episodes")}, "code": code_fingerprint()}
+
+
+def anchor_cache_path(folder: str | None, kw: dict) -> Path | None:
+    """The anchors' cache file in ``folder`` (None: no cache): one per scenario, envs and episodes and code (the
+    anchors run over ideal-v0, so no channel param changes them), holding every seed computed so far."""
+    if not folder:
+        return None
+    key = hashlib.sha1(json.dumps(_anchor_setting(kw), sort_keys=True).encode()).hexdigest()[:16]
+    return Path(folder) / f"anchors-{key}.json"
+
+
+def _nan_for_null(r: dict) -> dict:
+    """A run read back from JSON, where a nan number was written as null."""
+    return {k: (math.nan if v is None else v) for k, v in r.items()}
+
+
+def run_anchors(kw: dict, num_seeds: int, series_seeds: int, cache: Path | None) -> tuple[list[dict], int]:
+    """The normalization anchors, no communication and full broadcast over ``ideal-v0``, on seeds
+    ``0..num_seeds-1`` (their ``series`` kept for the first ``series_seeds``); seeds already in ``cache`` are read
+    from it, the others run and are added to it (best effort: a cache that cannot be written is said and skipped).
+
+    Returns:
+        ``(runs, seeds read from the cache)``.
+    """
+    done: dict[int, dict] = {}
+    try:
+        if cache is not None and cache.is_file():
+            data = json.loads(cache.read_text())
+            if data.get("setting") == json.loads(json.dumps(_anchor_setting(kw))):
+                done = {int(k): v for k, v in data["runs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        done = {}  # unreadable: recompute (and overwrite it)
+    results, new, saved = [], 0, 0
+
+    def save() -> None:
+        nonlocal cache
+        try:
+            atomic_write_json(cache, {"setting": _anchor_setting(kw), "runs": {str(k): done[k] for k in sorted(done)}})
+        except (OSError, CoopsimError) as exc:
+            print(f"note: the anchors are not cached ({' '.join(str(exc).split())})", flush=True)
+            cache = None  # said once; the run goes on without the cache
+
+    for seed in range(num_seeds):
+        pair = done.get(seed)
+        if not (isinstance(pair, dict) and all(isinstance(pair.get(s), dict) and "series" in pair[s]
+                                               for s in ("none", "broadcast"))):
+            pair = {}
+            for snd in ("none", "broadcast"):
+                r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=True, **kw)
+                r["channel_name"] = "ideal"
+                pair[snd] = r
+            done[seed] = pair
+            new += 1
+            if cache is not None and new - saved >= 50:  # an interrupted run keeps most of its anchors
+                save()
+                saved = new
+        for snd in ("none", "broadcast"):
+            r = _nan_for_null(pair[snd])
+            if seed >= series_seeds:
+                r.pop("series", None)
+            results.append(r)
+    if new > saved and cache is not None:
+        save()
+    return results, num_seeds - new
+
+
+def settings(cfg: dict, oracle: bool) -> dict:
+    """What the ns-3 rows of a result depend on, besides the seed: senders and their params (as their schemas
+    read them), the channel, the scenario, envs, episodes, the oracle's grid (when it runs) and the code."""
+    sp = cfg.get("sender_params") or {}
+    return json.loads(json.dumps({
+        "senders": list(cfg["senders"]),
+        "sender_params": {s: sender_class(s).Params(**(sp.get(s) or {})).model_dump(mode="json")
+                          for s in cfg["senders"]},
+        "channel": canonical_channel(cfg["channel"]), "scenario": cfg["scenario"], "num_envs": cfg["num_envs"],
+        "episodes": cfg["episodes"], "oracle": _canonical_oracle(cfg["oracle"]) if oracle else None,
+        "code": code_fingerprint()}, sort_keys=True))
+
+
+def previous_result(out: str | Path) -> dict | None:
+    """The result JSON in ``out`` (a finished or interrupted run of this script), or None (absent, unreadable, or
+    something else, e.g. a ``--calibrate`` output)."""
+    try:
+        d = json.loads(Path(out).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(d, dict) and isinstance(d.get("seeds_done"), int) and d["seeds_done"] >= 1
+    return d if ok and isinstance(d.get("runs"), list) else None
+
+
+def reusable_seeds(prev: dict, cur: dict, seeds: int, T: int, E: int) -> tuple[list[dict], dict[int, np.ndarray],
+                                                                                list[str]]:
+    """The ns-3 runs (and safe rates) of ``prev`` (:func:`previous_result`) a run with settings ``cur``
+    (:func:`settings`) and ``seeds`` seeds can reuse: seeds ``0..min(seeds_done, seeds)-1`` when the settings are
+    the same.
+
+    Returns:
+        ``(runs, safe rates per seed, the settings that differ)``: no runs when any differs (or the file lacks a
+        part it needs, named among them).
+    """
+    old = prev.get("settings")
+    if not isinstance(old, dict):
+        return [], {}, ["settings (the file has none: written before resuming existed)"]
+    diff = sorted(k for k in set(old) | set(cur) if old.get(k) != cur.get(k))
+    if diff:
+        return [], {}, diff
+    n = min(prev["seeds_done"], seeds)
+    senders = cur["senders"]
+    runs = [_nan_for_null(r) for r in prev["runs"] if isinstance(r, dict) and r.get("channel_name") == "ns3"
+            and isinstance(r.get("seed"), int) and r["seed"] < n]
+    if [(r["seed"], r.get("sender")) for r in runs] != [(s, x) for s in range(n) for x in senders] or not all(
+            "series" in r and "return" in r for r in runs):
+        return [], {}, ["runs (incomplete)"]
+    safe: dict[int, np.ndarray] = {}
+    if cur["oracle"] is not None:
+        try:
+            safe = {s: np.asarray(prev["safe_bps"][str(s)], np.float64) for s in range(n)}
+        except (KeyError, TypeError, ValueError):
+            return [], {}, ["safe_bps (incomplete)"]
+        if any(v.shape != (T, E) for v in safe.values()):
+            return [], {}, ["safe_bps (incomplete)"]
+    return runs, safe, []
 
 
 def _read_cached_oracle(path: Path) -> np.ndarray | None:
@@ -311,9 +660,77 @@ def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]
         if cname == "ns3":
             rs = {r["seed"]: r["return"] for r in results if r["channel_name"] == "ns3" and r["sender"] == snd}
             row["normalized_return"] = normalized_return(rs, anchors["none"], anchors["broadcast"])
+            row["normalized_return_judged"] = out["anchor_gap_ns3_seeds"]["judged"]  # its denominator's check
         elif snd in ("none", "broadcast"):
             row["normalized_return"] = (0.0, 0.0) if snd == "none" else (1.0, 0.0)  # the anchors, by definition
     return out
+
+
+def _gap_problem(g: dict, what: str) -> str | None:
+    """Why the anchor gap ``g`` (:func:`anchor_gap`) over ``what`` is not judged, or None when it is."""
+    if g.get("judged"):
+        return None
+    mean, hw = g["mean"], g["half_width"]
+    if hw is None or not math.isfinite(hw):
+        return f"the anchor gap R_broadcast,ideal - R_none over {what} = {mean:.2f} has no 95% CI half-width (1 seed)"
+    return (f"the anchor gap R_broadcast,ideal - R_none over {what} = {mean:.2f} is not larger than 3 x its 95% CI "
+            f"half-width {hw:.2f} (= {3 * hw:.2f})")
+
+
+def anchor_warnings(summary: dict) -> list[str]:
+    """One warning line per failed check of the normalized return's anchor gap (issue 6: the gap must exceed three
+    of its 95% CI half-widths), as :func:`coopsim.agents.ddacom.evaluate.anchor_warning` warns: over all anchor
+    seeds, and over the ns-3 seeds, the denominator of the ns-3 rows' ratio (those values are marked * in the
+    table)."""
+    out = []
+    g = summary.get("anchor_gap")
+    why = _gap_problem(g, f"the {g['seeds']} anchor seed(s)") if g else None
+    if why:
+        out.append(f"warning: the normalized return column is not meaningful at this size: {why}; give more "
+                   "anchor_seeds in the config")
+    g6 = summary.get("anchor_gap_ns3_seeds")
+    why = _gap_problem(g6, f"the {g6['seeds']} ns-3 seed(s)") if g6 else None
+    if why:
+        out.append(f"warning: the normalized return of the ns-3 rows (marked *) is not judged: its denominator, {why}; "
+                   "give more --seeds (docs/ns3.md, 'Normalized return judged')")
+    return out
+
+
+def print_results(summary: dict) -> None:
+    """The table of :func:`coopsim.agents.ddacom.evaluate.print_table` (mean +- 95% CI half-width over seeds), with
+    :func:`anchor_warnings` above it and a footnote mark on each normalized return that is not judged."""
+    def has_ci(m) -> bool:
+        return m[1] is not None and math.isfinite(m[1])
+
+    g = summary["ideal_gap"]
+    k = (summary.get("anchor_gap") or {}).get("seeds")
+    if has_ci(g):
+        print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} +- {g[1]:.2f} (95% CI half-width"
+              f"{f', over {k} anchor seeds' if k else ''})")
+    else:
+        print(f"R_broadcast_ideal - R_no_comm = {g[0]:.2f} (1 seed, no CI)")
+    for line in anchor_warnings(summary):
+        print(line)
+    if summary.get("zero_gap_seeds"):
+        print(f"normalized return leaves out seeds {summary['zero_gap_seeds']}: R_broadcast_ideal = R_no_comm there "
+              f"(no gain to share; give more envs or episodes)")
+    cells = [m for row in summary["rows"].values() for key, m in row.items() if isinstance(m, (list, tuple))]
+    if not all(has_ci(m) for m in cells):
+        print("values without +-: 1 seed, no CI (give --seeds 2 or more for 95% intervals)")
+    print(f"{'channel/sender':<24} {'norm. return':>17} {'utilization':>16} {'loss %':>14} {'msgs/bcast':>14}")
+
+    def f(m, s=1.0):
+        return f"{m[0] * s:7.3f}+-{m[1] * s:5.3f}" if has_ci(m) else f"{m[0] * s:7.3f}"
+
+    marked = False
+    for key, row in summary["rows"].items():
+        u = f(row["utilization"]) if "utilization" in row else "-"
+        nr = f(row["normalized_return"]) + ("*" if row.get("normalized_return_judged") is False else " ")
+        marked |= nr.endswith("*")
+        print(f"{key:<24} {nr:>17} {u:>16} {f(row['loss'], 100):>14} {f(row['messages_vs_broadcast']):>14}")
+    if marked:
+        print("* not judged: the anchor gap over the ns-3 seeds (this ratio's denominator) does not exceed 3 of its "
+              "95% CI half-widths (the warning above)")
 
 
 def parse_loads(text: str, flag: str = "--calibrate") -> list[float]:
@@ -340,14 +757,47 @@ def parse_loads(text: str, flag: str = "--calibrate") -> list[float]:
     return out
 
 
+#: progress of :func:`main`, for the message of an interrupted run (:func:`kept_on_interrupt`)
+_PROGRESS: dict[str, Any] = {}
+
+
+def kept_on_interrupt() -> str:
+    """What an interrupted :func:`main` keeps (``run_script``'s ``kept``): the ``--out`` file and how many seeds it
+    holds; prints the table of the finished seeds first."""
+    out = _PROGRESS.get("out")
+    if out is None:
+        return ""  # interrupted before the arguments were read: run_script's default
+    total, written, finished = _PROGRESS.get("seeds", 0), _PROGRESS.get("written", 0), _PROGRESS.get("finished", 0)
+    prev_n, same = _PROGRESS.get("prev_seeds", 0), _PROGRESS.get("same_settings", False)
+    if finished and _PROGRESS.get("summary") is not None:
+        print(f"table of the {finished} finished ns-3 seed(s):", flush=True)
+        print_results(_PROGRESS["summary"])
+    if written:
+        return (f"{out} with {written} of {total} seed(s) (seeds 0..{written - 1}), a valid JSON file; the same "
+                "command resumes from them")
+    if prev_n:
+        settings_ = "the same settings: the same command resumes from them" if same else "other settings"
+        lost = (f"; this run's {finished} finished seed(s) were not written (fewer than it holds)"
+                if finished and not same else "")
+        return f"{out} as it was, with its {prev_n} seed(s) of {settings_}{lost}"
+    return f"nothing: no ns-3 seed had finished, so {out} was not written"
+
+
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("config")
-    ap.add_argument("--out", default="runs/ns3-experiment.json")
+    _PROGRESS.clear()  # nothing from an earlier call in this process
+    ap = argparse.ArgumentParser(prog="python -m coopsim.comm.ns3.experiment", description=__doc__.splitlines()[0])
+    ap.add_argument("config", help="the experiment file (YAML), e.g. configs/ns3/ddacom-spread.yaml (its keys: "
+                                   "docs/ns3.md, 'Experiments')")
+    ap.add_argument("--out", default=DEFAULT_OUT,
+                    help="the results JSON, rewritten after every ns-3 seed; when it holds a result with the same "
+                         "settings, the run resumes from its finished seeds, and a result with other settings is kept "
+                         f"until this run has more seeds or has finished (default {DEFAULT_OUT})")
     ap.add_argument("--plot", default=None, help="write the time-series figure here (png)")
     ap.add_argument("--calibrate", default=None, help="comma-separated constant background loads per pair (bit/s)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache",
-                    help="folder of cached oracle sweeps (one JSON per seed and setting); '' turns caching off")
+                    help="folder of cached oracle sweeps (one JSON per seed and setting) and normalization anchors "
+                         "(one JSON per scenario, envs and episodes); '' turns caching off (default "
+                         "runs/ns3-oracle-cache)")
     ap.add_argument("--cached-oracle-only", action="store_true",
                     help="fail (ConfigError) instead of running the oracle's sweep for a seed that is not cached")
     ap.add_argument("--senders", default=None, help="comma-separated senders to run instead of the config's")
@@ -369,67 +819,112 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load(a.config)
     if a.seeds is not None:
         cfg["seeds"] = a.seeds
-    if a.senders:
-        cfg["senders"] = [x.strip() for x in a.senders.split(",") if x.strip()]
-    for snd in cfg["senders"]:  # names checked before the anchors and the oracle (minutes per seed) run
-        try:
-            sender_class(snd)
-        except ConfigError as exc:
-            raise ConfigError(exc.message, file=None if a.senders else a.config,
-                              key="--senders" if a.senders else "senders", value=snd) from None
+    if a.senders is not None:
+        cfg["senders"] = check_senders([x.strip() for x in a.senders.split(",") if x.strip()], file=None,
+                                       key="--senders", given=a.senders)
+    elif "senders" not in cfg:
+        raise ConfigError(f"no senders: give senders: [...] (of {', '.join(SENDER_NAMES)}) or --senders",
+                          file=a.config, key="senders")
     for snd, params in parse_sender_params(a.sender_param, list(cfg["senders"])).items():
-        cfg.setdefault("sender_params", {}).setdefault(snd, {}).update(params)
+        cfg["sender_params"].setdefault(snd, {}).update(params)
     for snd in cfg["senders"]:  # the config's params with the overrides, before minutes of anchors
-        check_sender_params(snd, (cfg.get("sender_params") or {}).get(snd) or {}, key="sender_params",
-                            file=a.config)
+        check_sender_params(snd, cfg["sender_params"].get(snd) or {}, key="sender_params", file=a.config)
     if loads is not None:
+        held = previous_result(a.out)
+        if held is not None:  # a calibration is another kind of output: never over an experiment's seeds
+            raise ConfigError(f"{a.out} holds an experiment result ({held['seeds_done']} seed(s)) that --calibrate "
+                              "would replace; give --calibrate another --out", key="--out", value=a.out)
         rows = calibrate(cfg, loads)
         atomic_write_json(Path(a.out), {"config": cfg, "calibration": rows}, indent=1)
         return {"calibration": rows}
     kw = _scenario_kw(cfg)
     N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
     copy_bytes, demand = _demand(kw)
-    orc = cfg.get("oracle", {}) or {}
-    rates = np.linspace(float(orc.get("min_frac", 0.1)), float(orc.get("max_frac", 0.6)), int(orc.get("rates", 21))) * demand
-    cid, cparams = cfg["channel"]["id"], cfg["channel"].get("params", {})
-    S = int(cfg.get("seeds", 2))
-    K = max(int(cfg.get("anchor_seeds", S)), S)  # every ns-3 seed is paired with its anchors
+    orc = cfg["oracle"]
+    rates = np.linspace(orc["min_frac"], orc["max_frac"], orc["rates"]) * demand
+    cid, cparams = cfg["channel"]["id"], cfg["channel"]["params"]
+    S = cfg["seeds"]
+    K = max(cfg["anchor_seeds"], S)  # every ns-3 seed is paired with its anchors
+
+    # --out: resume from a result with the same settings; keep one with other settings until this run has more
+    cur = settings(cfg, oracle=not a.no_oracle)
+    prev = previous_result(a.out)
+    reused, safe, diff = reusable_seeds(prev, cur, S, T, E) if prev is not None else ([], {}, [])
+    prev_n = prev["seeds_done"] if prev is not None else 0
+    start = len(reused) // len(cfg["senders"])  # ns-3 seeds 0..start-1 come from --out
+    if prev is not None and not diff:
+        print(f"reusing {start} finished seed(s) from {a.out} (the same settings)" + (
+            f"; running seeds {start}..{S - 1}" if start < S else
+            f"; nothing to run in ns-3, and {a.out} ({prev_n} seed(s)) is left as it is"), flush=True)
+    elif prev is not None:
+        print(f"note: {a.out} holds a result of {prev_n} seed(s) with other settings (differs in: {', '.join(diff)}); "
+              f"it is replaced only when this run has finished more seeds than that, or all {S} (give another --out "
+              "to keep it)", flush=True)
+    _PROGRESS.update(out=a.out, seeds=S, prev_seeds=prev_n, same_settings=prev is not None and not diff)
+
+    def may_write(done: int) -> bool:
+        """Never replace a result in --out with one of fewer seeds, unless this run has finished (other settings)."""
+        return prev is None or done > prev_n or (bool(diff) and done == S)
+
     def cache_path(seed: int) -> Path | None:
         return (Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json"
                 if a.oracle_cache else None)
 
+    todo = range(start, S)  # the ns-3 seeds this run computes
     if a.cached_oracle_only and not a.no_oracle:   # checked before the anchors' runs, so a missing cache fails at once
-        missing = [str(cache_path(s)) for s in range(S) if cache_path(s) is None or not cache_path(s).exists()]
+        missing = [str(cache_path(s)) for s in todo if cache_path(s) is None or not cache_path(s).exists()]
         if missing:
-            raise ConfigError(f"no cached oracle for {len(missing)} of {S} seeds (--cached-oracle-only): {missing[0]}"
-                              f"{' ...' if len(missing) > 1 else ''}; run once without --cached-oracle-only to fill the "
-                              "cache (about 5-15 min per seed)", key="--oracle-cache", value=a.oracle_cache)
+            raise ConfigError(f"no cached oracle for {len(missing)} of {len(todo)} seeds (--cached-oracle-only): "
+                              f"{missing[0]}{' ...' if len(missing) > 1 else ''}; run once without "
+                              "--cached-oracle-only to fill the cache (23 ns-3 runs per seed: 2-3 min, up to ~15 min "
+                              "on a heavily loaded machine)",
+                              key="--oracle-cache", value=a.oracle_cache)
     if not a.no_oracle and not a.cached_oracle_only and a.oracle_cache and not all(
-            _usable_cache(cache_path(s), T, E) for s in range(S)):
+            _usable_cache(cache_path(s), T, E) for s in todo):
         # a seed's sweep (minutes) is written there when it ends: a folder that cannot take it fails now, not then
         try:
             check_writable("--oracle-cache", a.oracle_cache, folder=True)
         except ConfigError as exc:
             raise ConfigError(f"{exc.message}, or --oracle-cache '' to run without the cache", key="--oracle-cache",
                               value=a.oracle_cache) from None
-    results, safe, t0 = [], {}, time.time()
-    for seed in range(K):  # the anchors: no ns-3, cheap; the series only for the seeds that run in ns-3
-        for snd in ("none", "broadcast"):
-            r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=seed < S, **kw)
-            r["channel_name"] = "ideal"
-            results.append(r)
+    t0 = time.time()
+    anchor_cache = anchor_cache_path(a.oracle_cache, kw)
+    results, from_cache = run_anchors(kw, K, S, anchor_cache)  # no ns-3, cheap; the series for the ns-3 seeds
     anchors = {snd: {r["seed"]: r["return"] for r in results if r["sender"] == snd} for snd in ("none", "broadcast")}
     gap = anchor_gap(anchors["none"], anchors["broadcast"])
     gap["obs_radius_m"] = kw["obs_radius_m"]
     ratio = gap["mean"] / gap["half_width"] if gap["half_width"] > 0 else float("nan")
+    cached_note = (f"; {from_cache} seed(s) read from {anchor_cache}" if from_cache else "")
     print(f"anchors: {K} seeds x {E} envs x {kw['episodes']} episodes over ideal-v0, obs radius "
           f"{kw['obs_radius_m']} m: R_none {np.mean(list(anchors['none'].values())):.2f}, R_broadcast,ideal "
           f"{np.mean(list(anchors['broadcast'].values())):.2f}, gap {gap['mean']:.2f} +- {gap['half_width']:.2f} "
           f"({'judged' if gap['judged'] else 'NOT judged'}: gap / half-width {ratio:.1f}, needs > 3) "
-          f"({time.time() - t0:.0f} s)", flush=True)
-    ch = make_component("channel", cid, **cparams)
+          f"({time.time() - t0:.0f} s{cached_note})", flush=True)
+    results += reused
+    written = 0
+
+    def record(done: int) -> dict:
+        """The summary of the seeds done so far, written to --out when :func:`may_write` allows it."""
+        nonlocal written
+        summary = _summary(results, gap, anchors)
+        _PROGRESS.update(summary=summary, finished=done)
+        if may_write(done):
+            ts = time_series(results, safe, N, demand) if not a.no_oracle else None
+            atomic_write_json(Path(a.out), {
+                "config": cfg, "settings": cur, "seeds_done": done, "oracle": not a.no_oracle, "demand_bps": demand,
+                "copy_bytes": copy_bytes,
+                "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
+                "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
+                "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
+            written = done
+            _PROGRESS.update(written=done)  # after the write: never claims more than the file has
+        return summary
+
+    if start:
+        _PROGRESS.update(summary=_summary(results, gap, anchors), finished=start)
+    ch = make_component("channel", cid, **cparams) if todo else None
     try:
-        for seed in range(S):
+        for seed in todo:
             if not a.no_oracle:  # --no-oracle: return, loss and messages only (no sweep, no safe rate)
                 cache = cache_path(seed)
                 cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
@@ -443,9 +938,9 @@ def main(argv: list[str] | None = None) -> dict:
                     core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N,
                                          obs_radius_m=kw["obs_radius_m"])
                     core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
-                    orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=0.1, num_steps=T,
+                    orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=DT_S, num_steps=T,
                                               copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
-                                              drain_steps=int(orc.get("drain_steps", 12)))
+                                              drain_steps=orc["drain_steps"])
                     safe[seed] = orc_out["safe_bps"]
                     if cache is not None:
                         atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed, "rates_bps": rates.tolist(),
@@ -454,7 +949,7 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max "
                       f"{sf.max():.3f} ({time.time() - t0:.0f} s)", flush=True)
             for snd in cfg["senders"]:
-                sp = cfg.get("sender_params", {}).get(snd, {})
+                sp = cfg["sender_params"].get(snd, {})
                 r = run(snd, cid, cparams, sender_params=sp, seed=seed, oracle=False, record_series=True, channel=ch,
                         **kw)
                 r["channel_name"] = "ns3"
@@ -467,17 +962,13 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"seed {seed} {snd}: return {r['return']:.2f} {util} loss {r['loss']:.4f} "
                       f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {r['latency_p95_s']:.3f} s "
                       f"({time.time() - t0:.0f} s)", flush=True)
-            summary = _summary(results, gap, anchors)
-            ts = time_series(results, safe, N, demand) if not a.no_oracle else None
-            atomic_write_json(Path(a.out), {
-                "config": cfg, "seeds_done": seed + 1, "oracle": not a.no_oracle, "demand_bps": demand,
-                "copy_bytes": copy_bytes,
-                "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
-                "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
-                "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
+            record(seed + 1)
     finally:
-        ch.close()
-    print_table(summary)
+        if ch is not None:
+            ch.close()
+    summary = _PROGRESS["summary"]  # of every seed: the last record(), or the reused seeds alone
+    ts = time_series(results, safe, N, demand) if not a.no_oracle else None
+    print_results(summary)
     print(f"{GAP_CI_METHOD}; judged (gap > 3 half-widths): {gap['judged']}; obs radius {kw['obs_radius_m']} m")
     g6 = summary["anchor_gap_ns3_seeds"]
     print(f"anchor gap on the {g6['seeds']} ns-3 seeds (the ratio's denominator): {g6['mean']:.2f} +- "
@@ -489,9 +980,13 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{k:<24} latency p95 {np.mean(lat):.3f} s")
     if a.plot:
         plot(ts, a.plot)
+    if written:
+        print(f"wrote {a.out} ({written} seed(s))")
+    elif prev is not None:
+        print(f"{a.out} left as it was ({prev_n} seed(s){'' if not diff else ', other settings'})")
     print(f"wall {time.time() - t0:.0f} s")
     return summary
 
 
 if __name__ == "__main__":
-    run_script(main)
+    run_script(main, kept=kept_on_interrupt)
