@@ -48,6 +48,8 @@ _ORACLE_CACHE: dict[str, np.ndarray] = {}  # the oracle depends on the channel a
 
 #: the ``--radius`` option's argparse type (also ``ddacom.train``'s): a finite number > 0
 RADIUS_TYPE = float_at_least(0, exclusive=True)
+#: the --radius help of the DDACOM scripts (evaluate, train)
+RADIUS_HELP = "partial-observation radius in metres, a number > 0: farther landmarks and agents are hidden (default 0.5)"
 #: the diagonal of simple_spread's spawn square [-1, 1]^2 (2 sqrt 2 m): a radius at least this long hides nothing
 ARENA_DIAGONAL_M = 2 * math.sqrt(2)
 
@@ -249,9 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     n_max = next((m.le for m in bounds if getattr(m, "le", None) is not None), None)
     ap.add_argument("--num-agents", type=int_at_least(2), default=3,
                     help=f"agents and landmarks N, {f'2..{n_max}' if n_max else '>= 2'} (default 3)")
-    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5,
-                    help="partial-observation radius in metres, a number > 0: farther landmarks and agents are "
-                         "hidden (default 0.5)")
+    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5, help=RADIUS_HELP)
     ap.add_argument("--num-envs", type=int_at_least(1), default=32,
                     help="envs stepped together per run, >= 1 (default 32)")
     ap.add_argument("--episodes", type=int_at_least(1), default=10,

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 from pydantic import ValidationError
 
-from coopsim.agents.ddacom.evaluate import RADIUS_TYPE, anchor_check, anchor_warning, ci95, load_channels
+from coopsim.agents.ddacom.evaluate import RADIUS_HELP, RADIUS_TYPE, anchor_check, anchor_warning, ci95, load_channels
 from coopsim.agents.ppo.agent import MAPPO
 from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
@@ -279,9 +279,7 @@ def main(argv: list[str] | None = None) -> None:
                          "finished runs in --out")
     ap.add_argument("--num-envs", type=int_at_least(1), default=16,
                     help="envs stepped together in training, >= 1 (default 16)")
-    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5,
-                    help="partial-observation radius in metres, a number > 0: farther landmarks and agents are "
-                         "hidden (default 0.5)")
+    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5, help=RADIUS_HELP)
     ap.add_argument("--eval-envs", type=int_at_least(1), default=32,
                     help="envs of each trained policy's greedy evaluation, >= 1 (default 32)")
     ap.add_argument("--eval-episodes", type=int_at_least(1), default=10,
