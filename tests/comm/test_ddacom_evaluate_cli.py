@@ -94,6 +94,20 @@ def test_a_rerun_with_more_seeds_computes_only_the_missing_ones(tmp_path, monkey
     assert out.read_bytes() == before
 
 
+def test_seeds_of_other_code_are_not_reused(tmp_path, monkeypatch, capsys):
+    """A changed sender (or channel, scenario, ...) gives other results: the file's seeds are not reused then."""
+    out = tmp_path / "e.json"
+    evaluate.main(["--seeds", "1", *FAST, "--out", str(out)])
+    assert json.loads(out.read_text())["settings"]["code"] == evaluate.code_fingerprint()
+    capsys.readouterr()
+    monkeypatch.setattr(evaluate, "code_fingerprint", lambda: "0123456789abcdef")  # as after an edit of the code
+    stop = _Stop(at=0)  # counts only
+    monkeypatch.setattr(evaluate, "run", stop)
+    evaluate.main(["--seeds", "1", *FAST, "--out", str(out)])
+    assert stop.calls == PER_SEED and "reusing" not in capsys.readouterr().out
+    assert json.loads(out.read_text())["settings"]["code"] == "0123456789abcdef"
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--senders", "ddacom,ddacom"], "error: key '--senders': sender 'ddacom' given twice; give each sender once"),
     (["--senders", "ddacom, none,ddacom "], "error: key '--senders': sender 'ddacom' given twice"),

@@ -25,6 +25,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import math
@@ -52,6 +53,31 @@ RADIUS_TYPE = float_at_least(0, exclusive=True)
 RADIUS_HELP = "partial-observation radius in metres, a number > 0: farther landmarks and agents are hidden (default 0.5)"
 #: the diagonal of simple_spread's spawn square [-1, 1]^2 (2 sqrt 2 m): a radius at least this long hides nothing
 ARENA_DIAGONAL_M = 2 * math.sqrt(2)
+
+
+#: the source (under coopsim/) that the runs' results depend on: the scenario, the teams and senders, the channels
+#: (ns-3's bridge too) and the run loop. A resumed --out and the cached anchors must come from the same code.
+_CODE = ("agents/comm_baselines", "agents/ddacom", "comm", "scenarios/mpe", "platform/comm.py",
+         "platform/scenario.py")
+_CODE_SUFFIXES = (".py", ".cc", ".h", ".txt")
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash (sha1 hex, 16 digits) of the source files of :data:`_CODE` and numpy's version: equal hashes, equal
+    code (a resumed ``--out`` of this script or of the ns-3 experiment, or a cached anchor run, would otherwise mix
+    results of other code). Read once per process, at the first call (before any run), so an edit while the
+    experiment runs does not change it."""
+    import coopsim
+
+    root = Path(coopsim.__file__).resolve().parent
+    h = hashlib.sha1(np.__version__.encode())
+    for part in _CODE:
+        p = root / part
+        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
+            if f.suffix in _CODE_SUFFIXES and "__pycache__" not in f.parts and f.is_file():
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def radius_sees_all(radius: float | None) -> bool:
@@ -287,7 +313,8 @@ def main(argv: list[str] | None = None) -> None:
     # every setting but --seeds and --out, as the file holds it (JSON values): what a rerun must match to reuse seeds
     settings = json.loads(dumps_json({
         "first_seed": a.first_seed, "num_agents": a.num_agents, "radius": a.radius, "num_envs": a.num_envs,
-        "episodes": a.episodes, "senders": senders, "sender_params": overrides, "channels": channels}))
+        "episodes": a.episodes, "senders": senders, "sender_params": overrides, "channels": channels,
+        "code": code_fingerprint()}))  # seeds of other code are not reused (a changed sender gives other results)
     partial = partial_path(out, settings)
     per_seed = 2 + len(channels) * len(senders)
     previous = _read_results(out)

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import functools
 import hashlib
 import json
 import math
@@ -57,7 +56,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from coopsim.agents.comm_baselines.team import SENDERS, check_sender_params, parse_sender_params, sender_class
-from coopsim.agents.ddacom.evaluate import run, summarize
+from coopsim.agents.ddacom.evaluate import code_fingerprint, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
@@ -452,30 +451,6 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
 #: or a default written out or left out, give one key); 1: the config's text as PyYAML read it
 ORACLE_CACHE_VERSION = 2
 ANCHOR_CACHE_VERSION = 1
-#: the source (under coopsim/) that the runs' results depend on: the scenario, the teams and senders, the channels
-#: (ns-3's bridge too) and the run loop. A resumed --out and the cached anchors must come from the same code.
-_CODE = ("agents/comm_baselines", "agents/ddacom", "comm", "scenarios/mpe", "platform/comm.py",
-         "platform/scenario.py")
-_CODE_SUFFIXES = (".py", ".cc", ".h", ".txt")
-
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """Hash (sha1 hex, 16 digits) of the source files of :data:`_CODE` and numpy's version: equal hashes, equal
-    code (a resumed ``--out`` or a cached anchor run would otherwise mix results of other code). Read once per
-    process, at the first call (before any run), so an edit while the experiment runs does not change it."""
-    import coopsim
-
-    root = Path(coopsim.__file__).resolve().parent
-    h = hashlib.sha1(np.__version__.encode())
-    for part in _CODE:
-        p = root / part
-        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
-            if f.suffix in _CODE_SUFFIXES and "__pycache__" not in f.parts and f.is_file():
-                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:16]
-
-
 def canonical_channel(channel: dict) -> dict:
     """``{id, params}`` with the params as ``ns3-v0`` reads them and its defaults left out: the same for ``1.0e+5``,
     ``100000.0`` and ``1e5``, and for a default written out or left out."""
