@@ -48,7 +48,7 @@ def test_sender_param_overrides_parse_yaml_values_and_name_bad_items():
 def test_bad_sender_params_of_the_config_fail_before_the_anchors(tmp_path, capsys):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(yaml.safe_dump({**SMALL, "sender_params": {"ddacom": {"margin": 3}}}))
-    with pytest.raises(ConfigError, match=r"sender_params ddacom.margin.*invalid value 3") as e:
+    with pytest.raises(ConfigError, match=r"sender_params.ddacom.margin.*invalid value 3") as e:
         main([str(cfg), "--no-oracle", "--out", str(tmp_path / "out.json")])
     assert e.value.file == str(cfg)
     assert "anchors" not in capsys.readouterr().out and not (tmp_path / "out.json").exists()

@@ -111,12 +111,29 @@ def test_the_scenario_section_is_read_with_its_defaults_and_bounds(tmp_path):
 
 
 @pytest.mark.parametrize("senders, text", [(",", "no sender given (',')"), ("ddacom,bogus", "unknown sender 'bogus'"),
-                                           ("ddacom, ddacom", "listed twice")])
+                                           ("ddacom, ddacom", "listed twice"),
+                                           ("ddacom,", "an empty sender name in 'ddacom,'")])
 def test_bad_senders_on_the_command_line_fail_before_any_run(senders, text, tmp_path, monkeypatch):
     monkeypatch.setattr(experiment, "run", _boom)
     with pytest.raises(ConfigError, match=re.escape(text)) as info:
         experiment.main([str(NS3), "--senders", senders, "--no-oracle", "--out", str(tmp_path / "x.json")])
     assert info.value.key == "--senders" and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("params, args, key, text", [
+    # a sender this run leaves out still has its params checked, and a misspelled sender name is refused
+    ({"periodic": {"period_step": 4}}, [], "sender_params.periodic.period_step", "unknown parameter 'period_step'"),
+    ({"periodc": {"period_steps": 4}}, [], "sender_params.periodc", "unknown sender 'periodc'"),
+    ({}, ["--sender-param", "ddacom.target_utilization=0.6", "--sender-param", "ddacom.target_utilization=0.7"],
+     "--sender-param", "ddacom.target_utilization given twice (0.6 and 0.7)"),
+])
+def test_every_sender_param_is_checked_before_any_run(params, args, key, text, tmp_path, monkeypatch):
+    monkeypatch.setattr(experiment, "run", _boom)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({**yaml.safe_load(NS3.read_text()), "sender_params": params}))
+    with pytest.raises(ConfigError, match=re.escape(text)) as info:
+        experiment.main([str(cfg), "--senders", "ddacom", "--no-oracle", *args, "--out", str(tmp_path / "x.json")])
+    assert info.value.key == key and not (tmp_path / "x.json").exists()
 
 
 # 4: the channel refuses a schedule past its period (the phases would never happen)
@@ -275,13 +292,25 @@ def test_a_result_with_other_settings_is_kept_until_the_new_run_has_more_seeds(f
     cap = capsys.readouterr()
     assert info.value.code == 130
     assert "holds a result of 3 seed(s) with other settings (differs in: sender_params)" in cap.out
-    assert ("as it was, with its 3 seed(s) of other settings; this run's 2 finished seed(s) were not written"
-            in cap.err)
+    # the 2 finished seeds wait beside --out (as ddacom.evaluate's), not thrown away
+    (partial,) = tmp_path.glob("r.partial-*.json")
+    assert json.loads(partial.read_text())["seeds_done"] == 2
+    assert (f"kept: {partial} with 2 of 4 seed(s) (seeds 0..1), a valid JSON file; the same command resumes from "
+            f"them; {tmp_path / 'r.json'} kept as it was, with its 3 seed(s) of other settings") in cap.err
     assert (tmp_path / "r.json").read_text() == before
+    # a finished run of fewer seeds than --out holds (other settings) also goes beside it, --out kept
     fake.stop_at = None
-    experiment.main(_args(tmp_path, "--seeds", "4", *other))  # finishes 4 > 3: replaces it
+    fake.calls[:] = []
+    experiment.main(_args(tmp_path, "--seeds", "3", *other))
+    out = capsys.readouterr().out
+    assert f"reusing 2 finished seed(s) from {partial}" in out and _ns3_seeds(fake.calls) == [2]
+    assert (tmp_path / "r.json").read_text() == before and json.loads(partial.read_text())["seeds_done"] == 3
+    fake.calls[:] = []
+    experiment.main(_args(tmp_path, "--seeds", "4", *other))  # finishes 4 > 3: replaces it, the partial file goes
+    assert _ns3_seeds(fake.calls) == [3]
     d = json.loads((tmp_path / "r.json").read_text())
     assert d["seeds_done"] == 4 and d["config"]["sender_params"]["ddacom"]["target_utilization"] == 0.6
+    assert not partial.exists()
 
 
 def test_other_code_is_other_settings(fake, tmp_path, capsys, monkeypatch):

@@ -93,7 +93,8 @@ def check_sender_params(name: str, params: dict[str, Any], *, key: str = "sender
     try:
         cls.Params(**params)
     except ValidationError as exc:
-        raise pydantic_to_config_error(exc, cls.Params, file=file, key_prefix=f"{key} {name}.") from None
+        sep = " " if key.startswith("--") else "."  # '--sender-param ddacom.x' (an option), 'sender_params.ddacom.x'
+        raise pydantic_to_config_error(exc, cls.Params, file=file, key_prefix=f"{key}{sep}{name}.") from None
 
 
 class SpreadTeamParams(AgentParams):

@@ -56,7 +56,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from coopsim.agents.comm_baselines.team import SENDERS, check_sender_params, parse_sender_params, sender_class
-from coopsim.agents.ddacom.evaluate import code_fingerprint, run, summarize
+from coopsim.agents.ddacom.evaluate import check_sender_param_repeats, code_fingerprint, partial_path, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
@@ -747,14 +747,14 @@ def kept_on_interrupt() -> str:
     if finished and _PROGRESS.get("summary") is not None:
         print(f"table of the {finished} finished ns-3 seed(s):", flush=True)
         print_results(_PROGRESS["summary"])
+    to = _PROGRESS.get("written_to", out)
     if written:
-        return (f"{out} with {written} of {total} seed(s) (seeds 0..{written - 1}), a valid JSON file; the same "
-                "command resumes from them")
+        aside = f"; {out} kept as it was, with its {prev_n} seed(s) of other settings" if to != out else ""
+        return (f"{to} with {written} of {total} seed(s) (seeds 0..{written - 1}), a valid JSON file; the same "
+                f"command resumes from them{aside}")
     if prev_n:
         settings_ = "the same settings: the same command resumes from them" if same else "other settings"
-        lost = (f"; this run's {finished} finished seed(s) were not written (fewer than it holds)"
-                if finished and not same else "")
-        return f"{out} as it was, with its {prev_n} seed(s) of {settings_}{lost}"
+        return f"{out} as it was, with its {prev_n} seed(s) of {settings_}"
     return f"nothing: no ns-3 seed had finished, so {out} was not written"
 
 
@@ -795,14 +795,23 @@ def main(argv: list[str] | None = None) -> dict:
     if a.seeds is not None:
         cfg["seeds"] = a.seeds
     if a.senders is not None:
-        cfg["senders"] = check_senders([x.strip() for x in a.senders.split(",") if x.strip()], file=None,
-                                       key="--senders", given=a.senders)
+        names = [x.strip() for x in a.senders.split(",")]
+        if any(names) and not all(names):  # 'ddacom,' or 'ddacom,,none': as ddacom.evaluate refuses it
+            raise ConfigError(f"an empty sender name in {a.senders!r}; give comma-separated names, e.g. ddacom,none",
+                              key="--senders", value=a.senders)
+        cfg["senders"] = check_senders([x for x in names if x], file=None, key="--senders", given=a.senders)
     elif "senders" not in cfg:
         raise ConfigError(f"no senders: give senders: [...] (of {', '.join(SENDER_NAMES)}) or --senders",
                           file=a.config, key="senders")
+    check_sender_param_repeats(a.sender_param)  # the last of two values would win silently
     for snd, params in parse_sender_params(a.sender_param, list(cfg["senders"])).items():
         cfg["sender_params"].setdefault(snd, {}).update(params)
-    for snd in cfg["senders"]:  # the config's params with the overrides, before minutes of anchors
+    # every sender's params, those of senders this run leaves out too (a typo there is a typo), before the anchors
+    for snd in list(cfg["senders"]) + [x for x in cfg["sender_params"] if x not in cfg["senders"]]:
+        try:
+            sender_class(snd)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=a.config, key=f"sender_params.{snd}", value=snd) from None
         check_sender_params(snd, cfg["sender_params"].get(snd) or {}, key="sender_params", file=a.config)
     if loads is not None:
         held = previous_result(a.out)
@@ -826,20 +835,32 @@ def main(argv: list[str] | None = None) -> dict:
     prev = previous_result(a.out)
     reused, safe, diff = reusable_seeds(prev, cur, S, T, E) if prev is not None else ([], {}, [])
     prev_n = prev["seeds_done"] if prev is not None else 0
-    start = len(reused) // len(cfg["senders"])  # ns-3 seeds 0..start-1 come from --out
-    if prev is not None and not diff:
-        print(f"reusing {start} finished seed(s) from {a.out} (the same settings)" + (
+    # a result of this run's settings that --out (other settings, more seeds) could not take yet waits beside it
+    partial = partial_path(Path(a.out), cur)
+    source = a.out
+    if diff:
+        aside = previous_result(partial)
+        r2, s2, d2 = reusable_seeds(aside, cur, S, T, E) if aside is not None else ([], {}, ["-"])
+        if not d2 and r2:
+            reused, safe, source = r2, s2, str(partial)
+    start = len(reused) // len(cfg["senders"])  # ns-3 seeds 0..start-1 come from --out (or the partial file)
+    if start or (prev is not None and not diff):
+        print(f"reusing {start} finished seed(s) from {source} (the same settings)" + (
             f"; running seeds {start}..{S - 1}" if start < S else
-            f"; nothing to run in ns-3, and {a.out} ({prev_n} seed(s)) is left as it is"), flush=True)
-    elif prev is not None:
+            f"; nothing to run in ns-3, and {source} is left as it is"), flush=True)
+    if prev is not None and diff:
         print(f"note: {a.out} holds a result of {prev_n} seed(s) with other settings (differs in: {', '.join(diff)}); "
-              f"it is replaced only when this run has finished more seeds than that, or all {S} (give another --out "
-              "to keep it)", flush=True)
-    _PROGRESS.update(out=a.out, seeds=S, prev_seeds=prev_n, same_settings=prev is not None and not diff)
+              f"it is replaced only when this run has finished more seeds than that; until then this run's result "
+              f"goes to {partial} (give another --out to keep both apart)", flush=True)
+    _PROGRESS.update(out=a.out, seeds=S, prev_seeds=prev_n, same_settings=prev is not None and not diff,
+                     partial=str(partial))
 
-    def may_write(done: int) -> bool:
-        """Never replace a result in --out with one of fewer seeds, unless this run has finished (other settings)."""
-        return prev is None or done > prev_n or (bool(diff) and done == S)
+    def target(done: int) -> Path | None:
+        """Where the result of ``done`` seeds is written: --out unless that would replace a result of more seeds
+        (or as many, of other settings), then the partial file beside it; None when nothing new is there to write."""
+        if prev is None or done > prev_n:
+            return Path(a.out)
+        return partial if diff else None
 
     def cache_path(seed: int) -> Path | None:
         return (Path(a.oracle_cache) / f"oracle-seed{seed}-{oracle_cache_key(cfg, kw, seed, rates, T)}.json"
@@ -879,20 +900,23 @@ def main(argv: list[str] | None = None) -> dict:
     written = 0
 
     def record(done: int) -> dict:
-        """The summary of the seeds done so far, written to --out when :func:`may_write` allows it."""
+        """The summary of the seeds done so far, written where :func:`target` says (--out or the partial file)."""
         nonlocal written
         summary = _summary(results, gap, anchors)
         _PROGRESS.update(summary=summary, finished=done)
-        if may_write(done):
+        where = target(done)
+        if where is not None:
             ts = time_series(results, safe, N, demand) if not a.no_oracle else None
-            atomic_write_json(Path(a.out), {
+            atomic_write_json(where, {
                 "config": cfg, "settings": cur, "seeds_done": done, "oracle": not a.no_oracle, "demand_bps": demand,
                 "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
                 "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
             written = done
-            _PROGRESS.update(written=done)  # after the write: never claims more than the file has
+            _PROGRESS.update(written=done, written_to=str(where))  # after the write: never claims more than it has
+            if where == Path(a.out) and partial.exists():  # --out holds this run's settings now
+                partial.unlink()
         return summary
 
     if start:
@@ -956,7 +980,9 @@ def main(argv: list[str] | None = None) -> dict:
     if a.plot:
         plot(ts, a.plot)
     if written:
-        print(f"wrote {a.out} ({written} seed(s))")
+        print(f"wrote {_PROGRESS.get('written_to', a.out)} ({written} seed(s))"
+              + (f"; {a.out} kept as it was ({prev_n} seed(s), other settings)"
+                 if _PROGRESS.get("written_to") == str(partial) else ""))
     elif prev is not None:
         print(f"{a.out} left as it was ({prev_n} seed(s){'' if not diff else ', other settings'})")
     print(f"wall {time.time() - t0:.0f} s")
