@@ -438,7 +438,9 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
     ax[0].set_ylabel("utilization")
     ax[1].set_ylabel("loss %")
     ax[1].set_yscale("symlog", linthresh=0.3)
+    ax[1].set_ylim(bottom=0)  # a loss is never negative: no ticks below 0
     ax[1].axhline(0.3, color="k", lw=0.5)
+    ax[1].text(0.01, 0.3, " 0.3 % (target)", transform=ax[1].get_yaxis_transform(), va="bottom", fontsize=7)
     ax[2].set_ylabel("messages / broadcast")
     ax[3].set_ylabel("normalized return")
     ax[3].set_xlabel("time (s); normalized return per 2.5 s episode")
