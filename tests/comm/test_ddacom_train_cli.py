@@ -164,3 +164,25 @@ def test_help_names_the_module_defaults_and_variants():
         assert f"(default {default}" in entry, (opt, entry)
     assert "rounded up to whole rollouts of num_envs x 25 steps" in text
     assert "of no_comm, broadcast_ideal, learned_ddacom, raw_ddacom" in text
+
+
+def test_an_interrupt_names_the_run_its_checkpoint_and_the_evals_kept(copy, monkeypatch):
+    """Ctrl-C in the third seed's first run (seeds 0-1 are done): the run being trained (no checkpoint yet: it starts
+    over), the evals results.json holds, and that the same command resumes."""
+    real = train.train_one
+
+    def stop_at_seed_2(variant, seed, *args, **kw):
+        if seed == 2:
+            raise KeyboardInterrupt
+        return real(variant, seed, *args, **kw)
+
+    monkeypatch.setattr(train, "train_one", stop_at_seed_2)
+    o, e = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e), pytest.raises(SystemExit) as info:
+        run_script(train.main, ["--seeds", "3", *TINY, *ANCHORS, "--out", str(copy)], kept=train.kept_on_interrupt)
+    assert info.value.code == 130
+    evals = sum(len(per) for per in json.loads((copy / "results.json").read_text())["evals"].values())
+    assert evals == 4  # seeds 0-1 of both anchors, kept
+    assert e.getvalue().strip().splitlines()[-1] == (
+        f"interrupted; kept: {copy / 'no_comm' / 'seed-2'} without a checkpoint yet (it starts over); "
+        f"{copy / 'results.json'} with {evals} eval(s); the same command resumes (finished runs are reused)")

@@ -270,6 +270,34 @@ def earlier_evals(out: Path, a: argparse.Namespace) -> tuple[dict[str, dict[int,
     return got, wall
 
 
+_PROGRESS: dict[str, Any] = {}  # what an interrupt keeps: --out and the (variant, seed) run being trained
+
+
+def kept_on_interrupt() -> str:
+    """What an interrupted :func:`main` keeps (``run_script``'s ``kept``): the run being trained and the env steps
+    its checkpoint holds, the evals in results.json, and that the same command resumes."""
+    from coopsim.platform.training import steps_done
+
+    out = _PROGRESS.get("out")
+    if out is None:
+        return ""  # interrupted before the arguments were read: run_script's default
+    parts = []
+    if _PROGRESS.get("run") is not None:
+        run_dir = out / _PROGRESS["run"][0] / f"seed-{_PROGRESS['run'][1]}"
+        try:
+            steps = steps_done(run_dir)
+        except Exception:  # noqa: BLE001 - a damaged checkpoint: the rerun's resume names it
+            steps = None
+        parts.append(f"{run_dir} with a checkpoint at {steps:,} env steps" if steps else
+                     f"{run_dir} without a checkpoint yet (it starts over)")
+    try:
+        n = sum(len(per) for per in json.loads((out / "results.json").read_text())["evals"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        n = 0
+    parts.append(f"{out / 'results.json'} with {n} eval(s)" if n else "no results.json yet")
+    return f"{'; '.join(parts)}; the same command resumes (finished runs are reused)"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.train", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1 (default 5)")
@@ -310,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
     settings = run_settings(a)
+    _PROGRESS.clear()
+    _PROGRESS.update(out=out, run=None)
     check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
     old_evals, old_wall = earlier_evals(out, a)
     evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
@@ -326,6 +356,7 @@ def main(argv: list[str] | None = None) -> None:
     result: dict[str, Any] = {}
     for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
         for v in variants:
+            _PROGRESS["run"] = (v, seed)
             s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings)
             wall[v][seed] = s["wall_time_s"]
             evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
@@ -356,4 +387,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_script(main)
+    run_script(main, kept=kept_on_interrupt)
