@@ -376,11 +376,18 @@ def test_anchors_interrupted_keep_their_first_seeds_in_the_cache(fake, tmp_path,
     fake.stop_at, fake.stop_anchors = (57, "none"), True
     with pytest.raises(KeyboardInterrupt):
         experiment.run_anchors(kw, 80, 2, path)
-    assert sorted(map(int, json.loads(path.read_text())["runs"])) == list(range(50))  # saved every 50 new seeds
+    # every whole pair that finished is saved (every 50 new seeds, and on the interrupt): seeds 0-56
+    assert sorted(map(int, json.loads(path.read_text())["runs"])) == list(range(57))
     fake.stop_at = None
     fake.calls[:] = []
     _, hit = experiment.run_anchors(kw, 80, 2, path)
-    assert hit == 50 and {seed for _, _, seed in fake.calls} == set(range(50, 80))
+    assert hit == 57 and {seed for _, _, seed in fake.calls} == set(range(57, 80))
+    # interrupted before 50 new seeds: the finished ones are kept too
+    fresh = experiment.anchor_cache_path(str(tmp_path / "b"), kw)
+    fake.stop_at = (3, "broadcast")
+    with pytest.raises(KeyboardInterrupt):
+        experiment.run_anchors(kw, 80, 2, fresh)
+    assert sorted(map(int, json.loads(fresh.read_text())["runs"])) == [0, 1, 2]
 
 
 def test_an_anchor_cache_that_cannot_be_written_is_said_and_skipped(fake, tmp_path, capsys):

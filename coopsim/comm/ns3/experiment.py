@@ -520,25 +520,30 @@ def run_anchors(kw: dict, num_seeds: int, series_seeds: int, cache: Path | None)
             print(f"note: the anchors are not cached ({' '.join(str(exc).split())})", flush=True)
             cache = None  # said once; the run goes on without the cache
 
-    for seed in range(num_seeds):
-        pair = done.get(seed)
-        if not (isinstance(pair, dict) and all(isinstance(pair.get(s), dict) and "series" in pair[s]
-                                               for s in ("none", "broadcast"))):
-            pair = {}
+    try:
+        for seed in range(num_seeds):
+            pair = done.get(seed)
+            if not (isinstance(pair, dict) and all(isinstance(pair.get(s), dict) and "series" in pair[s]
+                                                   for s in ("none", "broadcast"))):
+                pair = {}
+                for snd in ("none", "broadcast"):
+                    r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=True, **kw)
+                    r["channel_name"] = "ideal"
+                    pair[snd] = r
+                done[seed] = pair
+                new += 1
+                if cache is not None and new - saved >= 50:  # an interrupted run keeps most of its anchors
+                    save()
+                    saved = new
             for snd in ("none", "broadcast"):
-                r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, record_series=True, **kw)
-                r["channel_name"] = "ideal"
-                pair[snd] = r
-            done[seed] = pair
-            new += 1
-            if cache is not None and new - saved >= 50:  # an interrupted run keeps most of its anchors
-                save()
-                saved = new
-        for snd in ("none", "broadcast"):
-            r = _nan_for_null(pair[snd])
-            if seed >= series_seeds:
-                r.pop("series", None)
-            results.append(r)
+                r = _nan_for_null(pair[snd])
+                if seed >= series_seeds:
+                    r.pop("series", None)
+                results.append(r)
+    except KeyboardInterrupt:  # the anchors that finished are kept in the cache (whole pairs only)
+        if new > saved and cache is not None:
+            save()
+        raise
     if new > saved and cache is not None:
         save()
     return results, num_seeds - new
