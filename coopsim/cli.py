@@ -632,6 +632,21 @@ def _continue_hint(skip_done: bool) -> str:
 _RUN_DIR_SUFFIX = re.compile(r"-(\d{8}T\d{6}Z)-[0-9a-f]{6}")
 
 
+def _named_run_dirs(cfg) -> list[tuple[str, Path]]:
+    """(UTC time stamp, directory) of every run directory named ``<cfg.name>-<UTC time>Z-<id>`` in ``cfg.out_dir``
+    (empty when the folder does not exist yet)."""
+    try:
+        entries = list(Path(cfg.out_dir).iterdir())
+    except OSError:  # no out_dir yet: nothing ran there
+        return []
+    found = []
+    for d in entries:
+        m = _RUN_DIR_SUFFIX.fullmatch(d.name[len(cfg.name):]) if d.name.startswith(cfg.name) else None
+        if m is not None and d.is_dir():
+            found.append((m.group(1), d))
+    return found
+
+
 def _done_run_dir(cfg) -> Path | None:
     """For ``sweep --skip-done``: the newest run directory in ``cfg.out_dir`` that an earlier `coopsim run` (or
     sweep) made of exactly this config, None when there is none. It must be named ``<cfg.name>-<UTC time>Z-<id>``,
@@ -648,13 +663,8 @@ def _done_run_dir(cfg) -> Path | None:
     want = yaml.safe_load(dump_config(cfg))
     planned = len(cfg.seeds) * cfg.episodes
     found = []
-    try:
-        entries = list(Path(cfg.out_dir).iterdir())
-    except OSError:  # no out_dir yet: nothing ran there
-        return None
-    for d in entries:
-        m = _RUN_DIR_SUFFIX.fullmatch(d.name[len(cfg.name):]) if d.name.startswith(cfg.name) else None
-        if m is None or not d.is_dir() or not _finished_uninterrupted(d):
+    for stamp, d in _named_run_dirs(cfg):
+        if not _finished_uninterrupted(d):
             continue
         try:
             if not same_config(yaml.safe_load((d / "config.yaml").read_text()), want):  # as report counts repeats
@@ -665,7 +675,7 @@ def _done_run_dir(cfg) -> Path | None:
             continue
         if (summary.get("error") is None and summary.get("checkpoint") is None
                 and summary.get("episodes_finished") == planned and not (d / "checkpoint.txt").exists()):
-            found.append((m.group(1), mtime, d))
+            found.append((stamp, mtime, d))
     return max(found, key=lambda t: (t[0], t[1]))[2] if found else None
 
 
@@ -680,14 +690,10 @@ def _why_not_done(cfg) -> str | None:
     from coopsim.platform.config import dump_config
     from coopsim.platform.report import config_differences
 
-    try:
-        entries = [d for d in Path(cfg.out_dir).iterdir() if d.name.startswith(cfg.name) and d.is_dir()
-                   and _RUN_DIR_SUFFIX.fullmatch(d.name[len(cfg.name):])]
-    except OSError:
-        return None
+    entries = _named_run_dirs(cfg)
     if not entries:
         return None
-    d = max(entries, key=lambda e: _RUN_DIR_SUFFIX.fullmatch(e.name[len(cfg.name):]).group(1))
+    d = max(entries, key=lambda e: e[0])[1]
     try:
         summary = json.loads((d / "summary.json").read_text())
     except (OSError, ValueError):

@@ -927,12 +927,24 @@ def validate_components(cfg: RunConfig, *, file: str | None = None) -> None:
             registry.spec(kind, comp.id)
         except CoopsimError as exc:
             raise ConfigError(str(exc), file=file, key=f"{field}.id", value=comp.id) from None
-        model = registry.spec(kind, comp.id).load().Params
-        reject_yaml11_numbers(params, model, file=file, key_prefix=f"{field}.params.")
-        reject_quoted_scalars(params, model, file=file, key_prefix=f"{field}.params.")  # '64' for a number
-        registry.validate_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
-        _reject_non_finite(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
+        model = check_component_params(kind, comp.id, params, file=file, key_prefix=f"{field}.params.")
         whole_floats_to_ints(comp.params, model)  # valid: 1.5e3 for an int is stored as 1500 (the run's config.yaml)
+
+
+def check_component_params(kind: str, id_: str, params: dict[str, Any], *, file: str | None,
+                           key_prefix: str) -> type[BaseModel]:
+    """A registered component's ``params`` as a run config's are checked (``coopsim validate``): a YAML 1.1 or
+    quoted number, a boolean for a number, the component's schema, nan or inf; returns its Params model.
+
+    Raises:
+        ConfigError: names ``file`` and the key ``<key_prefix><name>`` with the value.
+    """
+    model = registry.spec(kind, id_).load().Params
+    reject_yaml11_numbers(params, model, file=file, key_prefix=key_prefix)
+    reject_quoted_scalars(params, model, file=file, key_prefix=key_prefix)  # '64' for a number
+    registry.validate_params(kind, id_, params, file=file, key_prefix=key_prefix)
+    _reject_non_finite(kind, id_, params, file=file, key_prefix=key_prefix)
+    return model
 
 
 def _non_finite(v: Any) -> bool:

@@ -74,7 +74,7 @@ BAD = [
      "background_schedule has times 6, 8 s at or past background_period_s (5 s)"),
     ("senders", "ddacom", "senders", "invalid value 'ddacom': must be a list of senders"),
     ("senders", [], "senders", "no sender given ([])"),
-    ("senders", ["ddacom", "ddacom"], "senders", "sender 'ddacom' is listed twice"),
+    ("senders", ["ddacom", "ddacom"], "senders", "sender 'ddacom' given twice; give each sender once (listed twice in ['ddacom', 'ddacom']"),
     ("senders", ["ddacom", "bogus"], "senders", "unknown sender 'bogus'"),
     ("sender_params", "x", "sender_params", "invalid value 'x': must be a mapping"),
     ("sender_params.ddacom", 3, "sender_params.ddacom", "invalid value 3: must be a mapping"),

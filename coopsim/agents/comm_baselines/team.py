@@ -37,6 +37,8 @@ COPY_BYTES = PAYLOAD * 4 + DEFAULT_HEADER_BYTES
 
 SENDERS: dict[str, type[Sender]] = {"none": NoCommSender, "broadcast": BroadcastSender,
                                     "periodic": PeriodicSender, "novelty": NoveltySender}
+#: every sender name :func:`sender_class` takes
+SENDER_NAMES = ("ddacom", *SENDERS)
 
 
 def sender_class(name: str) -> type[Sender]:
@@ -76,6 +78,36 @@ def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]
     for snd, params in out.items():
         check_sender_params(snd, params, key="--sender-param")
     return out
+
+
+def check_senders(senders: Any, *, file: str | None, key: str, given: str | None = None) -> list[str]:
+    """``senders`` as a list of distinct known sender names, at least one.
+
+    Raises:
+        ConfigError: ``key``; a string or another non-list, an empty list, an unknown or repeated name.
+    """
+    eg = "e.g. [ddacom] or [none, broadcast, periodic, novelty, ddacom]"
+    if not isinstance(senders, (list, tuple)):
+        raise ConfigError(f"invalid value {senders!r}: must be a list of senders, {eg}", file=file, key=key,
+                          value=senders)
+    if not senders:
+        shown = repr(given if given is not None else senders)
+        raise ConfigError(f"no sender given ({shown}): the run would compute the "
+                          f"anchors and report nothing; name at least one of {', '.join(SENDER_NAMES)}", file=file,
+                          key=key, value=given if given is not None else senders)
+    for snd in senders:
+        if not isinstance(snd, str):
+            raise ConfigError(f"invalid sender {snd!r} in {senders!r}: each sender is a name, one of "
+                              f"{', '.join(SENDER_NAMES)}", file=file, key=key, value=snd)
+        try:
+            sender_class(snd)
+        except ConfigError as exc:
+            raise ConfigError(exc.message, file=file, key=key, value=snd) from None
+    dup = sorted({s for s in senders if list(senders).count(s) > 1})
+    if dup:
+        raise ConfigError(f"sender {dup[0]!r} given twice; give each sender once (listed twice in {list(senders)}: a "
+                          "repeat would count the same runs as a second sample)", file=file, key=key, value=dup[0])
+    return list(senders)
 
 
 def check_sender_params(name: str, params: dict[str, Any], *, key: str = "sender_params",

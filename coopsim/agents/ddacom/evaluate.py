@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, parse_sender_params, sender_class
+from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, check_senders, parse_sender_params
 from coopsim.comm.oracle import safe_rate_oracle, utilization
 from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
@@ -207,16 +207,6 @@ def kept_on_interrupt() -> str:
     return f"{out} with {done} of {total} seed(s) (seeds {first}..{first + done - 1}), a valid JSON file{also}"
 
 
-def _given_twice(items: list[str]) -> str | None:
-    """The first item of ``items`` that repeats an earlier one, or None."""
-    seen: set[str] = set()
-    for x in items:
-        if x in seen:
-            return x
-        seen.add(x)
-    return None
-
-
 def check_sender_param_repeats(items: list[str]) -> None:
     """Refuse a ``--sender-param SENDER.KEY`` given twice (the last value would win silently).
 
@@ -296,16 +286,8 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"invalid value {a.num_agents} for --num-agents: an integer in 2..{n_max} is required "
                           f"(agents and landmarks N)", key="num_agents", value=a.num_agents)
     channels = load_channels(a.num_agents)
-    senders = [s.strip() for s in a.senders.split(",")]  # "ddacom, none" as train's --variants reads it
-    for snd in senders:
-        try:
-            sender_class(snd)
-        except ConfigError as exc:
-            raise ConfigError(exc.message, key="--senders", value=snd) from None
-    twice = _given_twice(senders)
-    if twice is not None:
-        raise ConfigError(f"sender {twice!r} given twice; give each sender once (a repeat is the same run again, not "
-                          f"a second sample)", key="--senders", value=a.senders)
+    senders = check_senders([s.strip() for s in a.senders.split(",")], file=None, key="--senders",
+                            given=a.senders)  # "ddacom, none" as train's --variants reads it; each once
     check_sender_param_repeats(a.sender_param)
     overrides = parse_sender_params(a.sender_param, senders)
     check_writable("--out", a.out)

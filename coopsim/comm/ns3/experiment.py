@@ -55,7 +55,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from coopsim.agents.comm_baselines.team import SENDERS, check_sender_params, parse_sender_params, sender_class
+from coopsim.agents.comm_baselines.team import SENDER_NAMES, check_sender_params, check_senders, parse_sender_params, sender_class
 from coopsim.agents.ddacom.evaluate import check_sender_param_repeats, code_fingerprint, partial_path, run, summarize
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
@@ -69,7 +69,6 @@ _WHAT = "an ns-3 experiment file (YAML), e.g. configs/ns3/ddacom-spread.yaml"
 BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 DT_S = 0.1  # simple_spread's step (s)
 DEFAULT_OUT = "runs/ns3-experiment.json"
-SENDER_NAMES = ("ddacom", *SENDERS)
 
 
 class ScenarioSection(BaseModel):
@@ -140,36 +139,6 @@ def _mapping(cfg: dict, key: str, path: str, example: str) -> dict:
     return v
 
 
-def check_senders(senders: Any, *, file: str | None, key: str, given: str | None = None) -> list[str]:
-    """``senders`` as a list of distinct known sender names, at least one.
-
-    Raises:
-        ConfigError: ``key``; a string or another non-list, an empty list, an unknown or repeated name.
-    """
-    eg = "e.g. [ddacom] or [none, broadcast, periodic, novelty, ddacom]"
-    if not isinstance(senders, (list, tuple)):
-        raise ConfigError(f"invalid value {senders!r}: must be a list of senders, {eg}", file=file, key=key,
-                          value=senders)
-    if not senders:
-        shown = repr(given if given is not None else senders)
-        raise ConfigError(f"no sender given ({shown}): the run would compute the "
-                          f"anchors and report nothing; name at least one of {', '.join(SENDER_NAMES)}", file=file,
-                          key=key, value=given if given is not None else senders)
-    for snd in senders:
-        if not isinstance(snd, str):
-            raise ConfigError(f"invalid sender {snd!r} in {senders!r}: each sender is a name, one of "
-                              f"{', '.join(SENDER_NAMES)}", file=file, key=key, value=snd)
-        try:
-            sender_class(snd)
-        except ConfigError as exc:
-            raise ConfigError(exc.message, file=file, key=key, value=snd) from None
-    dup = sorted({s for s in senders if list(senders).count(s) > 1})
-    if dup:
-        raise ConfigError(f"sender {dup[0]!r} is listed twice in {list(senders)}: a repeat would count the same runs "
-                          "as a second sample; give each sender once", file=file, key=key, value=dup[0])
-    return list(senders)
-
-
 def check_channel_params(params: dict, path: str | None) -> None:
     """The ``channel.params`` of an experiment file as ``coopsim validate`` checks a run config's (a boolean, a
     quoted or YAML 1.1 number, nan or inf for a number, then the ``ns3-v0`` schema), plus what a reset would refuse
@@ -178,14 +147,12 @@ def check_channel_params(params: dict, path: str | None) -> None:
     Raises:
         ConfigError: the file and the key ``channel.params.<key>``, with the value.
     """
-    from coopsim.comm.ns3.channel import Ns3Params
-    from coopsim.platform import config as pconfig
-    from coopsim.platform.registry import validate_params
+    from coopsim.platform.config import check_component_params, whole_floats_to_ints
 
     prefix = "channel.params."
-    pconfig.reject_bools(params, Ns3Params, file=path, key_prefix=prefix)
-    p = validate_params("channel", "ns3-v0", params, file=path, key_prefix=prefix)
-    pconfig._reject_non_finite("channel", "ns3-v0", params, file=path, key_prefix=prefix)
+    model = check_component_params("channel", "ns3-v0", params, file=path, key_prefix=prefix)
+    whole_floats_to_ints(params, model)  # 1.5e3 for an int param: that int, as a run config stores it
+    p = model(**params)
     if p.send_jitter_s >= DT_S:
         raise ConfigError(f"invalid value {p.send_jitter_s!r}: must be < the step of {DT_S} s (each sender's messages "
                           "leave within their step)", file=path, key=f"{prefix}send_jitter_s", value=p.send_jitter_s)
@@ -453,6 +420,8 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
 #: or a default written out or left out, give one key); 1: the config's text as PyYAML read it
 ORACLE_CACHE_VERSION = 2
 ANCHOR_CACHE_VERSION = 1
+
+
 def canonical_channel(channel: dict) -> dict:
     """``{id, params}`` with the params as ``ns3-v0`` reads them and its defaults left out: the same for ``1.0e+5``,
     ``100000.0`` and ``1e5``, and for a default written out or left out."""
