@@ -50,7 +50,8 @@ def copy(base, tmp_path):
 @pytest.mark.parametrize("change, said", [(["--radius", "2"], "--radius 0.5 (now 2.0)"),
                                           (["--num-envs", "4"], "--num-envs 2 (now 4)"),
                                           (["--policy-reads", "slots"], "--policy-reads attention (now slots)"),
-                                          (["--steps", "100"], "--steps 200 (now 100, fewer")])
+                                          (["--steps", "100"], "--steps 200 (now 100, fewer"),
+                                          (["--task", "speaker_listener"], "--task spread (now speaker_listener);")])
 def test_other_settings_are_refused_before_any_training(copy, change, said, monkeypatch):
     before = (copy / "results.json").read_bytes()
     argv = ["--seeds", "1", *TINY, *ANCHORS, "--out", str(copy)]
@@ -186,3 +187,48 @@ def test_an_interrupt_names_the_run_its_checkpoint_and_the_evals_kept(copy, monk
     assert e.getvalue().strip().splitlines()[-1] == (
         f"interrupted; kept: {copy / 'no_comm' / 'seed-2'} without a checkpoint yet (it starts over); "
         f"{copy / 'results.json'} with {evals} eval(s); the same command resumes (finished runs are reused)")
+
+
+def test_speaker_listener_radius_is_refused_at_parse_time(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ei:
+        train.main(["--task", "speaker_listener", "--radius", "0.5", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert ei.value.code == 2 and "argument --radius: the speaker_listener task has no observation radius" in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_speaker_listener_goal_reaches_the_listener_only_through_messages():
+    """The mute speaker-listener of --task speaker_listener: without messages the listener's observation holds no
+    goal colour (its word slots read 0); with the raw broadcast the speaker's message to it is the goal colour."""
+    import numpy as np
+
+    from coopsim.scenarios.mpe.tasks import LANDMARK_COLORS_SL
+
+    quiet = train.make_agent("no_comm", 4, None, task="speaker_listener")
+    obs = quiet.scenario.reset(seed=5)
+    goal = quiet.scenario.goal.copy()
+    assert quiet.comm is None and (obs[:, 1, 8:] == 0).all()
+    res = quiet.scenario.step(np.zeros((4, 2), np.int64))  # the speaker says word 0: nobody hears it
+    assert (res.obs[:, 1, 8:] == 0).all()
+    raw = train.make_agent("broadcast_ideal", 4, None, task="speaker_listener")
+    obs = raw.scenario.reset(seed=5)
+    np.testing.assert_array_equal(raw.scenario.goal, goal)
+    _, out = raw.act(obs, None)
+    to_listener = (out.src == 0) & (out.dst == 1)
+    assert to_listener.sum() == 4  # one copy per env, speaker -> listener
+    np.testing.assert_allclose(out.payload[to_listener][:, :3], LANDMARK_COLORS_SL[goal[out.env[to_listener]]])
+    ch = train.make_channel("learned_ddacom", raw)  # the spread experiment's network: 3840-12800 bit/s per sender
+    assert ch is not None
+
+
+def test_speaker_listener_run_records_its_task(tmp_path):
+    out = tmp_path / "sl"
+    code, stdout, err = _main(["--task", "speaker_listener", "--seeds", "1", *TINY, *ANCHORS, "--out", str(out)])
+    assert code == 0, err
+    settings = json.loads((out / "no_comm" / "seed-0" / train.SETTINGS_NAME).read_text())
+    assert settings["task"] == "speaker_listener" and settings["radius"] is None and settings["num_agents"] == 2
+    res = json.loads((out / "results.json").read_text())
+    assert res["args"]["task"] == "speaker_listener" and set(res["evals"]) == {"no_comm", "broadcast_ideal"}
+    assert "radius" not in stdout.split("warning:", 1)[-1]  # no radius to blame for a small anchor gap
+    code, _, err = _main(["--seeds", "1", *TINY, *ANCHORS, "--out", str(out)])  # spread into the same --out
+    assert code == 2 and "--task speaker_listener (now spread)" in err

@@ -56,6 +56,20 @@ def test_speaker_listener_channel_carries_the_word():
     assert core.action_masks()[:, 0].tolist() == [[True, True, True, False, False]] * 2
 
 
+def test_speaker_listener_without_utterances_hides_only_the_word():
+    on = make_scenario("mpe/simple_speaker_listener-v0", num_envs=2)
+    off = make_scenario("mpe/simple_speaker_listener-v0", num_envs=2, utterances=False)
+    o_on, o_off = on.reset(seed=3), off.reset(seed=3)
+    np.testing.assert_array_equal(o_on, o_off)
+    for a in ([[2, 1], [1, 4]], [[0, 2], [2, 3]]):
+        r_on, r_off = on.step(np.array(a)), off.step(np.array(a))
+        assert r_on.obs[:, 1, 8:11].sum() == 2 and (r_off.obs[:, 1, 8:11] == 0).all()  # the word, then nothing
+        np.testing.assert_array_equal(r_on.obs[:, :, :8], r_off.obs[:, :, :8])  # goal colour, motion: the same
+        np.testing.assert_array_equal(r_on.reward, r_off.reward)
+    with pytest.raises(Exception, match="utterances"):
+        make_scenario("mpe/simple_speaker_listener-v0", utterances="sometimes")
+
+
 def test_positions_metres_and_dt():
     core = make_scenario("mpe/simple_spread-v0", num_envs=3)
     core.reset(seed=2)

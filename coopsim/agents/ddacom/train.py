@@ -1,4 +1,4 @@
-"""Train MAPPO with DDACOM's decoupled message generator on partial-observation simple_spread; evaluate.
+"""Train MAPPO with DDACOM's decoupled message generator on partial-observation simple_spread (or a mute speaker-listener); evaluate.
 
 Variants (each trained once per seed with the shared PPO trainer, :mod:`coopsim.agents.ppo`, MAPPO critic on
 the concatenated observations, hidden [64, 64]; the comm module is :class:`~coopsim.agents.ddacom.generator.DDACOMGenerator`):
@@ -8,11 +8,20 @@ the concatenated observations, hidden [64, 64]; the comm module is :class:`~coop
 * ``learned_ddacom`` -- learned 8-float messages, DDACOM's sender, Markov-modulated bandwidth channel;
 * ``raw_ddacom`` -- raw-observation messages (23 floats), DDACOM's sender, the same Markov channel.
 
+Tasks (``--task``): ``spread`` -- ``mpe/simple_spread-v0``, N = 3, partial observation at ``--radius`` (default
+0.5 m); ``speaker_listener`` -- ``mpe/simple_speaker_listener-v0`` with ``utterances: false``: the speaker's own
+words reach nobody, so the goal colour reaches the listener only through the generator's messages (the speaker's
+raw observation is its goal colour; a learned message must encode it). There no-communication is blind by
+construction, so the anchor gap ``R_broadcast_ideal - R_no_comm`` is large and the normalized return of learned
+messages can be judged (on ``spread`` MAPPO does not learn to use a teammate's observation at these budgets:
+``docs/comm.md``). The speaker-listener task has no observation radius (``--radius`` is refused with it).
+
 The Markov channel is ``configs/mpe/channels.yaml``'s ``markov`` entry scaled as in
 :mod:`coopsim.agents.ddacom.evaluate` (per-sender capacity 0.15-0.5 x 25600 bit/s = 3840-12800 bit/s, 16-packet
 queues, latency bound one step): the same network for every message format. A sender's full-broadcast
 demand is ``(N - 1) * copy_bytes * 8 / dt_s``: learned 60 B copies, 9600 bit/s (the channel gives 0.4-1.33x
-of it); raw 120 B copies, 19200 bit/s (0.2-0.67x). (Scaled to each format's own demand, 0.15-0.5x would be
+of it); raw 120 B copies, 19200 bit/s (0.2-0.67x). The speaker-listener runs cross the same network (one
+teammate per sender: learned copies 4800 bit/s of demand, 0.8-2.67x; raw 72 B copies 5760 bit/s, 0.67-2.2x). (Scaled to each format's own demand, 0.15-0.5x would be
 0.3-1 copy per step, and a copy that needs more than one step to transmit is always lost at the one-step
 latency bound.)
 
@@ -22,7 +31,8 @@ consecutive 25-step episodes over one channel that is not reset between episodes
 ``(R - R_no_comm) / (R_broadcast_ideal - R_no_comm)`` with the anchors of the same seed.
 
 Reruns into the same ``--out``: each (variant, seed) run records the settings it was trained with
-(``<variant>/seed-<s>/ddacom_settings.json``: ``--radius``, ``--num-envs``, ``--policy-reads``, ``--steps``); a
+(``<variant>/seed-<s>/ddacom_settings.json``: ``--task``, ``--radius``, ``--num-envs``, ``--policy-reads``,
+``--steps``); a
 finished run is reused and an interrupted one resumed only with the same settings (a larger ``--steps`` continues
 training), and any other setting is refused before training starts (exit 2, "use another --out").
 ``results.json`` keeps the evals of the runs a rerun does not redo (fewer ``--seeds`` or ``--variants``) when they
@@ -31,6 +41,7 @@ were made with the same settings (the eval ones too).
 Usage::
 
     .venv/bin/python -m coopsim.agents.ddacom.train --seeds 5 --steps 60000 --out runs/ddacom_gen
+    .venv/bin/python -m coopsim.agents.ddacom.train --task speaker_listener --seeds 3 --steps 300000 --out runs/ddacom_sl
 """
 from __future__ import annotations
 
@@ -61,32 +72,47 @@ VARIANTS: dict[str, tuple[dict[str, Any] | None, str]] = {
     "learned_ddacom": ({"payload": "learned", "sender": "ddacom"}, "markov"),
     "raw_ddacom": ({"payload": "raw", "sender": "ddacom"}, "markov"),
 }
+#: --task: (scenario id, its params); spread's obs_radius_m comes from --radius
+TASKS: dict[str, tuple[str, dict[str, Any]]] = {
+    "spread": ("mpe/simple_spread-v0", {"num_agents": 3}),
+    "speaker_listener": ("mpe/simple_speaker_listener-v0", {"utterances": False}),
+}
+#: the Markov channel is that of the N = 3 spread evaluation for every task: one network, whatever the messages
+NETWORK_AGENTS = 3
+#: --radius when --task spread gives none (m)
+DEFAULT_RADIUS = 0.5
 
 
-def make_agent(variant: str, num_envs: int, radius: float, num_agents: int = 3, policy_reads: str = "attention"):
-    """The MAPPO agent of ``variant`` on a fresh partial-observation simple_spread core of ``num_envs`` envs
-    (``policy_reads``: the generator's param of that name)."""
+def make_agent(variant: str, num_envs: int, radius: float | None, num_agents: int = 3, policy_reads: str = "attention",
+               task: str = "spread"):
+    """The MAPPO agent of ``variant`` on a fresh core of ``task`` (:data:`TASKS`) with ``num_envs`` envs: simple_spread
+    of ``num_agents`` with partial observation at ``radius`` (m), or the mute speaker-listener (``radius`` None,
+    ``num_agents`` not read); ``policy_reads``: the generator's param of that name."""
     comm, _ = VARIANTS[variant]
-    core = make_scenario("mpe/simple_spread-v0", num_envs=num_envs, num_agents=num_agents, obs_radius_m=radius)
+    sid, params = TASKS[task]
+    if task == "spread":
+        params = {**params, "num_agents": num_agents, "obs_radius_m": radius}
+    core = make_scenario(sid, num_envs=num_envs, **params)
     spec = None if comm is None else {"module": GEN, "params": {**comm, "policy_reads": policy_reads}}
     return MAPPO(core, comm=spec, hidden=[64, 64])
 
 
 def make_channel(variant: str, agent):
-    """The variant's channel: None, ideal, or the Markov bandwidth channel scaled to the agent's message demand."""
+    """The variant's channel: None, ideal, or the Markov bandwidth channel of the N = 3 spread evaluation
+    (:data:`NETWORK_AGENTS`; per-sender capacity 3840-12800 bit/s), the same network for every task and format."""
     kind = VARIANTS[variant][1]
     if kind == "none":
         return None
     if kind == "ideal":
         return IdealChannel()
-    cid, params = load_channels(agent.num_agents)[kind]  # the network of the docs/comm.md evaluation
+    cid, params = load_channels(NETWORK_AGENTS)[kind]  # the network of the docs/comm.md evaluation
     return make_component("channel", cid, **params)
 
 
-def evaluate_policy(variant: str, policy: Path, seed: int, radius: float, num_envs: int, episodes: int,
-                    policy_reads: str = "attention") -> dict[str, float]:
+def evaluate_policy(variant: str, policy: Path, seed: int, radius: float | None, num_envs: int, episodes: int,
+                    policy_reads: str = "attention", task: str = "spread") -> dict[str, float]:
     """Greedy evaluation of a trained policy on its training channel (see module docstring)."""
-    agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads)
+    agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads, task=task)
     agent.load(policy)
     core = agent.scenario
     ch = make_channel(variant, agent)
@@ -152,10 +178,10 @@ def summarize(evals: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
 SETTINGS_NAME = "ddacom_settings.json"
 #: the settings a run's policy depends on, as their options; a run is only continued or reused with the same ones
 #: (``--steps`` may grow: training continues)
-TRAIN_SETTINGS = {"radius": "--radius", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
+TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
                   "num_agents": "num_agents"}
 #: what the evals of results.json also depend on: evals of other settings are not merged
-EVAL_SETTINGS = ("steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
+EVAL_SETTINGS = ("task", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
 
 
 def rollout_steps(steps: int, num_envs: int) -> int:
@@ -166,8 +192,8 @@ def rollout_steps(steps: int, num_envs: int) -> int:
 
 def run_settings(a: argparse.Namespace) -> dict[str, Any]:
     """The training settings of this invocation, as :data:`SETTINGS_NAME` records them."""
-    return {"radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads, "num_agents": 3,
-            "steps": a.steps}
+    return {"task": a.task, "radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads,
+            "num_agents": 3 if a.task == "spread" else 2, "steps": a.steps}
 
 
 def _has_training(run_dir: Path) -> bool:
@@ -184,7 +210,7 @@ def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any] | None:
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(d, dict):
-            return {"policy_reads": "attention", "num_agents": 3, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
+            return {"task": "spread", "policy_reads": "attention", "num_agents": 3, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
                                                                       if k in d}}
     return None
 
@@ -193,6 +219,8 @@ def settings_conflict(run_dir: Path, old: dict[str, Any], new: dict[str, Any]) -
     """One line saying how ``new`` differs from the settings ``old`` that ``run_dir`` was trained with (a smaller
     ``--steps`` budget too), or None when the run may be reused or continued."""
     diffs = [f"{opt} {old[k]} (now {new[k]})" for k, opt in TRAIN_SETTINGS.items() if k in old and old[k] != new[k]]
+    if old.get("task", "spread") != new.get("task", "spread"):  # the radius and agents follow from the task
+        diffs = [f"--task {old.get('task', 'spread')} (now {new.get('task', 'spread')})"]
     if "steps" in old and "num_envs" in old and old["num_envs"] == new["num_envs"] and \
             rollout_steps(new["steps"], new["num_envs"]) < rollout_steps(old["steps"], old["num_envs"]):
         diffs.append(f"--steps {old['steps']} (now {new['steps']}, fewer; a larger --steps continues training)")
@@ -221,8 +249,9 @@ def check_runs(out: Path, runs: list[tuple[str, int]], settings: dict[str, Any])
             raise ConfigError(why)
 
 
-def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float,
-              policy_reads: str = "attention", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float | None,
+              policy_reads: str = "attention", settings: dict[str, Any] | None = None,
+              task: str = "spread") -> dict[str, Any]:
     """Train (or resume, or skip if finished) one (variant, seed); returns the train summary. ``settings``
     (:func:`run_settings`) are recorded beside the run (:data:`SETTINGS_NAME`) before it trains."""
     run_dir = out / variant / f"seed-{seed}"
@@ -236,7 +265,7 @@ def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: f
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_json(run_dir / SETTINGS_NAME, {**settings, "steps": steps}, indent=1)
     torch.manual_seed(seed)
-    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads)
+    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads, task=task)
     channel = make_channel(variant, agent)
     trainer = PPOTrainer(agent, cfg, seed, channel=channel if channel is not None else None)
     return fit(trainer, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"{variant} seed {seed}")
@@ -252,7 +281,7 @@ def earlier_evals(out: Path, a: argparse.Namespace) -> tuple[dict[str, dict[int,
     except (OSError, ValueError, KeyError, TypeError):
         return {}, {}
     now = vars(a)
-    old = {"policy_reads": "attention", **args}
+    old = {"task": "spread", "policy_reads": "attention", **args}
     diff = [f"--{k.replace('_', '-')} {old.get(k)} (now {now[k]})" for k in EVAL_SETTINGS if old.get(k) != now[k]]
     if diff:
         print(f"{out / 'results.json'}: its evals were made with {', '.join(diff)}: not kept", flush=True)
@@ -307,7 +336,12 @@ def main(argv: list[str] | None = None) -> None:
                          "finished runs in --out")
     ap.add_argument("--num-envs", type=int_at_least(1), default=16,
                     help="envs stepped together in training, >= 1 (default 16)")
-    ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5, help=RADIUS_HELP)
+    ap.add_argument("--task", choices=list(TASKS), default="spread",
+                    help="spread: partial-observation simple_spread, N = 3; speaker_listener: simple_speaker_listener "
+                         "whose own words reach nobody, so the goal colour reaches the listener only through the "
+                         "messages (default spread)")
+    ap.add_argument("--radius", type=RADIUS_TYPE, default=None,
+                    help=RADIUS_HELP.replace("(default 0.5)", f"(default {DEFAULT_RADIUS}; --task spread only)"))
     ap.add_argument("--eval-envs", type=int_at_least(1), default=32,
                     help="envs of each trained policy's greedy evaluation, >= 1 (default 32)")
     ap.add_argument("--eval-episodes", type=int_at_least(1), default=10,
@@ -322,6 +356,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="results folder: <variant>/seed-<s>/ training runs and results.json; a rerun with the same "
                          "settings reuses or resumes its runs (default runs/ddacom_gen)")
     a = ap.parse_args(argv)
+    if a.task != "spread" and a.radius is not None:
+        ap.error(f"argument --radius: the {a.task} task has no observation radius (its listener sees every landmark; "
+                 f"what it lacks is the goal colour, which only the messages carry); leave --radius out")
+    if a.task == "spread" and a.radius is None:
+        a.radius = DEFAULT_RADIUS
     variants = [v.strip() for v in a.variants.split(",")]
     bad = [v for v in variants if v not in VARIANTS]
     if bad or not variants:
@@ -357,10 +396,10 @@ def main(argv: list[str] | None = None) -> None:
     for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
         for v in variants:
             _PROGRESS["run"] = (v, seed)
-            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings)
+            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings, a.task)
             wall[v][seed] = s["wall_time_s"]
             evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
-                                             a.eval_envs, a.eval_episodes, a.policy_reads)
+                                             a.eval_envs, a.eval_episodes, a.policy_reads, a.task)
             print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s; total {time.time() - t0:.0f} s)", flush=True)
         done = 0  # seeds 0..done-1 with an eval of every variant
         while all(done in per for per in evals.values()):
@@ -380,7 +419,8 @@ def main(argv: list[str] | None = None) -> None:
               f"(the evals above are the raw returns)")
         return
     print(dumps_json(summary, indent=1))
-    warning = anchor_warning(summary["anchor_check"], radius=a.radius, what="the normalized_return above",
+    where = {"radius": a.radius} if a.task == "spread" else {}  # the speaker-listener task has no radius to blame
+    warning = anchor_warning(summary["anchor_check"], **where, what="the normalized_return above",
                              advice="give more --seeds (the CI is over training seeds) or a larger --steps")
     if warning:
         print(warning)

@@ -194,6 +194,12 @@ class SimpleReferenceCore(MPECore):
         return rew, {"reward/distance": rew}
 
 
+class SpeakerListenerParams(MPEParams):
+    utterances: bool = Field(True, description="False: the speaker's words reach nobody (the listener's "
+                             "observation 8:11 reads 0), so the goal reaches the listener only through a comm "
+                             "module's messages (coopsim.agents.ddacom.train --task speaker_listener)")
+
+
 class SimpleSpeakerListenerCore(MPECore):
     """simple_speaker_listener: a static speaker tells a listener which landmark to reach.
 
@@ -213,11 +219,13 @@ class SimpleSpeakerListenerCore(MPECore):
 
     Episode end: truncation after ``max_steps`` (25).
 
-    Arguments: ``max_steps``, ``comm_channel``.
+    Arguments: ``max_steps``, ``comm_channel``, ``utterances`` (False: the listener hears nothing through
+    the task, its observation 8:11 reads 0; messages of a comm module are then its only way to the goal).
 
     Version history: v0 -- initial version (mpe2 simple_speaker_listener_v4 dynamics).
     """
 
+    Params = SpeakerListenerParams
     metadata = {"name": "mpe_simple_speaker_listener_v0", "render_modes": [], "is_parallelizable": True}
 
     def _build(self):
@@ -254,7 +262,8 @@ class SimpleSpeakerListenerCore(MPECore):
         lp = self.pos[:, 2:]
         out[:, 1, 0:2] = self.vel[:, 1]
         out[:, 1, 2:8] = (lp - self.pos[:, 1:2]).reshape(E, 6)
-        out[:, 1, 8:11] = self.heard[:, 1, 0]
+        if self.params.utterances:
+            out[:, 1, 8:11] = self.heard[:, 1, 0]
         return out.astype(np.float32)
 
     def _reward(self):
