@@ -176,3 +176,32 @@ def test_encoder_trains_on_its_own_signal_and_the_probe_gets_feedback():
     s = ch.stats()
     # 7680 bit/s = 1.6 copies of 60 B per step and sender, below full broadcast (2): DDACOM's sender offers less
     assert 0 < s["comm/delivered_copies"] <= s["comm/offered_copies"] < 10 * 4 * 3 * 2
+
+
+@pytest.mark.parametrize("objective", ["value", "error"])
+def test_marginal_gain_by_removing_each_copy(objective):
+    """The encoder's credit per copy: with ``cf_objective: value`` the change of the receiver's value estimate, with
+    ``error`` the reduction of its squared value error, each computed here by removing the copy; 0 where absent."""
+    E, N, D = 2, 3, 4
+    gen = make_gen(E=E, N=N, D=D, cf_objective=objective)
+    g = torch.Generator().manual_seed(3)
+    obs, pay = torch.randn(5, D, generator=g), torch.randn(5, N, 2, generator=g)
+    present = torch.tensor([[1, 1, 0], [0, 1, 1], [1, 0, 1], [0, 0, 0], [1, 1, 1]], dtype=torch.bool)
+    target = torch.randn(5, generator=g)
+    cf = gen.receiver.counterfactual(obs, pay, present)
+    gain = gen.marginal_gain(cf, target)
+    with torch.no_grad():
+        v_with, _ = gen.receiver.value(obs, pay, present)
+        for b in range(5):
+            for j in range(N):
+                if not present[b, j]:
+                    assert gain[b, j] == 0
+                    continue
+                without = present[b:b + 1].clone()
+                without[0, j] = False
+                v_wo, _ = gen.receiver.value(obs[b:b + 1], pay[b:b + 1], without)
+                want = (v_with[b] - v_wo[0] if objective == "value"
+                        else (v_wo[0] - target[b]) ** 2 - (v_with[b] - target[b]) ** 2)
+                assert torch.isclose(gain[b, j], want, atol=1e-6), (b, j)
+    with pytest.raises(ValueError):
+        DDACOMGenerator(cf_objective="flattery")

@@ -232,3 +232,19 @@ def test_speaker_listener_run_records_its_task(tmp_path):
     assert "radius" not in stdout.split("warning:", 1)[-1]  # no radius to blame for a small anchor gap
     code, _, err = _main(["--seeds", "1", *TINY, *ANCHORS, "--out", str(out)])  # spread into the same --out
     assert code == 2 and "--task speaker_listener (now spread)" in err
+
+
+def test_encoder_params_are_recorded_for_learned_runs_only(tmp_path):
+    """--cf-objective / --cf-coef shape only the encoder: a learned run records them and a rerun with others is
+    refused; the anchors (no encoder) are reused whatever they are."""
+    out = tmp_path / "enc"
+    argv = ["--task", "speaker_listener", "--seeds", "1", *TINY, "--out", str(out)]
+    code, _, err = _main([*argv, "--variants", "no_comm,learned_ddacom", "--cf-objective", "error", "--cf-coef", "0.5"])
+    assert code == 0, err
+    rec = json.loads((out / "learned_ddacom" / "seed-0" / train.SETTINGS_NAME).read_text())
+    assert rec["cf_objective"] == "error" and rec["cf_coef"] == 0.5
+    assert "cf_objective" not in json.loads((out / "no_comm" / "seed-0" / train.SETTINGS_NAME).read_text())
+    code, _, err = _main([*argv, "--variants", "no_comm", "--cf-coef", "0"])  # anchors: reused
+    assert code == 0, err
+    code, _, err = _main([*argv, "--variants", "learned_ddacom"])
+    assert code == 2 and "--cf-coef 0.5 (now 0.1), --cf-objective error (now value)" in err

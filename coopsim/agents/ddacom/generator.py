@@ -28,9 +28,11 @@ Training (:meth:`DDACOMGenerator.update`, once per rollout, own Adam optimizers,
 * receiver (``W_q, W_k, W_v, b_null, h, V``): ``L_recv = mean_i (V(o_i, sg(M_i)) - G_i)^2`` with ``G_i``
   the discounted return of agent ``i`` (targets normalised by a running :class:`ValueNorm`);
 * encoder: ``L_enc = mean_i (V(o_i, M_i) - G_i)^2 - cf_coef * mean_{(i,j): j in M_i} sg(alpha_ij) * Delta_ij``
-  with the counterfactual marginal value ``Delta_ij = V(o_i, M_i) - sg(V(o_i, M_i \\ j))``: messages that make
-  the receiver's value right, and that raise it most where receivers attend to them. Only the encoder's
-  optimizer steps on ``L_enc`` (the receiver is held fixed for it).
+  with the counterfactual marginal value ``Delta_ij = V(o_i, M_i) - sg(V(o_i, M_i \\ j))`` (``cf_objective:
+  value``): messages that make the receiver's value right, and that raise it most where receivers attend to
+  them; or (``cf_objective: error``) ``Delta_ij = sg((V(o_i, M_i \\ j) - G_i)^2) - (V(o_i, M_i) - G_i)^2``, the
+  reduction of the receiver's squared value error the copy brings: messages that inform, not flatter. Only
+  the encoder's optimizer steps on ``L_enc`` (the receiver is held fixed for it).
 
 The action policy (IPPO/MAPPO of :mod:`coopsim.agents.ppo`) reads ``[z_i, |M_i| / (N - 1)]`` as data (no
 gradient), so PPO's losses cannot reach the encoder or the receiver ("decoupled"); the trainer leaves a
@@ -73,6 +75,11 @@ class GeneratorParams(BaseModel):
     epochs: int = Field(4, ge=0, le=100, description="full-batch passes per rollout (0 = frozen)")
     gamma: float = Field(0.99, ge=0, le=1, description="discount of the receiver's return targets")
     cf_coef: float = Field(0.1, ge=0, description="weight of the attention-weighted counterfactual marginal value in L_enc")
+    cf_objective: Literal["value", "error"] = Field(
+        "value", description="what a copy's counterfactual marginal value measures: 'value': the change in the "
+                             "receiver's value estimate, V(o_i, M_i) - V(o_i, M_i \\ j) (the encoder is pushed to raise "
+                             "it); 'error': the change in the receiver's squared value error, "
+                             "(V(o_i, M_i \\ j) - G_i)^2 - (V(o_i, M_i) - G_i)^2 (pushed to make it right)")
     policy_reads: Literal["attention", "slots"] = Field(
         "attention", description="what the action policy reads of the inbox (as data either way): 'attention': the "
                                  "receiver's summary [z_i, |M_i| / (N - 1)] (H + 1 floats); 'slots': every sender "
@@ -347,7 +354,8 @@ class DDACOMGenerator(nn.Module, CommModule):
             # encoder: messages that make the receiver's value right and raise it where receivers attend
             cf = self.receiver.counterfactual(obs, self.encode(sobs), present)
             pw = present.float() * w.unsqueeze(-1)
-            credit = (cf["alpha"].detach() * (cf["v_with"].unsqueeze(-1) - cf["v_without"].detach()) * pw).sum() / pw.sum().clamp(min=1.0)
+            gain = self.marginal_gain(cf, target)
+            credit = (cf["alpha"].detach() * gain * pw).sum() / pw.sum().clamp(min=1.0)
             l_fit = (((cf["v_with"] - target) ** 2) * w).sum() / n
             l_enc = l_fit - self.p.cf_coef * credit
             self.opt_enc.zero_grad()
@@ -361,6 +369,16 @@ class DDACOMGenerator(nn.Module, CommModule):
         out = {k: float(np.mean(v)) for k, v in stats.items()}
         out["delivered_per_receiver"] = float(present.float().sum(-1).mean())
         return out
+
+    def marginal_gain(self, cf: dict[str, torch.Tensor], target: torch.Tensor) -> torch.Tensor:
+        """Each copy's counterfactual marginal value ``[B, N]`` as the encoder's loss credits it (``cf`` from
+        :meth:`MessageReceiver.counterfactual`, ``target`` ``[B]`` the receivers' normalised returns ``G_i``), with
+        gradient through ``V(o_i, M_i)`` only: ``cf_objective: value``: ``V(o_i, M_i) - V(o_i, M_i \\ j)``;
+        ``error``: ``(V(o_i, M_i \\ j) - G_i)^2 - (V(o_i, M_i) - G_i)^2``. 0 where copy j is absent."""
+        if self.p.cf_objective == "value":  # the change in the receiver's value estimate
+            return cf["v_with"].unsqueeze(-1) - cf["v_without"].detach()
+        # the reduction of the receiver's squared value error (v_without equals v_with where j is absent: 0)
+        return (cf["v_without"].detach() - target.unsqueeze(-1)) ** 2 - ((cf["v_with"] - target) ** 2).unsqueeze(-1)
 
     # ---------------------------------------------------------------- checkpoints
     def get_extra_state(self) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from coopsim.agents.ppo.agent import MAPPO
 from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
-from coopsim.errors import ConfigError, int_at_least, run_script
+from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
@@ -84,16 +84,18 @@ DEFAULT_RADIUS = 0.5
 
 
 def make_agent(variant: str, num_envs: int, radius: float | None, num_agents: int = 3, policy_reads: str = "attention",
-               task: str = "spread"):
+               task: str = "spread", encoder: dict[str, Any] | None = None):
     """The MAPPO agent of ``variant`` on a fresh core of ``task`` (:data:`TASKS`) with ``num_envs`` envs: simple_spread
     of ``num_agents`` with partial observation at ``radius`` (m), or the mute speaker-listener (``radius`` None,
-    ``num_agents`` not read); ``policy_reads``: the generator's param of that name."""
+    ``num_agents`` not read); ``policy_reads``: the generator's param of that name; ``encoder``: the generator's
+    ``cf_coef`` / ``cf_objective`` for a learned-payload variant (default :data:`ENCODER_DEFAULTS`)."""
     comm, _ = VARIANTS[variant]
     sid, params = TASKS[task]
     if task == "spread":
         params = {**params, "num_agents": num_agents, "obs_radius_m": radius}
     core = make_scenario(sid, num_envs=num_envs, **params)
-    spec = None if comm is None else {"module": GEN, "params": {**comm, "policy_reads": policy_reads}}
+    enc = {**ENCODER_DEFAULTS, **(encoder or {})} if learned(variant) else {}
+    spec = None if comm is None else {"module": GEN, "params": {**comm, "policy_reads": policy_reads, **enc}}
     return MAPPO(core, comm=spec, hidden=[64, 64])
 
 
@@ -110,9 +112,10 @@ def make_channel(variant: str, agent):
 
 
 def evaluate_policy(variant: str, policy: Path, seed: int, radius: float | None, num_envs: int, episodes: int,
-                    policy_reads: str = "attention", task: str = "spread") -> dict[str, float]:
+                    policy_reads: str = "attention", task: str = "spread",
+                    encoder: dict[str, Any] | None = None) -> dict[str, float]:
     """Greedy evaluation of a trained policy on its training channel (see module docstring)."""
-    agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads, task=task)
+    agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads, task=task, encoder=encoder)
     agent.load(policy)
     core = agent.scenario
     ch = make_channel(variant, agent)
@@ -178,10 +181,10 @@ def summarize(evals: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
 SETTINGS_NAME = "ddacom_settings.json"
 #: the settings a run's policy depends on, as their options; a run is only continued or reused with the same ones
 #: (``--steps`` may grow: training continues)
-TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
+TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "cf_coef": "--cf-coef", "cf_objective": "--cf-objective", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
                   "num_agents": "num_agents"}
 #: what the evals of results.json also depend on: evals of other settings are not merged
-EVAL_SETTINGS = ("task", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
+EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
 
 
 def rollout_steps(steps: int, num_envs: int) -> int:
@@ -190,10 +193,25 @@ def rollout_steps(steps: int, num_envs: int) -> int:
     return -(-steps // per) * per
 
 
-def run_settings(a: argparse.Namespace) -> dict[str, Any]:
-    """The training settings of this invocation, as :data:`SETTINGS_NAME` records them."""
-    return {"task": a.task, "radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads,
-            "num_agents": 3 if a.task == "spread" else 2, "steps": a.steps}
+#: the encoder's params (--cf-coef, --cf-objective) and their defaults (the generator's): recorded and compared only
+#: for the variants with a learned payload (the raw ones have no encoder, so these params change nothing there)
+ENCODER_DEFAULTS = {"cf_coef": 0.1, "cf_objective": "value"}
+
+
+def learned(variant: str) -> bool:
+    """Whether ``variant``'s messages come from the encoder."""
+    comm = VARIANTS[variant.split("/")[0]][0]
+    return comm is not None and comm["payload"] == "learned"
+
+
+def run_settings(a: argparse.Namespace, variant: str | None = None) -> dict[str, Any]:
+    """The training settings of this invocation for ``variant``, as :data:`SETTINGS_NAME` records them (the encoder's
+    params only for a learned-payload variant)."""
+    out = {"task": a.task, "radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads,
+           "num_agents": 3 if a.task == "spread" else 2, "steps": a.steps}
+    if variant is not None and learned(variant):
+        out.update(cf_coef=a.cf_coef, cf_objective=a.cf_objective)
+    return out
 
 
 def _has_training(run_dir: Path) -> bool:
@@ -210,7 +228,8 @@ def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any] | None:
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(d, dict):
-            return {"task": "spread", "policy_reads": "attention", "num_agents": 3, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
+            enc = ENCODER_DEFAULTS if run_dir.parent.name in VARIANTS and learned(run_dir.parent.name) else {}
+            return {"task": "spread", "policy_reads": "attention", "num_agents": 3, **enc, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
                                                                       if k in d}}
     return None
 
@@ -218,7 +237,7 @@ def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any] | None:
 def settings_conflict(run_dir: Path, old: dict[str, Any], new: dict[str, Any]) -> str | None:
     """One line saying how ``new`` differs from the settings ``old`` that ``run_dir`` was trained with (a smaller
     ``--steps`` budget too), or None when the run may be reused or continued."""
-    diffs = [f"{opt} {old[k]} (now {new[k]})" for k, opt in TRAIN_SETTINGS.items() if k in old and old[k] != new[k]]
+    diffs = [f"{opt} {old[k]} (now {new.get(k)})" for k, opt in TRAIN_SETTINGS.items() if k in old and old[k] != new.get(k)]
     if old.get("task", "spread") != new.get("task", "spread"):  # the radius and agents follow from the task
         diffs = [f"--task {old.get('task', 'spread')} (now {new.get('task', 'spread')})"]
     if "steps" in old and "num_envs" in old and old["num_envs"] == new["num_envs"] and \
@@ -231,9 +250,9 @@ def settings_conflict(run_dir: Path, old: dict[str, Any], new: dict[str, Any]) -
             f"another --out (or the same settings)")
 
 
-def check_runs(out: Path, runs: list[tuple[str, int]], settings: dict[str, Any]) -> None:
+def check_runs(out: Path, runs: list[tuple[str, int]], settings: Any) -> None:
     """Before any training: every (variant, seed) run of ``runs`` already in ``out`` (finished, or a checkpoint
-    only) was trained with ``settings`` (:func:`settings_conflict`).
+    only) was trained with ``settings`` (:func:`settings_conflict`): a dict, or a function of the variant giving one.
 
     Raises:
         ConfigError: the first run that was not, naming its directory, the settings that differ (old and new) and
@@ -244,14 +263,14 @@ def check_runs(out: Path, runs: list[tuple[str, int]], settings: dict[str, Any])
         if not _has_training(run_dir):
             continue
         old = recorded_settings(run_dir, out)
-        why = None if old is None else settings_conflict(run_dir, old, settings)
+        why = None if old is None else settings_conflict(run_dir, old, settings(v) if callable(settings) else settings)
         if why:
             raise ConfigError(why)
 
 
 def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: float | None,
               policy_reads: str = "attention", settings: dict[str, Any] | None = None,
-              task: str = "spread") -> dict[str, Any]:
+              task: str = "spread", encoder: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train (or resume, or skip if finished) one (variant, seed); returns the train summary. ``settings``
     (:func:`run_settings`) are recorded beside the run (:data:`SETTINGS_NAME`) before it trains."""
     run_dir = out / variant / f"seed-{seed}"
@@ -265,7 +284,7 @@ def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: f
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_json(run_dir / SETTINGS_NAME, {**settings, "steps": steps}, indent=1)
     torch.manual_seed(seed)
-    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads, task=task)
+    agent = make_agent(variant, cfg.num_envs, radius, policy_reads=policy_reads, task=task, encoder=encoder)
     channel = make_channel(variant, agent)
     trainer = PPOTrainer(agent, cfg, seed, channel=channel if channel is not None else None)
     return fit(trainer, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"{variant} seed {seed}")
@@ -281,7 +300,7 @@ def earlier_evals(out: Path, a: argparse.Namespace) -> tuple[dict[str, dict[int,
     except (OSError, ValueError, KeyError, TypeError):
         return {}, {}
     now = vars(a)
-    old = {"task": "spread", "policy_reads": "attention", **args}
+    old = {"task": "spread", "policy_reads": "attention", **ENCODER_DEFAULTS, **args}
     diff = [f"--{k.replace('_', '-')} {old.get(k)} (now {now[k]})" for k in EVAL_SETTINGS if old.get(k) != now[k]]
     if diff:
         print(f"{out / 'results.json'}: its evals were made with {', '.join(diff)}: not kept", flush=True)
@@ -352,6 +371,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--policy-reads", choices=["attention", "slots"], default="attention",
                     help="what the policy reads of the inbox: the receiver's attention summary, or every sender "
                          "slot's payload (the generator's policy_reads; default attention)")
+    ap.add_argument("--cf-coef", type=float_at_least(0), default=ENCODER_DEFAULTS["cf_coef"],
+                    help="weight of the counterfactual marginal value in the encoder's loss, >= 0 (default "
+                         f"{ENCODER_DEFAULTS['cf_coef']}; learned-payload variants only)")
+    ap.add_argument("--cf-objective", choices=["value", "error"], default=ENCODER_DEFAULTS["cf_objective"],
+                    help="what a copy's marginal value measures: value = the change in the receiver's value "
+                         "estimate, error = the reduction of its squared value error (default "
+                         f"{ENCODER_DEFAULTS['cf_objective']}; learned-payload variants only)")
     ap.add_argument("--out", default="runs/ddacom_gen",
                     help="results folder: <variant>/seed-<s>/ training runs and results.json; a rerun with the same "
                          "settings reuses or resumes its runs (default runs/ddacom_gen)")
@@ -376,7 +402,8 @@ def main(argv: list[str] | None = None) -> None:
                              minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
-    settings = run_settings(a)
+    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective}
+    settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
     _PROGRESS.clear()
     _PROGRESS.update(out=out, run=None)
     check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
@@ -396,10 +423,10 @@ def main(argv: list[str] | None = None) -> None:
     for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
         for v in variants:
             _PROGRESS["run"] = (v, seed)
-            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings, a.task)
+            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings(v), a.task, encoder)
             wall[v][seed] = s["wall_time_s"]
             evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
-                                             a.eval_envs, a.eval_episodes, a.policy_reads, a.task)
+                                             a.eval_envs, a.eval_episodes, a.policy_reads, a.task, encoder)
             print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s; total {time.time() - t0:.0f} s)", flush=True)
         done = 0  # seeds 0..done-1 with an eval of every variant
         while all(done in per for per in evals.values()):
