@@ -451,7 +451,11 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             except ConfigError as exc:  # a value of a --grid axis is named as that, not as an override
                 raise _as_grid_value(exc, c[len(fixed):-1]) from None
             cfgs.append(cfg_c)
-            check_buildable(cfg_c, file=str(config))
+            try:
+                check_buildable(cfg_c, file=str(config))
+            except ConfigError as exc:  # named as the override or --grid value that set it, else the file
+                exc = in_file(blame_override(exc, config, c), str(config))
+                raise _as_grid_value(exc, c[len(fixed):-1]) from None
             if cfg_c.out_dir not in out_dirs:  # once per folder, before any run starts (as `coopsim run` fails)
                 out_dirs.add(cfg_c.out_dir)
                 try:

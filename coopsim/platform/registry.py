@@ -134,29 +134,55 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
 
 def _fixed_hint(kind: str, id_: str, factory: Variant, k: str, value: Any, key_prefix: str) -> str:
     """What to do instead of setting a param an id fixes: pick the id that fixes it to ``value`` (listing the ids of
-    the same family that fix ``k`` on the same class, e.g. every ``smac/<map>-v0``)."""
+    the same family that fix ``k`` on the same class, e.g. every ``smac/<map>-v0``), or an id of the same class that
+    leaves ``k`` free (e.g. ``coop_game/Grid-v0`` for any height). Only registered ids are named."""
     family = id_.split("/", 1)[0] + "/" if "/" in id_ else ""
     siblings: dict[Any, str] = {}
-    for ep in _eps(kind):
+    sibling_fixed: dict[str, dict[str, Any]] = {}
+    free: list[tuple[int, str]] = []  # (preference, id) of the ids that take any ``k``
+    own = {f: factory.defaults.get(f) for f in factory.fixed if f != k}
+    for ep in sorted(_eps(kind), key=lambda e: e.name):
         if family and not ep.name.startswith(family):
             continue
         try:
             f = ep.load()
         except Exception:
             continue
-        if isinstance(f, Variant) and f.cls is factory.cls and k in f.fixed:
-            siblings.setdefault(f.defaults.get(k), ep.name)
+        if isinstance(f, Variant) and f.cls is factory.cls:
+            if k in f.fixed:
+                siblings.setdefault(f.defaults.get(k), ep.name)
+                sibling_fixed[ep.name] = {g: f.defaults.get(g) for g in f.fixed if g != k}
+            elif all(own.get(g, _NONE) == f.defaults.get(g) for g in f.fixed):
+                free.append((len(f.defaults), ep.name))
+        elif f is factory.cls:
+            free.append((-1, ep.name))
     id_key = key_prefix.removesuffix("params.") + "id" if key_prefix.endswith("params.") else "the id"
     setting = f"{id_key}=" if key_prefix.endswith("params.") else "id "
+    free_hint = ""
+    if free:
+        free_id = min(free)[1]
+        free_hint = f"set any {k} with {setting}{free_id} and {key_prefix}{k}={value!r}"
     try:
         known = value in siblings
     except TypeError:  # an unhashable value (a YAML mapping or list) fixes no id
         known = False
     if known:
-        return f"To use {k}={value!r}, choose its id: {setting}{siblings[value]}"
+        sib = siblings[value]
+        also = {g: v for g, v in sibling_fixed[sib].items() if own.get(g, _NONE) != v}
+        if not also:
+            return f"To use {k}={value!r}, choose its id: {setting}{sib}"
+        fixes = ", ".join(f"{g}={v!r}" for g, v in also.items())
+        return (f"To use {k}={value!r}, choose its id: {setting}{sib} (it also fixes {fixes})"
+                + (f", or {free_hint}" if free_hint else ""))
     pattern = id_.replace(str(factory.defaults.get(k)), f"<{k}>", 1)
-    vals = ", ".join(str(v) for v in sorted(siblings, key=str))
-    return f"Choose the {k} with {setting}{pattern}; {k}s: {vals}"
+    if len(siblings) > 1 and all(pattern.replace(f"<{k}>", str(v), 1) == sid for v, sid in siblings.items()):
+        vals = ", ".join(str(v) for v in sorted(siblings, key=str))
+        listed = f"choose the {k} with {setting}{pattern}; {k}s: {vals}"
+    else:  # the ids do not follow one pattern (coop_game/Grid4x4-v0 fixes height and width): name each
+        listed = f"ids that fix {k}: " + ", ".join(f"{sid} ({k}={v!r})" for v, sid in
+                                                  sorted(siblings.items(), key=lambda kv: kv[1]))
+    hint = f"{free_hint}; {listed}" if free_hint else listed
+    return hint[0].upper() + hint[1:]
 
 
 def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | None = None, key_prefix: str = "") -> None:

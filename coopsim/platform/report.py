@@ -171,7 +171,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         if not has_metrics:
             raise CoopsimError(f"{mpath}: missing; the run directory has no metrics.jsonl (the file `coopsim run` "
                                f"writes one line to per finished episode), so there is nothing to report")
-        raise CoopsimError(f"{d}: {_no_episode_reason(d, bad)}")
+        raise CoopsimError(f"{d}: {_no_episode_reason(d, bad, cut)}")
     if damaged:
         damaged = (f"{summ_path}: {damaged}; shown: the summary of metrics.jsonl's {len(rows)} episode(s) "
                    f"(the file is left as it is)")
@@ -381,10 +381,14 @@ def _bad_rows_note(path: Path, bad: list[tuple[int, str]]) -> str:
             f"with an integer 'seed'")
 
 
-def _no_episode_reason(d: Path, bad: list[tuple[int, str]]) -> str:
-    """Why a run with an empty (or all-damaged) metrics.jsonl has nothing to report."""
+def _no_episode_reason(d: Path, bad: list[tuple[int, str]], cut: int | None = None) -> str:
+    """Why a run with an empty (or all-damaged) metrics.jsonl has nothing to report (``cut``: the number of its
+    cut-off last line, :func:`_read_metrics`)."""
     if bad:
         return f"no usable episode: {_bad_rows_note(d / 'metrics.jsonl', bad)}"
+    if cut is not None:  # its only episode line is cut off: a damaged file, not a run that finished no episode
+        return (f"no usable episode: {d / 'metrics.jsonl'}: line {cut} is not valid JSON (cut off: the file is "
+                f"damaged, or the run was killed while writing that episode)")
     try:
         summary = json.loads((d / "summary.json").read_text())
     except (OSError, ValueError):
@@ -1016,6 +1020,25 @@ def shown_line_keys(line_keys: list[str], flat: list[dict[str, Any]]) -> list[st
     return short[:MAX_TABLE_KEYS]
 
 
+def table_headers(keys: list[str], others: list[str] = ()) -> dict[str, str]:
+    """The comparison table's header of each dotted config key of ``keys``: its shortest ending of whole parts that
+    no other key or column (``keys``, ``others``) ends with, e.g. ``agents.params.delta`` -> ``delta``, and
+    ``agents.params.seed`` beside ``scenario.params.seed`` -> ``agents.params.seed``; an id keeps its section
+    (``agents.id``). ``compare.csv`` keeps the full keys."""
+    columns = list(keys) + list(others)
+    out = {}
+    for k in keys:
+        parts = k.split(".")
+        n = min(2 if parts[-1] == "id" else 1, len(parts))
+        while n < len(parts):
+            end = ".".join(parts[-n:])
+            if not any(o != k and (o == end or o.endswith("." + end)) for o in columns):
+                break
+            n += 1
+        out[k] = ".".join(parts[-n:])
+    return out
+
+
 def _cell(labels: dict[str, dict[str, str]], key: str, value: Any) -> str:
     """A comparison table cell (or legend part) of ``key``'s ``value``: its short form from ``labels`` if it has one."""
     return labels.get(key, {}).get(value, value)
@@ -1102,14 +1125,19 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     if len(keys) < len(result["line_keys"]):
         notes.append(f"{len(result['line_keys']) - len(keys)} more config key(s) differ (long values or many "
                      f"keys); compare.csv has every one")
+    heads = table_headers(keys, [*result["line_keys"], result["x_key"] or "", "seeds", *metrics])
+    if any(heads[k] != k for k in keys):
+        notes.append("config key columns are headed by the ends of their keys (compare.csv has the full keys)")
+    if any(row["line"][k] == "None" for row in result["table"] for k in keys):
+        notes.append("— = a key the run does not set")
     caption = "; ".join(notes) or None
     t = Table(title="comparison (mean over seeds [95% CI])", caption=caption)
     labels = result.get("labels") or {}
     for k in keys:
         if k in labels:  # a checkpoint's short form is what tells rows apart: never cut to "…", folded if need be
-            t.add_column(k, min_width=min(max(map(len, labels[k].values()), default=0), 60), overflow="fold")
+            t.add_column(heads[k], min_width=min(max(map(len, labels[k].values()), default=0), 60), overflow="fold")
         else:
-            t.add_column(k)
+            t.add_column(heads[k], overflow="fold")  # a header is wrapped, never cut to an ambiguous "…" stub
     if result["x_key"]:
         t.add_column(result["x_key"], justify="right")
     pooled = bool(result.get("pooled_seeds"))
@@ -1118,7 +1146,7 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     for m in metrics:
         t.add_column(m, justify="right")
     for row in result["table"]:
-        cells = [_cell(labels, k, row["line"][k]) for k in keys]
+        cells = ["—" if row["line"][k] == "None" else _cell(labels, k, row["line"][k]) for k in keys]  # None: not set
         if result["x_key"]:
             cells.append(str(row["x"]))
         if pooled:

@@ -102,7 +102,8 @@ class RunParts:
 
 def scenario_error(exc: ConfigError, file: str | None) -> ConfigError:
     """``exc``, raised by a scenario's own check (which names its param only, ``num_goals``, and no file),
-    re-addressed to ``scenario.params.<key>`` of ``file``; ``exc`` itself when it names both already."""
+    re-addressed to ``scenario.params.<key>`` of ``file`` (its ``also`` keys likewise); ``exc`` itself when it names
+    both already."""
     if not ((exc.key and not exc.key.startswith("scenario.")) or (file and not exc.file)):
         return exc
     msg = str(exc)
@@ -110,8 +111,12 @@ def scenario_error(exc: ConfigError, file: str | None) -> ConfigError:
         msg = msg[len(str(exc.file)) + 2:]
     if exc.key and msg.startswith(f"key '{exc.key}': "):
         msg = msg[len(f"key '{exc.key}': "):]
-    key = exc.key if not exc.key or exc.key.startswith("scenario.") else f"scenario.params.{exc.key}"
-    return ConfigError(msg, file=exc.file or file, key=key, value=exc.value)
+    def full(k: str | None) -> str | None:
+        return k if not k or k.startswith("scenario.") else f"scenario.params.{k}"
+
+    # the other params of a check across params (``also``) too, so an override of one of them can be blamed
+    return ConfigError(msg, file=exc.file or file, key=full(exc.key), value=exc.value,
+                       also=tuple(full(k) for k in getattr(exc, "also", ())))
 
 
 def learns_online(cls: Any, params: dict[str, Any] | None = None) -> bool:

@@ -62,7 +62,9 @@ def run_episode(sc, agent, shield, seed: int | None, *, v_star: float | None = N
            "shield/interventions": float(interventions), "shield/uncertified": float(uncertified), "steps": float(steps)}
     out.update(costs)
     if v_star is not None:
-        out["regret"] = float(v_star - ret.mean())
+        from coopsim.scenarios.coop_game.core import regret
+
+        out["regret"] = regret(v_star, float(ret.mean()))
     return out
 
 
@@ -206,7 +208,9 @@ def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_par
                 vals = evaluate(w.transition_matrix(), team_reward(w, sc.targets()), plan.policy)
                 plan_value.clear()
                 plan_value[key] = float(vals[0, joint_index(sc.starts(), w.num_cells)])
-            m["expected_regret"] = v_star - plan_value[key]
+            from coopsim.scenarios.coop_game.core import regret
+
+            m["expected_regret"] = regret(v_star, plan_value[key])
         if true_support_every and hasattr(agent, "conservativeness") and (ep % true_support_every == 0 or ep == episodes - 1):
             m["conservativeness"] = agent.conservativeness(sc.world().true_prob > 0)
             m["conservativeness_visited"] = agent.conservativeness(sc.world().true_prob > 0, visited_only=True)

@@ -64,6 +64,14 @@ from coopsim.scenarios.coop_game.world import World, graph_world, grid_world
 ConstraintName = Literal["separation", "resource", "connectivity"]
 
 
+def regret(v_star: float, team_return: float) -> float:
+    """``v_star - team_return``, exactly ``0.0`` when the difference is float rounding (``|d| <= 1e-9 *
+    max(1, |v_star|)``; V* and the return sum the same rewards in another order). A realized regret can be
+    below 0 (a lucky episode beats the expected optimum V*); that is kept."""
+    d = float(v_star) - float(team_return)
+    return 0.0 if abs(d) <= 1e-9 * max(1.0, abs(float(v_star))) else d
+
+
 class CoopGameParams(ScenarioParams):
     world: Literal["grid", "graph"] = Field("grid", description="grid (4-connected) or graph (planar, Delaunay)")
     height: int = Field(5, ge=1, le=1024, description="grid rows (cells), 1..1024")
@@ -192,7 +200,9 @@ class CoopGameCore(ScenarioCore):
                 target = rng.choice(w.num_cells, size=N, replace=False).astype(np.int64)
                 return start, target
         raise ConfigError(f"could not place {N} agents satisfying {p.constraints} (min_dist={p.min_dist}, comm_range={p.comm_range}, "
-                          f"load_frac={p.load_frac}); use a larger world or looser constraints", key="num_agents", value=N)
+                          f"load_frac={p.load_frac}); use a larger world or looser constraints", key="num_agents", value=N,
+                          also=("min_dist", "comm_range", "load_frac", "constraints", "margin", "start_spacing",
+                                "height", "width"))
 
     # --- core API -------------------------------------------------------------------------------
     def reset(self, seed=None, env_ids=None):
@@ -267,7 +277,7 @@ class CoopGameCore(ScenarioCore):
         for e in range(self.num_envs):
             m = {"team_return": float(self._ret[e]), "violations": float(self._viol[e])}
             if v_star is not None:
-                m.update(optimal_return=v_star, regret=v_star - float(self._ret[e]))
+                m.update(optimal_return=v_star, regret=regret(v_star, float(self._ret[e])))
             out.append(m)
         return out
 

@@ -78,7 +78,7 @@ def sample_extra_goals(blocked: np.ndarray, starts_xy: np.ndarray, taken_xy: np.
                    f"{int(have[r])} free cells left after their starts (every start and goal is a distinct cell: "
                    f"num_agents x (1 + num_goals) = {int(need[r]) * (1 + count)} > {size} free cells of the region); "
                    f"use fewer agents or goals, or a larger map")
-        raise ConfigError(msg, key="num_goals", value=count)
+        raise ConfigError(msg, key="num_goals", value=count, also=("num_agents", "map", "scen", "random_size"))
     # rank of each agent within its region (stable, by agent index)
     ao = np.argsort(agent_lab, kind="stable")
     rank = np.empty(n, dtype=np.int64)
