@@ -27,6 +27,8 @@ the policy (DDACOM's decoupled message generation) -- three optional members of 
 ``obs``), ``on_feedback(fb)`` (the channel's per-sender delivery feedback after every ``deliver``) and
 ``update(batch) -> stats`` (called once per rollout with the :class:`RolloutBatch`; the module trains
 itself with its own optimizer, and the trainer leaves its parameters out of the policy's optimizer).
+A module that keeps state across steps (a receiver that holds the last copy of each sender) may also have
+``new_episode(env_ids)``, called for the envs that start an episode.
 """
 from __future__ import annotations
 
@@ -174,6 +176,8 @@ class CommModule(Protocol):
     #   reads_obs: bool = False -- messages(..., obs=) and receive(..., obs=) get float32 [E, N, D] observations
     #   on_feedback(fb: Feedback | None) -> None -- per-sender delivery feedback after each deliver
     #   update(batch: RolloutBatch) -> dict[str, float] -- self-training once per rollout (own optimizer)
+    #   new_episode(env_ids: np.ndarray | None) -> None -- these envs (None: all) start an episode (the trainer for
+    #     the envs it resets, MAPPO.reset for all): a module that keeps state across steps drops it there
 
 
 def load_hook(spec: Any, *, key: str, file: str | None = None) -> Any:

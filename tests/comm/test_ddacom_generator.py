@@ -205,3 +205,61 @@ def test_marginal_gain_by_removing_each_copy(objective):
                 assert torch.isclose(gain[b, j], want, atol=1e-6), (b, j)
     with pytest.raises(ValueError):
         DDACOMGenerator(cf_objective="flattery")
+
+
+def test_hold_inbox_keeps_each_senders_last_copy_until_the_episode_ends():
+    """``inbox: hold``: a receiver reads each sender's last copy of the episode (a newer one replaces it); the
+    envs that start an episode (``new_episode``) drop theirs, the others keep them; ``step`` reads only this step's."""
+    E, N, D = 2, 3, 4
+    hold = make_gen(E=E, N=N, D=D, inbox="hold", policy_reads="slots")
+    step = make_gen(E=E, N=N, D=D, policy_reads="slots")
+    rng = np.random.default_rng(4)
+    o1, o2 = (rng.standard_normal((E, N, D)).astype(np.float32) for _ in range(2))
+    out1 = hold.messages(torch.zeros(E, N, 8), np.ones((E, N), bool), 0, 0.1, obs=o1)
+    with torch.no_grad():
+        p1, p2 = (hold.encode(torch.as_tensor(o)).numpy() for o in (o1, o2))
+    first = (out1.src == 0) & (out1.dst == 1)  # only sender 0 -> receiver 1 arrives, in both envs
+    got = hold.receive(out1.select(first), E, N, obs=o1)
+    np.testing.assert_allclose(got[:, 1, 0:2], p1[:, 0], atol=1e-7)
+    got = hold.receive(out1.select(np.zeros(len(out1), bool)), E, N, obs=o1)  # nothing arrives: still held
+    np.testing.assert_allclose(got[:, 1, 0:2], p1[:, 0], atol=1e-7)
+    assert got[:, 1, N * 2:].tolist() == [[1, 0, 0]] * E and (got[:, [0, 2]] == 0).all()
+    assert step.receive(out1.select(np.zeros(len(out1), bool)), E, N, obs=o1).sum() == 0  # step: nothing
+    out2 = hold.messages(torch.zeros(E, N, 8), np.ones((E, N), bool), 1, 0.1, obs=o2)
+    newer = (out2.src == 0) & (out2.dst == 1) & (out2.env == 0)
+    got = hold.receive(out2.select(newer), E, N, obs=o2)
+    np.testing.assert_allclose(got[0, 1, 0:2], p2[0, 0], atol=1e-7)  # replaced in env 0
+    np.testing.assert_allclose(got[1, 1, 0:2], p1[1, 0], atol=1e-7)  # kept in env 1
+    assert hold._records[-1]["present"][:, 1, 0].all()  # the encoder trains on what the receiver read
+    hold.new_episode(np.array([1]))
+    got = hold.receive(out2.select(np.zeros(len(out2), bool)), E, N, obs=o2)
+    np.testing.assert_allclose(got[0, 1, 0:2], p2[0, 0], atol=1e-7)
+    assert (got[1] == 0).all()  # env 1 started an episode: nothing held
+    step.new_episode(None)  # a no-op with inbox: step
+
+
+def test_an_unchanged_payload_is_not_resent_after_hearing_the_receiver():
+    """DDACOM's sender over payloads with ``min_deviation_m``: a copy goes once; hearing the receiver's own payload
+    does not make the sender believe the receiver holds something else (before, it resent every step); a new
+    episode (``inbox: hold``) sends it again."""
+    E, N, D = 1, 2, 4
+    gen = make_gen(sender="ddacom", E=E, N=N, D=D, inbox="hold",
+                   sender_params={"min_deviation_m": 1e-6, "initial_rate_frac": 1.0})
+    obs = np.random.default_rng(5).standard_normal((E, N, D)).astype(np.float32)
+    sent = []
+    for t in range(4):
+        out = gen.messages(torch.zeros(E, N, 8), np.ones((E, N), bool), t, 0.1, obs=obs)
+        sent.append(len(out))
+        gen.receive(out, E, N, obs=obs)  # every copy arrives
+    assert sent == [2, 0, 0, 0]
+    gen.new_episode(None)
+    assert len(gen.messages(torch.zeros(E, N, 8), np.ones((E, N), bool), 4, 0.1, obs=obs)) == 2
+
+
+def test_the_trainer_tells_the_comm_module_which_envs_start_an_episode(monkeypatch):
+    tr, _ = trainer(epochs=0, channel="ideal")
+    calls = []
+    monkeypatch.setattr(tr.agent.comm, "new_episode", lambda ids: calls.append(np.asarray(ids).tolist()), raising=False)
+    for _ in range(3):  # 3 rollouts of 10 steps: the 25-step episodes of all 4 envs end once
+        tr.train_iteration()
+    assert calls == [[0, 1, 2, 3]]

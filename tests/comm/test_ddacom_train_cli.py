@@ -248,3 +248,19 @@ def test_encoder_params_are_recorded_for_learned_runs_only(tmp_path):
     assert code == 0, err
     code, _, err = _main([*argv, "--variants", "learned_ddacom"])
     assert code == 2 and "--cf-coef 0.5 (now 0.1), --cf-objective error (now value)" in err
+
+
+def test_inbox_hold_is_recorded_for_ddacom_sent_runs_only(tmp_path):
+    out = tmp_path / "hold"
+    argv = ["--task", "speaker_listener", "--seeds", "1", *TINY, "--policy-reads", "slots", "--out", str(out)]
+    code, stdout, err = _main([*argv, "--variants", "no_comm,broadcast_ideal,raw_ddacom", "--inbox", "hold"])
+    assert code == 0, err
+    rec = lambda v: json.loads((out / v / "seed-0" / train.SETTINGS_NAME).read_text())  # noqa: E731
+    assert rec("raw_ddacom")["inbox"] == "hold" and "inbox" not in rec("broadcast_ideal")
+    agent = train.make_agent("raw_ddacom", 2, None, policy_reads="slots", task="speaker_listener",
+                             encoder={"inbox": "hold"})
+    assert agent.comm.p.inbox == "hold" and agent.comm.p.sender_params == train.HOLD_SENDER
+    ev = json.loads((out / "results.json").read_text())["evals"]["raw_ddacom"]["0"]
+    assert ev["messages_vs_broadcast"] < 0.5  # the speaker's unchanged goal colour goes once per episode
+    code, _, err = _main([*argv, "--variants", "raw_ddacom"])
+    assert code == 2 and "--inbox hold (now step)" in err

@@ -80,6 +80,10 @@ class GeneratorParams(BaseModel):
                              "receiver's value estimate, V(o_i, M_i) - V(o_i, M_i \\ j) (the encoder is pushed to raise "
                              "it); 'error': the change in the receiver's squared value error, "
                              "(V(o_i, M_i \\ j) - G_i)^2 - (V(o_i, M_i) - G_i)^2 (pushed to make it right)")
+    inbox: Literal["step", "hold"] = Field(
+        "step", description="what a receiver reads: 'step': the copies delivered this step; 'hold': each sender's "
+                            "last copy delivered in this episode (what DDACOM's ranking assumes the receiver holds; "
+                            "the sender's beliefs restart with each episode too: new_episode)")
     policy_reads: Literal["attention", "slots"] = Field(
         "attention", description="what the action policy reads of the inbox (as data either way): 'attention': the "
                                  "receiver's summary [z_i, |M_i| / (N - 1)] (H + 1 floats); 'slots': every sender "
@@ -179,11 +183,11 @@ class PayloadSender:
         return mask[:, :, 0, :]
 
     def on_receive(self, inbox: MessageBatch) -> None:
-        p = inbox.payload.astype(np.float64)
-        self.s.heard[inbox.env, inbox.dst, inbox.src, 0] = p
-        self.s.has_heard[inbox.env, inbox.dst, inbox.src, 0] = True
-        if hasattr(self.s, "info"):
-            self.s.info[inbox.env, inbox.dst, inbox.src, 0] = p
+        """Record what each receiver heard. Unlike an entity message (a teammate that tells me where entity k is
+        holds that value of k), a teammate's payload is about the teammate: it says nothing of what the teammate
+        holds of mine, so it neither marks my copy as held nor sets the deviation's reference (before 2026-12-06 it
+        did: a sender that heard its receiver resent an unchanged payload every step)."""
+        self.s.heard[inbox.env, inbox.dst, inbox.src, 0] = inbox.payload.astype(np.float64)
 
     def on_feedback(self, fb: Feedback | None) -> None:
         self.s.on_feedback(fb)
@@ -225,6 +229,9 @@ class DDACOMGenerator(nn.Module, CommModule):
         self.opt_enc = torch.optim.Adam(self.encoder.parameters(), lr=p.lr) if self.encoder is not None else None
         self.sender = PayloadSender(p.sender, p.sender_params, self.E, self.N, self.P, self.dt_s)
         self._sent_obs: dict[int, np.ndarray] = {}
+        # inbox 'hold': per (env, receiver, sender) the last copy delivered this episode and its sender's observation
+        self._held = (np.zeros((self.E, self.N, self.N, self.P), np.float32), np.zeros((self.E, self.N, self.N), bool),
+                      np.zeros((self.E, self.N, self.N, self.D), np.float32))
         self._records: deque = deque(maxlen=MAX_RECORDS)
         self._pending: dict[str, np.ndarray] | None = None
 
@@ -275,12 +282,28 @@ class DDACOMGenerator(nn.Module, CommModule):
                     sobs[b.env[rows], b.dst[rows], b.src[rows]] = self._sent_obs[int(s)][b.env[rows], b.src[rows]]
         return payload, present, sobs
 
+    def new_episode(self, env_ids: np.ndarray | None = None) -> None:
+        """Envs ``env_ids`` (None: all) start an episode: with ``inbox: hold`` their receivers' held copies are
+        dropped and the sender's beliefs of what they hold restart (its rates and buckets are kept); nothing with
+        ``inbox: step``. The PPO trainer calls it for the envs it resets, :meth:`MAPPO.reset` for all."""
+        if self.p.inbox != "hold" or self.receiver is None:
+            return
+        ids = slice(None) if env_ids is None else np.asarray(env_ids)
+        for a in self._held:
+            a[ids] = 0
+        self.sender.s.new_episode(None if env_ids is None else np.asarray(env_ids))
+
     def receive(self, inbox: MessageBatch, num_envs: int, num_agents: int, obs: np.ndarray | None = None) -> np.ndarray:
         if obs is None:
             raise ValueError("DDACOMGenerator reads observations: call receive(..., obs=[E, N, D])")
         if len(inbox):
             self.sender.on_receive(inbox)
         payload, present, sobs = self.dense(inbox, num_envs, num_agents)
+        if self.p.inbox == "hold":  # the newest copy of each sender replaces the held one
+            hp, hpres, hs = self._held
+            hp[present], hs[present] = payload[present], sobs[present]
+            hpres |= present
+            payload, present, sobs = hp.copy(), hpres.copy(), hs.copy()
         obs = np.asarray(obs, np.float32)
         self._records.append({"obs": obs.copy(), "present": present, "sender_obs": sobs, "payload": payload})
         if self.p.policy_reads == "slots":  # the payloads themselves, per sender slot

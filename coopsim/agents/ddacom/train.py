@@ -88,13 +88,17 @@ def make_agent(variant: str, num_envs: int, radius: float | None, num_agents: in
     """The MAPPO agent of ``variant`` on a fresh core of ``task`` (:data:`TASKS`) with ``num_envs`` envs: simple_spread
     of ``num_agents`` with partial observation at ``radius`` (m), or the mute speaker-listener (``radius`` None,
     ``num_agents`` not read); ``policy_reads``: the generator's param of that name; ``encoder``: the generator's
-    ``cf_coef`` / ``cf_objective`` for a learned-payload variant (default :data:`ENCODER_DEFAULTS`)."""
+    ``cf_coef`` / ``cf_objective`` for a learned-payload variant (default :data:`ENCODER_DEFAULTS`) and ``inbox``
+    for a DDACOM-sent one (``hold``: the generator's ``inbox: hold`` and :data:`HOLD_SENDER`)."""
     comm, _ = VARIANTS[variant]
     sid, params = TASKS[task]
     if task == "spread":
         params = {**params, "num_agents": num_agents, "obs_radius_m": radius}
     core = make_scenario(sid, num_envs=num_envs, **params)
-    enc = {**ENCODER_DEFAULTS, **(encoder or {})} if learned(variant) else {}
+    enc = {**ENCODER_DEFAULTS, **{k: v for k, v in (encoder or {}).items() if k in ENCODER_DEFAULTS}} \
+        if learned(variant) else {}
+    if ddacom_sent(variant) and (encoder or {}).get("inbox", "step") == "hold":
+        enc.update(inbox="hold", sender_params=dict(HOLD_SENDER))
     spec = None if comm is None else {"module": GEN, "params": {**comm, "policy_reads": policy_reads, **enc}}
     return MAPPO(core, comm=spec, hidden=[64, 64])
 
@@ -124,8 +128,11 @@ def evaluate_policy(variant: str, policy: Path, seed: int, radius: float | None,
         ch.reset(seed, num_envs=num_envs, num_agents=N, dt_s=core.dt_s, scenario=core)
     returns = np.zeros((episodes, num_envs))
     t, inbox, slots = 0, None, 0
+    new_episode = getattr(agent.comm, "new_episode", None)
     for ep in range(episodes):
         obs = core.reset(seed=seed * 100_003 + ep)
+        if callable(new_episode):
+            new_episode(None)
         start = t
         while not core.done.all():
             if inbox is not None and len(inbox):
@@ -181,10 +188,11 @@ def summarize(evals: dict[str, dict[int, dict[str, float]]]) -> dict[str, Any]:
 SETTINGS_NAME = "ddacom_settings.json"
 #: the settings a run's policy depends on, as their options; a run is only continued or reused with the same ones
 #: (``--steps`` may grow: training continues)
-TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "cf_coef": "--cf-coef", "cf_objective": "--cf-objective", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
+TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "cf_coef": "--cf-coef", "cf_objective": "--cf-objective",
+                  "inbox": "--inbox", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
                   "num_agents": "num_agents"}
 #: what the evals of results.json also depend on: evals of other settings are not merged
-EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
+EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "inbox", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
 
 
 def rollout_steps(steps: int, num_envs: int) -> int:
@@ -196,6 +204,18 @@ def rollout_steps(steps: int, num_envs: int) -> int:
 #: the encoder's params (--cf-coef, --cf-objective) and their defaults (the generator's): recorded and compared only
 #: for the variants with a learned payload (the raw ones have no encoder, so these params change nothing there)
 ENCODER_DEFAULTS = {"cf_coef": 0.1, "cf_objective": "value"}
+#: --inbox and its default: recorded and compared only for the variants with DDACOM's sender (with the ideal
+#: broadcast every copy arrives every step, so holding the last one changes nothing there)
+INBOX_DEFAULT = {"inbox": "step"}
+#: what --inbox hold gives DDACOM's sender: a copy goes out only when it differs from what its receiver holds, and
+#: the copies of a step reported lossy are resent
+HOLD_SENDER = {"min_deviation_m": 1e-6, "resend_lost": True}
+
+
+def ddacom_sent(variant: str) -> bool:
+    """Whether ``variant``'s copies are picked by DDACOM's sender."""
+    comm = VARIANTS[variant.split("/")[0]][0]
+    return comm is not None and comm["sender"] == "ddacom"
 
 
 def learned(variant: str) -> bool:
@@ -211,6 +231,8 @@ def run_settings(a: argparse.Namespace, variant: str | None = None) -> dict[str,
            "num_agents": 3 if a.task == "spread" else 2, "steps": a.steps}
     if variant is not None and learned(variant):
         out.update(cf_coef=a.cf_coef, cf_objective=a.cf_objective)
+    if variant is not None and ddacom_sent(variant):
+        out.update(inbox=a.inbox)
     return out
 
 
@@ -228,7 +250,9 @@ def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any] | None:
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(d, dict):
-            enc = ENCODER_DEFAULTS if run_dir.parent.name in VARIANTS and learned(run_dir.parent.name) else {}
+            v = run_dir.parent.name
+            enc = {**(ENCODER_DEFAULTS if v in VARIANTS and learned(v) else {}),
+                   **(INBOX_DEFAULT if v in VARIANTS and ddacom_sent(v) else {})}
             return {"task": "spread", "policy_reads": "attention", "num_agents": 3, **enc, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
                                                                       if k in d}}
     return None
@@ -300,7 +324,7 @@ def earlier_evals(out: Path, a: argparse.Namespace) -> tuple[dict[str, dict[int,
     except (OSError, ValueError, KeyError, TypeError):
         return {}, {}
     now = vars(a)
-    old = {"task": "spread", "policy_reads": "attention", **ENCODER_DEFAULTS, **args}
+    old = {"task": "spread", "policy_reads": "attention", **ENCODER_DEFAULTS, **INBOX_DEFAULT, **args}
     diff = [f"--{k.replace('_', '-')} {old.get(k)} (now {now[k]})" for k in EVAL_SETTINGS if old.get(k) != now[k]]
     if diff:
         print(f"{out / 'results.json'}: its evals were made with {', '.join(diff)}: not kept", flush=True)
@@ -378,6 +402,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="what a copy's marginal value measures: value = the change in the receiver's value "
                          "estimate, error = the reduction of its squared value error (default "
                          f"{ENCODER_DEFAULTS['cf_objective']}; learned-payload variants only)")
+    ap.add_argument("--inbox", choices=["step", "hold"], default=INBOX_DEFAULT["inbox"],
+                    help="what a receiver reads of DDACOM-sent copies: step = the copies delivered this step; hold = "
+                         "each sender's last copy of the episode, and DDACOM's sender sends a copy only when it "
+                         "differs from what its receiver holds (resending after lossy reports) (default "
+                         f"{INBOX_DEFAULT['inbox']}; learned_ddacom and raw_ddacom only)")
     ap.add_argument("--out", default="runs/ddacom_gen",
                     help="results folder: <variant>/seed-<s>/ training runs and results.json; a rerun with the same "
                          "settings reuses or resumes its runs (default runs/ddacom_gen)")
@@ -402,7 +431,7 @@ def main(argv: list[str] | None = None) -> None:
                              minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
-    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective}
+    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "inbox": a.inbox}
     settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
     _PROGRESS.clear()
     _PROGRESS.update(out=out, run=None)

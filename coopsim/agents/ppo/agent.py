@@ -176,6 +176,8 @@ class PPOAgent(AgentPlugin):
         self._t = 0
         self._hist: np.ndarray | None = None
         self._gen = torch.Generator().manual_seed(self.params.seed if seed is None else int(seed))
+        if self.comm is not None and callable(getattr(self.comm, "new_episode", None)):
+            self.comm.new_episode(None)  # [HOOK comm] optional: every env starts an episode
 
     def masked_logits(self, x: torch.Tensor, h: torch.Tensor | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:

@@ -347,6 +347,8 @@ class PPOTrainer:
                 self.ep_return[ids], self.ep_len[ids] = 0.0, 0
                 self.episode_t0[ids] = self.t
                 self.prev_a[ids] = -1
+                if agent.comm is not None and callable(getattr(agent.comm, "new_episode", None)):
+                    agent.comm.new_episode(ids)  # [HOOK comm] optional: these envs start an episode
                 next_obs = flatten_obs(core.reset(env_ids=ids), agent.obs_space)
             self.obs = next_obs
             if agent.comm is not None:
