@@ -294,7 +294,8 @@ def validate(config: Path = typer.Argument(..., help="run config (YAML)"),
 @app.command()
 def run(config: Path = typer.Argument(..., help="run config (YAML)"),
         overrides: Optional[List[str]] = typer.Argument(None, help=OVERRIDES_HELP),
-        checkpoint: Optional[Path] = typer.Option(None, help="load agent parameters from this file"),
+        checkpoint: Optional[Path] = typer.Option(None, help="load agent parameters from policy.pt / checkpoint.pt "
+                                                  "written by `coopsim train`, or a training run's seed-<s> directory"),
         progress: bool = typer.Option(True, help="show a progress bar")) -> None:
     """Run every episode of every seed and write runs/<name>-<UTC time>-<id>/ (config, metrics, summary, plots, replays); out_dir=DIR writes DIR/<name>-... instead."""  # noqa: E501
     from coopsim.errors import ConfigError
@@ -816,8 +817,14 @@ def _interrupted_run(exc: BaseException) -> None:
     code = _interrupt_code()
     word = "terminated" if code == 143 else "interrupted"
     where = getattr(exc, "run_dir", None)
-    err_console.print(f"{word}: finished episodes and a valid summary are kept in {where}" if where
-                      else f"{word} before any episode finished", soft_wrap=True, highlight=False)
+    if where and not _finished_episodes(Path(where)):  # the first episode was running: it is lost
+        msg = (f"{word} before the first episode finished: no episode is kept ({where} holds the config and a "
+               "summary saying so; a run keeps whole episodes only)")
+    elif where:
+        msg = f"{word}: finished episodes and a valid summary are kept in {where}"
+    else:
+        msg = f"{word} before any episode finished"
+    err_console.print(msg, soft_wrap=True, highlight=False)
     raise typer.Exit(code=code)
 
 
@@ -987,6 +994,7 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
     from coopsim.platform.report import (load_run, plot_run, plot_training, render_replays, summary_table,
                                          training_run_message, training_seeds)
 
+    stage = "report stopped (it writes each file whole or not at all: none is left half-written)"  # said then
     try:
         seen: dict[Path, Path] = {}
         for d in run_dirs:  # one folder given twice would be pooled with itself (every seed 'ran twice')
@@ -1036,6 +1044,8 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
                 err_console.print(f"[yellow]warning:[/] no plot or replay GIF written: {escape(str(unwritable))}",
                                   markup=True, highlight=False, soft_wrap=True)
             if gif:
+                stage = ("replay GIF not written (no partial file is left; the table and plot above are kept; "
+                         "--no-gif skips the GIF)")
                 try:
                     gifs = render_replays(run_dirs[0])
                 except WriteError as exc:
@@ -1053,6 +1063,10 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             _report_many(list(run_dirs))
     except CoopsimError as exc:
         _fail(exc)
+    except KeyboardInterrupt:
+        _ignore_further_interrupts()
+        err_console.print(f"interrupted: {stage}", soft_wrap=True, highlight=False)
+        raise typer.Exit(code=_interrupt_code())
 
 
 @app.command()
@@ -1083,6 +1097,16 @@ def train(config: Optional[Path] = typer.Argument(None, help="training config (Y
             run_dir = train_main(str(config), list(overrides or []), str(resume) if resume else None,
                                  info=lambda msg: console.print(msg, soft_wrap=True, highlight=False))
     except CoopsimError as exc:
+        from coopsim.platform.recorder import WriteError
+
+        where = getattr(exc, "run_dir", None)
+        if isinstance(exc, WriteError) and where is not None:  # a full disk mid-training: what was kept, how to go on
+            kept = getattr(exc, "kept", None)
+            again = " ".join(shlex.quote(str(x)) for x in [config, *(overrides or [])])
+            what = f"kept {kept}" if kept else "no checkpoint was written (--resume starts every seed over)"
+            _fail(WriteError(f"{exc}; {what}; once it can be written, continue with: {_invoked_as()} train {again} "
+                             f"--resume {shlex.quote(str(where))}", path=exc.path, errno=exc.errno,
+                             strerror=exc.strerror))
         _fail(exc)
     except KeyboardInterrupt as exc:
         _ignore_further_interrupts()

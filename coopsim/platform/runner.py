@@ -473,13 +473,21 @@ def check_first_step(parts: RunParts, cfg: RunConfig, *, file: str | None = None
     check.step(sc, a)
 
 
-def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None = None
+#: steps between two calls of run_episode's ``on_step`` (the step progress of long episodes)
+STEP_CALLBACK_EVERY = 1024
+#: seconds an episode runs before the progress display shows its step count (short episodes never do)
+STEP_PROGRESS_AFTER_S = 5.0
+
+
+def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None = None,
+                on_step: Callable[[int], None] | None = None
                 ) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
     """Run one episode to its end; returns its metrics and the scenario's replay arrays (or None).
 
     With ``check`` (a run's first episode), a failure of the first ``act()`` or ``step()``, or an invalid first
     joint action, is the :class:`FirstStep` ConfigError (key ``agents.id``), and ``check.passed()`` is called once
-    the first step went through.
+    the first step went through. ``on_step(t)`` is called every :data:`STEP_CALLBACK_EVERY` steps (the progress of a
+    long episode).
     """
     sc, agent, channel, shield = parts.scenario, parts.agent, parts.channel, parts.shield
     obs = sc.reset(seed=episode_seed)
@@ -527,6 +535,8 @@ def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None =
         t += 1
         if bool(sc.done[0]):
             break
+        if on_step is not None and t % STEP_CALLBACK_EVERY == 0:
+            on_step(t)
     metrics: dict[str, float] = {"episode_return": team_return, "steps": t}
     metrics.update(sc.episode_metrics()[0])
     metrics.update(costs)
@@ -604,6 +614,8 @@ def run_config(
         run["task"] = bar.add_task(f"{cfg.name}", total=n_jobs)
 
     check = FirstStep(cfg, file=file, passed=open_run)
+    max_steps = getattr(getattr(parts.scenario, "params", None), "max_steps", None)
+    max_text = f" of at most {max_steps:,}" if isinstance(max_steps, int) else ""
     interrupted = False
     error = None  # "Type: message" of an exception that ends the run after its directory exists
     write_failed: WriteError | None = None  # a file of the run directory could not be written (e.g. a full disk)
@@ -614,11 +626,18 @@ def run_config(
             for i, (seed, ep) in enumerate(jobs):
                 ep_seed = seed * cfg.episodes + ep
                 t0 = time.perf_counter()
-                metrics, replay = run_episode(parts, ep_seed, check=None if i else check)
+
+                def step_progress(t: int, i: int = i, t0: float = t0) -> None:  # a long episode: its step count
+                    if "task" in run and time.perf_counter() - t0 >= STEP_PROGRESS_AFTER_S:
+                        bar.update(run["task"], description=f"{cfg.name}  episode {i + 1} of {n_jobs}: step {t:,}"
+                                                            f"{max_text}")
+
+                metrics, replay = run_episode(parts, ep_seed, check=None if i else check, on_step=step_progress)
                 row = {"seed": seed, "episode": ep, "episode_seed": ep_seed, **metrics}
                 if replay is not None:
                     atomic_savez(run["dir"] / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
                 run["metrics"].write(row)
+                run["episodes"] = run.get("episodes", 0) + 1
                 run["timing"].write({"seed": seed, "episode": ep, "wall_s": round(time.perf_counter() - t0, 6),
                                      **parts.agent.episode_timings(), **parts.shield.episode_timings()})
                 if on_episode:
@@ -653,14 +672,17 @@ def run_config(
                 except WriteError as exc:
                     summary_failed = exc
                 else:
-                    try:
-                        from coopsim.platform.report import plot_run
+                    # no episode finished (interrupted or failed in the first): nothing to plot, and no warning that
+                    # the plot failed
+                    if run.get("episodes"):
+                        try:
+                            from coopsim.platform.report import plot_run
 
-                        plot_run(run["dir"])
-                    except Exception as exc:  # plotting never loses results
-                        from coopsim.platform.report import record_plot_error
+                            plot_run(run["dir"])
+                        except Exception as exc:  # plotting never loses results
+                            from coopsim.platform.report import record_plot_error
 
-                        record_plot_error(run["dir"], exc)  # whole or not at all: a full disk leaves no empty file
+                            record_plot_error(run["dir"], exc)  # whole or not at all: a full disk leaves no empty file
             interrupted = interrupted or late[0]
             if summary_failed is not None and error is not None and write_failed is None:
                 # another error ended the run and the summary that would record it could not be written

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from coopsim.errors import ConfigError, in_file
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, blame_override, dump_config, load_config
-from coopsim.platform.recorder import atomic_write_json, atomic_write_text, new_run_dir
+from coopsim.platform.recorder import WriteError, atomic_write_json, atomic_write_text, new_run_dir
 from coopsim.platform.report import TIME_TO_WIN_NAME  # the file that marks a smac_time_to_win.py run
 from coopsim.platform.trainer import (CHECKPOINT_NAME, METRICS_CSV, POLICY_NAME, SUMMARY_NAME, TrainSchedule,
                                      annealed_lr, entropy_coef, fit, load_checkpoint, training_seed_dirs)
@@ -462,6 +462,10 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
         if info is not None:
             info(f"stopped: {exc.kept or 'no checkpoint was written: --resume starts every seed over'}")
         raise
+    except WriteError as exc:  # a full disk, say: every file written before is whole (atomic writes)
+        exc.kept = _write_failure_kept(run_dir, cfg.seeds, schedule.total_env_steps)
+        exc.run_dir = run_dir  # the CLI names it in its resume hint
+        raise
     summary = {
         "config": str(run_dir / CONFIG_NAME),
         "agent": cfg.agents.id,
@@ -577,6 +581,25 @@ def _interrupt_kept(run_dir: Path, seeds: list[int], running: int | None, checkp
             parts.append(f"seed {seed}: finished")
         elif (sub / CHECKPOINT_NAME).is_file():
             parts.append(f"seed {seed}: its last checkpoint ({sub / CHECKPOINT_NAME})")
+    return "; ".join(parts) or None
+
+
+def _write_failure_kept(run_dir: Path, seeds: list[int], budget: int) -> str | None:
+    """What a :func:`train_main` stopped by a failed write (a full disk) keeps, one line (e.g. ``seed 0: checkpoint at
+    10,000 of 100,000 env steps (.../seed-0/checkpoint.pt)``): the checkpoints and summaries written before, each
+    whole; None if no seed holds either."""
+    parts = []
+    for seed in seeds:
+        sub = run_dir / f"seed-{seed}"
+        if (sub / SUMMARY_NAME).is_file():
+            parts.append(f"seed {seed}: finished")
+        elif (sub / CHECKPOINT_NAME).is_file():
+            try:
+                steps = steps_done(sub)
+            except Exception:  # noqa: BLE001 - a checkpoint that cannot be read: named without its step count
+                steps = None
+            at = f"checkpoint at {steps:,} of {budget:,} env steps" if steps is not None else "its last checkpoint"
+            parts.append(f"seed {seed}: {at} ({sub / CHECKPOINT_NAME})")
     return "; ".join(parts) or None
 
 

@@ -45,8 +45,49 @@ from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
 from coopsim.safety.certificate import SafetyCertificate
 from coopsim.safety.model import PlausibleModel
 from coopsim.safety.shields import offer_model
+from coopsim.scenarios.coop_game.solver import joint_table_size, table_size_text
 
 POLICY_FORMAT = "coopsim.graph_safe/1"
+
+
+#: largest ``joint_limit``: the joint planner keeps several float64 tables of ``V^N * A^N`` entries (see
+#: :data:`JOINT_BYTES_PER_ENTRY`), so 1e8 entries already take several GiB
+JOINT_LIMIT_MAX = 1e8
+#: bytes per joint-table entry the joint planner holds at its peak (float64 bonus, Q and masked-Q tables, the bool
+#: safe tables, the constraint sums; measured: about 47 between 3 agents on 4x4 and on 5x5), for the up-front memory check
+JOINT_BYTES_PER_ENTRY = 48
+
+
+def check_joint_planner(V: int, A: int, N: int, params) -> None:
+    """Refuse, when the agent is built, a joint planner whose ``V^N * A^N`` table exceeds ``params.joint_limit``
+    (``planner: joint`` on a large instance) or does not fit the memory (:func:`coopsim.platform.memory.over_limit`).
+
+    Raises:
+        ConfigError: key ``agents.params.planner`` (also ``agents.params.joint_limit``): the table size, the limit,
+            and that ``planner: auto`` or ``factored`` runs any instance.
+    """
+    from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
+
+    size = joint_table_size(V, A, N)
+    table = f"{V}^{N} joint states x {A}^{N} joint actions = {table_size_text(V, A, N)} entries"
+    fix = ("use planner: auto (the joint planner where its table fits joint_limit, the factored planner otherwise) "
+           "or planner: factored (any number of agents)")
+    if size > params.joint_limit:
+        raise ConfigError(f"invalid value {params.planner!r}: the joint planner needs a V^N * A^N table of {table}, "
+                          f"more than agents.params.joint_limit={params.joint_limit:.3g}; {fix}",
+                          key="agents.params.planner", value=params.planner, also=("agents.params.joint_limit",))
+    need = int(size) * JOINT_BYTES_PER_ENTRY
+    over = over_limit(need)
+    if over is not None:
+        limit, avail = over
+        auto = params.planner == "auto"  # auto picked the joint planner: joint_limit is what let it
+        key, value = ("agents.params.joint_limit", params.joint_limit) if auto else ("agents.params.planner", params.planner)
+        raise ConfigError(f"invalid value {value!r} (planner: {params.planner}): the joint planner's tables need "
+                          f"{gib(need)} ({table} x {JOINT_BYTES_PER_ENTRY} bytes), more than {MEMORY_FRACTION:.0%} of "
+                          f"the available memory ({gib(limit)} of {gib(avail)}); lower agents.params.joint_limit below "
+                          f"{size:.3g} so that planner: auto picks the factored planner, or use planner: factored",
+                          key=key, value=value,
+                          also=("agents.params.planner",) if auto else ("agents.params.joint_limit",))
 
 
 class GraphSafeParams(AgentParams):
@@ -73,7 +114,10 @@ class GraphSafeParams(AgentParams):
                                                   "set changed or a (cell, action) count doubled since the last plan (the "
                                                   "UCRL2 epoch rule); doubling: after episodes 1, 2, 4, 8, ...")
     planner: Literal["auto", "joint", "factored"] = Field("auto", description="auto: joint when the joint table fits")
-    joint_limit: float = Field(4e6, gt=0, description="largest V^N * A^N table the joint planner builds (entries)")
+    joint_limit: float = Field(4e6, gt=0, le=JOINT_LIMIT_MAX,
+                               description="largest V^N * A^N table the joint planner builds (entries), in (0, 1e8]: "
+                               "the planner keeps several float64 tables of that size (about 4.5 GiB at 1e8); larger "
+                               "instances need planner: auto or factored")
     max_enumerate: int = Field(3125, ge=1, description="largest component joint-action space solved by enumeration")
     greedy: bool = Field(False, description="act greedily w.r.t. the learned model (no bonus, no learning): evaluation mode")
 
@@ -105,8 +149,10 @@ class GraphSafeAgent(AgentPlugin):
         # the run's certificate-v0 shield certifies with these counts (read at its reset: load() and a
         # resumed trainer's model are what it gets)
         offer_model(scenario, self)
-        size = float(w.num_cells) ** self.N * float(w.num_actions) ** self.N
+        size = joint_table_size(w.num_cells, w.num_actions, self.N)  # inf beyond the float range (N >~ 100)
         self.mode = p.planner if p.planner != "auto" else ("joint" if size <= p.joint_limit else "factored")
+        if self.mode == "joint":
+            check_joint_planner(w.num_cells, w.num_actions, self.N, p)
         self.episodes = 0
         self._next_plan = 0
         self._plan = None

@@ -286,10 +286,10 @@ class CoopGameCore(ScenarioCore):
         truly safe joint actions; :func:`coop_game.solver.solve_scenario`), or None when ``V^N A^N`` exceeds
         ``max_table``. Computed once per instance (a few seconds for 3 agents on 5x5)."""
         if not hasattr(self, "_v_star"):
-            from coopsim.scenarios.coop_game.solver import solve_scenario
+            from coopsim.scenarios.coop_game.solver import joint_table_size, solve_scenario
 
             w = self._world
-            if float(w.num_cells) ** self.num_agents * float(w.num_actions) ** self.num_agents > max_table:
+            if joint_table_size(w.num_cells, w.num_actions, self.num_agents) > max_table:
                 self._v_star = None
             else:
                 sol, _ = solve_scenario(self, max_table)

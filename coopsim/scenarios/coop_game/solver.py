@@ -15,6 +15,7 @@ a 5x5 grid).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import product
 
@@ -39,10 +40,32 @@ def joint_index(cells: np.ndarray, base: int) -> np.ndarray:
     return (cells * w).sum(-1)
 
 
+def joint_table_size(V: int, A: int, N: int) -> float:
+    """Entries ``V^N * A^N`` of the joint table, as a float; ``math.inf`` where it exceeds the float range
+    (``V^N`` alone does from N ~ 103 on a 32x32 grid), so comparisons against a limit still hold."""
+    try:
+        return float(V) ** N * float(A) ** N  # a product beyond the float range is inf already
+    except OverflowError:  # float ** int raises instead
+        return math.inf
+
+
+def table_size_text(V: int, A: int, N: int) -> str:
+    """``V^N * A^N`` as ``'5.19e+49'``, also beyond the float range (``'1.09e+3787'``, from its logarithm)."""
+    size = joint_table_size(V, A, N)
+    if math.isfinite(size):
+        return f"{size:.3g}"
+    exp10 = N * (math.log10(V) + math.log10(A))
+    e = math.floor(exp10)
+    m = 10 ** (exp10 - e)
+    if round(m, 2) >= 10:
+        m, e = m / 10, e + 1
+    return f"{m:.3g}e+{e}"
+
+
 def check_size(V: int, A: int, N: int, max_table: float = 4e6) -> None:
     """Raises ConfigError when the joint table ``V^N x A^N`` exceeds ``max_table`` entries."""
-    if float(V) ** N * float(A) ** N > max_table:
-        raise ConfigError(f"exact solver: {V}^{N} joint states x {A}^{N} joint actions = {float(V) ** N * float(A) ** N:.3g} "
+    if joint_table_size(V, A, N) > max_table:
+        raise ConfigError(f"exact solver: {V}^{N} joint states x {A}^{N} joint actions = {table_size_text(V, A, N)} "
                           f"entries exceeds the limit {max_table:.3g}; use a smaller instance", key="num_agents", value=N)
 
 

@@ -117,7 +117,7 @@ from coopsim.platform.scenario import (STEP_BEFORE_RESET, RebindsViews, Scenario
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
-from coopsim.scenarios.mapf.metrics import EXACT_MAX_GOALS, tour_lower_bound
+from coopsim.scenarios.mapf.metrics import EXACT_MAX_GOALS, check_replay_memory, tour_lower_bound
 from coopsim.scenarios.mapf.render import draw_frame
 from coopsim.scenarios.mapf.sampling import instance_from_scen, random_instance
 
@@ -345,7 +345,9 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         self._invalid_moves = np.zeros(e, dtype=np.int64)
         self._collisions = np.zeros(e, dtype=np.int64)
         self._return = np.zeros(e, dtype=np.float64)
-        # trajectory of canvas cells per step (for replay()); grows by doubling up to max_steps + 1 rows
+        # trajectory of canvas cells per step (for replay()); grows by doubling up to max_steps + 1 rows: refused
+        # here (validate time) when a whole episode's replay would not fit the memory
+        check_replay_memory(p.max_steps, n, e)
         self._traj = np.zeros((min(p.max_steps, 512) + 1, e, n), dtype=np.int32)
         self._lb: list[Optional[float]] = [None] * e
         self._scen_used: list[Optional[str]] = [None] * e
@@ -763,8 +765,11 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             ``goal_reached_at`` int32 ``[N, K]`` (first-visit step, -1 never), ``blocked`` bool ``[H, W]``.
         """
         T = int(min(self._t[env_index], self.params.max_steps))
-        fl = self._traj[:T + 1, env_index].astype(np.int64)
-        pos = np.stack([fl % self._Wc - self._R, fl // self._Wc - self._R], axis=-1).astype(np.int32)
+        fl = self._traj[:T + 1, env_index]  # int32 canvas cells >= 0: x, y computed in int32 (8 bytes per agent-step)
+        pos = np.empty(fl.shape + (2,), np.int32)
+        np.remainder(fl, self._Wc, out=pos[..., 0])
+        np.floor_divide(fl, self._Wc, out=pos[..., 1])
+        pos -= self._R
         return {
             "positions": pos,
             "goals": self._goals_xy[env_index].astype(np.int32),

@@ -47,6 +47,47 @@ def check_distance_memory(num_sources: int, num_unique: int, h: int, w: int) -> 
         f"(scenario.params.random_size / map)", key="scenario.params.num_agents")
 
 
+def replay_bytes_per_step_agent(num_envs: int) -> int:
+    """Bytes per (step, agent) an episode's replay takes at its peak: the int32 trajectory of every env (twice that
+    while it doubles: the old rows and the new array), or that plus, at the episode's end, the replay's int32
+    ``positions`` (x, y) of one env and its compressed ``.npz`` (up to that size again)."""
+    traj = 4 * num_envs
+    return traj + max(traj, 2 * 4 + 2 * 4)
+
+
+def check_replay_memory(max_steps: int, num_agents: int, num_envs: int = 1) -> None:
+    """Refuse, before an episode starts, a replay (``(max_steps + 1) x num_agents`` positions, recorded every step;
+    :func:`replay_bytes_per_step_agent` bytes each) larger than :data:`MEMORY_FRACTION` of the available memory:
+    a long episode of many agents would otherwise fail at its end, with nothing kept.
+
+    Raises:
+        ConfigError: key ``scenario.params.max_steps`` (also ``scenario.params.num_agents``); names the bytes
+            needed, the limit, and the largest max_steps (at this num_agents) and num_agents (at this max_steps)
+            that fit.
+    """
+    from coopsim.errors import ConfigError
+
+    per = replay_bytes_per_step_agent(num_envs)
+    rows = max_steps + 1
+    need = rows * num_agents * per
+    over = over_limit(need)
+    if over is None:
+        return
+    limit, avail = over
+    fit_steps, fit_agents = limit // (num_agents * per) - 1, limit // (rows * per)
+    fits = [f"max_steps <= {fit_steps} at num_agents {num_agents}"] if fit_steps >= 1 else []
+    fits += [f"num_agents <= {fit_agents} at max_steps {max_steps}"] if fit_agents >= 1 else []
+    envs = f" x {num_envs} envs" if num_envs > 1 else ""
+    raise ConfigError(
+        f"invalid value {max_steps} (with scenario.params.num_agents {num_agents}): the episode replay needs "
+        f"{gib(need)} ({rows} steps x {num_agents} agents{envs}, {per} bytes per agent-step: the recorded positions "
+        f"and the replay file written at the episode's end), more than {MEMORY_FRACTION:.0%} of the available memory "
+        f"({gib(limit)} of {gib(avail)}); "
+        + (f"what fits: {', or '.join(fits)}" if fits else "lower max_steps and num_agents")
+        + " (max_steps is the top-level max_steps or scenario.params.max_steps)",
+        key="max_steps", value=max_steps, also=("num_agents",))
+
+
 def _grid_graph(blocked: np.ndarray):
     from scipy import sparse
 
