@@ -5,9 +5,7 @@ run whose only metrics line is cut off says the line is not valid JSON (8)."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,14 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SAFETY = "configs/safety/coop-grid4x4-2ag-all.yaml"
 
 
-def run_cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "coopsim.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "400", "OMP_NUM_THREADS": "1"})
-
-
-def _err(r) -> str:
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    return " ".join(r.stderr.split())
+from cli_helpers import _err, run_cli  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
 # --- 3. a param fixed by the id: the hint names registered ids only -------------------------------------------------

@@ -23,14 +23,7 @@ GRID16 = "configs/safety/coop-grid16x16-16ag.yaml"
 MAPF = "configs/mapf/random-32-32-10.yaml"
 
 
-def run_cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "coopsim.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "400", "OMP_NUM_THREADS": "1"})
-
-
-def _err(r) -> str:
-    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
-    return " ".join(r.stderr.split())
+from cli_helpers import _err, run_cli  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
 @pytest.fixture

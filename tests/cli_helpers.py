@@ -1,0 +1,19 @@
+"""The `coopsim` CLI in a subprocess, for tests that check its messages (tests/ is on sys.path under pytest)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*args, cwd=ROOT):
+    """``python -m coopsim.cli *args`` in ``cwd`` (the repository by default), wide terminal, one thread."""
+    return subprocess.run([sys.executable, "-m", "coopsim.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "COLUMNS": "400", "OMP_NUM_THREADS": "1"})
+
+
+def _err(r) -> str:
+    """The stderr of a refused command (exit 2, no traceback) on one line."""
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    return " ".join(r.stderr.split())
