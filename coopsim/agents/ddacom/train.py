@@ -41,7 +41,8 @@ were made with the same settings (the eval ones too).
 Usage::
 
     .venv/bin/python -m coopsim.agents.ddacom.train --seeds 5 --steps 60000 --out runs/ddacom_gen
-    .venv/bin/python -m coopsim.agents.ddacom.train --task speaker_listener --seeds 3 --steps 300000 --out runs/ddacom_sl
+    .venv/bin/python -m coopsim.agents.ddacom.train --task speaker_listener --policy-reads slots --seeds 3 --steps 1000000 \
+        --variants no_comm,broadcast_ideal,raw_ddacom,learned_ddacom --inbox hold --cf-objective error --out runs/ddacom_sl
 """
 from __future__ import annotations
 
