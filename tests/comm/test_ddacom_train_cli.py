@@ -89,7 +89,7 @@ def test_a_larger_steps_continues_training(copy):
     summary = json.loads((copy / "no_comm" / "seed-0" / "train_summary.json").read_text())
     assert summary["env_steps"] == 300 and summary["resumed"] is True
     assert json.loads((copy / "no_comm" / "seed-0" / train.SETTINGS_NAME).read_text())["steps"] == 300
-    assert "its evals were made with --steps 200 (now 300): not kept" in out
+    assert "not kept, the evals of no_comm (made with --steps 200 (now 300)); broadcast_ideal (made with" in out
 
 
 def test_fewer_seeds_keep_the_evals_of_results_json(copy, base):
@@ -264,3 +264,23 @@ def test_inbox_hold_is_recorded_for_ddacom_sent_runs_only(tmp_path):
     assert ev["messages_vs_broadcast"] < 0.5  # the speaker's unchanged goal colour goes once per episode
     code, _, err = _main([*argv, "--variants", "raw_ddacom"])
     assert code == 2 and "--inbox hold (now step)" in err
+
+
+def test_an_anchor_rerun_with_other_encoder_or_inbox_flags_keeps_the_learned_evals(tmp_path):
+    """Rerunning only the anchors with other --cf-* / --inbox flags (which change nothing for them) keeps the evals of
+    the learned run in results.json with the settings it was evaluated with (fresh29b #2: they were dropped)."""
+    out = tmp_path / "keep"
+    argv = ["--task", "speaker_listener", "--seeds", "1", *TINY, "--out", str(out)]
+    code, _, err = _main([*argv, "--variants", "no_comm,broadcast_ideal,learned_ddacom", "--inbox", "hold",
+                          "--cf-objective", "error"])
+    assert code == 0, err
+    before = json.loads((out / "results.json").read_text())
+    code, stdout, err = _main([*argv, "--variants", "no_comm", "--cf-coef", "3"])
+    assert code == 0, err
+    after = json.loads((out / "results.json").read_text())
+    assert after["evals"] == before["evals"] and "not kept" not in stdout
+    assert after["eval_settings"]["learned_ddacom"]["cf_objective"] == "error"
+    assert after["eval_settings"]["learned_ddacom"]["inbox"] == "hold" and after["args"]["cf_coef"] == 3
+    assert "learned_ddacom" in after["summary"]["rows"]
+    code, stdout, err = _main([*argv, "--variants", "learned_ddacom"])  # now the learned run itself: refused
+    assert code == 2 and "--cf-objective error (now value)" in err

@@ -44,6 +44,7 @@ Reference: DDACOM as summarised in ``methods.md``; attention as in Vaswani et al
 from __future__ import annotations
 
 import math
+import pickle
 from collections import deque
 from typing import Any, Literal
 
@@ -404,6 +405,18 @@ class DDACOMGenerator(nn.Module, CommModule):
         return (cf["v_without"].detach() - target.unsqueeze(-1)) ** 2 - ((cf["v_with"] - target) ** 2).unsqueeze(-1)
 
     # ---------------------------------------------------------------- checkpoints
+    def runtime_state(self) -> bytes:
+        """What the generator keeps between steps beyond its parameters (the sender's probe, bucket and beliefs, the
+        held copies, the observations behind copies in flight, the receive records of the rollout in progress and
+        the pending bootstrap inputs), pickled: the trainer's checkpoint holds it so a resumed run continues exactly.
+        Not part of the policy file: an evaluation starts from a fresh sender."""
+        return pickle.dumps((self.sender, self._held, self._sent_obs, list(self._records), self._pending))
+
+    def load_runtime_state(self, blob: bytes) -> None:
+        """Restore :meth:`runtime_state` (a resumed trainer)."""
+        self.sender, self._held, self._sent_obs, records, self._pending = pickle.loads(blob)
+        self._records = deque(records, maxlen=MAX_RECORDS)
+
     def get_extra_state(self) -> dict[str, Any]:
         return {"opt_recv": self.opt_recv.state_dict() if self.receiver is not None else None,
                 "opt_enc": self.opt_enc.state_dict() if self.opt_enc is not None else None}

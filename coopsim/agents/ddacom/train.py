@@ -315,32 +315,52 @@ def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: f
     return fit(trainer, cfg, run_dir, resume=(run_dir / CHECKPOINT_NAME).is_file(), description=f"{variant} seed {seed}")
 
 
-def earlier_evals(out: Path, a: argparse.Namespace) -> tuple[dict[str, dict[int, dict]], dict[str, dict[int, float]]]:
-    """The evals (and train wall times) ``out/results.json`` holds, when they were made with this run's settings
-    (:data:`EVAL_SETTINGS`): a rerun with fewer seeds or variants keeps them. Evals of other settings are left out,
-    with a printed line saying so."""
+def eval_settings(args: dict[str, Any], variant: str) -> dict[str, Any]:
+    """The settings ``variant``'s evals depend on, from an invocation's ``args`` (defaults filled in): the common ones of
+    :data:`EVAL_SETTINGS`, the encoder's (--cf-coef, --cf-objective) only for a learned-payload variant and --inbox
+    only for a DDACOM-sent one."""
+    full = {"task": "spread", "policy_reads": "attention", **ENCODER_DEFAULTS, **INBOX_DEFAULT, **args}
+    return {k: full.get(k) for k in EVAL_SETTINGS
+            if (k not in ENCODER_DEFAULTS or learned(variant)) and (k not in INBOX_DEFAULT or ddacom_sent(variant))}
+
+
+def earlier_evals(out: Path, a: argparse.Namespace, rerun: set[str] | None = None
+                  ) -> tuple[dict[str, dict[int, dict]], dict[str, dict[int, float]], dict[str, dict[str, Any]]]:
+    """The evals, train wall times and per-variant settings (:func:`eval_settings`) ``out/results.json`` holds that
+    this run keeps: a variant's evals are kept when they were made with this run's common settings and, for a
+    variant in ``rerun`` (this run's --variants), with its own settings too (a variant this run leaves alone keeps
+    the encoder or inbox settings it was evaluated with: they change nothing for the others). A rerun with fewer
+    seeds or variants therefore keeps them. Evals left out are named in a printed line with the settings that differ."""
     try:
         d = json.loads((out / "results.json").read_text())
         args, evals = d["args"], d["evals"]
     except (OSError, ValueError, KeyError, TypeError):
-        return {}, {}
+        return {}, {}, {}
     now = vars(a)
-    old = {"task": "spread", "policy_reads": "attention", **ENCODER_DEFAULTS, **INBOX_DEFAULT, **args}
-    diff = [f"--{k.replace('_', '-')} {old.get(k)} (now {now[k]})" for k in EVAL_SETTINGS if old.get(k) != now[k]]
-    if diff:
-        print(f"{out / 'results.json'}: its evals were made with {', '.join(diff)}: not kept", flush=True)
-        return {}, {}
+    stored = d.get("eval_settings") if isinstance(d.get("eval_settings"), dict) else {}
     wall_old = d.get("train_wall_s") if isinstance(d.get("train_wall_s"), dict) else {}
     got: dict[str, dict[int, dict]] = {}
     wall: dict[str, dict[int, float]] = {}
+    settings: dict[str, dict[str, Any]] = {}
+    dropped: list[str] = []
     for v, per in evals.items():
         if v not in VARIANTS or not isinstance(per, dict):
             continue
-        got[v] = {int(s): e for s, e in per.items()}
+        old_s = stored[v] if isinstance(stored.get(v), dict) else eval_settings(args, v)
+        new_s = eval_settings(now, v)
+        keys = new_s if rerun is None or v in rerun else [k for k in new_s if k not in ENCODER_DEFAULTS
+                                                          and k not in INBOX_DEFAULT]
+        diff = [f"--{k.replace('_', '-')} {old_s.get(k)} (now {new_s[k]})" for k in keys if old_s.get(k) != new_s[k]]
+        if diff:
+            dropped.append(f"{v} (made with {', '.join(diff)})")
+            continue
+        got[v], settings[v] = {int(s): e for s, e in per.items()}, old_s
         w = wall_old.get(v)
         if isinstance(w, dict):  # {seed: s}; a list (older files) is left out
             wall[v] = {int(s): x for s, x in w.items()}
-    return got, wall
+    if dropped:
+        print(f"{out / 'results.json'}: not kept, the evals of {'; '.join(dropped)}", flush=True)
+    return got, wall, settings
 
 
 _PROGRESS: dict[str, Any] = {}  # what an interrupt keeps: --out and the (variant, seed) run being trained
@@ -437,7 +457,8 @@ def main(argv: list[str] | None = None) -> None:
     _PROGRESS.clear()
     _PROGRESS.update(out=out, run=None)
     check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
-    old_evals, old_wall = earlier_evals(out, a)
+    old_evals, old_wall, old_settings = earlier_evals(out, a, set(variants))
+    eval_sets = {**old_settings, **{v: eval_settings(vars(a), v) for v in variants}}
     evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
     wall: dict[str, dict[int, float]] = {v: {} for v in evals}
     for v, per in old_evals.items():  # kept unless rerun below
@@ -461,7 +482,8 @@ def main(argv: list[str] | None = None) -> None:
         done = 0  # seeds 0..done-1 with an eval of every variant
         while all(done in per for per in evals.values()):
             done += 1
-        result = {"args": vars(a), "train_config": cfg.model_dump(), "seeds_done": done,
+        result = {"args": vars(a), "eval_settings": {v: eval_sets[v] for v in evals}, "train_config": cfg.model_dump(),
+                  "seeds_done": done,
                   "train_wall_s": {v: {str(k): w for k, w in sorted(d.items())} for v, d in wall.items()},
                   "evals": {v: {str(k): e for k, e in sorted(d.items())} for v, d in evals.items()}}
         if "no_comm" in evals and "broadcast_ideal" in evals:

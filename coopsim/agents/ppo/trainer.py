@@ -513,6 +513,10 @@ class PPOTrainer:
                           inbox_in=self.inbox_in, ep_return=self.ep_return, ep_len=self.ep_len,
                           prev_a=self.prev_a),
             "env_steps": self.env_steps, "iteration": self.iteration,
+            # [HOOK comm] optional: what a comm module keeps between steps beyond its parameters (DDACOM's sender
+            # state, held copies, the records of the rollout in progress), for an exact resume
+            "comm_runtime": (self.agent.comm.runtime_state() if self.agent.comm is not None
+                             and callable(getattr(self.agent.comm, "runtime_state", None)) else None),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -534,6 +538,8 @@ class PPOTrainer:
         for k, v in state["carry"].items():
             setattr(self, k, v)
         self.env_steps, self.iteration = int(state["env_steps"]), int(state["iteration"])
+        if state.get("comm_runtime") is not None and callable(getattr(self.agent.comm, "load_runtime_state", None)):
+            self.agent.comm.load_runtime_state(state["comm_runtime"])
 
     def save_policy(self, path) -> None:
         self.agent.save(path)
