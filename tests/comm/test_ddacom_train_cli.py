@@ -284,3 +284,12 @@ def test_an_anchor_rerun_with_other_encoder_or_inbox_flags_keeps_the_learned_eva
     assert "learned_ddacom" in after["summary"]["rows"]
     code, stdout, err = _main([*argv, "--variants", "learned_ddacom"])  # now the learned run itself: refused
     assert code == 2 and "--cf-objective error (now value)" in err
+
+
+def test_a_rerun_says_which_runs_it_reuses_and_which_it_resumes(copy):
+    code, out, err = _main(["--seeds", "1", "--steps", "300", *TINY[2:], *ANCHORS, "--out", str(copy)])
+    assert code == 0, err
+    assert f"no_comm seed 0: resuming {copy / 'no_comm' / 'seed-0'} from 200 of 300 env steps" in out
+    code, out, err = _main(["--seeds", "1", "--steps", "300", *TINY[2:], *ANCHORS, "--out", str(copy)])
+    assert code == 0, err
+    assert f"no_comm seed 0: reusing the finished run {copy / 'no_comm' / 'seed-0'} (300 env steps)" in out

@@ -302,7 +302,17 @@ def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: f
     if (run_dir / SUMMARY_NAME).is_file():
         s = json.loads((run_dir / SUMMARY_NAME).read_text())
         if s["env_steps"] >= cfg.total_env_steps:
+            print(f"{variant} seed {seed}: reusing the finished run {run_dir} ({s['env_steps']:,} env steps)", flush=True)
             return s
+    if (run_dir / CHECKPOINT_NAME).is_file():
+        from coopsim.platform.training import steps_done
+
+        try:
+            at = f"{steps_done(run_dir):,}"
+        except Exception:  # noqa: BLE001 - a damaged checkpoint: fit's resume names it
+            at = "its last checkpoint's"
+        print(f"{variant} seed {seed}: resuming {run_dir} from {at} of {rollout_steps(cfg.total_env_steps, cfg.num_envs):,} "
+              f"env steps", flush=True)
     if settings is not None:  # before the first checkpoint: an interrupted run says what it was trained with
         old = recorded_settings(run_dir, out) if _has_training(run_dir) else None
         steps = max(settings["steps"], (old or {}).get("steps", 0))  # a continued run: its largest budget
@@ -478,7 +488,8 @@ def main(argv: list[str] | None = None) -> None:
             wall[v][seed] = s["wall_time_s"]
             evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
                                              a.eval_envs, a.eval_episodes, a.policy_reads, a.task, encoder)
-            print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s; total {time.time() - t0:.0f} s)", flush=True)
+            print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s over all sessions; this "
+                  f"invocation {time.time() - t0:.0f} s)", flush=True)
         done = 0  # seeds 0..done-1 with an eval of every variant
         while all(done in per for per in evals.values()):
             done += 1
