@@ -6,7 +6,12 @@ the concatenated observations, hidden [64, 64]; the comm module is :class:`~coop
 * ``no_comm`` -- no messages (R_no_comm anchor);
 * ``broadcast_ideal`` -- raw-observation messages, full broadcast, ideal channel (R_broadcast_ideal anchor);
 * ``learned_ddacom`` -- learned 8-float messages, DDACOM's sender, Markov-modulated bandwidth channel;
-* ``raw_ddacom`` -- raw-observation messages (23 floats), DDACOM's sender, the same Markov channel.
+* ``raw_ddacom`` -- raw-observation messages (23 floats on spread, 11 on speaker_listener), DDACOM's sender, the
+  same Markov channel.
+
+Generator options: ``--cf-coef`` / ``--cf-objective`` (the encoder's credit, learned variants) and ``--inbox hold``
+(receivers read each sender's last copy of the episode, and DDACOM's sender sends a copy only when it changed;
+DDACOM-sent variants); see :class:`~coopsim.agents.ddacom.generator.GeneratorParams`.
 
 Tasks (``--task``): ``spread`` -- ``mpe/simple_spread-v0``, N = 3, partial observation at ``--radius`` (default
 0.5 m); ``speaker_listener`` -- ``mpe/simple_speaker_listener-v0`` with ``utterances: false``: the speaker's own
@@ -32,16 +37,16 @@ consecutive 25-step episodes over one channel that is not reset between episodes
 
 Reruns into the same ``--out``: each (variant, seed) run records the settings it was trained with
 (``<variant>/seed-<s>/ddacom_settings.json``: ``--task``, ``--radius``, ``--num-envs``, ``--policy-reads``,
-``--steps``); a
-finished run is reused and an interrupted one resumed only with the same settings (a larger ``--steps`` continues
+``--steps``, and ``--cf-*`` / ``--inbox`` for the variants they shape); a finished run is reused and an interrupted one resumed only with the same settings (a larger ``--steps`` continues
 training), and any other setting is refused before training starts (exit 2, "use another --out").
 ``results.json`` keeps the evals of the runs a rerun does not redo (fewer ``--seeds`` or ``--variants``) when they
-were made with the same settings (the eval ones too).
+were made with the same settings (the eval ones too), each variant with its own (``eval_settings``). A resumed run
+continues exactly (the checkpoint holds the generator's runtime state).
 
 Usage::
 
     .venv/bin/python -m coopsim.agents.ddacom.train --seeds 5 --steps 60000 --out runs/ddacom_gen
-    .venv/bin/python -m coopsim.agents.ddacom.train --task speaker_listener --policy-reads slots --seeds 3 --steps 1000000 \
+    .venv/bin/python -m coopsim.agents.ddacom.train --task speaker_listener --policy-reads slots --seeds 3 --steps 1000000 \\
         --variants no_comm,broadcast_ideal,raw_ddacom,learned_ddacom --inbox hold --cf-objective error --out runs/ddacom_sl
 """
 from __future__ import annotations
