@@ -121,6 +121,20 @@ def test_joint_planner_that_does_not_fit_the_memory_is_refused_when_built(two_gi
 
 # --- 4. planner: joint on a large instance ---------------------------------------------------------------------------
 
+def test_planner_joint_above_joint_limit_but_within_its_bound_says_joint_limit_may_be_raised():
+    # 3 agents on 4x4: 16^3 x 5^3 = 512,000 entries; joint_limit 1e5 refuses it, and up to 1e8 it may be raised
+    sc = reg.make_scenario("coop_game/Grid4x4-v0", num_envs=1, num_agents=3)
+    with pytest.raises(ConfigError) as err:
+        reg.make_component("agent", "graph_safe-v0", sc, joint_limit=1e5, planner="joint")
+    assert err.value.key == "agents.params.planner" and err.value.also == ("agents.params.joint_limit",)
+    assert str(err.value).endswith(
+        "16^3 joint states x 5^3 joint actions = 5.12e+05 entries, more than agents.params.joint_limit=1e+05; raise "
+        "agents.params.joint_limit to at least 5.12e+05 (at most 1e+08; the memory is checked next), or use planner: "
+        "auto (the joint planner where its table fits joint_limit, the factored planner otherwise) or planner: "
+        "factored (any number of agents)")
+    assert reg.make_component("agent", "graph_safe-v0", sc, joint_limit=512_000, planner="joint").mode == "joint"
+
+
 def test_planner_joint_on_a_large_instance_names_the_override_the_planner_key_and_auto_or_factored():
     r = run_cli("validate", GRID16, "agents.params.planner=joint")
     assert _err(r) == (

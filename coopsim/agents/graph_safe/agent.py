@@ -73,6 +73,9 @@ def check_joint_planner(V: int, A: int, N: int, params) -> None:
     fix = ("use planner: auto (the joint planner where its table fits joint_limit, the factored planner otherwise) "
            "or planner: factored (any number of agents)")
     if size > params.joint_limit:
+        if size <= JOINT_LIMIT_MAX:  # the limit may be raised as far as the table: name that too
+            fix = (f"raise agents.params.joint_limit to at least {size:.3g} (at most {JOINT_LIMIT_MAX:.0e}; the "
+                   f"memory is checked next), or {fix}")
         raise ConfigError(f"invalid value {params.planner!r}: the joint planner needs a V^N * A^N table of {table}, "
                           f"more than agents.params.joint_limit={params.joint_limit:.3g}; {fix}",
                           key="agents.params.planner", value=params.planner, also=("agents.params.joint_limit",))
