@@ -293,3 +293,58 @@ def test_a_rerun_says_which_runs_it_reuses_and_which_it_resumes(copy):
     code, out, err = _main(["--seeds", "1", "--steps", "300", *TINY[2:], *ANCHORS, "--out", str(copy)])
     assert code == 0, err
     assert f"no_comm seed 0: reusing the finished run {copy / 'no_comm' / 'seed-0'} (300 env steps)" in out
+
+
+def test_payload_dim_is_recorded_for_learned_runs_and_sets_the_copy_size(tmp_path):
+    """--payload-dim P: learned copies of 28 + 4 P bytes; recorded for the learned run only, another P is refused."""
+    out = tmp_path / "pdim"
+    argv = ["--task", "speaker_listener", "--seeds", "1", *TINY, "--out", str(out)]
+    code, _, err = _main([*argv, "--variants", "no_comm,learned_ddacom", "--payload-dim", "4"])
+    assert code == 0, err
+    rec = lambda v: json.loads((out / v / "seed-0" / train.SETTINGS_NAME).read_text())  # noqa: E731
+    assert rec("learned_ddacom")["payload_dim"] == 4 and "payload_dim" not in rec("no_comm")
+    agent = train.make_agent("learned_ddacom", 2, None, task="speaker_listener", encoder={"payload_dim": 4})
+    assert agent.comm.p.payload_dim == 4 and agent.comm.copy_bytes == 28 + 4 * 4
+    assert train.make_agent("raw_ddacom", 2, None, task="speaker_listener",
+                            encoder={"payload_dim": 4}).comm.copy_bytes == 28 + 4 * 11  # raw: the observation
+    code, _, err = _main([*argv, "--variants", "learned_ddacom"])
+    assert code == 2 and "--payload-dim 4 (now 8)" in err
+
+
+@pytest.mark.parametrize("floats, delivered", [(4, True), (5, True), (6, False), (8, False)])
+def test_the_markov_channels_lowest_level_carries_a_copy_of_at_most_5_floats(floats, delivered):
+    """Why --payload-dim matters on the speaker-listener task: the Markov channel's lowest level is 0.15 x 25600 =
+    3840 bit/s, 48 B per 0.1 s step, and the latency bound is one step, so a lone copy of 28 + 4 P bytes arrives only
+    if 28 + 4 P <= 48 (P <= 5); the default 8-float copy (60 B, 0.125 s on the link) is always lost there."""
+    import numpy as np
+
+    from coopsim.platform.comm import MessageBatch
+    from coopsim.platform.registry import make_component
+
+    cid, params = train.load_channels(train.NETWORK_AGENTS)["markov"]
+    params = {**params, "trace": {"kind": "constant", "rate": 0.15, "scale_bps": params["trace"]["scale_bps"]}}
+    ch = make_component("channel", cid, **params)
+    ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1)
+    one = lambda t: MessageBatch(np.zeros(1, np.int32), np.zeros(1, np.int32), np.ones(1, np.int32),  # noqa: E731
+                                 np.zeros((1, floats), np.float32), np.full(1, t * 0.1))
+    got = 0
+    for t in range(0, 20, 2):  # a lone copy every other step: the queue is empty when each one comes
+        ch.send(t, one(t))
+        got += len(ch.deliver(t + 1)) + len(ch.deliver(t + 2))
+    assert got == (10 if delivered else 0)
+    assert ch.stats()["comm/lost_copies"] == (0 if delivered else 10)
+
+
+def test_hold_threshold_is_the_senders_min_deviation_and_needs_inbox_hold(tmp_path, capsys):
+    agent = train.make_agent("learned_ddacom", 2, None, task="speaker_listener",
+                             encoder={"inbox": "hold", "hold_threshold": 0.05})
+    assert agent.comm.p.sender_params == {**train.HOLD_SENDER, "min_deviation_m": 0.05}
+    out = tmp_path / "thr"
+    argv = ["--task", "speaker_listener", "--seeds", "1", *TINY, "--out", str(out), "--variants", "learned_ddacom"]
+    code, _, err = _main([*argv, "--hold-threshold", "0.05"])
+    assert code == 2 and "--hold-threshold: 0.05 is read only with --inbox hold" in err
+    code, _, err = _main([*argv, "--inbox", "hold", "--hold-threshold", "0.05"])
+    assert code == 0, err
+    assert json.loads((out / "learned_ddacom" / "seed-0" / train.SETTINGS_NAME).read_text())["hold_threshold"] == 0.05
+    code, _, err = _main([*argv, "--inbox", "hold"])
+    assert code == 2 and "--hold-threshold 0.05 (now 1e-06)" in err

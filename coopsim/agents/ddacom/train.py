@@ -66,7 +66,7 @@ from coopsim.agents.ppo.agent import MAPPO
 from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.trainer import PPOTrainer
 from coopsim.comm.ideal import IdealChannel
-from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script
+from coopsim.errors import ConfigError, float_at_least, int_at_least, int_in_range, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
@@ -104,7 +104,8 @@ def make_agent(variant: str, num_envs: int, radius: float | None, num_agents: in
     enc = {**ENCODER_DEFAULTS, **{k: v for k, v in (encoder or {}).items() if k in ENCODER_DEFAULTS}} \
         if learned(variant) else {}
     if ddacom_sent(variant) and (encoder or {}).get("inbox", "step") == "hold":
-        enc.update(inbox="hold", sender_params=dict(HOLD_SENDER))
+        enc.update(inbox="hold", sender_params={
+            **HOLD_SENDER, "min_deviation_m": (encoder or {}).get("hold_threshold", HOLD_SENDER["min_deviation_m"])})
     spec = None if comm is None else {"module": GEN, "params": {**comm, "policy_reads": policy_reads, **enc}}
     return MAPPO(core, comm=spec, hidden=[64, 64])
 
@@ -195,10 +196,11 @@ SETTINGS_NAME = "ddacom_settings.json"
 #: the settings a run's policy depends on, as their options; a run is only continued or reused with the same ones
 #: (``--steps`` may grow: training continues)
 TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "cf_coef": "--cf-coef", "cf_objective": "--cf-objective",
+                  "payload_dim": "--payload-dim", "hold_threshold": "--hold-threshold",
                   "inbox": "--inbox", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
                   "num_agents": "num_agents"}
 #: what the evals of results.json also depend on: evals of other settings are not merged
-EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "inbox", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
+EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "payload_dim", "inbox", "hold_threshold", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
 
 
 def rollout_steps(steps: int, num_envs: int) -> int:
@@ -209,13 +211,14 @@ def rollout_steps(steps: int, num_envs: int) -> int:
 
 #: the encoder's params (--cf-coef, --cf-objective) and their defaults (the generator's): recorded and compared only
 #: for the variants with a learned payload (the raw ones have no encoder, so these params change nothing there)
-ENCODER_DEFAULTS = {"cf_coef": 0.1, "cf_objective": "value"}
+ENCODER_DEFAULTS = {"cf_coef": 0.1, "cf_objective": "value", "payload_dim": 8}
 #: --inbox and its default: recorded and compared only for the variants with DDACOM's sender (with the ideal
 #: broadcast every copy arrives every step, so holding the last one changes nothing there)
-INBOX_DEFAULT = {"inbox": "step"}
-#: what --inbox hold gives DDACOM's sender: a copy goes out only when it differs from what its receiver holds, and
-#: the copies of a step reported lossy are resent
-HOLD_SENDER = {"min_deviation_m": 1e-6, "resend_lost": True}
+INBOX_DEFAULT = {"inbox": "step", "hold_threshold": 1e-6}
+#: what --inbox hold gives DDACOM's sender: a copy goes out only when it differs from what its receiver holds (by more
+#: than --hold-threshold, the Euclidean distance between payloads: the sender's ``min_deviation_m``), and the copies
+#: of a step reported lossy are resent
+HOLD_SENDER = {"min_deviation_m": INBOX_DEFAULT["hold_threshold"], "resend_lost": True}
 
 
 def ddacom_sent(variant: str) -> bool:
@@ -236,9 +239,9 @@ def run_settings(a: argparse.Namespace, variant: str | None = None) -> dict[str,
     out = {"task": a.task, "radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads,
            "num_agents": 3 if a.task == "spread" else 2, "steps": a.steps}
     if variant is not None and learned(variant):
-        out.update(cf_coef=a.cf_coef, cf_objective=a.cf_objective)
+        out.update(cf_coef=a.cf_coef, cf_objective=a.cf_objective, payload_dim=a.payload_dim)
     if variant is not None and ddacom_sent(variant):
-        out.update(inbox=a.inbox)
+        out.update(inbox=a.inbox, hold_threshold=a.hold_threshold)
     return out
 
 
@@ -438,11 +441,20 @@ def main(argv: list[str] | None = None) -> None:
                     help="what a copy's marginal value measures: value = the change in the receiver's value "
                          "estimate, error = the reduction of its squared value error (default "
                          f"{ENCODER_DEFAULTS['cf_objective']}; learned-payload variants only)")
+    ap.add_argument("--payload-dim", type=int_in_range(1, 256), default=ENCODER_DEFAULTS["payload_dim"],
+                    help="floats per learned message, 1-256: a copy is 28 + 4 x this many bytes (default "
+                         f"{ENCODER_DEFAULTS['payload_dim']}: 60 B copies, which the Markov channel's lowest level, "
+                         "3840 bit/s = 48 B per 0.1 s step, cannot carry within the one-step latency bound; 5 or "
+                         "fewer fit it; learned-payload variants only)")
     ap.add_argument("--inbox", choices=["step", "hold"], default=INBOX_DEFAULT["inbox"],
                     help="what a receiver reads of DDACOM-sent copies: step = the copies delivered this step; hold = "
                          "each sender's last copy of the episode, and DDACOM's sender sends a copy only when it "
                          "differs from what its receiver holds (resending after lossy reports) (default "
                          f"{INBOX_DEFAULT['inbox']}; learned_ddacom and raw_ddacom only)")
+    ap.add_argument("--hold-threshold", type=float_at_least(0, exclusive=True), default=INBOX_DEFAULT["hold_threshold"],
+                    help="with --inbox hold: the change of a payload (Euclidean distance to the copy its receiver "
+                         "holds, in payload units: metres for raw spread payloads) above which DDACOM's sender sends "
+                         "it again, > 0 (default 1e-06: any change; a copy a receiver does not hold yet always goes)")
     ap.add_argument("--out", default="runs/ddacom_gen",
                     help="results folder: <variant>/seed-<s>/ training runs and results.json; a rerun with the same "
                          "settings reuses or resumes its runs (default runs/ddacom_gen)")
@@ -450,6 +462,10 @@ def main(argv: list[str] | None = None) -> None:
     if a.task != "spread" and a.radius is not None:
         ap.error(f"argument --radius: the {a.task} task has no observation radius (its listener sees every landmark; "
                  f"what it lacks is the goal colour, which only the messages carry); leave --radius out")
+    if a.inbox != "hold" and a.hold_threshold != INBOX_DEFAULT["hold_threshold"]:
+        ap.error(f"argument --hold-threshold: {a.hold_threshold} is read only with --inbox hold (with --inbox "
+                 f"{a.inbox} the sender fills its budget with the top-ranked copies); add --inbox hold or leave "
+                 f"--hold-threshold out")
     if a.task == "spread" and a.radius is None:
         a.radius = DEFAULT_RADIUS
     variants = [v.strip() for v in a.variants.split(",")]
@@ -467,7 +483,8 @@ def main(argv: list[str] | None = None) -> None:
                              minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
-    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "inbox": a.inbox}
+    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "payload_dim": a.payload_dim, "inbox": a.inbox,
+               "hold_threshold": a.hold_threshold}
     settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
     _PROGRESS.clear()
     _PROGRESS.update(out=out, run=None)
