@@ -276,39 +276,39 @@ class CsvTrace(_Trace):
         header = rows[0] if rows else []
         if len(header) < 2 or header[0].strip() != "time_s":
             raise ConfigError(f"line 1: header must be 'time_s,rate' or 'time_s,rate_0,...'; got {','.join(header)!r}",
-                              file=f)
+                              file=f, key="trace.path")
         names = [c.strip() for c in header]
         times, rates = [], []
         for lineno, row in enumerate(rows[1:], start=2):
             if not row or all(not c.strip() for c in row):
                 continue
             if len(row) != len(header):
-                raise ConfigError(f"line {lineno}: expected {len(header)} columns, got {len(row)}", file=f)
+                raise ConfigError(f"line {lineno}: expected {len(header)} columns, got {len(row)}", file=f, key="trace.path")
             vals = []
             for name, cell in zip(names, row):
                 try:
                     vals.append(float(cell))
                 except ValueError:
                     raise ConfigError(f"line {lineno}: non-numeric value {cell.strip()!r} in column {name!r} "
-                                      f"(row {row!r})", file=f, value=cell) from None
+                                      f"(row {row!r})", file=f, key="trace.path", value=cell) from None
             if not math.isfinite(vals[0]):
                 raise ConfigError(f"line {lineno}: time_s {row[0].strip()!r} must be a finite number of seconds",
-                                  file=f, value=row[0])
+                                  file=f, key="trace.path", value=row[0])
             for name, cell, x in zip(names[1:], row[1:], vals[1:]):
                 if not (math.isfinite(x) and 0 <= x <= MAX_RATE_BPS):
                     raise ConfigError(f"line {lineno}: column {name!r}: invalid rate {cell.strip()!r}: must be "
-                                      f"{VALID_RATE}", file=f, value=cell)
+                                      f"{VALID_RATE}", file=f, key="trace.path", value=cell)
                 if x * self.scale_bps > MAX_RATE_BPS:
                     raise ConfigError(f"line {lineno}: column {name!r}: rate {cell.strip()!r} times scale_bps "
                                       f"{self.scale_bps:g} is {x * self.scale_bps:g} bit/s; every rate after "
-                                      f"scale_bps must be {VALID_RATE}", file=f, value=cell)
+                                      f"scale_bps must be {VALID_RATE}", file=f, key="trace.path", value=cell)
             if times and vals[0] <= times[-1]:
                 raise ConfigError(f"line {lineno}: time_s {vals[0]} not after the previous {times[-1]} "
-                                  "(times must increase)", file=f, value=row[0])
+                                  "(times must increase)", file=f, key="trace.path", value=row[0])
             times.append(vals[0])
             rates.append(vals[1:])
         if not times:
-            raise ConfigError("no data rows (after the header time_s,rate)", file=f)
+            raise ConfigError("no data rows (after the header time_s,rate)", file=f, key="trace.path")
         return np.asarray(times), np.asarray(rates)
 
     def _values(self, t_s, e, n, rng):

@@ -164,8 +164,20 @@ def test_csv_trace_and_errors(tmp_path):
     assert v[:, 0, :].tolist() == [[100, 200], [100, 200], [100, 200], [50, 60]]
     bad = tmp_path / "bad.csv"
     bad.write_text("time_s,rate\n0,100\n0.1,abc\n")
-    with pytest.raises(ConfigError, match="bad.csv: line 3: non-numeric"):
+    with pytest.raises(ConfigError, match="bad.csv: key 'trace.path': line 3: non-numeric") as err:
         CsvTrace(path=str(bad)).sample(2, 1, 1, 0.1)
+    assert err.value.key == "trace.path"  # so a run config's error names its key and the override that set it
+
+
+def test_a_bad_csv_trace_in_a_run_names_the_override_the_key_and_the_csv_line(tmp_path):
+    from cli_helpers import _err, run_cli
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("t_s,rate\n0,100\n")
+    override = f"channel.params.trace={{kind: csv, path: {bad}}}"
+    assert _err(run_cli("validate", "configs/mpe/spread-po-ddacom-markov.yaml", override)) == (
+        f"error: command-line override '{override}' (config configs/mpe/spread-po-ddacom-markov.yaml): {bad}: key "
+        "'channel.params.trace.path': line 1: header must be 'time_s,rate' or 'time_s,rate_0,...'; got 't_s,rate'")
 
 
 def test_bad_params_name_the_key():
