@@ -141,7 +141,8 @@ def test_csv_bad_rate_names_file_line_column_and_value(tmp_path, cell):
     for err in (build_error({"trace": {"kind": "csv", "path": path}}),
                 pytest.raises(ConfigError, CsvTrace(path=path).load).value):
         assert err.file == path
-        assert str(err).startswith(f"{path}: line 3: column 'rate': invalid rate '{cell}': ")
+        key = "channel.params.trace.path" if err.key.startswith("channel.") else "trace.path"  # built / direct
+        assert str(err).startswith(f"{path}: key '{key}': line 3: column 'rate': invalid rate '{cell}': ")
         assert "finite" in str(err) and "[0, 1e12]" in str(err)
         assert err.value == cell
 
@@ -149,19 +150,19 @@ def test_csv_bad_rate_names_file_line_column_and_value(tmp_path, cell):
 def test_csv_rate_times_scale_above_the_maximum(tmp_path):
     path = write(tmp_path, "cap.csv", "time_s,rate_0,rate_1\n0,0.5,2\n")
     err = build_error({"trace": {"kind": "csv", "path": path, "scale_bps": 6e11}})
-    assert str(err).startswith(f"{path}: line 2: column 'rate_1': rate '2' times scale_bps 6e+11 is 1.2e+12 bit/s")
+    assert str(err).startswith(f"{path}: key 'channel.params.trace.path': line 2: column 'rate_1': rate '2' times scale_bps 6e+11 is 1.2e+12 bit/s")
 
 
 @pytest.mark.parametrize("cell", ["nan", "inf", "-inf"])
 def test_csv_non_finite_time(tmp_path, cell):
     path = write(tmp_path, "cap.csv", f"time_s,rate\n0,5\n{cell},5\n")
     err = build_error({"trace": {"kind": "csv", "path": path}})
-    assert str(err) == f"{path}: line 3: time_s '{cell}' must be a finite number of seconds"
+    assert str(err) == f"{path}: key 'channel.params.trace.path': line 3: time_s '{cell}' must be a finite number of seconds"
 
 
 def test_csv_times_must_increase(tmp_path):
     path = write(tmp_path, "cap.csv", "time_s,rate\n0,5\n1,5\n1,6\n")
-    with pytest.raises(ConfigError, match=r"cap\.csv: line 4: time_s 1\.0 not after the previous 1\.0"):
+    with pytest.raises(ConfigError, match=r"cap\.csv: key 'channel\.params\.trace\.path': line 4: time_s 1\.0 not after the previous 1\.0"):
         make_component("channel", "bandwidth-v0", trace={"kind": "csv", "path": path})
 
 
