@@ -348,3 +348,19 @@ def test_hold_threshold_is_the_senders_min_deviation_and_needs_inbox_hold(tmp_pa
     assert json.loads((out / "learned_ddacom" / "seed-0" / train.SETTINGS_NAME).read_text())["hold_threshold"] == 0.05
     code, _, err = _main([*argv, "--inbox", "hold"])
     assert code == 2 and "--hold-threshold 0.05 (now 1e-06)" in err
+
+
+def test_encoder_lr_sets_the_encoders_optimizer_only_and_is_recorded_for_learned_runs(tmp_path):
+    agent = train.make_agent("learned_ddacom", 2, None, task="speaker_listener", encoder={"encoder_lr": 1e-3})
+    assert agent.comm.opt_enc.param_groups[0]["lr"] == 1e-3 and agent.comm.opt_recv.param_groups[0]["lr"] == 1e-4
+    default = train.make_agent("learned_ddacom", 2, None, task="speaker_listener")
+    assert default.comm.opt_enc.param_groups[0]["lr"] == 1e-4  # None: the generator's lr
+    out = tmp_path / "elr"
+    argv = ["--task", "speaker_listener", "--seeds", "1", *TINY, "--out", str(out)]
+    code, _, err = _main([*argv, "--variants", "no_comm,learned_ddacom", "--encoder-lr", "1e-3"])
+    assert code == 0, err
+    assert json.loads((out / "learned_ddacom" / "seed-0" / train.SETTINGS_NAME).read_text())["encoder_lr"] == 1e-3
+    code, _, err = _main([*argv, "--variants", "learned_ddacom"])
+    assert code == 2 and "--encoder-lr 0.001 (now None)" in err
+    code, _, err = _main([*argv, "--variants", "learned_ddacom", "--encoder-lr", "2"])
+    assert code == 2 and "--encoder-lr: invalid value 2: a learning rate in (0, 1] is required" in err

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import pickle
 from collections import deque
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import numpy as np
 import torch
@@ -73,6 +73,9 @@ class GeneratorParams(BaseModel):
     sender: Literal["ddacom", "broadcast", "none"] = Field("ddacom", description="which copies go out each step")
     sender_params: dict[str, Any] = Field(default_factory=dict, description="params of the DDACOM sender")
     lr: float = Field(1e-4, gt=0, le=1, description="Adam learning rate of encoder and receiver (small: the policy reads the receiver's output, which must drift slowly)")
+    encoder_lr: Optional[float] = Field(None, gt=0, le=1, description="Adam learning rate of the encoder alone (None: "
+                                        "lr); with policy_reads 'slots' the policy reads the payloads themselves, so "
+                                        "the encoder may move faster than the receiver")
     epochs: int = Field(4, ge=0, le=100, description="full-batch passes per rollout (0 = frozen)")
     gamma: float = Field(0.99, ge=0, le=1, description="discount of the receiver's return targets")
     cf_coef: float = Field(0.1, ge=0, description="weight of the attention-weighted counterfactual marginal value in L_enc")
@@ -227,7 +230,8 @@ class DDACOMGenerator(nn.Module, CommModule):
         self.receiver = MessageReceiver(self.D, self.P, self.N, p.hidden, p.attn_dim, p.value_dim)
         self.vnorm = ValueNorm()
         self.opt_recv = torch.optim.Adam(self.receiver.parameters(), lr=p.lr)
-        self.opt_enc = torch.optim.Adam(self.encoder.parameters(), lr=p.lr) if self.encoder is not None else None
+        self.opt_enc = torch.optim.Adam(self.encoder.parameters(), lr=p.encoder_lr if p.encoder_lr is not None else p.lr) \
+            if self.encoder is not None else None
         self.sender = PayloadSender(p.sender, p.sender_params, self.E, self.N, self.P, self.dt_s)
         self._sent_obs: dict[int, np.ndarray] = {}
         # inbox 'hold': per (env, receiver, sender) the last copy delivered this episode and its sender's observation

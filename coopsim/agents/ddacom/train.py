@@ -196,11 +196,11 @@ SETTINGS_NAME = "ddacom_settings.json"
 #: the settings a run's policy depends on, as their options; a run is only continued or reused with the same ones
 #: (``--steps`` may grow: training continues)
 TRAIN_SETTINGS = {"task": "--task", "radius": "--radius", "cf_coef": "--cf-coef", "cf_objective": "--cf-objective",
-                  "payload_dim": "--payload-dim", "hold_threshold": "--hold-threshold",
+                  "payload_dim": "--payload-dim", "encoder_lr": "--encoder-lr", "hold_threshold": "--hold-threshold",
                   "inbox": "--inbox", "num_envs": "--num-envs", "policy_reads": "--policy-reads",
                   "num_agents": "num_agents"}
 #: what the evals of results.json also depend on: evals of other settings are not merged
-EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "payload_dim", "inbox", "hold_threshold", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
+EVAL_SETTINGS = ("task", "cf_coef", "cf_objective", "payload_dim", "encoder_lr", "inbox", "hold_threshold", "steps", "radius", "num_envs", "policy_reads", "eval_envs", "eval_episodes")
 
 
 def rollout_steps(steps: int, num_envs: int) -> int:
@@ -211,7 +211,7 @@ def rollout_steps(steps: int, num_envs: int) -> int:
 
 #: the encoder's params (--cf-coef, --cf-objective) and their defaults (the generator's): recorded and compared only
 #: for the variants with a learned payload (the raw ones have no encoder, so these params change nothing there)
-ENCODER_DEFAULTS = {"cf_coef": 0.1, "cf_objective": "value", "payload_dim": 8}
+ENCODER_DEFAULTS = {"cf_coef": 0.1, "cf_objective": "value", "payload_dim": 8, "encoder_lr": None}
 #: --inbox and its default: recorded and compared only for the variants with DDACOM's sender (with the ideal
 #: broadcast every copy arrives every step, so holding the last one changes nothing there)
 INBOX_DEFAULT = {"inbox": "step", "hold_threshold": 1e-6}
@@ -239,7 +239,7 @@ def run_settings(a: argparse.Namespace, variant: str | None = None) -> dict[str,
     out = {"task": a.task, "radius": a.radius, "num_envs": a.num_envs, "policy_reads": a.policy_reads,
            "num_agents": 3 if a.task == "spread" else 2, "steps": a.steps}
     if variant is not None and learned(variant):
-        out.update(cf_coef=a.cf_coef, cf_objective=a.cf_objective, payload_dim=a.payload_dim)
+        out.update(cf_coef=a.cf_coef, cf_objective=a.cf_objective, payload_dim=a.payload_dim, encoder_lr=a.encoder_lr)
     if variant is not None and ddacom_sent(variant):
         out.update(inbox=a.inbox, hold_threshold=a.hold_threshold)
     return out
@@ -446,6 +446,9 @@ def main(argv: list[str] | None = None) -> None:
                          f"{ENCODER_DEFAULTS['payload_dim']}: 60 B copies, which the Markov channel's lowest level, "
                          "3840 bit/s = 48 B per 0.1 s step, cannot carry within the one-step latency bound; 5 or "
                          "fewer fit it; learned-payload variants only)")
+    ap.add_argument("--encoder-lr", type=float_at_least(0, exclusive=True), default=None,
+                    help="Adam learning rate of the encoder, in (0, 1] (default: the generator's lr, 1e-4, shared "
+                         "with the receiver; learned-payload variants only)")
     ap.add_argument("--inbox", choices=["step", "hold"], default=INBOX_DEFAULT["inbox"],
                     help="what a receiver reads of DDACOM-sent copies: step = the copies delivered this step; hold = "
                          "each sender's last copy of the episode, and DDACOM's sender sends a copy only when it "
@@ -462,6 +465,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.task != "spread" and a.radius is not None:
         ap.error(f"argument --radius: the {a.task} task has no observation radius (its listener sees every landmark; "
                  f"what it lacks is the goal colour, which only the messages carry); leave --radius out")
+    if a.encoder_lr is not None and a.encoder_lr > 1:
+        ap.error(f"argument --encoder-lr: invalid value {a.encoder_lr:g}: a learning rate in (0, 1] is required")
     if a.inbox != "hold" and a.hold_threshold != INBOX_DEFAULT["hold_threshold"]:
         ap.error(f"argument --hold-threshold: {a.hold_threshold} is read only with --inbox hold (with --inbox "
                  f"{a.inbox} the sender fills its budget with the top-ranked copies); add --inbox hold or leave "
@@ -483,7 +488,8 @@ def main(argv: list[str] | None = None) -> None:
                              minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
-    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "payload_dim": a.payload_dim, "inbox": a.inbox,
+    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "payload_dim": a.payload_dim,
+               "encoder_lr": a.encoder_lr, "inbox": a.inbox,
                "hold_threshold": a.hold_threshold}
     settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
     _PROGRESS.clear()
