@@ -364,3 +364,45 @@ def test_encoder_lr_sets_the_encoders_optimizer_only_and_is_recorded_for_learned
     assert code == 2 and "--encoder-lr 0.001 (now None)" in err
     code, _, err = _main([*argv, "--variants", "learned_ddacom", "--encoder-lr", "2"])
     assert code == 2 and "--encoder-lr: invalid value 2: a learning rate in (0, 1] is required" in err
+
+
+def test_a_policy_file_from_before_a_generator_param_existed_still_loads(tmp_path):
+    """A policy written before ``encoder_lr`` / ``payload_dim`` were passed (its comm spec lacks them) loads into an
+    agent that passes their defaults; a spec that differs in a param it holds is still refused."""
+    import torch
+
+    from coopsim.errors import ConfigError
+
+    agent = train.make_agent("learned_ddacom", 2, None, task="speaker_listener", encoder={"inbox": "hold"})
+    path = tmp_path / "policy.pt"
+    agent.save(path)
+    ck = torch.load(path, weights_only=False)
+    params = ck["params"]["comm"]["params"]
+    assert params["encoder_lr"] is None and params["payload_dim"] == 8
+    del params["encoder_lr"], params["payload_dim"]  # as written before this session
+    torch.save(ck, path)
+    fresh = train.make_agent("learned_ddacom", 2, None, task="speaker_listener", encoder={"inbox": "hold"})
+    fresh.load(path)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.net.state_dict().values(), agent.net.state_dict().values()))
+    other = train.make_agent("learned_ddacom", 2, None, task="speaker_listener", encoder={"inbox": "hold",
+                                                                                         "payload_dim": 4})
+    with pytest.raises(ConfigError, match="checkpoint was trained with comm="):
+        other.load(path)
+
+
+def test_evals_of_a_results_json_from_before_a_setting_existed_are_kept(tmp_path):
+    """results.json's per-variant eval_settings written before a setting existed (--payload-dim, --encoder-lr,
+    --hold-threshold) count as that setting's default: a rerun with fewer seeds keeps the other seeds' evals instead
+    of dropping them."""
+    out = tmp_path / "old"
+    argv = ["--task", "speaker_listener", *TINY, "--variants", "learned_ddacom", "--inbox", "hold", "--out", str(out)]
+    code, _, err = _main(["--seeds", "2", *argv])
+    assert code == 0, err
+    res = json.loads((out / "results.json").read_text())
+    for k in ("payload_dim", "encoder_lr", "hold_threshold"):
+        del res["eval_settings"]["learned_ddacom"][k]
+    (out / "results.json").write_text(json.dumps(res))
+    code, stdout, err = _main(["--seeds", "1", *argv])
+    assert code == 0, err
+    assert "not kept" not in stdout
+    assert set(json.loads((out / "results.json").read_text())["evals"]["learned_ddacom"]) == {"0", "1"}

@@ -364,7 +364,8 @@ def earlier_evals(out: Path, a: argparse.Namespace, rerun: set[str] | None = Non
     for v, per in evals.items():
         if v not in VARIANTS or not isinstance(per, dict):
             continue
-        old_s = stored[v] if isinstance(stored.get(v), dict) else eval_settings(args, v)
+        # a file written before a setting existed: that setting took its default
+        old_s = {**eval_settings({}, v), **stored[v]} if isinstance(stored.get(v), dict) else eval_settings(args, v)
         new_s = eval_settings(now, v)
         keys = new_s if rerun is None or v in rerun else [k for k in new_s if k not in ENCODER_DEFAULTS
                                                           and k not in INBOX_DEFAULT]

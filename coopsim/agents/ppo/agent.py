@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ValidationError
 
 from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentPlugin
@@ -149,6 +150,18 @@ class PPOAgent(AgentPlugin):
             return torch.cat([base, self._eye.expand(e, -1, -1)], dim=-1)
         return base
 
+    def _comm_spec_filled(self, spec: Any) -> Any:
+        """A comm spec ``{"module", "params"}`` with the params this agent's comm module would fill in by default (a
+        module whose params are a pydantic model ``p``), so that a policy file written before a param existed still
+        loads; ``spec`` itself when it names another module, does not validate or the module has no such model."""
+        p = getattr(self.comm, "p", None)
+        if not (isinstance(spec, dict) and isinstance(spec.get("params"), dict) and isinstance(p, BaseModel)):
+            return spec
+        try:
+            return {**spec, "params": type(p)(**spec["params"]).model_dump()}
+        except ValidationError:
+            return spec
+
     def comm_obs(self, obs_flat: np.ndarray) -> dict[str, np.ndarray]:
         """``{"obs": obs_flat}`` for a comm module with ``reads_obs`` (see :mod:`coopsim.platform.hooks`), else ``{}``."""
         return {"obs": obs_flat} if getattr(self.comm, "reads_obs", False) else {}
@@ -247,7 +260,10 @@ class PPOAgent(AgentPlugin):
         arch = ("critic", "hidden", "critic_hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs",
                 "stack_frames")
         for k in arch:  # a key missing from an older file takes its default
-            if ck["params"].get(k, PPOAgentParams.model_fields[k].default) != mine["params"].get(k):
+            theirs_k = ck["params"].get(k, PPOAgentParams.model_fields[k].default)
+            if k == "comm":  # a comm param missing from an older file takes the module's default too
+                theirs_k = self._comm_spec_filled(theirs_k)
+            if theirs_k != (self._comm_spec_filled(mine["params"].get(k)) if k == "comm" else mine["params"].get(k)):
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
         theirs, ours = (ck.get("scenario") or {}).get("id"), mine["scenario"].get("id")
