@@ -72,6 +72,13 @@ class BandwidthParams(ChannelParams):
                                            f"{CAPACITY_VALUES_MAX:,} (2**26, a 512 MiB capacity table)")
 
 
+def _channel_key(exc: ConfigError) -> ConfigError:
+    """A trace's error (key ``trace.path``, as the trace names its own key) addressed to the run config's key,
+    ``channel.params.trace.path``, so the message names it and the override that set it."""
+    key = exc.key if not exc.key or exc.key.startswith("channel.") else f"channel.params.{exc.key}"
+    return ConfigError(exc.message, file=exc.file, key=key, value=exc.value)
+
+
 _FIELDS = ("env", "src", "dst", "t_sent_us", "size", "rem", "seq", "arrive_us", "inflight")
 # the queue is one int64 array [len(_FIELDS), M] (one row per field, one column per queued or in-flight copy,
 # in FIFO order), so keeping or dropping copies is one column selection, not one per field. Row "inflight" is
@@ -100,8 +107,7 @@ class BandwidthChannel(Channel):
         try:  # a CSV trace is read now, so a bad file fails when the channel is built (`coopsim validate`)
             self.params.trace.check()
         except ConfigError as exc:
-            key = exc.key if not exc.key or exc.key.startswith("channel.") else f"channel.params.{exc.key}"
-            raise ConfigError(exc.message, file=exc.file, key=key, value=exc.value) from None
+            raise _channel_key(exc) from None
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
@@ -117,7 +123,10 @@ class BandwidthChannel(Channel):
                               key="channel.params.horizon_steps", value=p.horizon_steps)
         rng = np.random.default_rng([0 if seed is None else int(seed), 0x6177])
         self._rng = np.random.default_rng([0 if seed is None else int(seed), 0x6c6f])
-        cap = p.trace.sample(p.horizon_steps, self.E, self.N, self.dt_s, rng)
+        try:  # what only the sizes reveal (a CSV trace's rate columns against num_agents)
+            cap = p.trace.sample(p.horizon_steps, self.E, self.N, self.dt_s, rng)
+        except ConfigError as exc:
+            raise _channel_key(exc) from None
         peak = float(cap.max()) if cap.size else 0.0
         if not (np.isfinite(cap).all() and peak <= MAX_RATE_BPS):  # each trace checks its values; this guards the cast
             raise ConfigError(f"the trace gives capacity {peak!r} bit/s; every rate must be {VALID_RATE}",

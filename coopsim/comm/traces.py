@@ -314,7 +314,8 @@ class CsvTrace(_Trace):
     def _values(self, t_s, e, n, rng):
         times, rates = self.load()
         if rates.shape[1] not in (1, n):
-            raise ConfigError(f"{rates.shape[1]} rate columns; need 1 or num_agents={n}", file=self.path)
+            raise ConfigError(f"{rates.shape[1]} rate columns; need 1 or num_agents={n}", file=self.path,
+                              key="trace.path")
         idx = np.clip(np.searchsorted(times, t_s + 1e-9, side="right") - 1, 0, len(times) - 1)
         return rates[idx][:, None, :]
 

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 BROADCAST = -1
 #: IPv4 (20 bytes) + UDP (8 bytes) header: what each message costs on top of its payload
 DEFAULT_HEADER_BYTES = 28
+#: the largest ``header_bytes`` a channel accepts: an IPv4 packet's size limit (its 16-bit total length)
+HEADER_BYTES_MAX = 65535
 
 
 @dataclass
@@ -124,7 +126,9 @@ class Feedback:
 
 class ChannelParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    header_bytes: int = DEFAULT_HEADER_BYTES
+    header_bytes: int = Field(DEFAULT_HEADER_BYTES, ge=0, le=HEADER_BYTES_MAX,
+                              description=f"bytes added to each payload (B), 0 .. {HEADER_BYTES_MAX} (an IP packet's "
+                                          "size limit); default 28 (IPv4 + UDP headers)")
 
 
 class Channel(ABC):

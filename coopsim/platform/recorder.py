@@ -192,8 +192,11 @@ def check_writable(flag: str, path: str | Path, *, folder: bool = False) -> None
     folder above takes a new file (tried with a temporary file, removed again; nothing else is created).
 
     Raises:
-        ConfigError: key ``flag``; says why.
+        ConfigError: key ``flag``; says why (an empty path too: ``Path("")`` would be the current folder).
     """
+    if isinstance(path, str) and not path.strip():
+        what = "the folder to write into" if folder else "the file to write"
+        raise ConfigError(f"invalid value {path!r}: the path is empty; give {what}", key=flag, value=path)
     p = Path(path)
     if not folder and p.is_dir():
         raise ConfigError(f"{path} is a folder; give the file to write", key=flag, value=str(path))

@@ -16,7 +16,8 @@ radius check, :func:`anchor_check`), where the ratio is noise.
 A rerun into the same ``--out`` reuses the finished seeds the file holds when every setting (seeds aside) is
 the same, and computes only the missing ones; a file of other settings, or with more finished seeds than this run
 has so far, is never replaced by fewer: the new result goes to ``<out>.partial-<settings hash>.json`` until it holds
-as many seeds (a rerun of the same command resumes from there too).
+as many seeds (a rerun of the same command resumes from there too). An existing ``--out`` that is not a results file
+of this tool (say ``--out README.md``) is refused, not replaced.
 
 Usage::
 
@@ -38,7 +39,7 @@ import yaml
 
 from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, check_senders, parse_sender_params
 from coopsim.comm.oracle import safe_rate_oracle, utilization
-from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script
+from coopsim.errors import ConfigError, float_at_least, int_at_least, int_in_range, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.stats import t_half_width
 from coopsim.platform.registry import make_component, make_scenario
@@ -260,7 +261,8 @@ def partial_path(out: Path, settings: dict) -> Path:
 def main(argv: list[str] | None = None) -> None:
     _PROGRESS.clear()  # nothing from an earlier call in this process
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.evaluate", description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds S, >= 1: F..F+S-1 (default 5)")
+    ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5,
+                    help="number of seeds S, 1-1000: F..F+S-1 (default 5)")
     ap.add_argument("--first-seed", type=int_at_least(0), default=0,
                     help="F, the first seed (default 0; the mechanisms were tuned on 100..104)")
     bounds = SimpleSpreadParams.model_fields["num_agents"].metadata  # the scenario's ge/le constraints
@@ -268,10 +270,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--num-agents", type=int_at_least(2), default=3,
                     help=f"agents and landmarks N, {f'2..{n_max}' if n_max else '>= 2'} (default 3)")
     ap.add_argument("--radius", type=RADIUS_TYPE, default=0.5, help=RADIUS_HELP)
-    ap.add_argument("--num-envs", type=int_at_least(1), default=32,
-                    help="envs stepped together per run, >= 1 (default 32)")
-    ap.add_argument("--episodes", type=int_at_least(1), default=10,
-                    help="consecutive 25-step episodes per run over one channel, >= 1 (default 10)")
+    ap.add_argument("--num-envs", type=int_in_range(1, 4096), default=32,
+                    help="envs stepped together per run, 1-4096 (default 32)")
+    ap.add_argument("--episodes", type=int_in_range(1, 10000), default=10,
+                    help="consecutive 25-step episodes per run over one channel, 1-10000 (default 10)")
     ap.add_argument("--senders", default="none,broadcast,periodic,novelty,ddacom",
                     help="comma-separated senders to compare on every channel, each once (default "
                          "none,broadcast,periodic,novelty,ddacom)")
@@ -300,6 +302,10 @@ def main(argv: list[str] | None = None) -> None:
     partial = partial_path(out, settings)
     per_seed = 2 + len(channels) * len(senders)
     previous = _read_results(out)
+    if previous is None and (out.exists() or out.is_symlink()) and not (out.is_file() and out.stat().st_size == 0):
+        # not ours (a typo such as --out README.md): never replaced; an empty file holds nothing to lose
+        raise ConfigError(f"{out} exists and is not a results file of ddacom.evaluate; give another --out or "
+                          "remove it", key="--out", value=a.out)
     prev_done = previous["seeds_done"] if previous is not None else 0  # never replaced by a result with fewer
     results, source = [], out
     for path, d in ((out, previous), (partial, _read_results(partial))):

@@ -412,7 +412,7 @@ def kept_on_interrupt() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.train", description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int_at_least(1), default=5, help="number of seeds 0..S-1, >= 1 (default 5)")
+    ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5, help="number of seeds 0..S-1, 1-1000 (default 5)")
     ap.add_argument("--steps", type=int_at_least(1), default=60000,
                     help="env steps per (variant, seed), >= 1, rounded up to whole rollouts of num_envs x 25 steps "
                          "(default 60000; e.g. --steps 200 with 16 envs trains 400); a larger value continues the "
@@ -425,10 +425,10 @@ def main(argv: list[str] | None = None) -> None:
                          "messages (default spread)")
     ap.add_argument("--radius", type=RADIUS_TYPE, default=None,
                     help=RADIUS_HELP.replace("(default 0.5)", f"(default {DEFAULT_RADIUS}; --task spread only)"))
-    ap.add_argument("--eval-envs", type=int_at_least(1), default=32,
-                    help="envs of each trained policy's greedy evaluation, >= 1 (default 32)")
-    ap.add_argument("--eval-episodes", type=int_at_least(1), default=10,
-                    help="consecutive 25-step episodes of the evaluation over one channel, >= 1 (default 10)")
+    ap.add_argument("--eval-envs", type=int_in_range(1, 4096), default=32,
+                    help="envs of each trained policy's greedy evaluation, 1-4096 (default 32)")
+    ap.add_argument("--eval-episodes", type=int_in_range(1, 10000), default=10,
+                    help="consecutive 25-step episodes of the evaluation over one channel, 1-10000 (default 10)")
     ap.add_argument("--variants", default=",".join(VARIANTS),
                     help=f"comma-separated variants to train, each once, of {', '.join(VARIANTS)} (default "
                          f"{','.join(VARIANTS)}); the normalized return needs no_comm and broadcast_ideal")

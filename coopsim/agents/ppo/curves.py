@@ -191,19 +191,29 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] | None = Non
     return final
 
 
-def check_image_path(out: str | Path) -> None:
-    """``out``'s suffix names an image format matplotlib writes (``png`` when it has none, as ``plot`` does).
+def check_image_path(out: str | Path, flag: str = "OUT", *, suffix_required: bool = False) -> None:
+    """``out``'s suffix names an image format matplotlib writes (``png`` when it has none, as ``plot`` and
+    :func:`~coopsim.platform.recorder.atomic_savefig` do, unless ``suffix_required``). The one check of a figure
+    path given on a command line (this script's OUT, ``smac_time_to_win.py --plot``, the ns-3 experiment's
+    ``--plot``), made before any work.
+
+    Args:
+        flag: the option or argument that gave ``out``, as the message names it.
+        suffix_required: refuse a path without a suffix too.
 
     Raises:
-        CoopsimError: names the format and the valid suffixes.
+        CoopsimError: names the path, the format and the valid suffixes.
     """
     from matplotlib.backend_bases import FigureCanvasBase
 
-    fmt = Path(out).suffix.lstrip(".").lower() or "png"
     valid = sorted(FigureCanvasBase.get_supported_filetypes())
-    if fmt not in valid:
-        raise CoopsimError(f"{out}: matplotlib cannot write the format {fmt!r}; give OUT an image suffix: "
-                           f"{', '.join('.' + v for v in valid)}")
+    suffixes = ", ".join("." + v for v in valid)
+    fmt = Path(out).suffix.lstrip(".").lower()
+    if not fmt and suffix_required:
+        raise CoopsimError(f"{out} has no suffix; give {flag} an image suffix: {suffixes}")
+    if (fmt or "png") not in valid:
+        raise CoopsimError(f"{out}: matplotlib cannot write the format {fmt!r}; give {flag} an image suffix: "
+                           f"{suffixes}")
 
 
 def metric_columns(dirs: list[Path]) -> list[str]:

@@ -62,7 +62,7 @@ from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
 from coopsim.errors import ChannelError, DependencyNotInstalled
 from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
-from coopsim.platform.comm import BROADCAST, Channel, ChannelParams, Feedback, MessageBatch, concat
+from coopsim.platform.comm import BROADCAST, HEADER_BYTES_MAX, Channel, ChannelParams, Feedback, MessageBatch, concat
 
 CAUSES = ("seq_gap", "timeout", "late")
 UDP_IP_HEADER_BYTES = 28
@@ -90,8 +90,9 @@ class Ns3Params(ChannelParams):
     """Parameters of ``ns3-v0`` (defaults: ns-3's own defaults for 802.11a at 5.15 GHz, 16 dBm)."""
 
     model_config = ConfigDict(extra="forbid")
-    header_bytes: int = Field(UDP_IP_HEADER_BYTES, ge=UDP_IP_HEADER_BYTES,
-                              description="bytes added to each payload (B), >= 28 (IPv4 + UDP headers)")
+    header_bytes: int = Field(UDP_IP_HEADER_BYTES, ge=UDP_IP_HEADER_BYTES, le=HEADER_BYTES_MAX,
+                              description=f"bytes added to each payload (B), 28 (IPv4 + UDP headers) .. "
+                                          f"{HEADER_BYTES_MAX} (an IP packet's size limit)")
     standard: Literal["802.11a", "802.11b", "802.11g", "802.11n"] = Field(
         "802.11a", description="802.11 PHY/MAC standard (802.11n on 5 GHz, 20 MHz)")
     rate_manager: Literal["constant", "minstrel"] = Field(

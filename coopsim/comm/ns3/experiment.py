@@ -57,8 +57,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from coopsim.agents.comm_baselines.team import SENDER_NAMES, check_sender_params, check_senders, parse_sender_params, sender_class
 from coopsim.agents.ddacom.evaluate import check_sender_param_repeats, code_fingerprint, partial_path, run, summarize
+from coopsim.agents.ppo.curves import check_image_path
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
-from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
+from coopsim.errors import ConfigError, CoopsimError, int_in_range, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, check_writable
 from coopsim.platform.registry import make_component, make_scenario
@@ -69,6 +70,8 @@ _WHAT = "an ns-3 experiment file (YAML), e.g. configs/ns3/ddacom-spread.yaml"
 BIN_STEPS = 10  # time-series bins of 1 s at dt_s = 0.1 s
 DT_S = 0.1  # simple_spread's step (s)
 DEFAULT_OUT = "runs/ns3-experiment.json"
+#: the most ns-3 seeds (``seeds``, ``--seeds``) and anchor seeds an experiment takes (each costs minutes of ns-3)
+SEEDS_MAX = 10_000
 
 
 class ScenarioSection(BaseModel):
@@ -111,9 +114,10 @@ class TopLevel(BaseModel):
     num_envs: int = Field(2, ge=1, le=256, description="envs stepped together per run (one ns-3 network each), "
                                                        "1..256")
     episodes: int = Field(4, ge=1, le=10_000, description="consecutive 25-step episodes per run, 1..10000")
-    seeds: int = Field(2, ge=1, description="ns-3 seeds 0..seeds-1, >= 1")
-    anchor_seeds: Optional[int] = Field(None, ge=1, description="seeds of the normalization anchors, >= seeds "
-                                                                "(default: seeds)")
+    seeds: int = Field(2, ge=1, le=SEEDS_MAX, description=f"ns-3 seeds 0..seeds-1, 1..{SEEDS_MAX}")
+    anchor_seeds: Optional[int] = Field(None, ge=1, le=SEEDS_MAX,
+                                        description=f"seeds of the normalization anchors, >= seeds, 1..{SEEDS_MAX} "
+                                                    "(default: seeds)")
 
 
 def _validate(model: type[BaseModel], data: dict, path: str, prefix: str) -> BaseModel:
@@ -449,6 +453,25 @@ def _anchor_setting(kw: dict) -> dict:
         "num_agents", "obs_radius_m", "num_envs", "payload_floats", "episodes")}, "code": code_fingerprint()}
 
 
+def check_cache_folder(folder: str) -> None:
+    """Refuse an ``--oracle-cache`` that is a file, or lies under one: no cache file could be written there (the
+    anchors' would only be noted as not cached, and recomputed every run). A folder that does not exist yet is
+    fine (it is made when the first cache file is written); whether it can be written is checked when a write is due.
+
+    Raises:
+        ConfigError: key ``--oracle-cache``; names the file.
+    """
+    p = Path(folder)
+    base = p
+    while not (base.exists() or base.is_symlink()) and base != base.parent:
+        base = base.parent
+    if base.exists() and not base.is_dir():
+        where = "is a file" if base == p else f"is under the file {base}"
+        raise ConfigError(f"{folder} {where}, not a folder; give --oracle-cache a folder for the cached oracle "
+                          "sweeps and anchors, or --oracle-cache '' to run without the cache", key="--oracle-cache",
+                          value=folder)
+
+
 def anchor_cache_path(folder: str | None, kw: dict) -> Path | None:
     """The anchors' cache file in ``folder`` (None: no cache): one per scenario, envs and episodes and code (the
     anchors run over ideal-v0, so no channel param changes them), holding every seed computed so far."""
@@ -743,7 +766,9 @@ def main(argv: list[str] | None = None) -> dict:
                     help="the results JSON, rewritten after every ns-3 seed; when it holds a result with the same "
                          "settings, the run resumes from its finished seeds, and a result with other settings is kept "
                          f"until this run has more seeds or has finished (default {DEFAULT_OUT})")
-    ap.add_argument("--plot", default=None, help="write the time-series figure here (png)")
+    ap.add_argument("--plot", default=None,
+                    help="write the time-series figure here, an image file whose suffix names its format (.png, "
+                         ".pdf, .svg, ...)")
     ap.add_argument("--calibrate", default=None, help="comma-separated constant background loads per pair (bit/s)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache",
                     help="folder of cached oracle sweeps (one JSON per seed and setting) and normalization anchors "
@@ -752,8 +777,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--cached-oracle-only", action="store_true",
                     help="fail (ConfigError) instead of running the oracle's sweep for a seed that is not cached")
     ap.add_argument("--senders", default=None, help="comma-separated senders to run instead of the config's")
-    ap.add_argument("--seeds", type=int_at_least(1), default=None,
-                    help="ns-3 seeds 0..N-1 instead of the config's 'seeds' (the anchors cover at least these)")
+    ap.add_argument("--seeds", type=int_in_range(1, SEEDS_MAX), default=None,
+                    help=f"ns-3 seeds 0..N-1 instead of the config's 'seeds', 1-{SEEDS_MAX} (the anchors cover at "
+                         "least these)")
     ap.add_argument("--no-oracle", action="store_true",
                     help="skip the safe-rate oracle (most of the wall time): normalized return, loss and messages "
                          "only, no utilization and no --plot; for tighter return intervals over many seeds")
@@ -767,6 +793,9 @@ def main(argv: list[str] | None = None) -> dict:
     check_writable("--out", a.out)  # before minutes of ns-3 runs, not at the first seed's write
     if a.plot:
         check_writable("--plot", a.plot)
+        check_image_path(a.plot, "--plot", suffix_required=True)  # not matplotlib's traceback after the whole run
+    if a.oracle_cache:  # a file there would make every cache write fail, with a note about something else
+        check_cache_folder(a.oracle_cache)
     cfg = load(a.config)
     if a.seeds is not None:
         cfg["seeds"] = a.seeds
