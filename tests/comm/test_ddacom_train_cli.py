@@ -406,3 +406,21 @@ def test_evals_of_a_results_json_from_before_a_setting_existed_are_kept(tmp_path
     assert code == 0, err
     assert "not kept" not in stdout
     assert set(json.loads((out / "results.json").read_text())["evals"]["learned_ddacom"]) == {"0", "1"}
+
+
+def test_a_second_process_on_the_same_out_is_refused_while_the_first_runs(tmp_path):
+    """fresh30 F13: two ddacom.train processes on one --out both trained the same run (duplicated metrics rows): the
+    --out folder is locked for the whole invocation (released however the process ends)."""
+    from coopsim.platform.training import run_dir_lock
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    with run_dir_lock(out, who="a test"):  # as a first process holds it
+        r = subprocess.run([sys.executable, "-m", "coopsim.agents.ddacom.train", "--seeds", "1", *TINY, *ANCHORS,
+                            "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert (f"{out} is being trained by another python -m coopsim.agents.ddacom.train process right now; wait for it "
+            "to finish, or stop it (Ctrl-C keeps its checkpoint) and then resume") in r.stderr
+    assert list(out.iterdir()) == []  # nothing trained or written
+    code, _, err = _main(["--seeds", "1", *TINY, *ANCHORS, "--out", str(out)])  # the lock is free again
+    assert code == 0, err

@@ -9,9 +9,12 @@ the concatenated observations, hidden [64, 64]; the comm module is :class:`~coop
 * ``raw_ddacom`` -- raw-observation messages (23 floats on spread, 11 on speaker_listener), DDACOM's sender, the
   same Markov channel.
 
-Generator options: ``--cf-coef`` / ``--cf-objective`` (the encoder's credit, learned variants) and ``--inbox hold``
-(receivers read each sender's last copy of the episode, and DDACOM's sender sends a copy only when it changed;
-DDACOM-sent variants); see :class:`~coopsim.agents.ddacom.generator.GeneratorParams`.
+Generator options: ``--cf-coef`` / ``--cf-objective`` (the encoder's credit), ``--payload-dim`` (floats per learned
+message: a copy is 28 + 4 P bytes, and the Markov channel's lowest level carries at most 48 B per step within the
+one-step latency bound, so P <= 5 fits every level) and ``--encoder-lr`` (learned variants); ``--inbox hold``
+(receivers read each sender's last copy of the episode, and DDACOM's sender sends a copy only when it moved by more
+than ``--hold-threshold``; DDACOM-sent variants); see :class:`~coopsim.agents.ddacom.generator.GeneratorParams`.
+One process at a time per ``--out`` (a second one is refused while the first runs).
 
 Tasks (``--task``): ``spread`` -- ``mpe/simple_spread-v0``, N = 3, partial observation at ``--radius`` (default
 0.5 m); ``speaker_listener`` -- ``mpe/simple_speaker_listener-v0`` with ``utterances: false``: the speaker's own
@@ -70,6 +73,7 @@ from coopsim.errors import ConfigError, float_at_least, int_at_least, int_in_ran
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.registry import make_component, make_scenario, pydantic_to_config_error
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, SUMMARY_NAME, fit
+from coopsim.platform.training import run_dir_lock
 
 GEN = "coopsim.agents.ddacom.generator:DDACOMGenerator"
 VARIANTS: dict[str, tuple[dict[str, Any] | None, str]] = {
@@ -489,60 +493,62 @@ def main(argv: list[str] | None = None) -> None:
                              minibatches=2, checkpoint_every=10 * 25 * a.num_envs, tensorboard=False, progress=False)
     except ValidationError as exc:
         raise pydantic_to_config_error(exc, PPOTrainConfig, file=None, key_prefix="train.") from None
-    encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "payload_dim": a.payload_dim,
-               "encoder_lr": a.encoder_lr, "inbox": a.inbox,
-               "hold_threshold": a.hold_threshold}
-    settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
-    _PROGRESS.clear()
-    _PROGRESS.update(out=out, run=None)
-    check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
-    old_evals, old_wall, old_settings = earlier_evals(out, a, set(variants))
-    eval_sets = {**old_settings, **{v: eval_settings(vars(a), v) for v in variants}}
-    evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
-    wall: dict[str, dict[int, float]] = {v: {} for v in evals}
-    for v, per in old_evals.items():  # kept unless rerun below
-        evals[v].update(per)
-        wall[v].update(old_wall.get(v, {}))
-    rerun = {(v, s) for s in range(a.seeds) for v in variants}
-    kept = sorted((v, s) for v, per in old_evals.items() for s in per if (v, s) not in rerun)
-    if kept:
-        print(f"{out / 'results.json'}: keeping its evals of {len(kept)} run(s) of the same settings that this run "
-              f"does not redo ({', '.join(f'{v}/seed-{s}' for v, s in kept)})", flush=True)
-    t0 = time.time()
-    result: dict[str, Any] = {}
-    for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
-        for v in variants:
-            _PROGRESS["run"] = (v, seed)
-            s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings(v), a.task, encoder)
-            wall[v][seed] = s["wall_time_s"]
-            evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
-                                             a.eval_envs, a.eval_episodes, a.policy_reads, a.task, encoder)
-            print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s over all sessions; this "
-                  f"invocation {time.time() - t0:.0f} s)", flush=True)
-        done = 0  # seeds 0..done-1 with an eval of every variant
-        while all(done in per for per in evals.values()):
-            done += 1
-        result = {"args": vars(a), "eval_settings": {v: eval_sets[v] for v in evals}, "train_config": cfg.model_dump(),
-                  "seeds_done": done,
-                  "train_wall_s": {v: {str(k): w for k, w in sorted(d.items())} for v, d in wall.items()},
-                  "evals": {v: {str(k): e for k, e in sorted(d.items())} for v, d in evals.items()}}
-        if "no_comm" in evals and "broadcast_ideal" in evals:
-            result["summary"] = summarize(evals)
-        atomic_write_json(out / "results.json", result, indent=1)
-    summary = result.get("summary")
-    if summary is None:
-        print(dumps_json(result["evals"], indent=1))
-        missing = [v for v in ("no_comm", "broadcast_ideal") if v not in evals]
-        print(f"no normalized return: it needs both anchor variants, no_comm (R_no_comm) and broadcast_ideal "
-              f"(R_broadcast_ideal); {' and '.join(missing)} not in --variants nor in {out / 'results.json'} "
-              f"(the evals above are the raw returns)")
-        return
-    print(dumps_json(summary, indent=1))
-    where = {"radius": a.radius} if a.task == "spread" else {}  # the speaker-listener task has no radius to blame
-    warning = anchor_warning(summary["anchor_check"], **where, what="the normalized_return above",
-                             advice="give more --seeds (the CI is over training seeds) or a larger --steps")
-    if warning:
-        print(warning)
+    out.mkdir(parents=True, exist_ok=True)
+    with run_dir_lock(out, who="python -m coopsim.agents.ddacom.train"):  # one process per --out at a time
+        encoder = {"cf_coef": a.cf_coef, "cf_objective": a.cf_objective, "payload_dim": a.payload_dim,
+                   "encoder_lr": a.encoder_lr, "inbox": a.inbox,
+                   "hold_threshold": a.hold_threshold}
+        settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
+        _PROGRESS.clear()
+        _PROGRESS.update(out=out, run=None)
+        check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
+        old_evals, old_wall, old_settings = earlier_evals(out, a, set(variants))
+        eval_sets = {**old_settings, **{v: eval_settings(vars(a), v) for v in variants}}
+        evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
+        wall: dict[str, dict[int, float]] = {v: {} for v in evals}
+        for v, per in old_evals.items():  # kept unless rerun below
+            evals[v].update(per)
+            wall[v].update(old_wall.get(v, {}))
+        rerun = {(v, s) for s in range(a.seeds) for v in variants}
+        kept = sorted((v, s) for v, per in old_evals.items() for s in per if (v, s) not in rerun)
+        if kept:
+            print(f"{out / 'results.json'}: keeping its evals of {len(kept)} run(s) of the same settings that this run "
+                  f"does not redo ({', '.join(f'{v}/seed-{s}' for v, s in kept)})", flush=True)
+        t0 = time.time()
+        result: dict[str, Any] = {}
+        for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
+            for v in variants:
+                _PROGRESS["run"] = (v, seed)
+                s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings(v), a.task, encoder)
+                wall[v][seed] = s["wall_time_s"]
+                evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
+                                                 a.eval_envs, a.eval_episodes, a.policy_reads, a.task, encoder)
+                print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s over all sessions; this "
+                      f"invocation {time.time() - t0:.0f} s)", flush=True)
+            done = 0  # seeds 0..done-1 with an eval of every variant
+            while all(done in per for per in evals.values()):
+                done += 1
+            result = {"args": vars(a), "eval_settings": {v: eval_sets[v] for v in evals}, "train_config": cfg.model_dump(),
+                      "seeds_done": done,
+                      "train_wall_s": {v: {str(k): w for k, w in sorted(d.items())} for v, d in wall.items()},
+                      "evals": {v: {str(k): e for k, e in sorted(d.items())} for v, d in evals.items()}}
+            if "no_comm" in evals and "broadcast_ideal" in evals:
+                result["summary"] = summarize(evals)
+            atomic_write_json(out / "results.json", result, indent=1)
+        summary = result.get("summary")
+        if summary is None:
+            print(dumps_json(result["evals"], indent=1))
+            missing = [v for v in ("no_comm", "broadcast_ideal") if v not in evals]
+            print(f"no normalized return: it needs both anchor variants, no_comm (R_no_comm) and broadcast_ideal "
+                  f"(R_broadcast_ideal); {' and '.join(missing)} not in --variants nor in {out / 'results.json'} "
+                  f"(the evals above are the raw returns)")
+            return
+        print(dumps_json(summary, indent=1))
+        where = {"radius": a.radius} if a.task == "spread" else {}  # the speaker-listener task has no radius to blame
+        warning = anchor_warning(summary["anchor_check"], **where, what="the normalized_return above",
+                                 advice="give more --seeds (the CI is over training seeds) or a larger --steps")
+        if warning:
+            print(warning)
 
 
 if __name__ == "__main__":
