@@ -153,7 +153,8 @@ class PPOAgent(AgentPlugin):
     def _comm_spec_filled(self, spec: Any) -> Any:
         """A comm spec ``{"module", "params"}`` with the params this agent's comm module would fill in by default (a
         module whose params are a pydantic model ``p``), so that a policy file written before a param existed still
-        loads; ``spec`` itself when it names another module, does not validate or the module has no such model."""
+        loads; ``spec`` itself when its params do not validate or the module has no such model (a spec naming another
+        module still differs from this agent's by its ``module``)."""
         p = getattr(self.comm, "p", None)
         if not (isinstance(spec, dict) and isinstance(spec.get("params"), dict) and isinstance(p, BaseModel)):
             return spec
@@ -260,10 +261,10 @@ class PPOAgent(AgentPlugin):
         arch = ("critic", "hidden", "critic_hidden", "activation", "recurrent", "actor", "agent_id", "comm", "critic_obs",
                 "stack_frames")
         for k in arch:  # a key missing from an older file takes its default
-            theirs_k = ck["params"].get(k, PPOAgentParams.model_fields[k].default)
+            theirs_k, mine_k = ck["params"].get(k, PPOAgentParams.model_fields[k].default), mine["params"].get(k)
             if k == "comm":  # a comm param missing from an older file takes the module's default too
-                theirs_k = self._comm_spec_filled(theirs_k)
-            if theirs_k != (self._comm_spec_filled(mine["params"].get(k)) if k == "comm" else mine["params"].get(k)):
+                theirs_k, mine_k = self._comm_spec_filled(theirs_k), self._comm_spec_filled(mine_k)
+            if theirs_k != mine_k:
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
         theirs, ours = (ck.get("scenario") or {}).get("id"), mine["scenario"].get("id")
