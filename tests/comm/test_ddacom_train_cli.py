@@ -424,3 +424,31 @@ def test_a_second_process_on_the_same_out_is_refused_while_the_first_runs(tmp_pa
     assert list(out.iterdir()) == []  # nothing trained or written
     code, _, err = _main(["--seeds", "1", *TINY, *ANCHORS, "--out", str(out)])  # the lock is free again
     assert code == 0, err
+
+
+def test_first_seed_trains_the_same_runs_and_a_merged_folder_reuses_them(base, tmp_path):
+    """Seeds 0-1 split over two folders (--first-seed 1 trains seed 1 alone) give the runs of one invocation: the
+    seed-1 evals are equal, and a folder holding seed 0 from one and seed 1 from the other reuses both (nothing
+    trained again) and gives the single invocation's summary."""
+    part = tmp_path / "part"
+    code, out, err = _main(["--seeds", "1", "--first-seed", "1", *TINY, *ANCHORS, "--out", str(part)])
+    assert code == 0, err
+    old = json.loads((base[0] / "results.json").read_text())
+    new = json.loads((part / "results.json").read_text())
+    assert set(new["evals"]["no_comm"]) == {"1"} and not (part / "no_comm" / "seed-0").exists()
+    for v in ("no_comm", "broadcast_ideal"):
+        assert new["evals"][v]["1"] == old["evals"][v]["1"]
+    merged = tmp_path / "merged"
+    for v in ("no_comm", "broadcast_ideal"):
+        shutil.copytree(base[0] / v / "seed-0", merged / v / "seed-0")
+        shutil.copytree(part / v / "seed-1", merged / v / "seed-1")
+    code, out, err = _main(["--seeds", "2", *TINY, *ANCHORS, "--out", str(merged)])
+    assert code == 0, err
+    assert out.count("reusing the finished run") == 4 and "resuming" not in out
+    assert json.loads((merged / "results.json").read_text())["summary"] == old["summary"]
+
+
+def test_first_seed_is_bounded_at_parse_time(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--first-seed", "-1", "--out", str(tmp_path / "o")])
+    assert "--first-seed" in capsys.readouterr().err

@@ -44,7 +44,9 @@ Reruns into the same ``--out``: each (variant, seed) run records the settings it
 training), and any other setting is refused before training starts (exit 2, "use another --out").
 ``results.json`` keeps the evals of the runs a rerun does not redo (fewer ``--seeds`` or ``--variants``) when they
 were made with the same settings (the eval ones too), each variant with its own (``eval_settings``). A resumed run
-continues exactly (the checkpoint holds the generator's runtime state).
+continues exactly (the checkpoint holds the generator's runtime state). Seeds are ``--first-seed`` ..
+``--first-seed + --seeds - 1``: two processes may train seeds 0-2 and 3-4 into two folders; copying every
+``<variant>/seed-<s>`` into one folder and rerunning there with ``--seeds 5`` reuses them all and writes the table.
 
 Usage::
 
@@ -416,7 +418,11 @@ def kept_on_interrupt() -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.train", description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5, help="number of seeds 0..S-1, 1-1000 (default 5)")
+    ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5,
+                    help="number of seeds F..F+S-1 (F: --first-seed), 1-1000 (default 5)")
+    ap.add_argument("--first-seed", type=int_in_range(0, 9999), default=0,
+                    help="first seed F, 0-9999 (default 0); two processes on two --out folders can train seeds 0-2 "
+                         "and 3-4 at once, and a rerun over one folder holding every seed's run dir reuses them all")
     ap.add_argument("--steps", type=int_at_least(1), default=60000,
                     help="env steps per (variant, seed), >= 1, rounded up to whole rollouts of num_envs x 25 steps "
                          "(default 60000; e.g. --steps 200 with 16 envs trains 400); a larger value continues the "
@@ -501,7 +507,8 @@ def main(argv: list[str] | None = None) -> None:
         settings = lambda v: run_settings(a, v)  # noqa: E731 - per variant: the encoder's params for learned ones
         _PROGRESS.clear()
         _PROGRESS.update(out=out, run=None)
-        check_runs(out, [(v, s) for s in range(a.seeds) for v in variants], settings)  # before any training
+        seeds = range(a.first_seed, a.first_seed + a.seeds)
+        check_runs(out, [(v, s) for s in seeds for v in variants], settings)  # before any training
         old_evals, old_wall, old_settings = earlier_evals(out, a, set(variants))
         eval_sets = {**old_settings, **{v: eval_settings(vars(a), v) for v in variants}}
         evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
@@ -509,14 +516,14 @@ def main(argv: list[str] | None = None) -> None:
         for v, per in old_evals.items():  # kept unless rerun below
             evals[v].update(per)
             wall[v].update(old_wall.get(v, {}))
-        rerun = {(v, s) for s in range(a.seeds) for v in variants}
+        rerun = {(v, s) for s in seeds for v in variants}
         kept = sorted((v, s) for v, per in old_evals.items() for s in per if (v, s) not in rerun)
         if kept:
             print(f"{out / 'results.json'}: keeping its evals of {len(kept)} run(s) of the same settings that this run "
                   f"does not redo ({', '.join(f'{v}/seed-{s}' for v, s in kept)})", flush=True)
         t0 = time.time()
         result: dict[str, Any] = {}
-        for seed in range(a.seeds):  # seeds outermost: an interrupted sweep still has complete seeds
+        for seed in seeds:  # seeds outermost: an interrupted sweep still has complete seeds
             for v in variants:
                 _PROGRESS["run"] = (v, seed)
                 s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings(v), a.task, encoder)
