@@ -452,3 +452,38 @@ def test_first_seed_is_bounded_at_parse_time(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.main(["--first-seed", "-1", "--out", str(tmp_path / "o")])
     assert "--first-seed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, kind", [(None, "markov"), ("markov", "markov"), ("step", "step"),
+                                        ("sinusoid", "sinusoid")])
+def test_eval_channels_are_the_mpe_channels_scaled_to_the_spread_network(name, kind):
+    ch = train.make_channel("learned_ddacom", None, name)
+    assert ch.params.trace.kind == kind and ch.params.trace.scale_bps == 25600.0  # (1 + 3)(3 - 1) x 40 B / 0.1 s
+    assert ch.params.latency_bound_s == 0.1 and ch.params.queue_packets == 16
+
+
+def test_eval_channels_evaluate_ddacom_sent_variants_under_each_and_a_rerun_keeps_them(tmp_path):
+    """--eval-channels markov,step: a DDACOM-sent variant gets an eval on each (results' variant raw_ddacom/step), the
+    anchors one; the step eval is the policy's on the step channel (offered copies counted there); a rerun that asks
+    for the training channel only keeps the step evals."""
+    out = tmp_path / "ch"
+    code, stdout, err = _main(["--seeds", "1", *TINY, "--variants", "no_comm,broadcast_ideal,raw_ddacom",
+                               "--eval-channels", "markov,step", "--out", str(out)])
+    assert code == 0, err
+    res = json.loads((out / "results.json").read_text())
+    assert list(res["evals"]) == ["no_comm", "broadcast_ideal", "raw_ddacom", "raw_ddacom/step"]
+    assert set(res["summary"]["rows"]) == set(res["evals"]) and "raw_ddacom/step" in res["eval_settings"]
+    step = res["evals"]["raw_ddacom/step"]["0"]
+    again = train.evaluate_policy("raw_ddacom", out / "raw_ddacom" / "seed-0" / train.POLICY_NAME, 10_000, 0.5, 2, 1,
+                                  channel="step")
+    assert step == again and step["copies_offered"] > 0
+    code, stdout, err = _main(["--seeds", "1", *TINY, "--variants", "raw_ddacom", "--out", str(out)])
+    assert code == 0, err
+    assert json.loads((out / "results.json").read_text())["evals"]["raw_ddacom/step"]["0"] == step
+
+
+@pytest.mark.parametrize("value", ["foo", "markov,markov", "", "markov,ideal"])
+def test_bad_eval_channels_are_refused_at_parse_time(value, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--eval-channels", value, "--out", str(tmp_path / "o")])
+    assert "--eval-channels" in capsys.readouterr().err and not (tmp_path / "o").exists()

@@ -35,7 +35,9 @@ latency bound.)
 
 Evaluation (per seed): the trained policy acts greedily in ``--eval-envs`` envs for ``--eval-episodes``
 consecutive 25-step episodes over one channel that is not reset between episodes (as in
-:func:`coopsim.agents.ddacom.evaluate.run`), on its training channel; normalised return
+:func:`coopsim.agents.ddacom.evaluate.run`), on its training channel and, for a DDACOM-sent variant, under each channel
+of ``--eval-channels`` (``markov``, ``step``, ``sinusoid`` of ``configs/mpe/channels.yaml``, scaled alike; results'
+variant ``<variant>/<channel>`` for a channel it was not trained on); normalised return
 ``(R - R_no_comm) / (R_broadcast_ideal - R_no_comm)`` with the anchors of the same seed.
 
 Reruns into the same ``--out``: each (variant, seed) run records the settings it was trained with
@@ -116,26 +118,43 @@ def make_agent(variant: str, num_envs: int, radius: float | None, num_agents: in
     return MAPPO(core, comm=spec, hidden=[64, 64])
 
 
-def make_channel(variant: str, agent):
+def make_channel(variant: str, agent, channel: str | None = None):
     """The variant's channel: None, ideal, or the Markov bandwidth channel of the N = 3 spread evaluation
-    (:data:`NETWORK_AGENTS`; per-sender capacity 3840-12800 bit/s), the same network for every task and format."""
+    (:data:`NETWORK_AGENTS`; per-sender capacity 3840-12800 bit/s), the same network for every task and format.
+    ``channel``: another channel of ``configs/mpe/channels.yaml`` (``step``, ``sinusoid``) scaled the same way, for
+    evaluating a DDACOM-sent variant (trained on ``markov``) there; None = the variant's training channel."""
     kind = VARIANTS[variant][1]
     if kind == "none":
         return None
     if kind == "ideal":
         return IdealChannel()
-    cid, params = load_channels(NETWORK_AGENTS)[kind]  # the network of the docs/comm.md evaluation
+    cid, params = load_channels(NETWORK_AGENTS)[channel or kind]  # the network of the docs/comm.md evaluation
     return make_component("channel", cid, **params)
+
+
+#: the channels of ``configs/mpe/channels.yaml`` a DDACOM-sent variant can be evaluated under (--eval-channels); it
+#: is trained on :data:`TRAIN_CHANNEL`, and the evals on another channel c are results.json's variant ``<variant>/c``
+EVAL_CHANNELS = ("markov", "step", "sinusoid")
+TRAIN_CHANNEL = "markov"
+
+
+def eval_keys(variants: list[str], channels: list[str]) -> list[str]:
+    """results.json's eval keys of ``variants`` evaluated under ``channels``: a variant's own name for its training
+    channel (and for the anchors, whose channels are none and ideal), ``<variant>/<channel>`` for the others."""
+    return [v if c == TRAIN_CHANNEL or not ddacom_sent(v) else f"{v}/{c}" for v in variants for c in channels
+            if c == TRAIN_CHANNEL or ddacom_sent(v)] + \
+        [v for v in variants if TRAIN_CHANNEL not in channels and not ddacom_sent(v)]
 
 
 def evaluate_policy(variant: str, policy: Path, seed: int, radius: float | None, num_envs: int, episodes: int,
                     policy_reads: str = "attention", task: str = "spread",
-                    encoder: dict[str, Any] | None = None) -> dict[str, float]:
-    """Greedy evaluation of a trained policy on its training channel (see module docstring)."""
+                    encoder: dict[str, Any] | None = None, channel: str | None = None) -> dict[str, float]:
+    """Greedy evaluation of a trained policy on its training channel, or on ``channel`` of :data:`EVAL_CHANNELS` (see
+    module docstring)."""
     agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads, task=task, encoder=encoder)
     agent.load(policy)
     core = agent.scenario
-    ch = make_channel(variant, agent)
+    ch = make_channel(variant, agent, channel)
     N = core.num_agents
     if ch is not None:
         ch.reset(seed, num_envs=num_envs, num_agents=N, dt_s=core.dt_s, scenario=core)
@@ -368,12 +387,14 @@ def earlier_evals(out: Path, a: argparse.Namespace, rerun: set[str] | None = Non
     settings: dict[str, dict[str, Any]] = {}
     dropped: list[str] = []
     for v, per in evals.items():
-        if v not in VARIANTS or not isinstance(per, dict):
+        base, _, chan = v.partition("/")
+        if base not in VARIANTS or (chan and (chan not in EVAL_CHANNELS or not ddacom_sent(base))) \
+                or not isinstance(per, dict):
             continue
         # a file written before a setting existed: that setting took its default
         old_s = {**eval_settings({}, v), **stored[v]} if isinstance(stored.get(v), dict) else eval_settings(args, v)
         new_s = eval_settings(now, v)
-        keys = new_s if rerun is None or v in rerun else [k for k in new_s if k not in ENCODER_DEFAULTS
+        keys = new_s if rerun is None or base in rerun else [k for k in new_s if k not in ENCODER_DEFAULTS
                                                           and k not in INBOX_DEFAULT]
         diff = [f"--{k.replace('_', '-')} {old_s.get(k)} (now {new_s[k]})" for k in keys if old_s.get(k) != new_s[k]]
         if diff:
@@ -419,7 +440,7 @@ def kept_on_interrupt() -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.train", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5,
-                    help="number of seeds F..F+S-1 (F: --first-seed), 1-1000 (default 5)")
+                    help="number of seeds S, 1-1000: seeds F..F+S-1 from the first seed F (default 5)")
     ap.add_argument("--first-seed", type=int_in_range(0, 9999), default=0,
                     help="first seed F, 0-9999 (default 0); two processes on two --out folders can train seeds 0-2 "
                          "and 3-4 at once, and a rerun over one folder holding every seed's run dir reuses them all")
@@ -469,6 +490,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="with --inbox hold: the change of a payload (Euclidean distance to the copy its receiver "
                          "holds, in payload units: metres for raw spread payloads) above which DDACOM's sender sends "
                          "it again, > 0 (default 1e-06: any change; a copy a receiver does not hold yet always goes)")
+    ap.add_argument("--eval-channels", default=TRAIN_CHANNEL,
+                    help=f"comma-separated channels of configs/mpe/channels.yaml to evaluate the DDACOM-sent variants "
+                         f"under, of {', '.join(EVAL_CHANNELS)} (default {TRAIN_CHANNEL}, their training channel; the "
+                         f"evals on another channel c are the results' variant <variant>/c; the anchors' channels "
+                         f"are none and ideal whatever this says)")
     ap.add_argument("--out", default="runs/ddacom_gen",
                     help="results folder: <variant>/seed-<s>/ training runs and results.json; a rerun with the same "
                          "settings reuses or resumes its runs (default runs/ddacom_gen)")
@@ -491,6 +517,11 @@ def main(argv: list[str] | None = None) -> None:
     twice = next((v for i, v in enumerate(variants) if v in variants[:i]), None)
     if twice is not None:
         ap.error(f"argument --variants: variant {twice!r} given twice; give each variant once")
+    channels = [c.strip() for c in a.eval_channels.split(",")]
+    bad = [c for c in channels if c not in EVAL_CHANNELS]
+    if bad or not channels or len(set(channels)) != len(channels):
+        ap.error(f"argument --eval-channels: {a.eval_channels!r}: give each channel once, of "
+                 f"{', '.join(EVAL_CHANNELS)} (configs/mpe/channels.yaml)")
     check_writable("--out", a.out, folder=True)  # before any training, not at the first seed's mkdir
     torch.set_num_threads(1)
     out = Path(a.out)
@@ -511,12 +542,15 @@ def main(argv: list[str] | None = None) -> None:
         check_runs(out, [(v, s) for s in seeds for v in variants], settings)  # before any training
         old_evals, old_wall, old_settings = earlier_evals(out, a, set(variants))
         eval_sets = {**old_settings, **{v: eval_settings(vars(a), v) for v in variants}}
-        evals: dict[str, dict[int, dict[str, float]]] = {v: {} for v in VARIANTS if v in variants or v in old_evals}
+        keys = eval_keys(variants, channels)
+        eval_sets.update({k: eval_settings(vars(a), k) for k in keys})
+        evals: dict[str, dict[int, dict[str, float]]] = {
+            k: {} for k in eval_keys(list(VARIANTS), list(EVAL_CHANNELS)) if k in keys or k in old_evals}
         wall: dict[str, dict[int, float]] = {v: {} for v in evals}
         for v, per in old_evals.items():  # kept unless rerun below
             evals[v].update(per)
             wall[v].update(old_wall.get(v, {}))
-        rerun = {(v, s) for s in seeds for v in variants}
+        rerun = {(k, s) for s in seeds for k in keys}
         kept = sorted((v, s) for v, per in old_evals.items() for s in per if (v, s) not in rerun)
         if kept:
             print(f"{out / 'results.json'}: keeping its evals of {len(kept)} run(s) of the same settings that this run "
@@ -527,11 +561,13 @@ def main(argv: list[str] | None = None) -> None:
             for v in variants:
                 _PROGRESS["run"] = (v, seed)
                 s = train_one(v, seed, cfg, out, a.radius, a.policy_reads, settings(v), a.task, encoder)
-                wall[v][seed] = s["wall_time_s"]
-                evals[v][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed, a.radius,
-                                                 a.eval_envs, a.eval_episodes, a.policy_reads, a.task, encoder)
-                print(f"seed {seed} {v}: {evals[v][seed]} (train {s['wall_time_s']:.0f} s over all sessions; this "
-                      f"invocation {time.time() - t0:.0f} s)", flush=True)
+                for k in [k for k in keys if k.partition("/")[0] == v]:
+                    wall[k][seed] = s["wall_time_s"]
+                    evals[k][seed] = evaluate_policy(v, out / v / f"seed-{seed}" / POLICY_NAME, 10_000 + seed,
+                                                     a.radius, a.eval_envs, a.eval_episodes, a.policy_reads, a.task,
+                                                     encoder, channel=k.partition("/")[2] or None)
+                    print(f"seed {seed} {k}: {evals[k][seed]} (train {s['wall_time_s']:.0f} s over all sessions; "
+                          f"this invocation {time.time() - t0:.0f} s)", flush=True)
             done = 0  # seeds 0..done-1 with an eval of every variant
             while all(done in per for per in evals.values()):
                 done += 1
