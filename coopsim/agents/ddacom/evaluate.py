@@ -263,8 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.evaluate", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5,
                     help="number of seeds S, 1-1000: F..F+S-1 (default 5)")
-    ap.add_argument("--first-seed", type=int_at_least(0), default=0,
-                    help="F, the first seed (default 0; the mechanisms were tuned on 100..104)")
+    ap.add_argument("--first-seed", type=int_in_range(0, 9999), default=0,
+                    help="F, the first seed, 0-9999 (default 0; the mechanisms were tuned on 100..104)")
     bounds = SimpleSpreadParams.model_fields["num_agents"].metadata  # the scenario's ge/le constraints
     n_max = next((m.le for m in bounds if getattr(m, "le", None) is not None), None)
     ap.add_argument("--num-agents", type=int_at_least(2), default=3,

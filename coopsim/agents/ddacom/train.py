@@ -274,22 +274,44 @@ def _has_training(run_dir: Path) -> bool:
     return any((run_dir / f).is_file() for f in (CHECKPOINT_NAME, SUMMARY_NAME, POLICY_NAME))
 
 
-def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any] | None:
-    """The settings ``run_dir`` was trained with: its :data:`SETTINGS_NAME`; for a run trained before that file
-    existed, the ``args`` of ``out/results.json`` (written by the run that trained it); None when neither says."""
-    for path, pick in ((run_dir / SETTINGS_NAME, lambda d: d),
-                       (out / "results.json", lambda d: d.get("args") if isinstance(d.get("args"), dict) else None)):
+def recorded_settings(run_dir: Path, out: Path) -> dict[str, Any]:
+    """The settings ``run_dir`` (a run with training files) was trained with: its :data:`SETTINGS_NAME`; for a run
+    trained before that file existed, the ``args`` of ``out/results.json`` when that file holds an eval of this very
+    (variant, seed) (it was written by the invocation that trained it; a run copied in from another folder is not
+    judged by this folder's args).
+
+    Raises:
+        ConfigError: the settings file is unreadable or not a JSON object (named), or it is missing and results.json
+            does not speak for this run; the message says to restore it, remove the run folder or use another --out.
+    """
+    v, seed = run_dir.parent.name, run_dir.name.removeprefix("seed-")
+    path = run_dir / SETTINGS_NAME
+    if path.is_file():
         try:
-            d = pick(json.loads(path.read_text()))
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(d, dict):
-            v = run_dir.parent.name
-            enc = {**(ENCODER_DEFAULTS if v in VARIANTS and learned(v) else {}),
-                   **(INBOX_DEFAULT if v in VARIANTS and ddacom_sent(v) else {})}
-            return {"task": "spread", "policy_reads": "attention", "num_agents": 3, **enc, **{k: d[k] for k in (*TRAIN_SETTINGS, "steps")
-                                                                      if k in d}}
-    return None
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            d = exc
+        if not isinstance(d, dict):
+            why = f"unreadable ({d})" if isinstance(d, Exception) else "not a JSON object"
+            raise ConfigError(f"{path}: {why}; it records what {run_dir} was trained with, so the run can be neither "
+                              f"reused nor resumed: restore it, remove {run_dir} to train it again, or use another --out")
+    else:
+        try:
+            res = json.loads((out / "results.json").read_text())
+            d = res["args"] if seed in res["evals"][v] and isinstance(res["args"], dict) else None
+        except (OSError, ValueError, KeyError, TypeError):
+            d = None
+        if d is None:
+            raise ConfigError(f"{run_dir} has training files but no {SETTINGS_NAME} (written by every run since "
+                              f"2026-12-06), and {out / 'results.json'} holds no eval of it, so what it was trained with "
+                              f"is unknown (a run folder copied in from elsewhere?): copy its {SETTINGS_NAME} along, "
+                              f"remove {run_dir} to train it again, or use another --out")
+        d = {**d, "num_agents": 3 if d.get("task", "spread") == "spread" else 2}
+    known = v in VARIANTS
+    enc = {**(ENCODER_DEFAULTS if known and learned(v) else {}), **(INBOX_DEFAULT if known and ddacom_sent(v) else {})}
+    keep = [k for k in (*TRAIN_SETTINGS, "steps") if k in d and (k not in ENCODER_DEFAULTS or k in enc)
+            and (k not in INBOX_DEFAULT or k in enc)]
+    return {"task": "spread", "policy_reads": "attention", "num_agents": 3, **enc, **{k: d[k] for k in keep}}
 
 
 def settings_conflict(run_dir: Path, old: dict[str, Any], new: dict[str, Any]) -> str | None:
@@ -314,14 +336,18 @@ def check_runs(out: Path, runs: list[tuple[str, int]], settings: Any) -> None:
 
     Raises:
         ConfigError: the first run that was not, naming its directory, the settings that differ (old and new) and
-            "use another --out".
+            "use another --out"; a file where a run folder goes; a run whose settings are unknown
+            (:func:`recorded_settings`).
     """
     for v, seed in runs:
         run_dir = out / v / f"seed-{seed}"
+        for p in (out / v, run_dir):
+            if p.exists() and not p.is_dir():
+                raise ConfigError(f"{p} is a file where this run keeps the folder {out / v / f'seed-{seed}'}/: move it "
+                                  f"away or use another --out")
         if not _has_training(run_dir):
             continue
-        old = recorded_settings(run_dir, out)
-        why = None if old is None else settings_conflict(run_dir, old, settings(v) if callable(settings) else settings)
+        why = settings_conflict(run_dir, recorded_settings(run_dir, out), settings(v) if callable(settings) else settings)
         if why:
             raise ConfigError(why)
 
@@ -373,12 +399,24 @@ def earlier_evals(out: Path, a: argparse.Namespace, rerun: set[str] | None = Non
     this run keeps: a variant's evals are kept when they were made with this run's common settings and, for a
     variant in ``rerun`` (this run's --variants), with its own settings too (a variant this run leaves alone keeps
     the encoder or inbox settings it was evaluated with: they change nothing for the others). A rerun with fewer
-    seeds or variants therefore keeps them. Evals left out are named in a printed line with the settings that differ."""
-    try:
-        d = json.loads((out / "results.json").read_text())
-        args, evals = d["args"], d["evals"]
-    except (OSError, ValueError, KeyError, TypeError):
+    seeds or variants therefore keeps them. Evals left out are named in a printed line with the settings that differ.
+
+    Raises:
+        ConfigError: ``out/results.json`` exists but is unreadable or not this command's (it is never replaced then).
+    """
+    path = out / "results.json"
+    if not path.exists():
         return {}, {}, {}
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        d = exc
+    if not (isinstance(d, dict) and isinstance(d.get("args"), dict) and isinstance(d.get("evals"), dict)):
+        why = f"unreadable ({d})" if isinstance(d, Exception) else "not a results file of this command (no args and evals)"
+        raise ConfigError(f"{path}: {why}; this command writes its table there and does not replace a file it cannot "
+                          f"read: move it away (or delete it: the evals are made again from the runs) or use another "
+                          f"--out")
+    args, evals = d["args"], d["evals"]
     now = vars(a)
     stored = d.get("eval_settings") if isinstance(d.get("eval_settings"), dict) else {}
     wall_old = d.get("train_wall_s") if isinstance(d.get("train_wall_s"), dict) else {}
@@ -568,9 +606,7 @@ def main(argv: list[str] | None = None) -> None:
                                                      encoder, channel=k.partition("/")[2] or None)
                     print(f"seed {seed} {k}: {evals[k][seed]} (train {s['wall_time_s']:.0f} s over all sessions; "
                           f"this invocation {time.time() - t0:.0f} s)", flush=True)
-            done = 0  # seeds 0..done-1 with an eval of every variant
-            while all(done in per for per in evals.values()):
-                done += 1
+            done = len(set.intersection(*(set(per) for per in evals.values())))  # seeds with an eval of every variant
             result = {"args": vars(a), "eval_settings": {v: eval_sets[v] for v in evals}, "train_config": cfg.model_dump(),
                       "seeds_done": done,
                       "train_wall_s": {v: {str(k): w for k, w in sorted(d.items())} for v, d in wall.items()},

@@ -1,0 +1,122 @@
+"""Fixes of fresh-user pass 31 (ddacom.train with --first-seed and merged run folders): results.json's seeds_done counts
+the complete seeds whatever the first seed; a run folder without its settings file is judged only by a results.json
+that evaluated it (a run copied in is refused, not silently reused), and a corrupt settings file is named; a file
+where a run folder goes is refused before any training; a results.json that is not this command's is never
+replaced."""
+import contextlib
+import io
+import json
+import shutil
+
+import pytest
+
+from coopsim.agents.ddacom import train
+from coopsim.errors import run_script
+
+TINY = ["--steps", "200", "--num-envs", "2", "--eval-envs", "2", "--eval-episodes", "1"]
+SL = ["--task", "speaker_listener", "--policy-reads", "slots"]
+
+
+def _main(argv):
+    o, e = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            run_script(train.main, argv)
+        except SystemExit as exc:
+            code = exc.code
+    return code, o.getvalue(), e.getvalue()
+
+
+@pytest.fixture(scope="module")
+def seeds_2_3(tmp_path_factory):
+    """Seeds 2-3 of the no_comm anchor on the speaker-listener (a folder trained with --first-seed 2)."""
+    out = tmp_path_factory.mktemp("f31") / "b"
+    code, _, err = _main([*SL, "--seeds", "2", "--first-seed", "2", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 0, err
+    return out
+
+
+def test_seeds_done_counts_the_complete_seeds_from_any_first_seed(seeds_2_3):
+    res = json.loads((seeds_2_3 / "results.json").read_text())
+    assert set(res["evals"]["no_comm"]) == {"2", "3"} and res["seeds_done"] == 2
+
+
+def _no_training(monkeypatch):
+    monkeypatch.setattr(train, "fit", lambda *a, **k: pytest.fail("trained although the run's settings are unknown"))
+
+
+def test_a_run_copied_in_without_its_settings_file_is_refused_not_reused(seeds_2_3, tmp_path, monkeypatch):
+    """A seed folder copied from another --out without ddacom_settings.json: this folder's results.json holds no eval of
+    it, so its settings are unknown (it used to be judged by this folder's args and silently reused)."""
+    out = tmp_path / "merged"
+    code, _, err = _main([*SL, "--seeds", "1", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 0, err
+    shutil.copytree(seeds_2_3 / "no_comm" / "seed-2", out / "no_comm" / "seed-2")
+    (out / "no_comm" / "seed-2" / train.SETTINGS_NAME).unlink()
+    before = (out / "results.json").read_bytes()
+    _no_training(monkeypatch)
+    code, _, err = _main([*SL, "--seeds", "3", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"{out / 'no_comm' / 'seed-2'} has training files but no {train.SETTINGS_NAME}" in err
+    assert "holds no eval of it" in err and (out / "results.json").read_bytes() == before
+
+
+def test_a_run_without_its_settings_file_is_judged_by_the_results_json_that_evaluated_it(seeds_2_3, tmp_path):
+    """A run from before the settings file existed: the results.json that evaluated it speaks for it, with only the
+    keys that shape its variant (no encoder flags for an anchor) and the agent count of its task (2 here)."""
+    out = tmp_path / "old"
+    shutil.copytree(seeds_2_3, out)
+    for s in (2, 3):
+        (out / "no_comm" / f"seed-{s}" / train.SETTINGS_NAME).unlink()
+    rec = train.recorded_settings(out / "no_comm" / "seed-2", out)
+    assert rec["task"] == "speaker_listener" and rec["num_agents"] == 2 and rec["num_envs"] == 2
+    assert "cf_coef" not in rec and "inbox" not in rec
+    code, stdout, err = _main([*SL, "--seeds", "2", "--first-seed", "2", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 0, err
+    assert stdout.count("reusing the finished run") == 2
+
+
+@pytest.mark.parametrize("text", ["{\"task\": ", "[1, 2]"])
+def test_a_corrupt_settings_file_is_named(seeds_2_3, tmp_path, monkeypatch, text):
+    out = tmp_path / "c"
+    shutil.copytree(seeds_2_3, out)
+    (out / "no_comm" / "seed-3" / train.SETTINGS_NAME).write_text(text)
+    _no_training(monkeypatch)
+    code, _, err = _main([*SL, "--seeds", "2", "--first-seed", "2", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {out / 'no_comm' / 'seed-3' / train.SETTINGS_NAME}: ")
+    assert "restore it, remove" in err
+
+
+@pytest.mark.parametrize("where", ["no_comm", "no_comm/seed-1"])
+def test_a_file_where_a_run_folder_goes_is_refused_before_any_training(tmp_path, monkeypatch, where):
+    out = tmp_path / "f"
+    (out / where).parent.mkdir(parents=True, exist_ok=True)
+    (out / where).write_text("hi")
+    _no_training(monkeypatch)
+    code, _, err = _main([*SL, "--seeds", "2", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert f"{out / where} is a file where this run keeps the folder" in err
+    assert not (out / "no_comm" / "seed-0").is_dir()  # refused before seed 0 trained
+    assert (out / where).read_text() == "hi"
+
+
+@pytest.mark.parametrize("text", ["garbage", json.dumps({"runs": [], "seeds_done": 1, "settings": {}})])
+def test_a_results_json_that_is_not_this_commands_is_never_replaced(tmp_path, monkeypatch, text):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "results.json").write_text(text)
+    _no_training(monkeypatch)
+    code, _, err = _main([*SL, "--seeds", "1", *TINY, "--variants", "no_comm", "--out", str(out)])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {out / 'results.json'}: ") and "move it away" in err
+    assert (out / "results.json").read_text() == text
+
+
+def test_evaluate_first_seed_is_bounded_like_trains(capsys):
+    from coopsim.agents.ddacom import evaluate
+
+    with pytest.raises(SystemExit):
+        evaluate.main(["--first-seed", "99999999999"])
+    assert "--first-seed" in capsys.readouterr().err
