@@ -151,11 +151,17 @@ def float_at_least(minimum: float, *, exclusive: bool = False):
 KEPT_DEFAULT = "what it printed and the files it had written (each whole: none is left half-written)"
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a job scheduler) raised where Ctrl-C would be, so a script keeps what it finished
+    the same way (:func:`run_script`)."""
+
+
 def run_script(main, argv=None, *, kept=None):
     """Run a module's ``main(argv)`` (or ``main()``, if it takes no argument) as the CLI does: a :class:`CoopsimError`
     prints its message to stderr and exits with code 2 (no traceback), as does a pydantic ``ValidationError`` of a
     component's parameters (one line per error, naming the key); Ctrl-C prints one line, ``interrupted; kept:
-    <kept>``, and exits with 130. For ``python -m coopsim.<...>`` and benchmark scripts.
+    <kept>``, and exits with 130; SIGTERM the same (``terminated; kept: <kept>``, exit 143: the shell's 128 + 15). For
+    ``python -m coopsim.<...>`` and benchmark scripts.
 
     Args:
         kept: what the script has written when it is interrupted (a string, or a function returning one, called
@@ -166,6 +172,16 @@ def run_script(main, argv=None, *, kept=None):
 
     from pydantic import ValidationError
 
+    import signal
+
+    def on_term(signum, frame):  # the first SIGTERM: stop as Ctrl-C would (later ones are ignored while it stops)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    try:
+        old_term = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (a test runner's worker): leave SIGTERM alone
+        old_term = None
     try:
         try:
             takes_args = bool(inspect.signature(main).parameters)
@@ -185,7 +201,16 @@ def run_script(main, argv=None, *, kept=None):
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes stdout
         raise SystemExit(141) from None  # the shell's 128 + SIGPIPE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        term = isinstance(e, Terminated)
+        if term:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C now must not swallow the line below
         what = kept() if callable(kept) else kept
-        print(f"interrupted; kept: {what or KEPT_DEFAULT}", file=sys.stderr)
-        raise SystemExit(130) from None
+        print(f"{'terminated' if term else 'interrupted'}; kept: {what or KEPT_DEFAULT}", file=sys.stderr)
+        raise SystemExit(143 if term else 130) from None
+    finally:
+        if old_term is not None:
+            try:
+                signal.signal(signal.SIGTERM, old_term)
+            except ValueError:
+                pass

@@ -106,7 +106,7 @@ def test_ddacom_train_help_says_the_bounds(monkeypatch):
     code, stdout, _ = _script(train.main, ["--help"])
     text = " ".join(stdout.split())
     assert code == 0
-    assert "--seeds SEEDS number of seeds 0..S-1, 1-1000 (default 5)" in text
+    assert "--seeds SEEDS number of seeds S, 1-1000: seeds F..F+S-1 from the first seed F (default 5)" in text
     assert "--eval-envs EVAL_ENVS envs of each trained policy's greedy evaluation, 1-4096 (default 32)" in text
     assert ("--eval-episodes EVAL_EPISODES consecutive 25-step episodes of the evaluation over one channel, 1-10000 "
             "(default 10)") in text

@@ -120,3 +120,49 @@ def test_evaluate_first_seed_is_bounded_like_trains(capsys):
     with pytest.raises(SystemExit):
         evaluate.main(["--first-seed", "99999999999"])
     assert "--first-seed" in capsys.readouterr().err
+
+
+def _catches_sigterm(pid):
+    """Whether process ``pid`` has a SIGTERM handler installed (Linux: bit 15 of SigCgt in /proc/<pid>/status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            cgt = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(cgt & (1 << 14))
+
+
+def _term_after(argv, ready=None, timeout=120):
+    """Start ``python -m <argv>``, send SIGTERM once it handles SIGTERM and the path ``ready`` (if any) exists;
+    (exit code, stderr)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    p = subprocess.Popen([sys.executable, "-m", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    t0 = time.time()
+    while not (_catches_sigterm(p.pid) and (ready is None or ready.exists())) and p.poll() is None \
+            and time.time() - t0 < timeout:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=timeout)
+    return p.returncode, err
+
+
+def test_sigterm_stops_ddacom_train_as_ctrl_c_does_and_says_what_it_kept(tmp_path):
+    out = tmp_path / "t"
+    code, err = _term_after(["coopsim.agents.ddacom.train", *SL, "--seeds", "1", "--steps", "2000000", "--num-envs", "2",
+                             "--variants", "no_comm", "--out", str(out)], out / "no_comm" / "seed-0" / "metrics.csv")
+    assert code == 143, err
+    assert "terminated; kept: " in err and "the same command resumes" in err and "Traceback" not in err
+    assert "with a checkpoint at" in err and (out / "no_comm" / "seed-0" / "checkpoint.pt").is_file()
+
+
+def test_sigterm_stops_ddacom_evaluate_with_the_kept_line(tmp_path):
+    out = tmp_path / "e.json"
+    code, err = _term_after(["coopsim.agents.ddacom.evaluate", "--seeds", "50", "--num-envs", "2", "--episodes", "200",
+                             "--out", str(out)])
+    assert code == 143 and "terminated; kept: " in err and "Traceback" not in err, err

@@ -470,7 +470,7 @@ class _HeldSignals:
         if self.pending is None:
             self.pending = (signum, frame)
             if self.urgent:
-                os.write(2, b"\nstopping after this iteration to checkpoint it (press Ctrl-C again to stop now)\n")
+                os.write(2, b"\nstopping after this iteration to checkpoint it (a second Ctrl-C or SIGTERM stops now)\n")
             return
         if self.urgent:
             self.deliver()
