@@ -166,3 +166,33 @@ def test_sigterm_stops_ddacom_evaluate_with_the_kept_line(tmp_path):
     code, err = _term_after(["coopsim.agents.ddacom.evaluate", "--seeds", "50", "--num-envs", "2", "--episodes", "200",
                              "--out", str(out)])
     assert code == 143 and "terminated; kept: " in err and "Traceback" not in err, err
+
+
+def test_a_text_file_given_as_a_checkpoint_is_called_a_text_file(tmp_path):
+    from coopsim.errors import ConfigError
+    from coopsim.platform.trainer import load_checkpoint
+
+    f = tmp_path / "metrics.csv"
+    f.write_text("env_steps,episode/return\n100,-3.5\n")
+    with pytest.raises(ConfigError, match=r"not a checkpoint: a text file \(34 bytes, starting 'env_steps,episode/return'\)"):
+        load_checkpoint(f)
+
+
+def test_ns3_seconds_print_a_dash_when_nothing_was_delivered():
+    from coopsim.comm.ns3.experiment import _secs
+
+    assert _secs(float("nan")) == "-" and _secs(0.01234) == "0.012 s"
+
+
+def test_a_table_that_pools_seeds_not_asked_for_says_so(seeds_2_3, tmp_path):
+    out = tmp_path / "pool"
+    shutil.copytree(seeds_2_3, out)
+    code, stdout, err = _main([*SL, "--seeds", "1", "--first-seed", "7", *TINY, "--variants", "no_comm,broadcast_ideal",
+                               "--out", str(out)])
+    assert code == 0, err
+    assert json.loads((out / "results.json").read_text())["summary"]["seeds"] == [7]  # no_comm alone at 2-3: no ratio
+    code, stdout, err = _main([*SL, "--seeds", "1", "--first-seed", "2", *TINY, "--variants", "broadcast_ideal",
+                               "--out", str(out)])
+    assert code == 0, err
+    assert json.loads((out / "results.json").read_text())["summary"]["seeds"] == [2, 7]
+    assert "the table above pools seeds 2, 7:" in stdout and "(it asked for 2..2)" in stdout

@@ -144,6 +144,15 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         return torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure means a bad file
+        head = path.read_bytes()[:60]
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text and all(c.isprintable() or c in "\r\n\t" for c in text):  # e.g. metrics.csv given by mistake
+            first = text.splitlines()[0][:40] if text.strip() else ""
+            raise ConfigError(f"not a checkpoint: a text file ({size:,} bytes, starting {first!r}); give policy.pt, "
+                              f"checkpoint.pt or a training run's seed-<s> directory", file=str(path)) from None
         said = str(exc).split(". ")[0].strip().rstrip(".")  # torch's first sentence, not its paragraph of advice
         raise ConfigError(f"not a readable checkpoint: the file ({size:,} bytes) is damaged, truncated or not a torch "
                           f"file written by coopsim (the reader said: {type(exc).__name__}: {said}); use another "
@@ -278,7 +287,7 @@ def policy_size_mismatch(size: str, theirs: Any, ours: Any, trained_on: dict | N
             key = "scenario.id"
         elif len(diff) == 1:
             key = f"scenario.params.{diff[0]}"
-    msg += ("; evaluate it with its training run's config.yaml (the same scenario id and params), or train a policy "
+    msg += ("; use it with its training run's config.yaml (the same scenario id and params), or train a policy "
             "for this scenario")
     return ConfigError(msg, file=file, key=key)
 

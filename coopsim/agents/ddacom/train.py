@@ -366,12 +366,12 @@ def train_one(variant: str, seed: int, cfg: PPOTrainConfig, out: Path, radius: f
     if (run_dir / CHECKPOINT_NAME).is_file():
         from coopsim.platform.training import steps_done
 
+        total = f"{rollout_steps(cfg.total_env_steps, cfg.num_envs):,} env steps"
         try:
-            at = f"{steps_done(run_dir):,}"
+            at = f"from {steps_done(run_dir):,} of {total}"
         except Exception:  # noqa: BLE001 - a damaged checkpoint: fit's resume names it
-            at = "its last checkpoint's"
-        print(f"{variant} seed {seed}: resuming {run_dir} from {at} of {rollout_steps(cfg.total_env_steps, cfg.num_envs):,} "
-              f"env steps", flush=True)
+            at = f"from its last checkpoint (of a budget of {total})"
+        print(f"{variant} seed {seed}: resuming {run_dir} {at}", flush=True)
     if settings is not None:  # before the first checkpoint: an interrupted run says what it was trained with
         old = recorded_settings(run_dir, out) if _has_training(run_dir) else None
         steps = max(settings["steps"], (old or {}).get("steps", 0))  # a continued run: its largest budget
@@ -623,6 +623,10 @@ def main(argv: list[str] | None = None) -> None:
                   f"(the evals above are the raw returns)")
             return
         print(dumps_json(summary, indent=1))
+        if set(summary["seeds"]) != set(seeds):
+            print(f"the table above pools seeds {', '.join(map(str, summary['seeds']))}: {out / 'results.json'} holds "
+                  f"evals of the same settings for seeds this run did not ask for (it asked for "
+                  f"{a.first_seed}..{a.first_seed + a.seeds - 1}); for a table of those alone use another --out")
         where = {"radius": a.radius} if a.task == "spread" else {}  # the speaker-listener task has no radius to blame
         warning = anchor_warning(summary["anchor_check"], **where, what="the normalized_return above",
                                  advice="give more --seeds (the CI is over training seeds) or a larger --steps")

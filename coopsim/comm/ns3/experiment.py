@@ -120,6 +120,11 @@ class TopLevel(BaseModel):
                                                     "(default: seeds)")
 
 
+def _secs(x: float) -> str:
+    """``x`` seconds as ``"0.012 s"``, or ``"-"`` when undefined (NaN: nothing was delivered, so no latency)."""
+    return f"{x:.3f} s" if np.isfinite(x) else "-"
+
+
 def _validate(model: type[BaseModel], data: dict, path: str, prefix: str) -> BaseModel:
     """``model(**data)`` after the run config's checks (a boolean, a quoted or YAML 1.1 number for a number); a
     refusal is a one-line ConfigError naming the file, ``prefix`` + the key and the value."""
@@ -775,7 +780,7 @@ def main(argv: list[str] | None = None) -> dict:
                          "(one JSON per scenario, envs and episodes); '' turns caching off (default "
                          "runs/ns3-oracle-cache)")
     ap.add_argument("--cached-oracle-only", action="store_true",
-                    help="fail (ConfigError) instead of running the oracle's sweep for a seed that is not cached")
+                    help="stop with an error naming the seed instead of running the oracle's sweep for a seed that is not cached")
     ap.add_argument("--senders", default=None, help="comma-separated senders to run instead of the config's")
     ap.add_argument("--seeds", type=int_in_range(1, SEEDS_MAX), default=None,
                     help=f"ns-3 seeds 0..N-1 instead of the config's 'seeds', 1-{SEEDS_MAX} (the anchors cover at "
@@ -964,7 +969,7 @@ def main(argv: list[str] | None = None) -> dict:
                 results.append(r)
                 util = f"util {r['utilization']:.3f}" if "utilization" in r else "util - (no oracle)"
                 print(f"seed {seed} {snd}: return {r['return']:.2f} {util} loss {r['loss']:.4f} "
-                      f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {r['latency_p95_s']:.3f} s "
+                      f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {_secs(r['latency_p95_s'])} "
                       f"({time.time() - t0:.0f} s)", flush=True)
             record(seed + 1)
     finally:
@@ -975,13 +980,14 @@ def main(argv: list[str] | None = None) -> dict:
     print_results(summary)
     print(f"{GAP_CI_METHOD}; judged (gap > 3 half-widths): {gap['judged']}; obs radius {kw['obs_radius_m']} m")
     g6 = summary["anchor_gap_ns3_seeds"]
-    print(f"anchor gap on the {g6['seeds']} ns-3 seeds (the ratio's denominator): {g6['mean']:.2f} +- "
-          f"{g6['half_width']:.2f}, judged: {g6['judged']}")
+    hw = f" +- {g6['half_width']:.2f}" if np.isfinite(g6["half_width"]) else " (1 seed: no CI)"
+    print(f"anchor gap on the {g6['seeds']} ns-3 seeds (the ratio's denominator): {g6['mean']:.2f}{hw}, "
+          f"judged: {g6['judged']}")
     print(NR_CI_METHOD)
     for k, row in summary["rows"].items():
-        lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r]
-        if lat:
-            print(f"{k:<24} latency p95 {np.mean(lat):.3f} s")
+        lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r
+               and np.isfinite(r["latency_p95_s"])]
+        print(f"{k:<24} latency p95 {_secs(float(np.mean(lat))) if lat else '- (nothing delivered)'}")
     if a.plot:
         plot(ts, a.plot)
     if written:
