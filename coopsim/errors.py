@@ -11,6 +11,22 @@ class CoopsimError(Exception):
     """Base class of every error coopsim raises on purpose."""
 
 
+def short_repr(value: object, limit: int = 200) -> str:
+    """``repr(value)`` cut to about ``limit`` characters for an error message (a long list given where a number goes
+    is shown by its start, its length and its type), without building the full repr of a huge value."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 8, 8, 8, 8
+    r.maxstring, r.maxlong, r.maxother = limit, 60, limit
+    text = r.repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    if isinstance(value, (list, tuple, dict, set)) and len(value) > 8:
+        text += f" ({type(value).__name__} of {len(value):,})"
+    return text
+
+
 class ConfigError(CoopsimError, ValueError):
     """A run configuration (YAML file or override) is invalid.
 

@@ -196,3 +196,76 @@ def test_a_table_that_pools_seeds_not_asked_for_says_so(seeds_2_3, tmp_path):
     assert code == 0, err
     assert json.loads((out / "results.json").read_text())["summary"]["seeds"] == [2, 7]
     assert "the table above pools seeds 2, 7:" in stdout and "(it asked for 2..2)" in stdout
+
+
+def _laughs(levels: int) -> str:
+    """YAML whose ``max_steps`` is ``levels`` nested aliases of 10-item lists (10 ** levels values, a few hundred bytes)."""
+    lines = ["x0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, levels)]
+    return "\n".join(lines) + f"\nname: t\nscenario: {{id: line/walk-v0}}\nagents: {{id: random-v0}}\nmax_steps: *a{levels - 1}\n"
+
+
+def test_a_config_whose_aliases_expand_past_the_limit_is_refused_at_once(tmp_path):
+    """Nine nested aliases (10^9 values in under 1 kB) used to take gigabytes and minutes before a traceback."""
+    import time
+
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_raw
+
+    f = tmp_path / "laughs.yaml"
+    f.write_text(_laughs(9))
+    t0 = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"aliases \(\*name\) expand to [\d,]+ values, more than the "
+                                          r"1,000,000 a config may hold") as info:
+        load_raw(f)
+    assert time.perf_counter() - t0 < 5 and str(f) in str(info.value) and "line 1" in str(info.value)
+
+
+def test_a_large_invalid_value_is_shown_cut_short(tmp_path):
+    """Five nested aliases (10^5 values, under the limit) where a number goes: the message is short (was megabytes)."""
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config
+
+    f = tmp_path / "big.yaml"
+    f.write_text(_laughs(5))
+    with pytest.raises(ConfigError) as info:
+        load_config(f)
+    text = str(info.value)
+    assert "key 'max_steps'" in text and "invalid value [[[" in text and len(text) < 600, text[:800]
+
+
+def test_yaml_merge_keys_and_plain_aliases_still_load(tmp_path):
+    import yaml
+
+    from coopsim.platform.config import UniqueKeyLoader
+
+    d = yaml.load("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\nlist: &l [1, 2]\nagain: *l\n", Loader=UniqueKeyLoader)
+    assert d["other"] == {"x": 1, "y": 3} and d["again"] == [1, 2]
+
+
+def test_validate_checks_a_hook_class_before_calling_it(tmp_path):
+    """`coopsim validate` with train.intrinsic.module=subprocess:Popen used to run the class (here: touch a file) before
+    saying it is not a hook."""
+    from coopsim.errors import ConfigError
+    from coopsim.platform.hooks import IntrinsicReward, load_hook
+
+    flag = tmp_path / "ran"
+    spec = {"module": "subprocess:Popen", "params": {"args": ["touch", str(flag)]}}
+    with pytest.raises(ConfigError, match=r"subprocess:Popen is not an IntrinsicReward hook \(it needs the methods "
+                                          r"setup\(...\), reward\(...\), update\(...\)"):
+        load_hook(spec, key="train.intrinsic", kind=IntrinsicReward)
+    assert not flag.exists()
+
+
+@pytest.mark.parametrize("value, hint", [("1", " (write true)"), ("0", " (write false)"), ("2", "")])
+def test_a_number_for_a_boolean_param_is_refused(value, hint):
+    """`obs_last_action=1` used to be read as true while the run's stored config kept 1 (a report then split two runs of
+    one setting into rows `1` and `True`)."""
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config("configs/smac/2s3z-focus-fire.yaml", [f"scenario.params.obs_last_action={value}"])
+    assert f"key 'scenario.params.obs_last_action': invalid value {value}: a boolean (true or false) is required, " \
+           f"not a number{hint}" in str(info.value)
+    assert load_config("configs/smac/2s3z-focus-fire.yaml", ["scenario.params.obs_last_action=false"]) is not None

@@ -161,8 +161,45 @@ class _DuplicateKey(yaml.YAMLError):
         self.key, self.line = key, line
 
 
+#: most values a YAML document may hold once its aliases (``*name``) are expanded: a config is at most thousands; a few
+#: nested aliases of lists ("billion laughs") would otherwise expand to gigabytes when validated or printed
+MAX_YAML_VALUES = 1_000_000
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], path: set[int]) -> int:
+    """Values in ``node`` with every alias expanded (memoized per node: an alias is the same node object)."""
+    k = id(node)
+    if k in memo:
+        return memo[k]
+    if k in path:
+        raise yaml.constructor.ConstructorError(None, None, "a recursive alias (a collection that contains itself) "
+                                                "cannot be a config value", node.start_mark)
+    path.add(k)
+    if isinstance(node, yaml.SequenceNode):
+        n = 1 + sum(_expanded_size(c, memo, path) for c in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        n = 1 + sum(_expanded_size(a, memo, path) + _expanded_size(b, memo, path) for a, b in node.value)
+    else:
+        n = 1
+    path.discard(k)
+    memo[k] = n
+    return n
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (plain YAML keeps the last one)."""
+    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (plain YAML keeps the last one), a recursive
+    alias, and a document whose aliases expand to more than :data:`MAX_YAML_VALUES` values."""
+
+    def get_single_data(self):
+        node = self.get_single_node()
+        if node is None:
+            return None
+        n = _expanded_size(node, {}, set())
+        if n > MAX_YAML_VALUES:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"the document's aliases (*name) expand to {n:,} values, more than the {MAX_YAML_VALUES:,} "
+                "a config may hold; write the values out or use fewer nested aliases", node.start_mark)
+        return self.construct_document(node)
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):

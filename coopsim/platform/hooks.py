@@ -180,12 +180,27 @@ class CommModule(Protocol):
     #     the envs it resets, MAPPO.reset for all): a module that keeps state across steps drops it there
 
 
-def load_hook(spec: Any, *, key: str, file: str | None = None) -> Any:
+def _protocol_methods(kind: type) -> list[str]:
+    """The methods a hook protocol ``kind`` declares (public callables of its body)."""
+    return [n for n, v in vars(kind).items() if callable(v) and not n.startswith("_")]
+
+
+def not_a_hook(cls: type, kind: type, *, key: str, file: str | None, ref: Any) -> ConfigError:
+    """The error for a class ``cls`` that is not a ``kind`` hook (names the methods it needs)."""
+    methods = ", ".join(f"{m}(...)" for m in _protocol_methods(kind))
+    return ConfigError(f"{cls.__module__}:{cls.__qualname__} is not an {kind.__name__} hook (it needs the methods "
+                       f"{methods}; coopsim.platform.hooks)", file=file, key=f"{key}.module", value=ref)
+
+
+def load_hook(spec: Any, *, key: str, file: str | None = None, kind: type | None = None) -> Any:
     """Build a hook from ``{module: "pkg.mod:Class", params: {...}}`` (or return an already built object).
 
+    ``kind``: the hook protocol (e.g. :class:`IntrinsicReward`) the class must implement; its methods are checked on
+    the class before it is called, so a wrong class never runs with the params (``coopsim validate`` is a dry check).
+
     Raises:
-        ConfigError: the spec is not a mapping with ``module``, the module or class cannot be imported,
-            or the class rejects the params; the message names ``key``.
+        ConfigError: the spec is not a mapping with ``module``, the module or class cannot be imported, the class
+            lacks ``kind``'s methods, or it rejects the params; the message names ``key``.
     """
     if spec is None or not isinstance(spec, (dict,)):
         return spec
@@ -204,6 +219,8 @@ def load_hook(spec: Any, *, key: str, file: str | None = None) -> Any:
     if not isinstance(cls, type):  # e.g. os:getcwd, a function: calling it would blame its params
         raise ConfigError(f"{ref!r} is a {type(cls).__name__}, not a class; give the hook's class, "
                           f"'package.module:Class'", file=file, key=f"{key}.module", value=ref)
+    if kind is not None and not all(callable(getattr(cls, m, None)) for m in _protocol_methods(kind)):
+        raise not_a_hook(cls, kind, key=key, file=file, ref=ref)
     try:
         return cls(**(spec.get("params") or {}))
     except (TypeError, ValueError) as exc:

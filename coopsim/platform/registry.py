@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from coopsim.errors import ConfigError, RegistryError
+from coopsim.errors import ConfigError, RegistryError, short_repr
 
 KINDS = {"scenario": "coopsim.scenarios", "agent": "coopsim.agents", "channel": "coopsim.channels", "shield": "coopsim.shields"}
 ID_RE = re.compile(r"^(?:[\w.-]+/)?[\w.+-]+-v\d+$")
@@ -202,6 +202,12 @@ def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | No
         if isinstance(v, bool) and _numeric_field(model, k):
             raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
                               key=f"{key_prefix}{k}", value=v)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and _bool_field(f.annotation):
+            # pydantic would read 1 / 0 as true / false while the run's stored config kept the number (two runs of
+            # one setting then differ in a report)
+            write = {1: " (write true)", 0: " (write false)"}.get(v, "") if v in (0, 1) else ""
+            raise ConfigError(f"invalid value {v!r}: a boolean (true or false) is required, not a number{write}",
+                              file=file, key=f"{key_prefix}{k}", value=v)
         if isinstance(v, (list, tuple)):
             item = _bool_for_number(v, f.annotation)
             if item is not _NONE:
@@ -210,6 +216,20 @@ def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | No
 
 
 _NONE = object()
+
+
+def _bool_field(annotation: Any) -> bool:
+    """Whether ``annotation`` takes a boolean and no number: ``bool``, ``Optional[bool]``, ``Annotated[bool, ...]``."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _bool_field(args[0])
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return len(rest) == 1 and _bool_field(rest[0])
+    return annotation is bool
 
 
 def _bool_for_number(value: Any, annotation: Any) -> Any:
@@ -303,16 +323,16 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         sub = _model_at(model, [str(p) for p in err["loc"][:-1]])
         if len(err["loc"]) > 1 and sub is not None:  # a misspelled key below the top: that level's valid keys
             parent = ".".join(str(p) for p in err["loc"][:-1])
-            msg = (f"unknown parameter {loc!r} (value {value!r}){_did_you_mean(err['loc'][-1], sub.model_fields)}; "
+            msg = (f"unknown parameter {loc!r} (value {short_repr(value)}){_did_you_mean(err['loc'][-1], sub.model_fields)}; "
                    f"valid keys of '{key_prefix}{parent}': {', '.join(sub.model_fields)}")
             return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
         valid = ", ".join(sorted(model.model_fields))
         hint = _did_you_mean(err["loc"][-1], model.model_fields)
-        msg = (f"unknown parameter {loc!r} (value {value!r}){hint}; valid parameters: {valid}" if valid else
-               f"unknown parameter {loc!r} (value {value!r}); {owner or 'it'} takes no parameters (remove params)")
+        msg = (f"unknown parameter {loc!r} (value {short_repr(value)}){hint}; valid parameters: {valid}" if valid else
+               f"unknown parameter {loc!r} (value {short_repr(value)}); {owner or 'it'} takes no parameters (remove params)")
     elif err["type"] == "model_type":  # e.g. `agents: random-v0`; do not name the internal pydantic class
         eg = f", e.g. {{id: {value}}}" if isinstance(value, str) else ""
-        msg = f"invalid value {value!r}: must be a mapping {{id: ..., params: {{...}}}}{eg}"
+        msg = f"invalid value {short_repr(value)}: must be a mapping {{id: ..., params: {{...}}}}{eg}"
     else:
         finfo = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
         desc = f" ({finfo.description})" if finfo is not None and finfo.description else ""
@@ -321,7 +341,7 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
                                                    "greater_than", "finite_number"):
             # 'nan' compares false with any bound and 'inf' is past every one: the bound is not the reason
             text = "must be a finite number"
-        msg = f"invalid value {value!r}: {text}{desc}"
+        msg = f"invalid value {short_repr(value)}: {text}{desc}"
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
 
 

@@ -529,22 +529,18 @@ def hooks_note(schedule: Any, *, file: str | None = None) -> str | None:
     Raises:
         ConfigError: a hook that cannot be imported or rejects its params (names ``train.intrinsic...``).
     """
-    from coopsim.platform.hooks import load_hook
+    from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, load_hook, not_a_hook
 
-    from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward
-
-    def built(spec: Any, key: str, kind: type, methods: str) -> Any:
-        hook = load_hook(spec, key=key, file=file)
-        if hook is not None and not isinstance(hook, kind):  # the trainer would fail on its first call
-            raise ConfigError(f"{type(hook).__module__}:{type(hook).__qualname__} is not an {kind.__name__} hook (it needs "
-                              f"the methods {methods}; coopsim.platform.hooks)", file=file, key=f"{key}.module",
-                              value=spec.get("module") if isinstance(spec, dict) else spec)
+    def built(spec: Any, key: str, kind: type) -> Any:
+        hook = load_hook(spec, key=key, file=file, kind=kind)  # the class's methods are checked before it is called
+        if hook is not None and not isinstance(hook, kind):  # e.g. an attribute set in __init__ (AuxiliaryLoss.coef)
+            raise not_a_hook(type(hook), kind, key=key, file=file,
+                             ref=spec.get("module") if isinstance(spec, dict) else spec)
         return hook
 
-    intrinsic = built(getattr(schedule, "intrinsic", None), "train.intrinsic", IntrinsicReward,
-                      "setup(ctx), reward(batch), update(batch)")
+    intrinsic = built(getattr(schedule, "intrinsic", None), "train.intrinsic", IntrinsicReward)
     for i, spec in enumerate(getattr(schedule, "aux_losses", None) or ()):
-        built(spec, f"train.aux_losses.{i}", AuxiliaryLoss, "setup(ctx), loss(minibatch, features) and a coef")
+        built(spec, f"train.aux_losses.{i}", AuxiliaryLoss)
     hook_gamma, gamma = getattr(intrinsic, "gamma", None), getattr(schedule, "gamma", None)
     if isinstance(hook_gamma, (int, float)) and isinstance(gamma, (int, float)) and hook_gamma != gamma:
         return (f"note: train.intrinsic.params.gamma = {hook_gamma} differs from train.gamma = {gamma}: the shaping "
