@@ -269,3 +269,46 @@ def test_a_number_for_a_boolean_param_is_refused(value, hint):
     assert f"key 'scenario.params.obs_last_action': invalid value {value}: a boolean (true or false) is required, " \
            f"not a number{hint}" in str(info.value)
     assert load_config("configs/smac/2s3z-focus-fire.yaml", ["scenario.params.obs_last_action=false"]) is not None
+
+
+def test_unreachable_agents_are_those_with_a_goal_behind_a_wall():
+    """A 3 x 5 map split by a wall column (x = 2): agent 0's goal is across it, agent 1's on its own side; agent 2's
+    second goal is across."""
+    import numpy as np
+
+    from coopsim.agents.mapf_baselines.prioritized import unreachable_agents
+
+    blocked = np.zeros((3, 5), bool)
+    blocked[:, 2] = True
+    starts = np.array([[0, 0], [4, 2], [1, 1]])
+    goals = np.array([[[4, 0], [4, 0]], [[3, 0], [4, 1]], [[0, 2], [3, 2]]])
+    assert unreachable_agents(blocked, starts, goals).tolist() == [0, 2]
+
+
+@pytest.mark.parametrize("sid", ["line/walk-v0", "mpe/simple_spread-v0"])
+def test_max_steps_is_capped_at_1e6_for_every_scenario(sid):
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config
+
+    cfg = {"line/walk-v0": "configs/ppo/linewalk-mappo.yaml", "mpe/simple_spread-v0": "configs/mpe/spread-po-no_comm-markov.yaml"}
+    with pytest.raises(ConfigError, match=r"invalid value 99999999999: Input should be less than or equal to 1000000"):
+        load_config(cfg[sid], ["max_steps=99999999999"])
+
+
+def test_a_resumed_runs_progress_says_its_counts_are_this_sessions():
+    import io
+
+    from coopsim.platform.progress import LineProgress
+    from coopsim.platform.trainer import progress_info
+
+    out = io.StringIO()
+    p = LineProgress(unit="env steps", every_s=1e9, file=out)
+    p.add_task("seed 0", total=1000, completed=400)  # resumed at 400
+    fresh = p.add_task("seed 1", total=1000, completed=0)
+    p.stop()
+    resumed_line, fresh_line = out.getvalue().splitlines()
+    assert "elapsed this session" in resumed_line and "elapsed this session" not in fresh_line
+    assert fresh == 1
+    means: dict = {}
+    assert progress_info({"episodes": 4, "episode/return": 2.0}, means, since_resume=True) == \
+        "mean return=2 over 4 episodes since the resume"

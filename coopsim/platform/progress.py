@@ -106,7 +106,7 @@ class LineProgress:
                 else f"{t['description']}: {_count(done)}{unit}")
         if total:
             text += f" ({100.0 * done / total:.0f}%)"
-        text += f", {_hms(elapsed)} elapsed"
+        text += f", {_hms(elapsed)} elapsed" + (" this session" if t["start_completed"] else "")
         rate_done = done - t["start_completed"]
         if total and done < total and rate_done > 0:
             text += f", ~{_hms(elapsed / rate_done * (total - done))} left"

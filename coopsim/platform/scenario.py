@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Union
 import gymnasium
 import numpy as np
 from pettingzoo import ParallelEnv
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 Obs = Union[np.ndarray, dict]
 """Batched observations: ``[E, N, *shape]`` array, or a dict of such arrays."""
@@ -43,7 +43,7 @@ class ScenarioParams(BaseModel):
     """Base params schema of every scenario; subclasses add fields with units in their names."""
 
     model_config = ConfigDict(extra="forbid")
-    max_steps: int = 256
+    max_steps: int = Field(256, ge=1, le=1_000_000, description="episode step limit, 1..1e6")
 
 
 @dataclass

@@ -423,11 +423,12 @@ def read_metrics(run_dir: str | Path, *, drop_wall: bool = True) -> list[dict[st
 PROGRESS_EPISODE_KEYS = ("episode/win", "episode/success", "episode/return")
 
 
-def progress_info(metrics: dict[str, float], means: dict[str, list[float]]) -> str:
+def progress_info(metrics: dict[str, float], means: dict[str, list[float]], *, since_resume: bool = False) -> str:
     """The progress display's text after an iteration: running means of :data:`PROGRESS_EPISODE_KEYS` over the
     episodes finished so far (``means`` accumulates ``[weighted sum, episodes]`` per key; an iteration's value is
     its episodes' mean, weighted by its ``episodes`` metric, else 1), and the last policy loss, e.g.
-    ``mean win=0.63 return=12.4 over 230 episodes, policy loss=-0.012``."""
+    ``mean win=0.63 return=12.4 over 230 episodes, policy loss=-0.012`` (``since_resume``: "... episodes since the
+    resume", for a resumed run whose earlier episodes are not in ``means``)."""
     w = float(metrics.get("episodes", 1.0))
     for k in PROGRESS_EPISODE_KEYS:
         v = metrics.get(k)
@@ -439,7 +440,7 @@ def progress_info(metrics: dict[str, float], means: dict[str, list[float]]) -> s
     if means:
         n = max(c for _, c in means.values())
         parts.append("mean " + " ".join(f"{k.split('/')[-1]}={s / c:.3g}" for k, (s, c) in means.items() if c)
-                     + f" over {n:,.0f} episodes")
+                     + f" over {n:,.0f} episodes" + (" since the resume" if since_resume else ""))
     if isinstance(metrics.get("loss/policy"), (int, float)):
         parts.append(f"policy loss={metrics['loss/policy']:.3g}")
     return ", ".join(parts)
@@ -597,6 +598,7 @@ def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSi
         progress = make_progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"), unit="env steps",
                                  info_field="info")
+        resumed_at = trainer.env_steps
         task = progress.add_task(description, total=schedule.total_env_steps, completed=trainer.env_steps, info="")
         progress.start()
     try:
@@ -616,7 +618,7 @@ def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSi
                 # actually trained, e.g. 512/512 for a budget of 1, never 1/1 or 512/1
                 progress.update(task, total=max(schedule.total_env_steps, trainer.env_steps),
                                 completed=trainer.env_steps,
-                                info=progress_info(metrics, episode_means))
+                                info=progress_info(metrics, episode_means, since_resume=resumed_at > 0))
             if on_iteration is not None:
                 held.urgent = True
                 stop = on_iteration(trainer, metrics)

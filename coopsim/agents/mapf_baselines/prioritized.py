@@ -13,6 +13,20 @@ from coopsim.agents.mapf_baselines.planner import PlanResult, plan_prioritized
 from coopsim.platform.agent import AgentParams, AgentPlugin
 
 
+
+def unreachable_agents(blocked: np.ndarray, starts: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """Agents (int64 ``[k]``) with a goal in another 4-connected region of free cells than their start.
+
+    Args:
+        blocked: bool ``[H, W]`` walls; starts: int64 ``[N, 2]`` (x, y); goals: int64 ``[N, G, 2]`` (x, y).
+    """
+    from scipy import ndimage
+
+    region, _ = ndimage.label(~blocked)  # 4-connectivity (the default structure)
+    r_start = region[starts[:, 1], starts[:, 0]]
+    r_goal = region[goals[..., 1], goals[..., 0]]
+    return np.flatnonzero((r_goal != r_start[:, None]).any(axis=1))
+
 class PrioritizedParams(AgentParams):
     """Parameters of ``mapf/prioritized-v0``."""
 
@@ -90,9 +104,12 @@ class PrioritizedAgent(AgentPlugin):
                                               time_limit_s=p.time_limit_s)
                 if cache[key].failed.any():
                     r = cache[key]
+                    cut = unreachable_agents(blocked, starts, goals)
+                    why = (f"; agents {cut[:10].tolist()}{' ...' if len(cut) > 10 else ''} have a goal that walls "
+                           f"separate from their start, which no horizon reaches" if len(cut) else "")
                     warnings.warn(f"mapf/prioritized-v0: {int(r.failed.sum())} of {len(r.failed)} agents have no complete "
                                   f"plan within {horizon} steps in env {e} (agents {np.flatnonzero(r.failed)[:10].tolist()}"
-                                  f"{' ...' if r.failed.sum() > 10 else ''}); they only keep out of the way",
+                                  f"{' ...' if r.failed.sum() > 10 else ''}); they only keep out of the way{why}",
                                   RuntimeWarning, stacklevel=2)
             self.plans.append(cache[key])
         tmax = max(len(r.paths) - 1 for r in self.plans)

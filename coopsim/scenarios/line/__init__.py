@@ -41,7 +41,7 @@ from coopsim.platform.scenario import (STEP_BEFORE_RESET, ScenarioCore, Scenario
 class LineWalkParams(ScenarioParams):
     num_agents: int = Field(3, ge=1, le=1024, description="agents, 1..1024")
     length: int = Field(8, ge=2, le=10_000, description="cells on the line, >= 2")
-    max_steps: int = Field(32, ge=1, description="episode step limit, >= 1")
+    max_steps: int = Field(32, ge=1, le=1_000_000, description="episode step limit, 1..1e6")
     cell_size_m: float = Field(1.0, gt=0, description="cell width in metres, > 0")
 
 

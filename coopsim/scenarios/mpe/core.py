@@ -35,7 +35,7 @@ MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
 
 
 class MPEParams(ScenarioParams):
-    max_steps: int = Field(25, ge=1, description="episode length (steps of dt_s = 0.1 s), >= 1")
+    max_steps: int = Field(25, ge=1, le=1_000_000, description="episode length (steps of dt_s = 0.1 s), 1..1e6")
     comm_channel: Optional[dict[str, Any]] = Field(
         None, description="channel for the task's own utterances: {'id': 'bandwidth-v0', 'params': {...}}; None = direct (as MPE)")
 

@@ -39,7 +39,7 @@ from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, 
 class PettingZooParams(ScenarioParams):
     env: Optional[str] = Field(None, description="'module:callable' returning a PettingZoo ParallelEnv")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the callable")
-    max_steps: int = Field(10_000, ge=1, description="step limit on top of the env's own, >= 1")
+    max_steps: int = Field(10_000, ge=1, le=1_000_000, description="step limit on top of the env's own, 1..1e6")
     dt_s: float = Field(0.1, gt=0, description="simulated seconds per step (s), > 0")
 
 
