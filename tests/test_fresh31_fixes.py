@@ -312,3 +312,32 @@ def test_a_resumed_runs_progress_says_its_counts_are_this_sessions():
     means: dict = {}
     assert progress_info({"episodes": 4, "episode/return": 2.0}, means, since_resume=True) == \
         "mean return=2 over 4 episodes since the resume"
+
+
+def test_channel_and_shield_null_mean_their_defaults_and_an_upper_case_id_is_suggested():
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config
+
+    cfg = load_config("configs/smac/2s3z-focus-fire.yaml", ["channel=null", "shield=null"])
+    assert cfg.channel.id == "ideal-v0" and cfg.shield.id == "passthrough-v0"
+    with pytest.raises(ConfigError, match=r"unknown agent id 'RANDOM-V0'. Did you mean 'random-v0'\?"):
+        load_config("configs/smac/2s3z-focus-fire.yaml", ["agents.id=RANDOM-V0"])
+
+
+def test_eval_of_an_agent_without_parameters_names_its_id_and_says_to_run_it(capsys):
+    from coopsim.errors import ConfigError
+    from coopsim.platform.training import eval_main
+
+    with pytest.raises(ConfigError) as info:
+        eval_main("configs/smac/2s3z-focus-fire.yaml", [], "README.md", progress=False)
+    assert str(info.value).startswith("configs/smac/2s3z-focus-fire.yaml: key 'agents.id': agent 'smac/focus-fire-v0' "
+                                      "has no learned parameters and takes no checkpoint: evaluate it with `coopsim run")
+
+
+def test_an_override_inside_a_list_says_to_set_the_whole_value():
+    from coopsim.errors import ConfigError
+    from coopsim.platform.config import load_config
+
+    with pytest.raises(ConfigError, match=r"command-line override 'seeds.0=5': 'seeds' is \[0, 1, 2, 3, 4\], not a "
+                                          r"mapping, so no key can be set inside it; set the whole value instead"):
+        load_config("configs/smac/2s3z-focus-fire.yaml", ["seeds.0=5"])

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from coopsim.errors import ConfigError, CoopsimError
+from coopsim.errors import ConfigError, CoopsimError, short_repr
 from coopsim.platform import registry
 
 
@@ -69,6 +69,12 @@ class RunConfig(BaseModel):
     out_dir: str = Field("runs", description="parent folder of run directories")
     #: trainer settings, read by ``coopsim train`` (schema owned by the trainer)
     train: dict[str, Any] | None = None
+
+    @field_validator("channel", "shield", mode="before")
+    @classmethod
+    def _null_is_default(cls, v: Any, info: Any) -> Any:
+        # `channel: null` means what leaving it out means, as `params: null` and `train: null` do
+        return cls.model_fields[info.field_name].default_factory() if v is None else v
 
     @field_validator("seeds", "episodes", "max_steps", mode="before")
     @classmethod
@@ -611,11 +617,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     for text in overrides:
         parts, value = parse_override(text)
         node = data
-        for p in parts[:-1]:
+        for i, p in enumerate(parts[:-1]):
             if node.get(p) is None:
                 node[p] = {}
             if not isinstance(node[p], dict):
-                raise ConfigError(f"override {text!r}: '{p}' is {node[p]!r}, not a mapping", key=".".join(parts))
+                whole = ".".join(parts[:i + 1])
+                raise ConfigError(f"command-line override {text!r}: '{whole}' is {short_repr(node[p])}, not a mapping, so "
+                                  f"no key can be set inside it; set the whole value instead, e.g. {whole}=[5] for a "
+                                  f"list", key=".".join(parts))
             node = node[p]
         node[parts[-1]] = value
     return data

@@ -88,7 +88,8 @@ def _load_ep(kind: str, id_: str) -> Any:
 
 def _unknown(kind: str, id_: str) -> RegistryError:
     ids = list_ids(kind)
-    close = difflib.get_close_matches(id_, ids, n=3)
+    same_case = [i for i in ids if i.lower() == str(id_).strip().lower()]  # ids are lower case: RANDOM-V0
+    close = same_case or difflib.get_close_matches(id_, ids, n=3)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return RegistryError(f"unknown {kind} id '{id_}'.{hint} Registered {kind} ids: {', '.join(ids) or '(none)'}")
 

@@ -630,8 +630,17 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
             and not is_training_run(ck):  # a training run's own directory gets its seed-<s> hint from agent.load
         raise ConfigError(f"the directory holds no {POLICY_NAME} or {CHECKPOINT_NAME}: give policy.pt, "
                           f"checkpoint.pt or a training run's seed-<s> directory", file=str(ck), key="--checkpoint")
+    from coopsim.platform import registry
+    from coopsim.platform.agent import AgentPlugin
     from coopsim.platform.runner import run_config
 
+    factory = registry.spec("agent", cfg.agents.id).load()
+    cls = getattr(factory, "cls", factory)
+    if isinstance(cls, type) and issubclass(cls, AgentPlugin) and cls.load is AgentPlugin.load:
+        raise blame_override(ConfigError(
+            f"agent {cfg.agents.id!r} has no learned parameters and takes no checkpoint: evaluate it with `coopsim run "
+            f"{config_path}` (no --checkpoint), or give a learning agent (e.g. ppo/mappo-v0, qmix/qmix-v0)",
+            file=str(config_path), key="agents.id"), config_path, overrides)
     try:
         return Path(run_config(cfg, checkpoint=checkpoint, progress=progress, file=str(config_path), on_open=on_open))
     except ConfigError as exc:  # a value given on the command line is named as the override
