@@ -341,3 +341,13 @@ def test_an_override_inside_a_list_says_to_set_the_whole_value():
     with pytest.raises(ConfigError, match=r"command-line override 'seeds.0=5': 'seeds' is \[0, 1, 2, 3, 4\], not a "
                                           r"mapping, so no key can be set inside it; set the whole value instead"):
         load_config("configs/smac/2s3z-focus-fire.yaml", ["seeds.0=5"])
+
+
+def test_the_comparison_table_keeps_a_long_key_when_it_is_the_only_one_that_differs():
+    from coopsim.platform.report import MAX_TABLE_VALUE, shown_line_keys
+
+    long = [f"/tmp/maps/{'x' * MAX_TABLE_VALUE}-{i}.map" for i in range(3)]
+    flat = [{"scenario.params.map": m, "agents.id": "mapf/pibt-v0"} for m in long]
+    assert shown_line_keys(["scenario.params.map"], flat) == ["scenario.params.map"]
+    assert shown_line_keys(["scenario.params.map", "max_steps"], [{**f, "max_steps": i} for i, f in enumerate(flat)]) \
+        == ["max_steps"]  # a short key tells the rows apart: the long one stays in compare.csv

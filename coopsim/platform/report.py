@@ -1010,13 +1010,16 @@ CHECKPOINT_KEY = "checkpoint"
 def shown_line_keys(line_keys: list[str], flat: list[dict[str, Any]]) -> list[str]:
     """Returns the differing keys the comparison table shows, at most :data:`MAX_TABLE_KEYS` (``compare.csv`` has
     all): :data:`CHECKPOINT_KEY` always (its cells are short forms), and the config keys whose every value is short
-    (at most :data:`MAX_TABLE_VALUE` characters). Ids come first, then the checkpoint, then the other keys by depth;
+    (at most :data:`MAX_TABLE_VALUE` characters), or one long one when no key is short (rows must differ in the
+    table). Ids come first, then the checkpoint, then the other keys by depth;
     ``train.*`` keys (the training settings an evaluation's config carries along, which ``coopsim run`` and ``eval``
     never read) come after every other key."""
-    short = [k for k in line_keys
-             if k == CHECKPOINT_KEY or all(len(str(f.get(k))) <= MAX_TABLE_VALUE for f in flat)]
-    short.sort(key=lambda k: (k == "train" or k.startswith("train."), not k.endswith(".id"), k.count("."),
-                              line_keys.index(k)))
+    order = lambda k: (k == "train" or k.startswith("train."), not k.endswith(".id"), k.count("."),  # noqa: E731
+                       line_keys.index(k))
+    short = sorted((k for k in line_keys
+                    if k == CHECKPOINT_KEY or all(len(str(f.get(k))) <= MAX_TABLE_VALUE for f in flat)), key=order)
+    if not short and line_keys:  # every differing value is long (e.g. map paths): show one, folded, so rows differ
+        short = [min(line_keys, key=order)]
     return short[:MAX_TABLE_KEYS]
 
 
