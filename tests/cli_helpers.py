@@ -17,3 +17,21 @@ def _err(r) -> str:
     """The stderr of a refused command (exit 2, no traceback) on one line."""
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     return " ".join(r.stderr.split())
+
+
+def run_main(main, argv):
+    """``coopsim.errors.run_script(main, argv)`` in-process, as ``python -m`` runs a script: (exit code, stdout,
+    stderr)."""
+    import contextlib
+    import io
+
+    from coopsim.errors import run_script
+
+    o, e = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            run_script(main, argv)
+        except SystemExit as exc:
+            code = exc.code
+    return code, o.getvalue(), e.getvalue()

@@ -5,8 +5,6 @@ wrong number of rate columns names the config key and the override (F9); the ns-
 suffix matplotlib cannot write (F10) and an --oracle-cache that is a file (F12), before any work."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 from pathlib import Path
 
@@ -15,9 +13,9 @@ import yaml
 
 from coopsim.agents.ddacom import evaluate, train
 from coopsim.comm.ns3 import experiment
-from coopsim.errors import ConfigError, run_script
+from coopsim.errors import ConfigError
 
-from cli_helpers import _err, run_cli  # noqa: E402  (tests/ is on sys.path under pytest)
+from cli_helpers import _err, run_cli, run_main  # noqa: E402  (tests/ is on sys.path under pytest)
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKOV = "configs/mpe/spread-po-ddacom-markov.yaml"
@@ -27,18 +25,6 @@ SUFFIXES = (".avif, .eps, .gif, .jpeg, .jpg, .pdf, .pgf, .png, .ps, .raw, .rgba,
 
 def _boom(*a, **k):
     raise AssertionError("the long work started")
-
-
-def _script(main, argv):
-    """``run_script(main, argv)`` as ``python -m`` runs it: (exit code, stdout, stderr)."""
-    o, e = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
-        try:
-            run_script(main, argv)
-        except SystemExit as exc:
-            code = exc.code
-    return code, o.getvalue(), e.getvalue()
 
 
 def _last_line(err: str) -> str:
@@ -94,7 +80,7 @@ def test_ddacom_train_counts_out_of_range_are_refused_at_parse_time(option, valu
     out = tmp_path / "out"
     argv = ["--task", "speaker_listener", "--steps", "400", "--num-envs", "2", "--eval-envs", "2",
             "--eval-episodes", "1", "--seeds", "1", option, value, "--out", str(out)]
-    code, stdout, err = _script(train.main, argv)
+    code, stdout, err = run_main(train.main, argv)
     assert code == 2 and stdout == ""
     assert _last_line(err) == (f"python -m coopsim.agents.ddacom.train: error: argument {option}: invalid value "
                                f"{value!r}: an integer in {rng} is required")
@@ -103,7 +89,7 @@ def test_ddacom_train_counts_out_of_range_are_refused_at_parse_time(option, valu
 
 def test_ddacom_train_help_says_the_bounds(monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")
-    code, stdout, _ = _script(train.main, ["--help"])
+    code, stdout, _ = run_main(train.main, ["--help"])
     text = " ".join(stdout.split())
     assert code == 0
     assert "--seeds SEEDS number of seeds S, 1-1000: seeds F..F+S-1 from the first seed F (default 5)" in text
@@ -117,7 +103,7 @@ def test_ddacom_train_help_says_the_bounds(monkeypatch):
 def test_ddacom_train_refuses_an_empty_out_and_writes_nothing_in_the_current_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(train, "check_runs", _boom)
-    code, stdout, err = _script(train.main, ["--task", "speaker_listener", "--seeds", "1", "--out", ""])
+    code, stdout, err = run_main(train.main, ["--task", "speaker_listener", "--seeds", "1", "--out", ""])
     assert code == 2 and stdout == ""
     assert err == "error: key '--out': invalid value '': the path is empty; give the folder to write into\n"
     assert list(tmp_path.iterdir()) == []
@@ -137,7 +123,7 @@ def test_check_writable_refuses_an_empty_or_blank_path():
 
 def test_ddacom_evaluate_empty_out_is_said_as_empty_not_as_a_folder(monkeypatch):
     monkeypatch.setattr(evaluate, "run", _boom)
-    code, _, err = _script(evaluate.main, ["--seeds", "1", "--out", ""])
+    code, _, err = run_main(evaluate.main, ["--seeds", "1", "--out", ""])
     assert code == 2
     assert err == "error: key '--out': invalid value '': the path is empty; give the file to write\n"
 
@@ -154,7 +140,7 @@ def test_ddacom_evaluate_counts_out_of_range_are_refused_at_parse_time(option, v
     monkeypatch.setattr(evaluate, "run", _boom)
     out = tmp_path / "e.json"
     argv = ["--seeds", "1", "--num-agents", "3", "--num-envs", "2", "--episodes", "1", option, value, "--out", str(out)]
-    code, stdout, err = _script(evaluate.main, argv)
+    code, stdout, err = run_main(evaluate.main, argv)
     assert code == 2 and stdout == ""
     assert _last_line(err) == (f"python -m coopsim.agents.ddacom.evaluate: error: argument {option}: invalid value "
                                f"{value!r}: an integer in {rng} is required")
@@ -170,7 +156,7 @@ def test_ddacom_evaluate_refuses_an_out_that_is_not_its_results_file(name, conte
     monkeypatch.setattr(evaluate, "run", _boom)
     out = tmp_path / name
     out.write_text(content)
-    code, stdout, err = _script(evaluate.main, ["--seeds", "1", "--num-agents", "3", "--num-envs", "2",
+    code, stdout, err = run_main(evaluate.main, ["--seeds", "1", "--num-agents", "3", "--num-envs", "2",
                                                 "--episodes", "1", "--out", str(out)])
     assert code == 2 and stdout == ""
     assert err == (f"error: key '--out': {out} exists and is not a results file of ddacom.evaluate; give another "
@@ -184,11 +170,11 @@ def test_ddacom_evaluate_writes_into_an_empty_file_and_reuses_its_own_results(tm
     out.write_text("")  # e.g. made by mktemp: nothing to lose
     argv = ["--seeds", "1", "--num-agents", "3", "--num-envs", "2", "--episodes", "1", "--senders", "none",
             "--out", str(out)]
-    code, stdout, err = _script(evaluate.main, argv)
+    code, stdout, err = run_main(evaluate.main, argv)
     assert code == 0, err
     d = json.loads(out.read_text())
     assert d["seeds_done"] == 1 and d["runs"]
-    code, stdout, err = _script(evaluate.main, argv)  # its own results file: reused, not refused
+    code, stdout, err = run_main(evaluate.main, argv)  # its own results file: reused, not refused
     assert code == 0, err
     assert stdout.startswith(f"reusing 1 finished seed(s) from {out} (seeds 0..0: every setting is the same)")
 
@@ -223,7 +209,7 @@ def _ns3(monkeypatch, *argv):
     refused here is refused before any work."""
     monkeypatch.setattr(experiment, "run", _boom)
     monkeypatch.setattr(experiment, "run_anchors", _boom)
-    return _script(experiment.main, list(argv))
+    return run_main(experiment.main, list(argv))
 
 
 @pytest.mark.parametrize("name, said", [("p.txt", "matplotlib cannot write the format 'txt'"),

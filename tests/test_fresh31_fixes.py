@@ -3,29 +3,21 @@ the complete seeds whatever the first seed; a run folder without its settings fi
 that evaluated it (a run copied in is refused, not silently reused), and a corrupt settings file is named; a file
 where a run folder goes is refused before any training; a results.json that is not this command's is never
 replaced."""
-import contextlib
-import io
 import json
 import shutil
 
 import pytest
 
+from cli_helpers import run_main  # noqa: E402  (tests/ is on sys.path under pytest)
 from coopsim.agents.ddacom import train
-from coopsim.errors import run_script
 
 TINY = ["--steps", "200", "--num-envs", "2", "--eval-envs", "2", "--eval-episodes", "1"]
 SL = ["--task", "speaker_listener", "--policy-reads", "slots"]
 
 
 def _main(argv):
-    o, e = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
-        try:
-            run_script(train.main, argv)
-        except SystemExit as exc:
-            code = exc.code
-    return code, o.getvalue(), e.getvalue()
+    """The train script run in-process: (exit code, stdout, stderr)."""
+    return run_main(train.main, argv)
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 
+from cli_helpers import run_main  # noqa: E402  (tests/ is on sys.path under pytest)
 from coopsim.agents.ddacom import train
 from coopsim.errors import run_script
 
@@ -20,15 +21,8 @@ ANCHORS = ["--variants", "no_comm,broadcast_ideal"]
 
 
 def _main(argv):
-    """``run_script(train.main, argv)``: (exit code, stdout, stderr)."""
-    o, e = io.StringIO(), io.StringIO()
-    code = 0
-    with contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
-        try:
-            run_script(train.main, argv)
-        except SystemExit as exc:
-            code = exc.code
-    return code, o.getvalue(), e.getvalue()
+    """The train script run in-process: (exit code, stdout, stderr)."""
+    return run_main(train.main, argv)
 
 
 @pytest.fixture(scope="module")
