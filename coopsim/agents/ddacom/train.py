@@ -141,9 +141,10 @@ TRAIN_CHANNEL = "markov"
 def eval_keys(variants: list[str], channels: list[str]) -> list[str]:
     """results.json's eval keys of ``variants`` evaluated under ``channels``: a variant's own name for its training
     channel (and for the anchors, whose channels are none and ideal), ``<variant>/<channel>`` for the others."""
-    return [v if c == TRAIN_CHANNEL or not ddacom_sent(v) else f"{v}/{c}" for v in variants for c in channels
-            if c == TRAIN_CHANNEL or ddacom_sent(v)] + \
-        [v for v in variants if TRAIN_CHANNEL not in channels and not ddacom_sent(v)]
+    keys: list[str] = []
+    for v in variants:
+        keys += [v if c == TRAIN_CHANNEL else f"{v}/{c}" for c in channels] if ddacom_sent(v) else [v]
+    return keys
 
 
 def evaluate_policy(variant: str, policy: Path, seed: int, radius: float | None, num_envs: int, episodes: int,
