@@ -188,8 +188,10 @@ def _protocol_methods(kind: type) -> list[str]:
 def not_a_hook(cls: type, kind: type, *, key: str, file: str | None, ref: Any) -> ConfigError:
     """The error for a class ``cls`` that is not a ``kind`` hook (names the methods it needs)."""
     methods = ", ".join(f"{m}(...)" for m in _protocol_methods(kind))
+    attrs = [a for a in getattr(kind, "__annotations__", {}) if not a.startswith("_")]  # e.g. AuxiliaryLoss.coef
+    also = f" and the attribute{'s' if len(attrs) > 1 else ''} {', '.join(attrs)}" if attrs else ""
     return ConfigError(f"{cls.__module__}:{cls.__qualname__} is not an {kind.__name__} hook (it needs the methods "
-                       f"{methods}; coopsim.platform.hooks)", file=file, key=f"{key}.module", value=ref)
+                       f"{methods}{also}; coopsim.platform.hooks)", file=file, key=f"{key}.module", value=ref)
 
 
 def load_hook(spec: Any, *, key: str, file: str | None = None, kind: type | None = None) -> Any:
