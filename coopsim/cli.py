@@ -28,7 +28,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from coopsim.errors import ConfigError, CoopsimError
+from coopsim.errors import ConfigError, CoopsimError, sigterm_as_interrupt
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   context_settings={"help_option_names": ["-h", "--help"]},  # -h too, for every subcommand
@@ -130,28 +130,15 @@ def _fail(exc: Exception) -> None:
 _TERMINATED = False  # set by the SIGTERM handler: the run was stopped by SIGTERM, not Ctrl-C
 
 
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``, a job scheduler), raised where Ctrl-C would be: results are kept the same way."""
+def _mark_terminated() -> None:
+    global _TERMINATED
+    _TERMINATED = True
 
 
-@contextlib.contextmanager
 def _sigterm_as_interrupt():
-    """Turn the first SIGTERM into a KeyboardInterrupt (later ones are ignored so the summary write finishes)."""
-    def handler(signum, frame):
-        global _TERMINATED
-        _TERMINATED = True
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise _Terminated()
-
-    try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (e.g. called from a test runner's worker): leave SIGTERM alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
+    """Turn the first SIGTERM into a KeyboardInterrupt (:func:`coopsim.errors.sigterm_as_interrupt`), remembered for
+    the exit code (:func:`_interrupt_code`)."""
+    return sigterm_as_interrupt(on_term=_mark_terminated)
 
 
 def _ignore_further_interrupts() -> None:

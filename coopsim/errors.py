@@ -6,6 +6,8 @@ traceback. Messages name the file, the key or line, the bad value, and what woul
 """
 from __future__ import annotations
 
+import contextlib
+
 
 class CoopsimError(Exception):
     """Base class of every error coopsim raises on purpose."""
@@ -168,8 +170,32 @@ KEPT_DEFAULT = "what it printed and the files it had written (each whole: none i
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``, a job scheduler) raised where Ctrl-C would be, so a script keeps what it finished
-    the same way (:func:`run_script`)."""
+    """SIGTERM (``kill``, ``timeout``, a job scheduler) raised where Ctrl-C would be, so a command keeps what it finished
+    the same way (:func:`sigterm_as_interrupt`)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt(on_term=None):
+    """Within the block, the first SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``) where it lands, after
+    calling ``on_term()`` if given; later ones are ignored so the summary write finishes. Outside the main thread
+    (a test runner's worker) SIGTERM is left alone. The ``coopsim`` CLI and :func:`run_script` use it."""
+    import signal
+
+    def handler(signum, frame):
+        if on_term is not None:
+            on_term()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave SIGTERM alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def run_script(main, argv=None, *, kept=None):
@@ -190,20 +216,13 @@ def run_script(main, argv=None, *, kept=None):
 
     import signal
 
-    def on_term(signum, frame):  # the first SIGTERM: stop as Ctrl-C would (later ones are ignored while it stops)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated()
-
-    try:
-        old_term = signal.signal(signal.SIGTERM, on_term)
-    except ValueError:  # not the main thread (a test runner's worker): leave SIGTERM alone
-        old_term = None
     try:
         try:
             takes_args = bool(inspect.signature(main).parameters)
         except (TypeError, ValueError):  # a builtin or C callable: give it argv
             takes_args = True
-        return main(argv) if takes_args or argv is not None else main()
+        with sigterm_as_interrupt():
+            return main(argv) if takes_args or argv is not None else main()
     except CoopsimError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -220,13 +239,11 @@ def run_script(main, argv=None, *, kept=None):
     except KeyboardInterrupt as e:
         term = isinstance(e, Terminated)
         if term:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C now must not swallow the line below
+            try:  # a second signal now must not swallow the line below
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            except ValueError:  # not the main thread
+                pass
         what = kept() if callable(kept) else kept
         print(f"{'terminated' if term else 'interrupted'}; kept: {what or KEPT_DEFAULT}", file=sys.stderr)
         raise SystemExit(143 if term else 130) from None
-    finally:
-        if old_term is not None:
-            try:
-                signal.signal(signal.SIGTERM, old_term)
-            except ValueError:
-                pass
