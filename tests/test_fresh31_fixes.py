@@ -343,3 +343,26 @@ def test_the_comparison_table_keeps_a_long_key_when_it_is_the_only_one_that_diff
     assert shown_line_keys(["scenario.params.map"], flat) == ["scenario.params.map"]
     assert shown_line_keys(["scenario.params.map", "max_steps"], [{**f, "max_steps": i} for i, f in enumerate(flat)]) \
         == ["max_steps"]  # a short key tells the rows apart: the long one stays in compare.csv
+
+
+def test_the_threshold_benchmark_reproduces_the_trained_eval_and_sends_less_at_a_higher_threshold(tmp_path):
+    """benchmarks/ddacom_sl_eval_threshold.py: at the trained threshold it gives the train script's own eval; at a
+    threshold past any payload move only never-held copies go (at most one per episode and sender)."""
+    from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
+
+    out = tmp_path / "sl"
+    code, _, err = _main([*SL, "--seeds", "1", *TINY, "--variants", "learned_ddacom", "--inbox", "hold",
+                          "--payload-dim", "4", "--out", str(out)])
+    assert code == 0, err
+    trained = json.loads((out / "results.json").read_text())["evals"]["learned_ddacom"]["0"]
+    bench = load_benchmark("ddacom_sl_eval_threshold")
+    code, stdout, err = run_main(bench.main, [str(out), "--thresholds", "1e-6,10", "--eval-envs", "2",
+                                              "--eval-episodes", "1"])
+    assert code == 0, err
+    rows = [line.split() for line in stdout.splitlines()[1:]]
+    assert [r[:2] for r in rows] == [["0", "1e-06"], ["0", "10"]]
+    assert float(rows[0][2]) == pytest.approx(trained["return"], abs=1e-3)
+    assert float(rows[0][3]) == pytest.approx(trained["messages_vs_broadcast"], abs=1e-4)
+    assert float(rows[1][3]) <= 4 / 100  # the first copy of each sender in each env (4) of 2 x 25 x 2 slots
+    code, _, err = run_main(bench.main, [str(tmp_path / "none")])
+    assert code == 2 and "no learned_ddacom/seed-<s>/policy.pt under" in err

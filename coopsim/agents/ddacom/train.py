@@ -149,11 +149,15 @@ def eval_keys(variants: list[str], channels: list[str]) -> list[str]:
 
 def evaluate_policy(variant: str, policy: Path, seed: int, radius: float | None, num_envs: int, episodes: int,
                     policy_reads: str = "attention", task: str = "spread",
-                    encoder: dict[str, Any] | None = None, channel: str | None = None) -> dict[str, float]:
+                    encoder: dict[str, Any] | None = None, channel: str | None = None,
+                    sender_threshold: float | None = None) -> dict[str, float]:
     """Greedy evaluation of a trained policy on its training channel, or on ``channel`` of :data:`EVAL_CHANNELS` (see
-    module docstring)."""
+    module docstring). ``sender_threshold``: the DDACOM sender's resend threshold (``min_deviation_m``) for this
+    evaluation instead of the one trained with (sending is decoupled from the policy; ``inbox: hold`` runs)."""
     agent = make_agent(variant, num_envs, radius, policy_reads=policy_reads, task=task, encoder=encoder)
     agent.load(policy)
+    if sender_threshold is not None:
+        agent.comm.sender.s.params.min_deviation_m = float(sender_threshold)
     core = agent.scenario
     ch = make_channel(variant, agent, channel)
     N = core.num_agents
