@@ -8,7 +8,11 @@ payload moved by more than it). For each ``learned_ddacom/seed-<s>`` run of a tr
 fraction of full broadcast. On the mute speaker-listener the listener's copies to the speaker cannot change the
 return, which this shows: the same return at far fewer messages.
 
+``--code-distances`` prints instead, per run, the Euclidean distances between the learned payloads of the three goal
+colours (the speaker's observation for each; how far apart the listener must tell them).
+
     .venv/bin/python benchmarks/ddacom_sl_eval_threshold.py runs/ddacom_sl_p4 --thresholds 1e-6,0.1,0.3
+    .venv/bin/python benchmarks/ddacom_sl_eval_threshold.py runs/ddacom_sl_p4 --code-distances
 """
 from __future__ import annotations
 
@@ -32,6 +36,25 @@ def thresholds(text: str) -> list[float]:
     return out
 
 
+def code_distances(run: Path, s: dict, enc: dict) -> list[float]:
+    """Distances between the learned payloads of the speaker's observation for goal colours 0, 1, 2: [d01, d02, d12]."""
+    import numpy as np
+
+    from coopsim.scenarios.mpe.tasks import LANDMARK_COLORS_SL
+
+    if s.get("task") != "speaker_listener":
+        raise ConfigError(f"{run} was trained on --task {s.get('task', 'spread')}: --code-distances reads the "
+                          f"speaker-listener's goal colours")
+    agent = train.make_agent("learned_ddacom", 1, None, policy_reads=s.get("policy_reads", "attention"),
+                             task="speaker_listener", encoder=enc)
+    agent.load(run / train.POLICY_NAME)
+    obs = np.zeros((3, agent.obs_dim), np.float32)
+    obs[:, :3] = LANDMARK_COLORS_SL  # the speaker's observation: its goal colour, zero-padded
+    with torch.no_grad():
+        p = agent.comm.encode(torch.as_tensor(obs)).numpy()
+    return [float(np.linalg.norm(p[i] - p[j])) for i, j in ((0, 1), (0, 2), (1, 2))]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="benchmarks/ddacom_sl_eval_threshold.py", description=__doc__.splitlines()[0])
     ap.add_argument("out", help="a python -m coopsim.agents.ddacom.train --out holding learned_ddacom/seed-<s>/ runs")
@@ -40,6 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eval-envs", type=int_in_range(1, 4096), default=32, help="envs, 1-4096 (default 32, as train)")
     ap.add_argument("--eval-episodes", type=int_in_range(1, 10000), default=10,
                     help="consecutive episodes, 1-10000 (default 10, as train)")
+    ap.add_argument("--code-distances", action="store_true",
+                    help="print the distances between the three goal colours' payloads per run instead (speaker-listener)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     runs = sorted(Path(a.out, "learned_ddacom").glob("seed-*"), key=lambda p: int(p.name.removeprefix("seed-"))
@@ -48,7 +73,8 @@ def main(argv: list[str] | None = None) -> None:
     if not runs:
         raise ConfigError(f"no learned_ddacom/seed-<s>/{train.POLICY_NAME} under {a.out}: give the --out of a finished "
                           f"python -m coopsim.agents.ddacom.train run with learned_ddacom", key="OUT", value=a.out)
-    print(f"{'seed':>4} {'threshold':>10} {'return':>9} {'messages/bcast':>15}")
+    if not a.code_distances:
+        print(f"{'seed':>4} {'threshold':>10} {'return':>9} {'messages/bcast':>15}")
     for run in runs:
         try:
             s = json.loads((run / train.SETTINGS_NAME).read_text())
@@ -60,6 +86,10 @@ def main(argv: list[str] | None = None) -> None:
                               f"--inbox hold only")
         enc = {k: s[k] for k in (*train.ENCODER_DEFAULTS, "inbox", "hold_threshold") if k in s}
         seed = int(run.name.removeprefix("seed-"))
+        if a.code_distances:
+            print(f"{seed:>4} colour payload distances 0-1 / 0-2 / 1-2: "
+                  f"{' / '.join(f'{d:.3f}' for d in code_distances(run, s, enc))}", flush=True)
+            continue
         for th in a.thresholds:
             r = train.evaluate_policy("learned_ddacom", run / train.POLICY_NAME, 10_000 + seed, s.get("radius"),
                                       a.eval_envs, a.eval_episodes, s.get("policy_reads", "attention"),

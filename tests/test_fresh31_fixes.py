@@ -366,3 +366,7 @@ def test_the_threshold_benchmark_reproduces_the_trained_eval_and_sends_less_at_a
     assert float(rows[1][3]) <= 4 / 100  # the first copy of each sender in each env (4) of 2 x 25 x 2 slots
     code, _, err = run_main(bench.main, [str(tmp_path / "none")])
     assert code == 2 and "no learned_ddacom/seed-<s>/policy.pt under" in err
+    code, stdout, err = run_main(bench.main, [str(out), "--code-distances"])
+    assert code == 0, err
+    d = [float(x) for x in stdout.split(":")[-1].split("/")]
+    assert len(d) == 3 and all(x >= 0 for x in d) and max(d) <= sum(d) - max(d) + 1e-9  # a triangle of payloads
