@@ -10,6 +10,7 @@ A run config names one component of each kind, each as ``{id, params}``::
     seeds: [0, 1, 2, 3, 4]
     episodes: 1                       # per seed
     max_steps: 512                    # overrides scenario.params.max_steps
+    replays: 1                        # replay files kept per seed (default: every episode's)
 
 Every error names the file, the dotted key, the bad value and what is valid (:class:`ConfigError`).
 """
@@ -67,6 +68,10 @@ class RunConfig(BaseModel):
                           description=f"episodes per seed, an integer 1 .. {EPISODES_MAX:,} (10**9)")
     max_steps: int | None = Field(None, ge=1, description="episode step limit, an integer >= 1")
     out_dir: str = Field("runs", description="parent folder of run directories")
+    replays: int | None = Field(None, ge=0, le=EPISODES_MAX,
+                                description="replay files kept per seed (replays/seed<S>_ep<E>.npz, scenarios that "
+                                "record them): the first N episodes of each seed; 0 = none; null (default) = every "
+                                "episode")
     #: trainer settings, read by ``coopsim train`` (schema owned by the trainer)
     train: dict[str, Any] | None = None
 
@@ -76,7 +81,7 @@ class RunConfig(BaseModel):
         # `channel: null` means what leaving it out means, as `params: null` and `train: null` do
         return cls.model_fields[info.field_name].default_factory() if v is None else v
 
-    @field_validator("seeds", "episodes", "max_steps", mode="before")
+    @field_validator("seeds", "episodes", "max_steps", "replays", mode="before")
     @classmethod
     def _no_quoted_ints(cls, v: Any) -> Any:
         # pydantic would turn "40" into 40 silently: a quoted number is more likely a mistake than meant

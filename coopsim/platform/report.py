@@ -117,6 +117,10 @@ def replay_absence(run_dir: str | Path, scenario_id: str) -> str:
         return f"{scenario_id} records no replays to animate"
     folder = Path(run_dir) / "replays"
     if not folder.is_dir():
+        with contextlib.suppress(Exception):  # the run's config asked for none (replays: 0)
+            cfg = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+            if isinstance(cfg, dict) and cfg.get("replays") == 0:
+                return "the run's config says replays: 0 (no replay files kept)"
         return (f"the run has no replays folder ({folder}; `coopsim run` writes one replay file per episode there "
                 f"for {scenario_id}): it was moved or deleted, or no episode finished")
     return f"{folder} holds no replay files (*.npz, one per episode, written by `coopsim run`)"
@@ -747,8 +751,9 @@ def _shared_seeds(runs: list[dict], flat: list[dict], line_keys: list[str], x_ke
     return dict(sorted(out.items()))
 
 
-#: config keys that say where a run is written, not what it runs: runs differing only in them are the same config
-WHERE_KEYS = ("out_dir",)
+#: config keys that say where a run is written and which of its files are kept, not what it runs: runs differing only
+#: in them are the same config (``replays``: how many episodes' replay files are kept)
+WHERE_KEYS = ("out_dir", "replays")
 
 
 def same_config(a: dict, b: dict) -> bool:
@@ -913,7 +918,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     loaded = [load_run(d) for d in run_dirs]
     repeats = repeated_runs(loaded)  # repeats of one experiment are counted once: the others are left out
     runs = [r for i, r in enumerate(loaded) if i not in repeats]
-    pooled = {"name", "out_dir", "seeds"} - set(group_by)
+    pooled = {"name", "seeds", *WHERE_KEYS} - set(group_by)
     # the evaluated policy is a field like the config's: runs of different checkpoints are never pooled
     flat = [{**_flatten({k: v for k, v in r["config"].items() if k not in pooled}), CHECKPOINT_KEY: r["checkpoint"]}
             for r in runs]

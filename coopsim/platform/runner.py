@@ -480,9 +480,10 @@ STEP_PROGRESS_AFTER_S = 5.0
 
 
 def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None = None,
-                on_step: Callable[[int], None] | None = None
+                on_step: Callable[[int], None] | None = None, replay: bool = True
                 ) -> tuple[dict[str, float], dict[str, np.ndarray] | None]:
-    """Run one episode to its end; returns its metrics and the scenario's replay arrays (or None).
+    """Run one episode to its end; returns its metrics and the scenario's replay arrays (None if the scenario records
+    none, or with ``replay=False``).
 
     With ``check`` (a run's first episode), a failure of the first ``act()`` or ``step()``, or an invalid first
     joint action, is the :class:`FirstStep` ConfigError (key ``agents.id``), and ``check.passed()`` is called once
@@ -547,8 +548,8 @@ def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None =
     add_comm_stats(metrics, channel.stats())  # adds up with the comm/* of a scenario's own channel (MPE comm_channel)
     metrics.update(shield.stats())
     metrics.update(agent.episode_metrics())
-    replay = sc.replay(0) if hasattr(sc, "replay") else None
-    return metrics, replay
+    arrays = sc.replay(0) if replay and hasattr(sc, "replay") else None
+    return metrics, arrays
 
 
 def run_config(
@@ -632,7 +633,9 @@ def run_config(
                         bar.update(run["task"], description=f"{cfg.name}  episode {i + 1} of {n_jobs}: step {t:,}"
                                                             f"{max_text}")
 
-                metrics, replay = run_episode(parts, ep_seed, check=None if i else check, on_step=step_progress)
+                keep_replay = cfg.replays is None or ep < cfg.replays  # the config's replays: N per seed
+                metrics, replay = run_episode(parts, ep_seed, check=None if i else check, on_step=step_progress,
+                                              replay=keep_replay)
                 row = {"seed": seed, "episode": ep, "episode_seed": ep_seed, **metrics}
                 if replay is not None:
                     atomic_savez(run["dir"] / "replays" / f"seed{seed}_ep{ep}.npz", **replay)
