@@ -606,6 +606,10 @@ def parse_override(text: str) -> tuple[list[str], Any]:
         ConfigError: if the text has no ``=`` or an empty key.
     """
     if "=" not in text:
+        if text.lower().endswith((".yaml", ".yml")):  # `coopsim validate a.yaml b.yaml`: a second config file
+            raise ConfigError(f"{text!r} looks like a second config file, but a command takes one config (the words "
+                              "after it are key.path=value overrides); give each its own command, e.g. "
+                              "for f in configs/safety/*.yaml; do coopsim validate \"$f\"; done")
         raise ConfigError(f"override {text!r} must look like key.path=value, e.g. scenario.params.num_agents=128")
     key, raw = text.split("=", 1)
     parts = [p for p in key.strip().split(".")]

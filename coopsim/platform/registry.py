@@ -342,6 +342,8 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
                                                    "greater_than", "finite_number"):
             # 'nan' compares false with any bound and 'inf' is past every one: the bound is not the reason
             text = "must be a finite number"
+        elif err["type"] == "int_parsing_size":  # e.g. 1e30 for an integer: pydantic calls it an input string
+            text = "is too large for an integer parameter"
         msg = f"invalid value {short_repr(value)}: {text}{desc}"
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
 

@@ -61,7 +61,8 @@ def offered_model(scenario: Any) -> PlausibleModel | None:
 class CertificateShieldParams(ShieldParams):
     delta: float = Field(0.01, gt=0, lt=1, description="failure probability of the whole report, in (0, 1)")
     p_min: float = Field(0.05, gt=0, le=1, description="lower bound on the probability of every true outcome, in (0, 1]")
-    num_runs: int = Field(1, ge=1, description="seed x config runs the report covers; delta' = delta / num_runs (>= 1)")
+    num_runs: int = Field(1, ge=1, le=10**9, description="seed x config runs the report covers; delta' = delta / num_runs "
+                                                    "(an integer 1 .. 10**9)")
     learn: bool = Field(True, description="shrink the prior plausible sets with the counting rule (False: prior only)")
 
 

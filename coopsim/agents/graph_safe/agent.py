@@ -96,7 +96,8 @@ def check_joint_planner(V: int, A: int, N: int, params) -> None:
 class GraphSafeParams(AgentParams):
     delta: float = Field(0.01, gt=0, lt=1, description="failure probability of the whole report, in (0, 1)")
     p_min: float = Field(0.05, gt=0, le=1, description="lower bound on every true outcome's probability, in (0, 1]")
-    num_runs: int = Field(1, ge=1, description="seed x config runs the report covers (delta' = delta / num_runs), >= 1")
+    num_runs: int = Field(1, ge=1, le=10**9, description="seed x config runs the report covers (delta' = delta / num_runs), "
+                                                    "an integer 1 .. 10**9")
     bonus: float = Field(0.1, ge=0, description="optimism bonus scale (team-reward units per step), >= 0")
     expand_bonus: float = Field(0.05, ge=0, description="bonus (team-reward units per step) for actions whose plausible set "
                                 "can still shrink (tries < removal threshold and unseen prior outcomes) and that block the "
