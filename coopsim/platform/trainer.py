@@ -210,6 +210,48 @@ def wrong_policy_message(ck, expected: str, learner: str) -> str:
     return f"not a {learner} policy file (format {fmt!r}, expected {expected!r})"
 
 
+def open_policy(path: str | Path, fmt: str, learner: str, keys: dict[str, type | tuple[type, ...]]) -> tuple[dict, Path]:
+    """:func:`load_policy`, then the checks every learner's ``load`` needs before it reads the file's fields: the
+    format tag is ``fmt`` (else :func:`wrong_policy_message`) and each of ``keys`` is present with a value of its
+    type (:func:`require_policy_keys`).
+
+    Returns:
+        ``(policy, file)`` as :func:`load_policy`.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, another format, or lacks a key (names the file and key).
+    """
+    ck, path = load_policy(path)
+    if not isinstance(ck, dict) or ck.get("format") != fmt:
+        raise ConfigError(wrong_policy_message(ck, fmt, learner), file=str(path))
+    require_policy_keys(ck, keys, path, learner)
+    return ck, path
+
+
+def require_policy_keys(ck: dict, keys: dict[str, type | tuple[type, ...]], path: str | Path, learner: str) -> None:
+    """Refuse a policy file with the right format tag whose fields are missing or of the wrong type (a file from
+    another coopsim version, or a hand-edited one), naming the first such key, instead of a KeyError later.
+
+    ``keys`` maps each required key to the type (or types) its value must have; ``bool`` never passes for ``int``.
+
+    Raises:
+        ConfigError: with ``file=path``.
+    """
+    for k, typ in keys.items():
+        if k not in ck:
+            raise ConfigError(f"{learner} policy file lacks key {k!r} (it has {', '.join(map(repr, ck)) or 'no keys'}); "
+                              f"the file is damaged, hand-edited or from another coopsim version: use another "
+                              f"checkpoint of the run (seed-<s>/policy.pt or checkpoint.pt), or train again",
+                              file=str(path))
+        v = ck[k]
+        types = typ if isinstance(typ, tuple) else (typ,)
+        if not isinstance(v, types) or (isinstance(v, bool) and bool not in types):
+            want = " or ".join(t.__name__ for t in types)
+            raise ConfigError(f"{learner} policy file's key {k!r} holds a {type(v).__name__}, expected {want}; the "
+                              f"file is damaged, hand-edited or from another coopsim version: use another checkpoint "
+                              f"of the run (seed-<s>/policy.pt or checkpoint.pt), or train again", file=str(path))
+
+
 def scenario_identity(scenario: Any) -> dict[str, Any]:
     """``{"id", "params"}`` of the scenario a policy is trained on, for its checkpoint: the registered id (the
     scenario's ``registry_id`` attribute if it has one, else the registry entry of its class, in its own package,

@@ -341,6 +341,10 @@ class IMMPAgent(PPOAgent):
         ck, path = load_policy(path)   # a policy file, a training checkpoint.pt or seed directory
         if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
             raise ConfigError(f"not an IMMP policy file (format {CHECKPOINT_FORMAT})", file=str(path))
+        from coopsim.platform.trainer import require_policy_keys
+
+        require_policy_keys(ck, {"params": dict, "window": int, "waypoint_dim": int, "num_actions": int, "net": dict,
+                                 "value_norm": dict}, path, "IMMP")
         for key, mine in (("window", self.s), ("waypoint_dim", self.wp_dim), ("num_actions", self.num_actions)):
             if ck[key] != mine:
                 raise ConfigError(f"checkpoint has {key}={ck[key]} but this config gives {key}={mine} "

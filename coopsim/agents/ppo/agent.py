@@ -243,15 +243,13 @@ class PPOAgent(AgentPlugin):
         """Read a ``policy.pt`` (or a training ``checkpoint.pt``, or a run dir holding ``policy.pt``).
 
         Raises:
-            ConfigError: the file is not a PPO policy, or its architecture/sizes differ from this agent's.
+            ConfigError: the file is not a PPO policy, lacks a key, or its architecture/sizes differ from this agent's.
         """
-        from coopsim.platform.trainer import load_policy
+        from coopsim.platform.trainer import open_policy
 
-        ck, path = load_policy(path)
-        if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-            from coopsim.platform.trainer import wrong_policy_message
-
-            raise ConfigError(wrong_policy_message(ck, CHECKPOINT_FORMAT, "PPO"), file=str(path))
+        ck, path = open_policy(path, CHECKPOINT_FORMAT, "PPO", {
+            "params": dict, "obs_dim": int, "num_agents": int, "num_actions": int, "state_dim": int, "net": dict,
+            "value_norm": dict})
         mine = self.checkpoint()
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:

@@ -120,15 +120,13 @@ class QMIXAgent(AgentPlugin):
         """Read a ``policy.pt`` written by :meth:`save` (or a training ``checkpoint.pt``, or a run dir).
 
         Raises:
-            ConfigError: not a QMIX policy, or its sizes differ from this agent's scenario.
+            ConfigError: not a QMIX policy, a key missing from the file, or its sizes differ from this agent's
+                scenario.
         """
-        from coopsim.platform.trainer import load_policy
+        from coopsim.platform.trainer import open_policy
 
-        ck, path = load_policy(path)
-        if not isinstance(ck, dict) or ck.get("format") != POLICY_FORMAT:
-            from coopsim.platform.trainer import wrong_policy_message
-
-            raise ConfigError(wrong_policy_message(ck, POLICY_FORMAT, "QMIX"), file=str(path))
+        ck, path = open_policy(path, POLICY_FORMAT, "QMIX", {
+            "params": dict, "in_dim": int, "n_actions": int, "state_dim": int, "net": dict, "mixer": dict})
         # the architecture first: obs_last_action / obs_agent_id change in_dim, which is the agent's doing, not the
         # scenario's; a key missing from an older file takes its default
         mine = self.params.model_dump()
