@@ -2,7 +2,8 @@
 :func:`coopsim.platform.scenario.discrete_joint_actions`: a string, object or complex action array is one ValueError
 naming the core, the dtype and the valid actions (SMAC gave numpy's raw TypeError; MG-MAPF cast ``'3'`` to 3 and
 stepped), an out-of-range uint64 value is reported as given (SMAC showed 2**63 as a negative number after its int64
-cast), and integer, bool, integral-float and list input steps exactly as int64 does."""
+cast), and integer and list input steps exactly as int64 does; bool and float arrays (even integral) are refused,
+as the ScenarioEnv view refuses them (fresh32 F9)."""
 import re
 
 import numpy as np
@@ -38,7 +39,8 @@ def snapshot(core):
 def bad_arrays(shape, ok):
     """Arrays of every refused dtype, with values that a cast would have turned into valid actions."""
     return [np.full(shape, str(ok)), np.full(shape, str(ok).encode()), np.full(shape, ok, dtype=object),
-            np.full(shape, ok, dtype=complex), np.full(shape, np.datetime64(ok, "s"))]
+            np.full(shape, ok, dtype=complex), np.full(shape, np.datetime64(ok, "s")), np.full(shape, bool(ok)),
+            np.full(shape, float(ok))]
 
 
 @pytest.mark.parametrize("name", list(CORES))
@@ -48,7 +50,7 @@ def test_non_numeric_dtype_is_one_value_error_naming_core_dtype_and_valid(name):
     before = snapshot(core)
     for bad in bad_arrays((2, 3), OK[name]):
         with pytest.raises(ValueError, match=rf"^{re.escape(label)}: actions must be integers in {re.escape(valid)}; "
-                                             rf"got dtype {re.escape(str(bad.dtype))} \(give an integer array"):
+                                             rf"got dtype {re.escape(str(bad.dtype))}( \(.*\))?; give an integer array"):
             core.step(bad)
         for x, y in zip(before, snapshot(core)):
             np.testing.assert_array_equal(x, y)  # nothing stepped
@@ -69,7 +71,7 @@ def test_non_integral_float_names_the_core(name):
 
 @pytest.mark.parametrize("name", list(CORES))
 @pytest.mark.parametrize("value, dtype", [(2 ** 63, np.uint64), (2 ** 64 - 1, np.uint64), (2 ** 32, np.uint64),
-                                          (255, np.uint8), (-1, np.int8), (-(2 ** 31), np.int32), (1e30, np.float64)])
+                                          (255, np.uint8), (-1, np.int8), (-(2 ** 31), np.int32)])
 def test_out_of_range_value_is_reported_as_given(name, value, dtype):
     _, _, valid = CORES[name]
     core = make(name)
@@ -92,7 +94,7 @@ def test_integral_inputs_of_any_dtype_step_like_int64(name):
     ref = make(name)
     want = [ref.step(a) for a in acts]
     for conv in (lambda a: a.astype(np.int32), lambda a: a.astype(np.uint8), lambda a: a.astype(np.uint64),
-                 lambda a: a.astype(np.float32), lambda a: a.tolist(), lambda a: np.repeat(a, 2, axis=1)[:, ::2]):
+                 lambda a: a.astype(np.int16), lambda a: a.tolist(), lambda a: np.repeat(a, 2, axis=1)[:, ::2]):
         core = make(name)
         for a, w in zip(acts, want):
             got = core.step(conv(a))
@@ -108,12 +110,14 @@ def snapshot_of(res):
 def test_shared_check_refuses_non_integer_kinds_and_keeps_uint64_values():
     for bad in bad_arrays((1, 2), 1):
         with pytest.raises(ValueError, match=rf"^line: actions must be integers in 0\.\.2; got dtype "
-                                             rf"{re.escape(str(bad.dtype))} \(give an integer array; bools and "
-                                             r"integral floats are accepted too\)$"):
+                                             rf"{re.escape(str(bad.dtype))}.*; give an integer array, e\.g\. "
+                                             r"int64$"):
             discrete_joint_actions(bad, (1, 2), 3, scenario="line")
     with pytest.raises(ValueError, match=r"^actions must be integers in 0\.\.2; got dtype <U1"):  # no name given
         discrete_joint_actions(np.full((1, 2), "1"), (1, 2), 3)
     with pytest.raises(ValueError, match=r"^action 9223372036854775808 of env 0 agent 1 out of range; valid: 0\.\.2$"):
         discrete_joint_actions(np.array([[0, 2 ** 63]], np.uint64), (1, 2), 3)
-    got = discrete_joint_actions(np.array([[True, False]]), (1, 2), 3)  # bools are 0 and 1, as on every core
-    assert got.dtype == np.int64 and got.tolist() == [[1, 0]]
+    with pytest.raises(ValueError, match=r"got dtype bool \(a bool array: an action mask"):  # not actions 1 and 0
+        discrete_joint_actions(np.array([[True, False]]), (1, 2), 3)
+    got = discrete_joint_actions(np.array([[2, 0]], np.uint8), (1, 2), 3)
+    assert got.dtype == np.int64 and got.tolist() == [[2, 0]]

@@ -55,3 +55,49 @@ def test_cli_eval_of_a_qmix_file_without_keys_exits_2_naming_the_key(tmp_path):
     torch.save({"format": "coopsim.qmix/1", "params": {}}, f)
     err = _err(run_cli("eval", "configs/smac/3m-qmix.yaml", "seeds=[0]", "episodes=1", "--checkpoint", str(f)))
     assert f"{f}: QMIX policy file lacks key 'in_dim'" in err
+
+
+# --- F9: the batched core refuses bool and float action arrays, as the ParallelEnv view does -----------------------
+
+@pytest.mark.parametrize("sid,kw", [("smac/3m-v0", {}), ("coop_game/Grid4x4-v0", {}),
+                                    ("mapf/MGMAPF-v0", {"num_agents": 3, "num_goals": 1}),
+                                    ("mpe/simple_spread-v0", {}), ("line/LineWalk-v0", {})])
+def test_core_refuses_bool_and_float_arrays_like_the_view(sid, kw):
+    core = reg.make_scenario(sid, num_envs=2, **kw)
+    core.reset(seed=0)
+    n = core.num_agents
+    state = core.state().copy()
+    with pytest.raises(ValueError, match=r"actions must be integers in .*got dtype bool \(a bool array"):
+        core.step(np.ones((2, n), bool))   # a mask passed by mistake was read as action 1 for every agent
+    with pytest.raises(ValueError, match=r"actions must be integers in .*got dtype float32 \(cast an integral"):
+        core.step(np.ones((2, n), np.float32))
+    with pytest.raises(ValueError, match=r"actions must be integers; got 1\.5"):
+        core.step(np.full((2, n), 1.5))
+    np.testing.assert_array_equal(core.state(), state)   # nothing stepped
+    env = reg.make(sid, **kw)
+    env.reset(seed=0)
+    for bad in (True, 1.0):
+        with pytest.raises(ValueError, match="must be one integer"):
+            env.step({a: bad for a in env.agents})
+    core.step(np.ones((2, n), np.int32))   # integer dtypes still step
+
+
+def test_pettingzoo_adapter_checks_actions_through_the_shared_check():
+    pytest.importorskip("mpe2")
+    core = reg.make_scenario("pettingzoo/adapter-v0", num_envs=1, env="mpe2.simple_spread_v3:parallel_env")
+    core.reset(seed=0)
+    n = core.num_agents
+    with pytest.raises(ValueError, match=r"^PettingZooCore: actions must be integers in .*got dtype <U1"):
+        core.step(np.full((1, n), "3"))   # was cast to action 3
+    with pytest.raises(ValueError, match=r"^action 99 of env 0 agent 0 .*out of range"):
+        core.step(np.full((1, n), 99))    # was silently action 0
+    core.step(np.ones((1, n), np.int64))
+
+
+def test_view_docstrings_state_shapes_and_dtypes():
+    from coopsim.platform.scenario import ScenarioEnv
+
+    assert "float32 ``[S]``" in ScenarioEnv.state.__doc__
+    assert "action_mask" in ScenarioEnv.reset.__doc__ and "bool [A]" in ScenarioEnv.reset.__doc__
+    assert "not a bool, not a float" in ScenarioEnv.step.__doc__
+    assert "Raises:" in reg.make.__doc__

@@ -371,7 +371,17 @@ def make_scenario(id_: str, num_envs: int = 1, **params: Any):
 
 
 def make(id_: str, render_mode: str | None = None, **params: Any):
-    """Build the PettingZoo ``ParallelEnv`` view of scenario ``id_`` (one env)."""
+    """Build the PettingZoo ``ParallelEnv`` view (:class:`~coopsim.platform.scenario.ScenarioEnv`) of scenario
+    ``id_`` with one env.
+
+    Args:
+        id_: a registered scenario id, e.g. ``"coop_game/Grid4x4-v0"`` (``coopsim list`` shows them).
+        render_mode: ``"rgb_array"`` for :meth:`render` frames, or None.
+        **params: the scenario's params (validated as for :func:`make_scenario`).
+
+    Raises:
+        ConfigError: an unknown id, or an invalid param.
+    """
     from coopsim.platform.scenario import ScenarioEnv
 
     return ScenarioEnv(make_scenario(id_, num_envs=1, **params), render_mode=render_mode)

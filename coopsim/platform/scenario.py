@@ -112,7 +112,11 @@ class ScenarioCore(ABC):
     @abstractmethod
     def step(self, actions: np.ndarray) -> StepResult:
         """Step every env with joint actions ``actions`` int64 ``[E, N]`` (slots not alive are ignored); before the
-        first :meth:`reset` raise ``RuntimeError(STEP_BEFORE_RESET)``."""
+        first :meth:`reset` raise ``RuntimeError(STEP_BEFORE_RESET)``.
+
+        Any integer dtype (or a nested list of ints) is accepted; bool and float arrays (even integral floats), strings
+        and other dtypes raise ValueError "actions must be integers ..." (:func:`discrete_joint_actions`), as the
+        ``ScenarioEnv`` view refuses a bool or float per agent."""
 
     @property
     @abstractmethod
@@ -216,8 +220,10 @@ def given_shape(actions: Any, a: np.ndarray) -> str:
 def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: str | None = None,
                            agent_names: tuple[str, ...] | None = None, *, scenario: str | None = None) -> np.ndarray:
     """A batched core's joint actions as int64 ``shape`` (``[E, N]``), every slot checked, alive or not, against
-    ``Discrete(n)``. int64 input costs one vectorized comparison; other integer dtypes, bools and integral floats
-    are accepted; strings, objects, complex numbers and other dtypes are refused (never cast: ``'3'`` is not 3).
+    ``Discrete(n)``. int64 input costs one vectorized comparison; other integer dtypes (and nested lists of ints)
+    are accepted; bools, floats (even integral ones), strings, objects, complex numbers and other dtypes are refused,
+    as the ``ScenarioEnv`` view refuses them per agent (never cast: a bool mask passed by mistake for an argmax is
+    not "action 1", and ``'3'`` is not 3).
 
     Args:
         valid: how the valid actions are named in errors (default ``0..n-1``).
@@ -242,17 +248,17 @@ def discrete_joint_actions(actions: Any, shape: tuple[int, int], n: int, valid: 
     else:
         kind = a.dtype.kind
         owner = f"{scenario}: " if scenario else ""
-        if kind == "b":
-            a = a.astype(np.int64)
-        elif kind == "f":
-            frac = a != np.floor(a)  # NaN counts as not integral; +-inf fails the range check below
+        if kind == "f":
+            frac = a != np.floor(a)  # NaN counts as not integral
             if frac.any():
                 e, i = np.argwhere(frac)[0]
                 raise ValueError(f"{owner}actions must be integers; got {a[e, i].item()!r} (dtype {a.dtype}) for env "
                                  f"{e} {who(i)}; valid: {valid}")
-        elif kind not in "iu":  # strings, objects, complex, datetimes, ...: never cast
-            raise ValueError(f"{owner}actions must be integers in {valid}; got dtype {a.dtype} (give an integer "
-                             "array; bools and integral floats are accepted too)")
+        if kind not in "iu":  # bools, floats, strings, objects, complex, datetimes, ...: never cast
+            hint = {"b": " (a bool array: an action mask or a comparison, not actions? take e.g. mask.argmax(-1))",
+                    "f": " (cast an integral float array with a.astype(np.int64))"}.get(kind, "")
+            raise ValueError(f"{owner}actions must be integers in {valid}; got dtype {a.dtype}{hint}; give an integer "
+                             "array, e.g. int64")
         bad = (a < 0) | (a >= n)  # compared in the given dtype: a uint64 2**63 stays 2**63
     if bad.any():
         e, i = np.argwhere(bad)[0]
@@ -349,6 +355,22 @@ class ScenarioEnv(ParallelEnv):
         return self.core.action_space
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
+        """Reset the env and return ``(observations, infos)`` for the agents alive after the reset.
+
+        Args:
+            seed: an integer >= 0 (the core's ``reset(seed=...)``: the same seed gives the same episode), or None.
+            options: accepted for PettingZoo compatibility; unused.
+
+        Returns:
+            ``observations``: ``{agent: obs}``, each one agent's slice of the core's batched observation, a copy:
+            an array of the core's ``observation_space`` shape and dtype (float32 on the built-in scenarios; e.g.
+            ``[5]`` on ``coop_game/Grid4x4-v0``, ``[30]`` on ``smac/3m-v0``), or a dict of arrays for a ``Dict`` space.
+            ``infos``: ``{agent: {"action_mask": bool [A]}}``, True for the actions available now (``A`` =
+            ``action_space(agent).n``).
+
+        Raises:
+            ValueError: ``seed`` is not an integer >= 0 (a float, string or bool is refused, not truncated).
+        """
         obs = self.core.reset(seed=seed)
         self._was_reset = True
         alive = self.core.alive[0]
@@ -361,6 +383,27 @@ class ScenarioEnv(ParallelEnv):
     def step(self, actions: dict[str, Any]) -> tuple[
         dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]
     ]:
+        """Step the env with one action per agent in ``env.agents``.
+
+        Args:
+            actions: ``{agent: action}``, one entry for every agent in ``env.agents``; each a Python ``int`` or numpy
+                integer in the ``Discrete`` space's range (not a bool, not a float: ``1.0`` and ``True`` are refused
+                as by the batched core). Entries for agents that already left ``env.agents`` are ignored.
+
+        Returns:
+            ``(observations, rewards, terminations, truncations, infos)``, each ``{agent: ...}`` over the agents that
+            acted: observations as in :meth:`reset` (copies); rewards Python ``float`` (the scenario's reward units;
+            on team-reward scenarios such as ``smac`` every agent gets the same team reward); terminations and
+            truncations Python ``bool`` (truncation = the ``max_steps`` time limit); infos
+            ``{"action_mask": bool [A]}`` for the next step. Agents that terminated or truncated leave
+            ``env.agents``; the episode is over when it is empty.
+
+        Raises:
+            RuntimeError: before the first :meth:`reset`.
+            TypeError: ``actions`` is not a mapping.
+            KeyError: an action for an agent id the env does not have.
+            ValueError: an agent in ``env.agents`` has no action, or an action is not an integer in range.
+        """
         if not self._was_reset:
             raise RuntimeError("step() before reset(): call env.reset(seed=...) first")
         if not isinstance(actions, Mapping):
@@ -398,6 +441,8 @@ class ScenarioEnv(ParallelEnv):
         return observations, rewards, terms, truncs, infos
 
     def state(self) -> np.ndarray:
+        """The global state: float32 ``[S]`` (``S = state_space.shape[0]``), a copy of the core's ``state()[0]``;
+        for centralized critics (QMIX's mixer, MAPPO's critic)."""
         return np.array(self.core.state()[0], copy=True)
 
     def render(self):

@@ -394,8 +394,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         """Advance every env that is not done by one step with ``actions`` int ``[E, N]`` in 0..4.
 
         Raises:
-            ValueError: wrong shape, a dtype that is not integer, bool or float (strings and objects were cast:
-                ``'3'`` moved as 3), a non-integral value, or an action outside 0..4 (naming env and agent;
+            ValueError: wrong shape, a dtype that is not an integer one (bools, floats, strings and objects are
+                refused, not cast: ``'3'`` moved as 3), or an action outside 0..4 (naming env and agent;
                 :func:`~coopsim.platform.scenario.discrete_joint_actions`).
             RuntimeError: before the first :meth:`reset`.
         """

@@ -227,8 +227,8 @@ class MPECore(ScenarioCore):
         self.vel = np.where(mov, new_vel, self.vel)
 
     def _check_actions(self, actions: Any) -> np.ndarray:
-        """``actions`` as int64 ``[E, N]`` if it has that shape and holds integers (any integer dtype, bools, or
-        integral floats) in ``0 .. action_space.n - 1``; every slot is checked, alive or not. Actions that are in
+        """``actions`` as int64 ``[E, N]`` if it has that shape and holds integers (any integer dtype; bool and
+        float arrays are refused) in ``0 .. action_space.n - 1``; every slot is checked, alive or not. Actions that are in
         the space but masked (the speaker's 3 and 4 in simple_speaker_listener) pass, as PettingZoo requires.
 
         Raises:

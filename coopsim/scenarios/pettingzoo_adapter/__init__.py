@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, reset_ids
+from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions, reset_ids
 
 
 class PettingZooParams(ScenarioParams):
@@ -220,7 +220,8 @@ class PettingZooCore(ScenarioCore):
     def step(self, actions):
         E, N = self._alive.shape
         reward = np.zeros((E, N), np.float32)
-        acts = np.asarray(actions, np.int64)
+        acts = discrete_joint_actions(actions, (E, N), int(self.action_space.n), agent_names=tuple(self.agent_ids),
+                                      scenario="PettingZooCore")   # shape, integers, range (masked: action 0 below)
         for e in np.flatnonzero(self._alive.any(axis=1)):
             live = [i for i in range(N) if self._alive[e, i]]
             act = {self.agent_ids[i]: int(acts[e, i]) if 0 <= acts[e, i] < self._n_act[i] else 0 for i in live}
