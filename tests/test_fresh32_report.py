@@ -101,3 +101,103 @@ def test_view_docstrings_state_shapes_and_dtypes():
     assert "action_mask" in ScenarioEnv.reset.__doc__ and "bool [A]" in ScenarioEnv.reset.__doc__
     assert "not a bool, not a float" in ScenarioEnv.step.__doc__
     assert "Raises:" in reg.make.__doc__
+
+
+# --- F10 / F3: runs of learners that learn during `coopsim run`; rows that pool an interrupted run ----------------
+
+import csv  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from coopsim.platform.config import load_config  # noqa: E402
+from coopsim.platform.report import compare_runs, comparison_table, load_run, summary_table  # noqa: E402
+from coopsim.platform.runner import RunInterrupted, run_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+IQL = ROOT / "configs/safety/baselines/coop-grid4x4-2ag-all-iql-noshield.yaml"   # safe_baselines/iql-v0: learns online
+LINE = ROOT / "configs/examples/line-random.yaml"                               # random agents: no learning
+
+
+def _run(cfg_path, out, seeds, episodes=2, stop_after=None):
+    cfg = load_config(cfg_path, [f"out_dir={out}", f"seeds={seeds}", f"episodes={episodes}"])
+    if stop_after is None:
+        return Path(run_config(cfg, progress=False))
+    done = []
+
+    def stop(_row):
+        done.append(1)
+        if len(done) == stop_after:
+            raise KeyboardInterrupt
+
+    with pytest.raises(RunInterrupted) as info:
+        run_config(cfg, progress=False, on_episode=stop)
+    return Path(info.value.run_dir)
+
+
+def _text(table) -> str:
+    from rich.console import Console
+
+    c = Console(width=250, record=True)
+    c.print(table)
+    return " ".join(c.export_text().split())
+
+
+@pytest.fixture(scope="module")
+def iql_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("iql")
+    return {"multi": _run(IQL, out, "[0,1,2]"), "one1": _run(IQL, out, "[1]"), "one2": _run(IQL, out, "[2]")}
+
+
+def test_learner_run_summary_says_its_seeds_are_not_independent(iql_runs):
+    s = json.loads((iql_runs["multi"] / "summary.json").read_text())
+    assert s["seeds_note"].startswith("seeds are not independent samples: agent 'safe_baselines/iql-v0' learns "
+                                      "during the run")
+    assert "seeds_note" not in json.loads((iql_runs["one1"] / "summary.json").read_text())  # one fresh learner
+    assert "seeds are not independent samples" in _text(summary_table(load_run(iql_runs["multi"])))
+    assert "not independent" not in _text(summary_table(load_run(iql_runs["one1"])))
+
+
+def test_report_does_not_pool_a_learners_seed_across_different_seed_lists(iql_runs, tmp_path):
+    res = compare_runs([iql_runs["multi"], iql_runs["one1"], iql_runs["one2"]], out_dir=tmp_path)
+    by_key = {row["line"]["run_seeds"]: row for row in res["table"]}
+    assert set(by_key) == {"0-2", "1 per run"}
+    assert by_key["0-2"]["seeds"] == [0, 1, 2] and by_key["0-2"]["summary"]["episode_return"]["n_episodes"] == 6
+    assert by_key["1 per run"]["seeds"] == [1, 2]   # the one-seed runs (fresh learners each) still pool together
+    assert by_key["1 per run"]["summary"]["episode_return"]["n_episodes"] == 4
+    assert not any(k.startswith("seed ") for k in res["notes"])   # no "ran seed 1 with the same settings" pooling
+    note = res["notes"]["run_seeds"]
+    assert "not pooled" in note and "'safe_baselines/iql-v0' learns during the run" in note
+    assert f"{iql_runs['multi'].name}: seeds 0-2" in note
+    assert "not independent samples" in res["notes"]["seeds not independent"]
+    rows = list(csv.DictReader((tmp_path / "compare.csv").read_text().splitlines()))
+    assert sorted(r["run_seeds"] for r in rows) == ["0-2", "1 per run"]
+
+
+def test_report_still_pools_a_shared_seed_of_non_learners(tmp_path):
+    a, b = _run(LINE, tmp_path, "[0,1]"), _run(LINE, tmp_path, "[1]")
+    assert "seeds_note" not in json.loads((a / "summary.json").read_text())
+    res = compare_runs([a, b], out_dir=tmp_path)
+    (row,) = res["table"]
+    assert row["seeds"] == [0, 1] and "run_seeds" not in res["line_keys"]
+    assert "with the same settings" in res["notes"]["seed 1"] and "seeds not independent" not in res["notes"]
+
+
+def test_row_pooling_an_interrupted_run_is_marked_and_compare_csv_says_so(tmp_path):
+    whole = _run(LINE, tmp_path, "[0,1]", episodes=3)
+    part = _run(LINE, tmp_path, "[2]", episodes=3, stop_after=1)   # 1 of 3 episodes
+    res = compare_runs([whole, part], out_dir=tmp_path)
+    (row,) = res["table"]
+    assert row["complete"] is False and row["episodes"] == 7
+    assert row["episodes_per_seed"] == {0: 3, 1: 3, 2: 1}
+    assert row["partial_runs"] == [str(part)]
+    text = _text(comparison_table(res))
+    assert "0-2*" in text and "* = the row pools an interrupted or unfinished run" in text
+    (line,) = csv.DictReader((tmp_path / "compare.csv").read_text().splitlines())
+    assert line["seeds"] == "0;1;2" and line["episodes"] == "7" and line["episodes_per_seed"] == "0:3;1:3;2:1"
+    assert line["complete"] == "false"
+    assert line["runs"].split(";") == [str(whole.resolve()), str(part.resolve())]
+    # both whole: no mark, complete true
+    res = compare_runs([whole, _run(LINE, tmp_path, "[2]", episodes=3)], out_dir=tmp_path)
+    assert res["table"][0]["complete"] is True and "*" not in _text(comparison_table(res))
+    (line,) = csv.DictReader((tmp_path / "compare.csv").read_text().splitlines())
+    assert line["complete"] == "true" and line["episodes"] == "9"

@@ -130,10 +130,11 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     """Read a run directory written by ``coopsim run`` / ``eval``.
 
     Returns:
-        ``{"dir", "config", "rows", "summary", "has_summary", "note", "bad_rows", "summary_rebuilt", "checkpoint"}``:
-        the parsed config, the episode rows of metrics.jsonl, the summary (summary.json's, or rebuilt from the rows
-        when it is missing or damaged), one note line on what is incomplete (or None), and the evaluated policy
-        (:func:`evaluated_checkpoint`).
+        ``{"dir", "config", "rows", "summary", "has_summary", "note", "bad_rows", "summary_rebuilt", "checkpoint",
+        "seeds_note"}``: the parsed config, the episode rows of metrics.jsonl, the summary (summary.json's, or rebuilt
+        from the rows when it is missing or damaged), one note line on what is incomplete (or None), the evaluated
+        policy (:func:`evaluated_checkpoint`), and the note that the run's seeds share one learner (agents that learn
+        during ``coopsim run``: :func:`~coopsim.platform.runner.shared_learner_note`; None for other runs).
 
     Raises:
         CoopsimError: the directory is missing, not a run directory (a training run is named as one), its
@@ -190,8 +191,15 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if bad:
         notes.append(_bad_rows_note(mpath, bad))
     note = "; ".join(n for n in notes if n) or None
+    seeds_note = summary.get("seeds_note") if isinstance(summary.get("seeds_note"), str) else None
+    if seeds_note is None:  # a run written before summary.json said so: from its config
+        from coopsim.platform.runner import shared_learner_note
+
+        agents = cfg.get("agents") if isinstance(cfg.get("agents"), dict) else {}
+        seeds_note = shared_learner_note(agents.get("id"), agents.get("params"), cfg.get("seeds"))
     return {"dir": d, "config": cfg, "rows": rows, "summary": summary, "has_summary": has_summary, "note": note,
-            "bad_rows": bad, "summary_rebuilt": bool(damaged), "checkpoint": evaluated_checkpoint(d, cfg)}
+            "bad_rows": bad, "summary_rebuilt": bool(damaged), "checkpoint": evaluated_checkpoint(d, cfg),
+            "seeds_note": seeds_note}
 
 
 #: the ``checkpoint`` of :func:`evaluated_checkpoint` for a run that says nothing of its policy (written before
@@ -647,8 +655,10 @@ def summary_table(run: dict[str, Any]):
 
     every = ("summary.json has every metric" if run.get("has_summary", True) and not run.get("summary_rebuilt")
              else "metrics.jsonl has every value")
-    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})",
-              caption=f"all-zero comm/, shield/ and cost/ counters are hidden here; {every}")
+    caption = f"all-zero comm/, shield/ and cost/ counters are hidden here; {every}"
+    if run.get("seeds_note"):  # a learner that learns during the run: its seeds are not independent samples
+        caption += f"\nnote: {run['seeds_note']}"
+    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})", caption=caption)
     for c in ("metric", "mean", "95% CI", "seeds", "episodes"):
         t.add_column(c, justify="right" if c != "metric" else "left")
     for m in _ordered_metrics(run["summary"]["metrics"]):
@@ -878,6 +888,84 @@ def _repeat_note(left: dict[str, Any], kept: dict[str, Any], others: int) -> str
             f"config are counted once: {Path(a).name} is kept, as {why}")
 
 
+def _planned_episodes(cfg: dict) -> int | None:
+    """``len(seeds) * episodes`` of a run's config, None when it cannot be read."""
+    try:
+        return len(cfg["seeds"]) * int(cfg.get("episodes", 1))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def run_complete(run: dict[str, Any]) -> bool:
+    """Whether a loaded run (:func:`load_run`) holds every episode it planned: it has its summary.json, which says
+    it was neither interrupted nor failed, and metrics.jsonl has ``len(seeds) * episodes`` rows. Raises nothing."""
+    s = run["summary"]
+    if not run.get("has_summary") or s.get("interrupted") or s.get("error"):
+        return False
+    planned = _planned_episodes(run["config"])
+    return planned is None or len(run["rows"]) >= planned
+
+
+#: the comparison's field that keeps apart runs of an agent that learns during ``coopsim run`` whose seed lists
+#: differ but share a seed (:func:`_learner_seed_conflicts`): the run's seed list, in its order
+RUN_SEEDS_KEY = "run_seeds"
+#: the :data:`RUN_SEEDS_KEY` value of one-seed runs (each starts a fresh learner, so they pool together)
+ONE_SEED_PER_RUN = "1 per run"
+
+
+def _seeds_text(seeds: list) -> str:
+    """A run's seed list as short text: ranges when sorted (``0-2``), else in its order (``2,0,1``)."""
+    try:
+        ints = [int(x) for x in seeds]
+    except (TypeError, ValueError):
+        return ",".join(map(str, seeds))
+    return seed_list(ints) if ints == sorted(set(ints)) else ",".join(map(str, ints))
+
+
+def _learner_seed_conflicts(runs: list[dict], flat: list[dict]) -> tuple[dict[int, str], dict[str, str]]:
+    """Runs that would be pooled into one row (same ``flat`` fields) although their agent learns during ``coopsim
+    run`` (:func:`~coopsim.platform.runner.agent_learns_online`) and they ran a seed in common from different seed
+    lists: that seed's episodes are not the same experiment (in one run the learner comes to it fresh, in the other
+    after the seeds before it). Returns ``({run index: its seed list as text}, {note key: note})``; the caller gives
+    those runs :data:`RUN_SEEDS_KEY`, so they get rows of their own. Raises nothing."""
+    from itertools import combinations
+
+    from coopsim.platform.runner import agent_learns_online
+
+    cells: dict[str, list[int]] = defaultdict(list)
+    for i, (r, f) in enumerate(zip(runs, flat)):
+        agents = r["config"].get("agents") if isinstance(r["config"].get("agents"), dict) else {}
+        if isinstance(r["config"].get("seeds"), list) and agent_learns_online(agents.get("id"), agents.get("params")):
+            cells[json.dumps(f, sort_keys=True, default=str)].append(i)
+    split: dict[int, str] = {}
+    notes: dict[str, str] = {}
+    for members in cells.values():
+        hit: set[int] = set()
+        common: set[str] = set()
+        for a, b in combinations(members, 2):
+            sa, sb = runs[a]["config"]["seeds"], runs[b]["config"]["seeds"]
+            both = set(map(str, sa)) & set(map(str, sb))
+            if both and list(sa) != list(sb):
+                hit |= {a, b}
+                common |= both
+        if not hit:
+            continue
+        for i in hit:  # one-seed runs start a fresh learner each: independent, so they still pool together
+            seeds = runs[i]["config"]["seeds"]
+            split[i] = ONE_SEED_PER_RUN if len(seeds) == 1 else _seeds_text(seeds)
+        ids = sorted(hit)
+        agent = (runs[ids[0]]["config"].get("agents") or {}).get("id")
+        shared = ", ".join(sorted(common, key=lambda x: (len(x), x)))
+        lists = "; ".join(f"{Path(runs[i]['dir']).name}: seeds {_seeds_text(runs[i]['config']['seeds'])}"
+                          for i in ids)
+        notes[f"{RUN_SEEDS_KEY} {len(notes) + 1}" if notes else RUN_SEEDS_KEY] = (
+            f"not pooled: these runs ran seed(s) {shared} with otherwise the same settings, but agent '{agent}' learns "
+            f"during the run, so a seed's episodes depend on the seeds its learner played before it in its run, and "
+            f"their seed lists differ ({lists}); each run of several seeds keeps a row of its own, runs of one seed "
+            f"(a fresh learner each) pool together as '{ONE_SEED_PER_RUN}' (column {RUN_SEEDS_KEY})")
+    return split, notes
+
+
 def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
                  group_by: tuple[str, ...] | list[str] = (), *, write: bool = True) -> dict[str, Any]:
     """Group runs by the config fields that differ; tables and metric-vs-x plots with 95% CI bands.
@@ -908,8 +996,14 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     Returns:
         ``{"x_key", "line_keys", "shown_line_keys", "table", "metrics", "plots", "hidden", "pooled_seeds", "notes",
         "labels", "left_out"}``: the table has one entry per row (``line``: its values of ``line_keys``, ``x``,
-        ``summary``, ``seeds``); ``notes`` maps a run directory (or a topic) to one line; ``left_out`` maps each
-        run directory left out as a repeat to the one it repeats (as given).
+        ``summary``, ``seeds``, ``episodes`` (in all), ``episodes_per_seed``, ``complete`` (False when it pools a
+        run that was interrupted, failed or has not finished: :func:`run_complete`), ``runs`` (absolute run
+        directories) and ``partial_runs``); ``notes`` maps a run directory (or a topic) to one line; ``left_out`` maps
+        each run directory left out as a repeat to the one it repeats (as given).
+
+    Runs of an agent that learns during ``coopsim run`` (``graph_safe-v0``, ``safe_baselines/*``) that ran a seed in
+    common from different seed lists are not pooled (that seed's episodes depend on the seeds played before it in
+    each run): they get rows of their own, told apart by :data:`RUN_SEEDS_KEY`, with a note saying why.
 
     Raises:
         CoopsimError: a run directory cannot be read (:func:`load_run`).
@@ -922,6 +1016,10 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     # the evaluated policy is a field like the config's: runs of different checkpoints are never pooled
     flat = [{**_flatten({k: v for k, v in r["config"].items() if k not in pooled}), CHECKPOINT_KEY: r["checkpoint"]}
             for r in runs]
+    # an agent that learns during the run: the same seed from different seed lists is not the same experiment
+    split, learner_notes = _learner_seed_conflicts(runs, flat) if "seeds" in pooled else ({}, {})
+    for i, text in split.items():
+        flat[i][RUN_SEEDS_KEY] = text
     keys = sorted({k for f in flat for k in f})
     differing = [k for k in keys if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
     numeric = [k for k in differing if all(isinstance(f.get(k), (int, float)) and not isinstance(f.get(k), bool) for f in flat)]
@@ -929,10 +1027,12 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     line_keys = [k for k in differing if k != x_key]
     groups: dict[tuple, dict[Any, list[dict]]] = defaultdict(lambda: defaultdict(list))
     members: dict[tuple, int] = defaultdict(int)
+    row_runs: dict[tuple, list[dict]] = defaultdict(list)  # the runs each row pools
     for r, f in zip(runs, flat):
         line = tuple(str(f.get(k)) for k in line_keys)
         groups[line][f.get(x_key) if x_key else 0].extend(r["rows"])
         members[(line, f.get(x_key) if x_key else 0)] += 1
+        row_runs[(line, f.get(x_key) if x_key else 0)].append(r)
     pooled_seeds = "seeds" in pooled and any(n > 1 for n in members.values())
     shared = _shared_seeds(runs, flat, line_keys, x_key) if pooled_seeds else {}
     every = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})  # compare.csv keeps every one
@@ -942,7 +1042,13 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         for x, rows in sorted(by_x.items(), key=lambda kv: (kv[0] is None, kv[0])):
             s = summarize(rows)
             seeds = sorted({r["seed"] for r in rows if isinstance(r.get("seed"), int)})
-            table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s, "seeds": seeds})
+            its = row_runs[(line, x)]
+            per_seed = {seed: sum(1 for r in rows if r.get("seed") == seed) for seed in seeds}
+            table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s, "seeds": seeds,
+                          "episodes": len(rows), "episodes_per_seed": per_seed,
+                          "complete": all(run_complete(r) for r in its),
+                          "runs": [str(Path(r["dir"]).resolve()) for r in its],
+                          "partial_runs": [str(r["dir"]) for r in its if not run_complete(r)]})
     # what the table and the plot legends show of a value (compare.csv has the value itself)
     labels = {CHECKPOINT_KEY: checkpoint_labels([r["checkpoint"] for r in runs])} if CHECKPOINT_KEY in line_keys else {}
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
@@ -954,6 +1060,16 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         notes[f"seed {seed}"] = (f"runs {', '.join(names)} all ran seed {seed} with the same settings: their episodes "
                                  f"are pooled into one seed of the interval (n_seeds counts it once); give them "
                                  f"different seeds for independent samples")
+    notes.update(learner_notes)
+    dependent = [Path(r["dir"]).name for r in runs if r.get("seeds_note")]
+    if dependent:  # seeds of one learner: the Student-t interval over seeds treats them as independent
+        agents = sorted({str((r["config"].get("agents") or {}).get("id")) for r in runs if r.get("seeds_note")})
+        notes["seeds not independent"] = (
+            f"{', '.join(dependent)}: agent{'s' if len(agents) > 1 else ''} {', '.join(map(repr, agents))} "
+            f"learn{'' if len(agents) > 1 else 's'} during the run and carr{'y' if len(agents) > 1 else 'ies'} what "
+            f"{'they learn' if len(agents) > 1 else 'it learns'} from one seed to the next, so the seeds of "
+            f"{'each of these runs' if len(dependent) > 1 else 'this run'} are not independent samples (the 95% CI "
+            f"assumes they are); one seed per run gives independent seeds")
     unknown = [Path(r["dir"]).name for r in runs if r["checkpoint"] == NOT_RECORDED]
     if CHECKPOINT_KEY in line_keys and unknown:
         notes["checkpoint"] = (f"{', '.join(unknown)} record{'s' if len(unknown) == 1 else ''} no evaluated "
@@ -1087,6 +1203,12 @@ def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None) -> list[Pat
     return plots
 
 
+#: compare.csv's columns after the metrics, one value per row: its seeds (``0;1;2``), its episodes in all, the
+#: episodes of each seed (``0:30;1:30;2:10``), ``complete`` (``false``: it pools an interrupted, failed or unfinished
+#: run) and the run directories it pools (absolute, ``;``-separated)
+CSV_ROW_COLUMNS = ("seeds", "episodes", "episodes_per_seed", "complete", "runs")
+
+
 def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
     import csv
     import io
@@ -1094,12 +1216,18 @@ def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
     buf = io.StringIO()
     w = csv.writer(buf)
     head = list(line_keys) + ([x_key] if x_key else [])
-    w.writerow(head + [f"{m}{suffix}" for m in metrics for suffix in ("", ":ci95_low", ":ci95_high", ":n_seeds")])
+    w.writerow(head + [f"{m}{suffix}" for m in metrics for suffix in ("", ":ci95_low", ":ci95_high", ":n_seeds")]
+               + list(CSV_ROW_COLUMNS))
     for row in table:
         cells = [row["line"][k] for k in line_keys] + ([row["x"]] if x_key else [])
         for m in metrics:
             st = row["summary"].get(m) or {}
             cells += [st.get("mean"), st.get("ci95_low"), st.get("ci95_high"), st.get("n_seeds")]
+        per_seed = row.get("episodes_per_seed") or {}
+        cells += [";".join(map(str, row.get("seeds", []))), row.get("episodes"),
+                  ";".join(f"{k}:{v}" for k, v in per_seed.items()),
+                  "" if row.get("complete") is None else str(bool(row["complete"])).lower(),
+                  ";".join(row.get("runs", []))]
         w.writerow(["" if c is None else c for c in cells])
     with report_writes(path.parent, "the comparison table", path):
         atomic_write_bytes(path, buf.getvalue().encode())
@@ -1133,6 +1261,10 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     if len(keys) < len(result["line_keys"]):
         notes.append(f"{len(result['line_keys']) - len(keys)} more config key(s) differ (long values or many "
                      f"keys); compare.csv has every one")
+    partial = any(row.get("complete") is False for row in result["table"])
+    if partial:
+        notes.append("* = the row pools an interrupted or unfinished run (some seeds have fewer episodes than planned; "
+                     "see the notes, and compare.csv's episodes_per_seed and complete columns)")
     heads = table_headers(keys, [*result["line_keys"], result["x_key"] or "", "seeds", *metrics])
     if any(heads[k] != k for k in keys):
         notes.append("config key columns are headed by the ends of their keys (compare.csv has the full keys)")
@@ -1148,8 +1280,8 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
             t.add_column(heads[k], overflow="fold")  # a header is wrapped, never cut to an ambiguous "…" stub
     if result["x_key"]:
         t.add_column(result["x_key"], justify="right")
-    pooled = bool(result.get("pooled_seeds"))
-    if pooled:  # which seeds each pooled row holds
+    pooled = bool(result.get("pooled_seeds")) or partial
+    if pooled:  # which seeds each pooled row holds (* marks a row with an unfinished run)
         t.add_column("seeds")
     for m in metrics:
         t.add_column(m, justify="right")
@@ -1158,7 +1290,7 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
         if result["x_key"]:
             cells.append(str(row["x"]))
         if pooled:
-            cells.append(seed_list(row.get("seeds", [])))
+            cells.append(seed_list(row.get("seeds", [])) + ("*" if row.get("complete") is False else ""))
         for m in metrics:
             st = row["summary"].get(m)
             if not st:

@@ -135,6 +135,30 @@ def learns_online(cls: Any, params: dict[str, Any] | None = None) -> bool:
     return True
 
 
+def agent_learns_online(agent_id: Any, params: Any = None) -> bool:
+    """:func:`learns_online` of the registered agent ``agent_id`` with ``params`` (a config's ``agents.id`` and
+    ``agents.params``, e.g. as read back from a run's config.yaml); False when the id cannot be loaded. Raises
+    nothing."""
+    try:
+        cls = _unwrap(registry.spec("agent", str(agent_id)).load())
+        return learns_online(cls, params if isinstance(params, dict) else {})
+    except Exception:  # noqa: BLE001 - an unknown or broken agent id: no claim either way
+        return False
+
+
+def shared_learner_note(agent_id: Any, params: Any, seeds: Any) -> str | None:
+    """The one-line note of a run whose seeds are not independent samples: the agent learns during ``coopsim run``
+    (:func:`agent_learns_online`) and the run has two or more seeds, which one learner plays in order, so a seed's
+    episodes depend on the seeds before it in the list; None otherwise (summary.json's ``seeds_note``, the run's
+    summary table). Raises nothing."""
+    if not isinstance(seeds, (list, tuple)) or len(set(map(str, seeds))) < 2 or not agent_learns_online(agent_id, params):
+        return None
+    order = ", ".join(map(str, seeds[:3])) + (", ..." if len(seeds) > 3 else "")
+    return (f"seeds are not independent samples: agent '{agent_id}' learns during the run and carries what it learnt "
+            f"from one seed to the next (in the order {order}), while the 95% CI over seeds assumes independent "
+            f"seeds; for independent seeds run one seed per run (coopsim sweep CONFIG --grid seeds=...)")
+
+
 def _agent_class(cfg: RunConfig) -> type | None:
     """The agent class of ``cfg.agents.id`` (wrappers unwrapped), or None when it cannot be loaded (the run
     reports that itself)."""
@@ -671,7 +695,8 @@ def run_config(
                 try:
                     write_summary(run["dir"], interrupted=interrupted, wall_s=time.perf_counter() - run["started"],
                                   totals=parts.shield.run_stats(), error=error,
-                                  checkpoint_file=run.get("checkpoint_file"))
+                                  checkpoint_file=run.get("checkpoint_file"),
+                                  seeds_note=shared_learner_note(cfg.agents.id, cfg.agents.params, list(cfg.seeds)))
                 except WriteError as exc:
                     summary_failed = exc
                 else:
@@ -745,13 +770,14 @@ def _sigint_deferred():
 
 def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | None = None,
                   totals: dict[str, float] | None = None, error: str | None = None,
-                  checkpoint_file: str | None = None) -> dict:
+                  checkpoint_file: str | None = None, seeds_note: str | None = None) -> dict:
     """Write ``summary.json`` from the run directory's files and return what it wrote. ``totals`` (the shield's
     :meth:`run_stats`, totals over every episode of the run) go under ``totals``; ``error`` ("Type: message" of the
     exception that ended a failed run) under ``error``. ``checkpoint`` is the evaluated policy's absolute path as
     given to ``--checkpoint`` (the run directory's ``checkpoint.txt``), or null when none was given (``coopsim run``);
     ``checkpoint_file`` (the file read, :func:`evaluated_file`) is written when given. ``coopsim report`` tells runs
-    of different policies apart by them.
+    of different policies apart by them. ``seeds_note`` (:func:`shared_learner_note`: the seeds share one learner,
+    so they are not independent samples) is written as ``seeds_note`` when given.
 
     Raises:
         WriteError: summary.json could not be written.
@@ -769,6 +795,8 @@ def write_summary(run_dir: Path, *, interrupted: bool = False, wall_s: float | N
         summary["checkpoint"] = (run_dir / "checkpoint.txt").read_text().strip()
     if checkpoint_file is not None:
         summary["checkpoint_file"] = str(checkpoint_file)
+    if seeds_note:
+        summary["seeds_note"] = seeds_note
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
     if totals:
