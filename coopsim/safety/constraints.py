@@ -49,6 +49,18 @@ class Constraint:
     agents: tuple[int, ...] | None = None
     kind: ClassVar[str] = "constraint"
 
+    def __post_init__(self) -> None:
+        """Check the fields (sequences are stored as tuples).
+
+        Raises:
+            ValueError: naming the argument, the value and what is valid.
+        """
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"{type(self).__name__}: name must be a non-empty string; got {self.name!r}")
+        object.__setattr__(self, "margin", _real(self, "margin", self.margin, ge=0))
+        if self.agents is not None:
+            object.__setattr__(self, "agents", _int_tuple(self, "agents", self.agents, ge=0, unique=True))
+
     def members(self, num_agents: int) -> np.ndarray:
         """int64 ``[n]`` indices of the agents this constraint involves."""
         if self.agents is None:
@@ -85,6 +97,12 @@ class Separation(PairConstraint):
     min_dist: float = 1.0
     no_swap: bool = True
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "min_dist", _real(self, "min_dist", self.min_dist, gt=0))
+        if not isinstance(self.no_swap, (bool, np.bool_)):
+            raise ValueError(f"Separation: no_swap must be True or False; got {self.no_swap!r}")
+
     def interaction_radius(self) -> float:
         return float(self.min_dist + self.margin)
 
@@ -111,6 +129,10 @@ class KeepConnected(PairConstraint):
 
     name: str = "connectivity"
     range_m: float = 2.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "range_m", _real(self, "range_m", self.range_m, gt=0))
 
     def violates(self, p_i, o_i, p_j, o_j):
         d = np.sqrt(((o_i - o_j) ** 2).sum(-1))
@@ -161,6 +183,31 @@ class KeepConnected(PairConstraint):
         return connected_components(g, directed=False)[0] == 1
 
 
+def _real(c: Constraint, arg: str, v, *, gt: float | None = None, ge: float | None = None) -> float:
+    """``v`` as a finite float (not a bool), above ``gt`` / at least ``ge``; else ValueError naming ``arg``."""
+    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    f = float(v) if ok else float("nan")
+    if not ok or not np.isfinite(f) or (gt is not None and not f > gt) or (ge is not None and not f >= ge):
+        want = "a finite number" + (f" > {gt:g}" if gt is not None else "") + (f" >= {ge:g}" if ge is not None else "")
+        raise ValueError(f"{type(c).__name__}: {arg} must be {want}; got {v!r}")
+    return f
+
+
+def _int_tuple(c: Constraint, arg: str, v, *, ge: int, unique: bool = False) -> tuple[int, ...]:
+    """``v`` (a flat sequence of integers >= ``ge``) as a tuple; else ValueError naming ``arg``."""
+    what = f"a flat sequence of integers >= {ge}" + (", each once" if unique else "")
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise ValueError(f"{type(c).__name__}: {arg} must be {what}; got {v!r}")
+    out = []
+    for x in v:
+        if not isinstance(x, (int, np.integer)) or isinstance(x, (bool, np.bool_)) or int(x) < ge:
+            raise ValueError(f"{type(c).__name__}: {arg} must be {what}; got {list(v)!r} (entry {x!r})")
+        out.append(int(x))
+    if unique and len(set(out)) != len(out):
+        raise ValueError(f"{type(c).__name__}: {arg} must be {what}; got {out!r} (repeated)")
+    return tuple(out)
+
+
 def _pairs_within(pts: np.ndarray, r: float) -> np.ndarray:
     """int64 ``[M, 2]`` index pairs ``i < j`` with ``|pts_i - pts_j| <= r`` (brute force for small sets)."""
     n = len(pts)
@@ -208,6 +255,23 @@ class ResourceCap(Constraint):
     caps: tuple[float, ...] = ()
     kind: ClassVar[str] = "group"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        groups = _int_tuple(self, "groups", self.groups, ge=-1)
+        caps = self.caps
+        if isinstance(caps, (str, bytes)) or not hasattr(caps, "__iter__"):
+            raise ValueError(f"ResourceCap: caps must be a sequence of numbers (one cap per group, load units >= 0); "
+                             f"got {caps!r}")
+        caps = tuple(_real(self, f"caps[{g}]", c, ge=0) for g, c in enumerate(caps))
+        need = max(groups, default=-1) + 1
+        if len(caps) != need:
+            raise ValueError(f"ResourceCap: caps has {len(caps)} entries but groups uses group ids 0..{need - 1} "
+                             f"({need} groups): give one cap per group id" if need else
+                             f"ResourceCap: caps has {len(caps)} entries but groups puts no agent in a group (all -1): "
+                             f"give caps=()")
+        object.__setattr__(self, "groups", groups)
+        object.__setattr__(self, "caps", caps)
+
     def group_array(self, num_agents: int) -> np.ndarray:
         g = np.asarray(self.groups, dtype=np.int64)
         if g.shape != (num_agents,):
@@ -240,7 +304,19 @@ def count_violations(constraints, positions, next_positions, next_loads) -> dict
 
     Returns:
         ``{name: float32 [E]}`` (names summed when several constraints share one).
+
+    Raises:
+        ValueError: a position or load is NaN or infinite (naming the argument, env and agent): a non-finite
+            position is neither "apart" nor "together", so it is refused rather than counted as no violation.
     """
+    positions, next_positions = np.asarray(positions, np.float64), np.asarray(next_positions, np.float64)
+    next_loads = np.asarray(next_loads, np.float64)
+    for arg, a in (("positions", positions), ("next_positions", next_positions), ("next_loads", next_loads)):
+        bad = ~np.isfinite(a)
+        if bad.any():
+            idx = np.argwhere(bad)[0]
+            raise ValueError(f"count_violations: {arg} must be finite; got {a[tuple(idx)].item()!r} at env {idx[0]} agent "
+                             f"{idx[1]}" if a.ndim >= 2 else f"count_violations: {arg} must be finite")
     E, N, _ = positions.shape
     out: dict[str, np.ndarray] = {}
     for c in constraints:

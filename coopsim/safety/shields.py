@@ -66,13 +66,26 @@ class CertificateShieldParams(ShieldParams):
     learn: bool = Field(True, description="shrink the prior plausible sets with the counting rule (False: prior only)")
 
 
-def _check_state(state: Any, joint: np.ndarray) -> SafetyState:
+def _check_state(state: Any, joint_action: Any) -> tuple[SafetyState, np.ndarray]:
+    """The safety state and the proposed joint action as int64 ``[E, N]``, both checked before anything is certified.
+
+    Raises:
+        ConfigError: ``state`` is not a :class:`SafetyState`.
+        ValueError: the joint action's shape is not ``[E, N]``, its dtype is not an integer one (bools and floats,
+            NaN included, are refused: a bool mask or a float given by mistake is not an action), or an action is out
+            of ``0..A-1``: in the words of the scenario's ``step`` (:func:`~coopsim.platform.scenario.discrete_joint_actions`).
+    """
+    from coopsim.platform.scenario import discrete_joint_actions
+
     if not isinstance(state, SafetyState):
         raise ConfigError(f"this shield needs the scenario's constraints() to return a SafetyState; got {type(state).__name__}"
                           " (does the scenario support shields? coop_game and mapf in conflicts: allow mode do)")
-    if joint.shape != (state.num_envs, state.num_agents):
-        raise ValueError(f"joint action has shape {joint.shape}; the safety state has E={state.num_envs}, N={state.num_agents}")
-    return state
+    a = joint_action if type(joint_action) is np.ndarray else np.asarray(joint_action)
+    shape = (state.num_envs, state.num_agents)
+    if a.shape != shape:
+        raise ValueError(f"joint action has shape {a.shape}; the safety state has E={state.num_envs}, N={state.num_agents}")
+    # never cast: True is not action 1, NaN would become a huge negative index, -1 would index from the end
+    return state, discrete_joint_actions(a, shape, int(state.num_actions))
 
 
 class CertificateShield(Shield):
@@ -184,8 +197,7 @@ class CertificateShield(Shield):
 
     def filter(self, safety_state: Any, joint_action: np.ndarray) -> tuple[np.ndarray, Certificate]:
         t0 = time.perf_counter()
-        joint = np.asarray(joint_action, np.int64)
-        state = _check_state(safety_state, joint)
+        state, joint = _check_state(safety_state, joint_action)
         self._learn(state)
         plaus = self.plausible(state)
         out = np.array(joint, dtype=np.int64, copy=True)
