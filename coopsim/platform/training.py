@@ -449,6 +449,9 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
                        else build_trainer(cfg, seed, file=file, warm_start=not resumed_seed)[0])
             per_seed[str(seed)] = fit(trainer, schedule, sub, resume=resumed_seed,
                                       description=f"{cfg.name} seed {seed}")
+            warn = violations_warning(seed, per_seed[str(seed)], sub)
+            if warn and info is not None:
+                info(warn)
             note = None if resumed_seed else rounded_budget_note(per_seed[str(seed)])
             if note and info is not None and seed == cfg.seeds[0]:  # the same for every seed: said once
                 info(note)
@@ -546,6 +549,25 @@ def hooks_note(schedule: Any, *, file: str | None = None) -> str | None:
         return (f"note: train.intrinsic.params.gamma = {hook_gamma} differs from train.gamma = {gamma}: the shaping "
                 f"is then not policy-invariant (give both the same discount)")
     return None
+
+
+def violations_warning(seed: int, summary: dict[str, Any], seed_dir: Path) -> str | None:
+    """One ``warning:`` line when a seed's training violated constraints: its ``final_metrics`` carry the run's
+    totals (``run_total/violations``, ``run_total/cost/<name>``, ``run_total/shield/uncertified`` and
+    ``run_total/shield/interventions``; the tabular safe learners' trainer reports them), and the last iteration's
+    ``violations`` alone would hide the earlier ones. None when the total is 0 or the trainer reports none."""
+    fm = summary.get("final_metrics") or {}
+    total = fm.get("run_total/violations")
+    if not isinstance(total, (int, float)) or not total > 0:
+        return None
+    costs = ", ".join(f"{k[len('run_total/'):]} {v:g}" for k, v in sorted(fm.items())
+                      if k.startswith("run_total/cost/") and isinstance(v, (int, float)) and v > 0)
+    shield = ", ".join(f"{k[len('run_total/'):]} {fm[k]:g}" for k in ("run_total/shield/uncertified",
+                                                                     "run_total/shield/interventions")
+                       if isinstance(fm.get(k), (int, float)))
+    return (f"warning: seed {seed}: {total:g} constraint violation(s) during training" + (f" ({costs})" if costs else "")
+            + (f"; {shield} in total" if shield else "") + f"; per iteration in {seed_dir / METRICS_CSV}, totals in "
+            f"{seed_dir / SUMMARY_NAME} (final_metrics run_total/*)")
 
 
 def shield_note(cfg: RunConfig, schedule: Any) -> str | None:

@@ -77,34 +77,47 @@ class EpisodeTrainer:
     them unshielded).
     """
 
-    def __init__(self, agent, train: GraphSafeTrainConfig, seed: int):
-        from coopsim.platform import registry
-
+    def __init__(self, agent, train: GraphSafeTrainConfig, seed: int, *, file: str | None = None):
         self.agent, self.sc, self.seed = agent, agent.scenario, int(seed)
         params = dict(train.shield_params)
         if train.shield == "certificate-v0":
             for k in ("delta", "p_min", "num_runs"):
                 if hasattr(agent.params, k):
                     params.setdefault(k, getattr(agent.params, k))
-        self.shield = registry.make_component("shield", train.shield, **params)
+        self.shield = make_training_shield(train.shield, params, file=file)
         _share(self.shield, agent)
         self.env_steps = 0
         self.iteration = 0
+        #: the run's totals of :data:`RUN_TOTAL_KEYS` (and every ``cost/<name>``) over every iteration so far
+        self.totals: dict[str, float] = {}
 
     def train_iteration(self) -> dict[str, float]:
+        """One episode of every env: :func:`run_episode`'s metrics, plus ``episodes`` (this iteration's count, the
+        number of envs, which the progress line weighs its means by) and ``run_total/<key>``: the run's totals so far
+        of ``violations``, ``shield/uncertified``, ``shield/interventions`` and each ``cost/<name>`` (the last row
+        of ``metrics.csv`` and ``train_summary.json``'s ``final_metrics`` hold the whole run's)."""
         seed = self.seed * 1_000_003 + self.iteration
         m = run_episode(self.sc, self.agent, self.shield, seed)
         self.env_steps += int(m["steps"]) * self.sc.num_envs
         self.iteration += 1
+        m["episodes"] = float(self.sc.num_envs)
+        for k, v in list(m.items()):
+            if k in RUN_TOTAL_KEYS or k.startswith("cost/"):
+                self.totals[k] = self.totals.get(k, 0.0) + float(v)
+        for k in RUN_TOTAL_KEYS:
+            self.totals.setdefault(k, 0.0)
+        m.update({f"run_total/{k}": v for k, v in self.totals.items()})
         return m
 
     def state_dict(self) -> dict[str, Any]:
         # "policy": what save_policy writes, so the agent's load() takes a checkpoint.pt (or a seed dir) too
         return {"blob": pickle.dumps((self.agent.__dict__.get("model"), _agent_state(self.agent), self.shield,
                                       self.env_steps, self.iteration)),
-                "policy": self.agent.policy_state()}
+                "policy": self.agent.policy_state(), "totals": dict(self.totals)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        # a checkpoint written before the totals were kept: they count from the resume
+        self.totals = dict(state.get("totals") or {})
         model, agent_state, shield, self.env_steps, self.iteration = pickle.loads(state["blob"])
         if model is not None:
             self.agent.model = model
@@ -116,6 +129,30 @@ class EpisodeTrainer:
 
     def save_policy(self, path: str | Path) -> None:
         self.agent.save(path)
+
+
+#: per-iteration metrics whose run totals :class:`EpisodeTrainer` reports as ``run_total/<key>`` (with every
+#: ``cost/<name>``); ``coopsim train`` warns when ``run_total/violations`` is above 0
+RUN_TOTAL_KEYS = ("violations", "shield/uncertified", "shield/interventions")
+
+
+def make_training_shield(shield_id: str, params: dict[str, Any], *, file: str | None = None):
+    """The training shield ``train.shield`` with ``params`` (``train.shield_params``, plus the agent's ``delta``,
+    ``p_min``, ``num_runs`` for ``certificate-v0``), its errors addressed to those keys as every config error is.
+
+    Raises:
+        ConfigError: key ``train.shield`` (an unknown id: the registered ones are listed) or
+            ``train.shield_params.<k>`` (an unknown or invalid param), with ``file``.
+    """
+    from coopsim.errors import ConfigError, RegistryError
+    from coopsim.platform import registry
+
+    try:
+        registry.spec("shield", shield_id)
+    except RegistryError as exc:
+        raise ConfigError(str(exc), file=file, key="train.shield", value=shield_id) from None
+    registry.validate_params("shield", shield_id, params, file=file, key_prefix="train.shield_params.")
+    return registry.make_component("shield", shield_id, **params)
 
 
 def read_policy(path, fmt: str, what: str) -> tuple[dict[str, Any], Path]:
@@ -167,7 +204,7 @@ def _agent_state(agent) -> dict[str, Any]:
 
 def make_trainer(cls, agent, train: GraphSafeTrainConfig, seed: int, *, channel=None, file=None) -> EpisodeTrainer:
     """``make_trainer`` classmethod body shared by the tabular safe learners."""
-    return EpisodeTrainer(agent, train, seed)
+    return EpisodeTrainer(agent, train, seed, file=file)
 
 
 def train_seed(scenario_id: str, scenario_params: dict, agent_id: str, agent_params: dict, shield_id: str,

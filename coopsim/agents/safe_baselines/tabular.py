@@ -47,7 +47,7 @@ class IndependentQAgent(AgentPlugin):
         """Trainer for ``coopsim train`` (one iteration = one episode; shield from ``train.shield``)."""
         from coopsim.agents.graph_safe.train import EpisodeTrainer
 
-        return EpisodeTrainer(agent, train, seed)
+        return EpisodeTrainer(agent, train, seed, file=file)
 
     def __init__(self, scenario, **params):
         super().__init__(scenario, **params)
