@@ -43,7 +43,7 @@ from coopsim.agents.graph_safe.diagnose import pairs_of
 from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
 from coopsim.safety.certificate import SafetyCertificate
-from coopsim.safety.model import PlausibleModel
+from coopsim.safety.model import PlausibleModel, removal_threshold
 from coopsim.safety.shields import offer_model
 from coopsim.scenarios.coop_game.solver import joint_table_size, table_size_text
 
@@ -139,7 +139,7 @@ class GraphSafeAgent(AgentPlugin):
         """Trainer for ``coopsim train`` (one iteration = one episode; see :mod:`coopsim.agents.graph_safe.train`)."""
         from coopsim.agents.graph_safe.train import EpisodeTrainer
 
-        return EpisodeTrainer(agent, train, seed)
+        return EpisodeTrainer(agent, train, seed, file=file)
 
     def __init__(self, scenario, **params):
         super().__init__(scenario, **params)
@@ -404,14 +404,21 @@ class GraphSafeAgent(AgentPlugin):
         truly = self._table.safe(true_support)
         cert = self._table.safe(self.plausible_support())
         if (cert & ~truly).any():
-            raise AssertionError("a certified joint action is not truly safe: the plausible sets lost a true outcome")
+            raise AssertionError("a certified joint action is not truly safe: the plausible sets lost a true outcome "
+                                 "(counts loaded from a policy file learned in another world do this; load() refuses "
+                                 "those that record their world)")
         if visited_only and self.visited is not None:
             truly, cert = truly[self.visited], cert[self.visited]
         return float(cert.sum() / max(truly.sum(), 1))
 
     def policy_state(self) -> dict:
-        """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``)."""
-        return {"format": POLICY_FORMAT, "model": self.model.state_dict(), "episodes": self.episodes}
+        """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``): the counts (``model``),
+        the episodes learned, the world they were learned in (``scenario``: ``{"id", "params"}``,
+        :meth:`~coopsim.platform.agent.AgentPlugin.trained_on`, checked by :meth:`load`) and the ``delta``, ``p_min``,
+        ``num_runs`` the removal threshold came from (``params``)."""
+        return {"format": POLICY_FORMAT, "model": self.model.state_dict(), "episodes": self.episodes,
+                "scenario": self.trained_on(),
+                "params": {k: getattr(self.params, k) for k in THRESHOLD_PARAMS}}
 
     def save(self, path):
         from coopsim.platform.trainer import atomic_save
@@ -425,16 +432,110 @@ class GraphSafeAgent(AgentPlugin):
         when it was built (:func:`coopsim.safety.shields.offer_model`): the run's learning ``certificate-v0``
         shield certifies with exactly these counts (``coopsim eval`` / ``coopsim run --checkpoint``).
 
+        The counts hold only in the world they were learned in: a file that records its scenario
+        (:meth:`policy_state`) is refused when a scenario param the dynamics depend on differs from this run's
+        (:func:`world_mismatch`); an older file without that record loads with a warning that its world cannot be
+        checked. The removal threshold is this agent's own (its ``delta``, ``p_min``, ``num_runs``, as every
+        other param of the config): when it differs from the one the file was trained with, a note says so.
+
         Raises:
-            ConfigError: not a graph-safe policy, or one of another world (its model's shape differs).
+            ConfigError: not a graph-safe policy, a key missing from the file, or one of another world (a scenario
+                param the counts depend on differs, key ``scenario.params.<k>``, or the model's shape differs).
         """
         from coopsim.agents.graph_safe.train import read_policy
 
         d, file = read_policy(path, POLICY_FORMAT, "graph_safe-v0")
-        shape = np.shape(d["model"]["seen"])
+        model = _checked_policy(d, file)
+        shape = np.shape(model["seen"])
         if shape != self.model.seen.shape:
             raise ConfigError(f"policy model has shape {shape} but this scenario gives {self.model.seen.shape}",
                               file=str(file))
-        self.model.load_state_dict(d["model"])
+        self._check_world(d.get("scenario"), file)
+        self.model.load_state_dict(model)
+        self.model.n_remove = self._threshold_from_config(d, int(model["n_remove"]), file)
         self.episodes = int(d["episodes"])
         self._plan = None
+
+    def _check_world(self, theirs, file) -> None:
+        """Refuse counts learned in another world (see :meth:`load`); warn for a file that records none."""
+        import sys
+
+        ours = self.trained_on()
+        if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), dict):
+            print(f"warning: {file}: this graph_safe-v0 policy file does not record the scenario it was learned in "
+                  f"(written by an older coopsim), so its world cannot be checked: use it only with its training "
+                  f"run's config.yaml (the same scenario.params.world_seed, slip, slippery_frac, size and obstacles); "
+                  f"counts from another world make the certificate unsound", file=sys.stderr)
+            return
+        diff = world_mismatch(theirs["params"], ours["params"])
+        if diff:
+            k = diff[0]
+            tp, op = theirs["params"], ours["params"]
+            vals = ", ".join(f"scenario.params.{j}={tp.get(j)!r} (this config: {op.get(j)!r})" for j in diff[:4])
+            raise ConfigError(
+                f"the policy was learned in another world: the checkpoint was trained on {theirs.get('id') or 'a scenario'} "
+                f"with {vals}; its counts (and the "
+                f"outcomes they ruled out) hold only in the world they were learned in, so the certificate would not be "
+                f"sound here. Use the checkpoint with its training run's config.yaml, or train in this world",
+                file=str(file), key=f"scenario.params.{k}", value=op.get(k))
+
+    def _threshold_from_config(self, d: dict, theirs: int, file) -> int:
+        """The removal threshold this agent's ``delta``/``p_min``/``num_runs`` give; a note when the file's differs."""
+        import sys
+
+        ours = removal_threshold(int(np.prod(self.model.shape)), self.params.delta, self.params.p_min,
+                                 self.params.num_runs)
+        if ours != theirs:
+            tp = d.get("params") if isinstance(d.get("params"), dict) else {}
+            was = ", ".join(f"{k}={tp[k]!r}" for k in THRESHOLD_PARAMS if k in tp)
+            now = ", ".join(f"{k}={getattr(self.params, k)!r}" for k in THRESHOLD_PARAMS)
+            print(f"note: {file}: the policy was trained with n_remove={theirs} tries" + (f" ({was})" if was else "")
+                  + f"; this config's agents.params ({now}) give n_remove={ours}, which the learner now certifies "
+                  f"with (the counts are the checkpoint's)", file=sys.stderr)
+        return ours
+
+
+#: the agent params the removal threshold ``n_remove`` is computed from (recorded in the policy file)
+THRESHOLD_PARAMS = ("delta", "p_min", "num_runs")
+
+#: scenario params the learned counts do not depend on: the team, its starts and targets, the constraints (the
+#: certificate reads them from this run's scenario) and the horizon. Every other param of the scenario a policy
+#: file records must equal this run's (:func:`world_mismatch`); on ``coop_game`` those are ``world``, the size
+#: (``height``/``width``/``obstacle_frac`` on grids, ``num_nodes`` on graphs), ``slip``, ``slippery_frac`` and
+#: ``world_seed``
+NOT_WORLD_PARAMS = frozenset({"num_agents", "constraints", "min_dist", "no_swap", "cap", "group_size", "load_frac",
+                              "comm_range", "margin", "start_spacing", "max_steps"})
+#: params that only one kind of ``coop_game`` world reads (the other kind ignores them)
+_WORLD_KIND_PARAMS = {"grid": ("num_nodes",), "graph": ("height", "width", "obstacle_frac")}
+
+
+def world_mismatch(theirs: dict, ours: dict) -> list[str]:
+    """The scenario params (names, in ``ours``' order) that differ between the params a graph-safe policy file
+    records (``theirs``) and this run's (``ours``) and that the learned counts depend on: every param except
+    :data:`NOT_WORLD_PARAMS` (and, on ``coop_game``, those the other world kind ignores). A param present in only
+    one of them differs."""
+    skip = set(NOT_WORLD_PARAMS)
+    kind = ours.get("world")
+    if kind == theirs.get("world"):
+        skip.update(_WORLD_KIND_PARAMS.get(kind, ()))
+    keys = list(ours) + [k for k in theirs if k not in ours]
+    missing = object()
+    return [k for k in keys if k not in skip and theirs.get(k, missing) != ours.get(k, missing)]
+
+
+def _checked_policy(d: dict, file) -> dict:
+    """The ``model`` part of a graph-safe policy dict, with the keys :meth:`GraphSafeAgent.load` reads checked.
+
+    Raises:
+        ConfigError: a key is missing or of the wrong type (names the file and the key).
+    """
+    from coopsim.platform.trainer import require_policy_keys
+
+    require_policy_keys(d, {"model": dict, "episodes": (int, np.integer)}, file, "graph_safe-v0")
+    model = d["model"]
+    require_policy_keys(model, {"tries": np.ndarray, "seen": np.ndarray, "n_remove": (int, np.integer)}, file,
+                        "graph_safe-v0 (model part)")
+    if model["tries"].shape != model["seen"].shape[:2]:
+        raise ConfigError(f"graph_safe-v0 policy file is damaged: its model's tries have shape {model['tries'].shape}, "
+                          f"its seen counts {model['seen'].shape}", file=str(file))
+    return model
