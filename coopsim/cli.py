@@ -365,7 +365,8 @@ def _failed_run(exc: Exception) -> None:
 def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
           grid: List[str] = typer.Option(..., "--grid", help="key=v1,v2,... (repeatable); the product is run"),
           overrides: Optional[List[str]] = typer.Argument(None, help="fixed (every run's) " + OVERRIDES_HELP),
-          jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core)"),
+          jobs: int = typer.Option(0, min=0, help="parallel processes (0: one per core); at most the number of "
+                                                    "runs, with a warning above the core count"),
           skip_done: bool = typer.Option(False, "--skip-done", help="continue an interrupted or partly failed "
                                          "sweep: a grid cell whose out_dir holds a run of the same config that "
                                          "finished uninterrupted is not run again, and that run is compared "
@@ -463,7 +464,8 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
         _fail(exc)
     for w in warnings:  # once per distinct warning, not once per run (as `coopsim run` prints it)
         err_console.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False, soft_wrap=True)
-    jobs = jobs or os.cpu_count() or 1
+    cpus = os.cpu_count() or 1
+    jobs = jobs or cpus
     skipped: list[tuple[list[str], str]] = []  # (overrides, run directory) of each cell an earlier run finished
     pending = []
     for c, cfg_c in zip(combos, cfgs):
@@ -472,6 +474,12 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
             skipped.append((c, str(done)))
         else:
             pending.append(c)
+    jobs = max(1, min(jobs, len(pending)))  # never more processes than runs to run
+    if jobs > cpus:  # each run is a process of its own: more than the cores only compete for cores and memory
+        err_console.print(f"[yellow]warning:[/] --jobs: {jobs} runs at a time on {cpus} CPU core"
+                          f"{'' if cpus == 1 else 's'}; each run is a process of its own (a few hundred MB of memory "
+                          f"each), so runs beyond the core count only compete for cores and memory (--jobs 0: one "
+                          f"per core)", markup=True, highlight=False, soft_wrap=True)
     if not skipped:
         console.print(f"sweep: {len(combos)} runs, {jobs} at a time")
     else:

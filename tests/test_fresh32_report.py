@@ -195,9 +195,47 @@ def test_row_pooling_an_interrupted_run_is_marked_and_compare_csv_says_so(tmp_pa
     (line,) = csv.DictReader((tmp_path / "compare.csv").read_text().splitlines())
     assert line["seeds"] == "0;1;2" and line["episodes"] == "7" and line["episodes_per_seed"] == "0:3;1:3;2:1"
     assert line["complete"] == "false"
-    assert line["runs"].split(";") == [str(whole.resolve()), str(part.resolve())]
+    assert line["runs"].split(";") == [whole.name, part.name]   # relative to compare.csv's folder (their parent)
     # both whole: no mark, complete true
     res = compare_runs([whole, _run(LINE, tmp_path, "[2]", episodes=3)], out_dir=tmp_path)
     assert res["table"][0]["complete"] is True and "*" not in _text(comparison_table(res))
     (line,) = csv.DictReader((tmp_path / "compare.csv").read_text().splitlines())
     assert line["complete"] == "true" and line["episodes"] == "9"
+
+
+# --- F13: sweep --jobs capped at the runs and warned above the cores; a mean within rounding of 0 is 0 ------------
+
+def _cli(args):
+    from typer.testing import CliRunner
+
+    from coopsim.cli import app
+
+    res = CliRunner().invoke(app, [str(a) for a in args])
+    return res.exit_code, " ".join((res.output + (res.stderr if res.stderr_bytes is not None else "")).split())
+
+
+def test_sweep_jobs_is_capped_at_the_runs_and_warns_above_the_cores(tmp_path, monkeypatch):
+    import coopsim.cli as cli
+
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 1)
+    code, out = _cli(["sweep", LINE, "--grid", "max_steps=4,5", "seeds=[0]", "episodes=1", f"out_dir={tmp_path}",
+                      "--jobs", "1000"])
+    assert code == 0, out
+    assert "sweep: 2 runs, 2 at a time" in out   # not 1000
+    assert "warning: --jobs: 2 runs at a time on 1 CPU core;" in out
+    code, out = _cli(["sweep", LINE, "--grid", "max_steps=4,5", "seeds=[0]", "episodes=1", f"out_dir={tmp_path}",
+                      "--jobs", "1"])
+    assert code == 0 and "sweep: 2 runs, 1 at a time" in out and "--jobs:" not in out
+
+
+def test_a_mean_within_rounding_of_zero_is_zero():
+    from coopsim.platform.stats import summarize
+
+    vals = [0.95, 0.35, -1.3]                       # np.mean gives -7.4e-17
+    assert float(np.mean(vals)) != 0.0
+    st = summarize([{"seed": 0, "regret": v} for v in vals])["regret"]
+    assert st["mean"] == 0.0 and st["per_seed"] == {"0": 0.0}
+    two = summarize([{"seed": s, "regret": v} for s in (0, 1) for v in vals])["regret"]
+    assert two["mean"] == 0.0 and two["ci95_low"] == 0.0 and two["ci95_high"] == 0.0
+    # a small but real mean is kept
+    assert summarize([{"seed": 0, "regret": v} for v in (1e-6, 0.0)])["regret"]["mean"] == pytest.approx(5e-7)

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import json
 import math
+import os
 import re
 import zipfile
 from collections import defaultdict
@@ -1205,8 +1206,17 @@ def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None) -> list[Pat
 
 #: compare.csv's columns after the metrics, one value per row: its seeds (``0;1;2``), its episodes in all, the
 #: episodes of each seed (``0:30;1:30;2:10``), ``complete`` (``false``: it pools an interrupted, failed or unfinished
-#: run) and the run directories it pools (absolute, ``;``-separated)
+#: run) and the run directories it pools (``;``-separated, relative to compare.csv's folder, so a copied tree of
+#: runs and comparison reads the same)
 CSV_ROW_COLUMNS = ("seeds", "episodes", "episodes_per_seed", "complete", "runs")
+
+
+def _relative(run_dir: str, folder: Path) -> str:
+    """``run_dir`` relative to ``folder`` (absolute when they share no root, e.g. other Windows drives)."""
+    try:
+        return os.path.relpath(run_dir, Path(folder).resolve())
+    except ValueError:
+        return str(run_dir)
 
 
 def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
@@ -1227,7 +1237,7 @@ def _write_compare_csv(path: Path, line_keys, x_key, table, metrics) -> None:
         cells += [";".join(map(str, row.get("seeds", []))), row.get("episodes"),
                   ";".join(f"{k}:{v}" for k, v in per_seed.items()),
                   "" if row.get("complete") is None else str(bool(row["complete"])).lower(),
-                  ";".join(row.get("runs", []))]
+                  ";".join(_relative(r, path.parent) for r in row.get("runs", []))]
         w.writerow(["" if c is None else c for c in cells])
     with report_writes(path.parent, "the comparison table", path):
         atomic_write_bytes(path, buf.getvalue().encode())

@@ -107,7 +107,8 @@ def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[flo
 
 
 def summarize(rows: list[dict]) -> dict[str, dict]:
-    """Per numeric metric: the mean over seeds of per-seed means, with a 95% t-interval over seeds (clipped to
+    """Per numeric metric: the mean over seeds of per-seed means (a mean within float rounding of 0, at most
+    :data:`SNAP_REL` times its largest sample, is exactly 0), with a 95% t-interval over seeds (clipped to
     [0, 1] for a rate, at 0 from below for a count or cost whose samples are all >= 0, and at 0 from above for an
     MPE return or reward term whose samples are all <= 0: :func:`metric_bounds`).
 
@@ -127,15 +128,29 @@ def summarize(rows: list[dict]) -> dict[str, dict]:
             per_seed[k][int(r["seed"])].append(float(v))
     out: dict[str, dict] = {}
     for k in sorted(per_seed):
-        seed_means = {s: float(np.mean(v)) for s, v in sorted(per_seed[k].items())}
         samples = [v for vs in per_seed[k].values() for v in vs]
+        scale = max((abs(v) for v in samples), default=0.0)  # float rounding of a mean is relative to its samples
+        seed_means = {s: _snap(float(np.mean(v)), scale) for s, v in sorted(per_seed[k].items())}
         mean, lo, hi = t_interval(seed_means.values(), bounds=metric_bounds(k, samples))
+        mean = _snap(mean, scale)
         out[k] = {
             "mean": _clean(mean), "ci95_low": _clean(lo), "ci95_high": _clean(hi),
             "n_seeds": len(seed_means), "n_episodes": sum(len(v) for v in per_seed[k].values()),
             "per_seed": {str(s): _clean(m) for s, m in seed_means.items()},
         }
     return out
+
+
+#: a mean whose size is at most this fraction of its largest sample's is float rounding of a zero sum (e.g. regrets
+#: +0.95 and -0.95 averaging to -1.776e-16): it is reported as exactly 0
+SNAP_REL = 1e-9
+
+
+def _snap(x: float | None, scale: float) -> float | None:
+    """``x``, or ``0.0`` when ``|x| <= SNAP_REL * scale`` (rounding of a sum of samples of size up to ``scale``)."""
+    if x is None or not math.isfinite(x):
+        return x
+    return 0.0 if abs(x) <= SNAP_REL * scale else x
 
 
 def _clean(x: float) -> float | None:

@@ -131,7 +131,7 @@ def test_only_the_cell_whose_run_did_not_finish_runs_again(work, damage):
     new = _run_dirs(work) - before
     assert len(new) == 1 and next(iter(new)).startswith("line-random-4-")
     assert _run_dirs(work) == before | new
-    assert _lines(r.stdout, "sweep: ") == ["sweep: 2 runs (1 done, skipped), 1 to run, 2 at a time"]
+    assert _lines(r.stdout, "sweep: ") == ["sweep: 2 runs (1 done, skipped), 1 to run, 1 at a time"]  # --jobs 2, capped at the runs to run
     assert [ln.rsplit(" -> ", 1)[1] for ln in _lines(r.stdout, "skipped (done): ")] == [f"runs/{good.name}"]
     assert [ln.rsplit(" -> ", 1)[1] for ln in _lines(r.stdout, "done ")] == [f"runs/{next(iter(new))}"]
     assert len(_compare_csv(r.stdout).splitlines()) == 3  # the skipped run and the new one, compared
