@@ -25,7 +25,10 @@ Delay-based mode (``delay_based=True``, for channels whose :class:`~coopsim.plat
 from it instead of from losses, as delay-based congestion control does (TCP Vegas, Brakmo & Peterson 1995;
 BBR's delivery-rate sample, Cardwell et al. 2016). The copies a sender offers in one step leave together,
 so the last one delivered arrives after all of them were served: ``capacity = delivered bits /
-(latency_max_s - base_delay_s)`` (packet-train dispersion). The estimate is ``target_utilization`` times
+(latency_max_s - base_delay_s)`` (packet-train dispersion). On a shared medium one report's dispersion scatters
+(where a sender's last copy lands among the others' frames is random); ``capacity_window`` > 1 averages the time
+per bit over about that many reports (an EWMA, i.e. a harmonic mean of the capacities), restarted from the
+report's own measurement after a report with loss above the threshold. The estimate is ``target_utilization`` times
 that capacity, lowered to the linear extrapolation ``2 c_t - c_{t-1}`` when the capacity is falling gradually
 (by at most ``max_trend * c_t`` per report: a gradual fall continues, a jump does not); with ``curvature``
 the prediction is second order, ``min(c_t, c_t + 2 d_t - d_(t-1))`` with ``d_t = c_t - c_(t-1)`` when both
@@ -108,6 +111,10 @@ class SafeRateProbeParams(BaseModel):
                                        "window is not grown while application-limited (RFC 7661)")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
+    capacity_window: float = Field(1.0, ge=1, description="delay-based: EWMA horizon (reports) of the capacity the "
+                                   "estimate is taken from, averaged as time per bit (a harmonic mean of the dispersion "
+                                   "capacities); a report with loss above the threshold restarts it from that report's "
+                                   "measurement; 1 = the last report alone")
     xtraffic_gain: XTrafficGain
     xtraffic_window: XTrafficWindow
     xtraffic_ref_window: XTrafficRefWindow
@@ -142,7 +149,7 @@ class SafeRateProbe:
         self._hold_len = np.full(self.shape, p.hold_steps, np.int64)
         self._step = np.full(self.shape, p.up_factor)
         self.ceiling_bps = np.full(self.shape, np.inf)  # lowest recently failed probing rate
-        self.capacity_bps = np.full(self.shape, np.nan)  # delay-based: last measured capacity (bit/s)
+        self.capacity_bps = np.full(self.shape, np.nan)  # delay-based: measured capacity (bit/s; smoothed: capacity_window)
         self._capacity_prev_bps = np.full(self.shape, np.nan)  # delay-based: the measurement before it
         self.loss_ceiling_bps = np.full(self.shape, np.inf)  # delay-based: cap after losses delay did not explain
         self._ceil_hold = np.zeros(self.shape, np.int64)
@@ -233,6 +240,12 @@ class SafeRateProbe:
         busy = np.asarray(fb.latency_max_s, np.float64) - p.base_delay_s
         meas = (fb.delivered_bytes > 0) & (busy > 0)
         cap = np.where(meas, fb.delivered_bytes * 8 / np.where(meas, busy, 1.0), np.nan)
+        if p.capacity_window > 1:  # smooth the time per bit over reports; a lossy report restarts from itself
+            prev = self.capacity_bps
+            keep = meas & np.isfinite(prev) & ~bad
+            pace = np.where(keep, 1 / np.where(keep, prev, 1.0), 0.0)
+            pace = pace + (1 / np.where(meas, cap, 1.0) - pace) / p.capacity_window
+            cap = np.where(keep, 1 / pace, cap)
         pred = cap
         if p.extrapolate:
             prev = self.capacity_bps
