@@ -239,3 +239,43 @@ def test_a_mean_within_rounding_of_zero_is_zero():
     assert two["mean"] == 0.0 and two["ci95_low"] == 0.0 and two["ci95_high"] == 0.0
     # a small but real mean is kept
     assert summarize([{"seed": 0, "regret": v} for v in (1e-6, 0.0)])["regret"]["mean"] == pytest.approx(5e-7)
+
+
+# --- F5: any <race>_<n>_vs_<m> map through the generic smac/SMAC-v0 id ---------------------------------------------
+
+def test_generic_smac_id_takes_any_map_name_and_the_refusal_names_it():
+    core = reg.make_scenario("smac/SMAC-v0", num_envs=2, map_name="zerg_7_vs_9")
+    assert core.reset(seed=0).shape == (2, 7, 128)   # the tester's SMACCore(num_envs=2, map_name='zerg_7_vs_9')
+    from coopsim.platform.trainer import scenario_identity
+
+    assert scenario_identity(core)["id"] == "smac/SMAC-v0"
+    assert scenario_identity(reg.make_scenario("smac/3m-v0"))["id"] == "smac/3m-v0"   # a map id still wins
+    with pytest.raises(ConfigError, match=r"Set any map_name with id smac/SMAC-v0 and map_name='zerg_7_vs_9'"):
+        reg.make_scenario("smac/zerg_5_vs_5-v0", num_envs=1, map_name="zerg_7_vs_9")
+    with pytest.raises(ConfigError, match=r"unit counts must be in 1\.\.32"):
+        reg.make_scenario("smac/SMAC-v0", num_envs=1, map_name="zerg_70_vs_9")
+
+
+def test_cli_refusal_points_at_the_generic_id_and_it_validates():
+    from cli_helpers import _err, run_cli
+
+    err = _err(run_cli("validate", "configs/smac/3m-focus-fire.yaml", "scenario.id=smac/zerg_5_vs_5-v0",
+                       "scenario.params.map_name=zerg_7_vs_9"))
+    assert "set any map_name with scenario.id=smac/SMAC-v0 and scenario.params.map_name='zerg_7_vs_9'" in err.lower()
+    r = run_cli("validate", "configs/smac/3m-focus-fire.yaml", "scenario.id=smac/SMAC-v0",
+                "scenario.params.map_name=zerg_7_vs_9", "seeds=[0]")
+    assert r.returncode == 0, r.stderr
+
+
+def test_smac_docs_name_the_generic_id_and_the_shipped_settings():
+    text = " ".join((ROOT / "docs/smac.md").read_text().split())
+    assert "`smac/SMAC-v0`" in text
+    import yaml
+
+    mappo = yaml.safe_load((ROOT / "configs/smac/3m-mappo.yaml").read_text())["train"]
+    qmix = yaml.safe_load((ROOT / "configs/smac/3m-qmix.yaml").read_text())["train"]
+    assert (mappo["total_env_steps"], mappo["ent_coef"], mappo["ent_coef_end"]) == (3_000_000, 0.05, 0.0)
+    assert qmix["total_env_steps"] == 2_000_000
+    assert "entropy 0.05 → 0" in text and "| 3m | MAPPO (`configs/smac/3m-mappo.yaml` as shipped" in text
+    assert "3m-qmix.yaml`, 140k steps)" not in text and "`configs/smac/3m-qmix.yaml` trains for 2M env steps" in text
+    assert "The 3m config also uses 4 minibatches per epoch, entropy 0.1 → 0" not in text

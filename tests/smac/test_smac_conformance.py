@@ -10,8 +10,9 @@ SMAC_IDS = [i for i in list_ids("scenario") if i.startswith("smac/")]
 
 
 def test_all_maps_registered():
-    assert len(SMAC_IDS) == 26
+    assert len(SMAC_IDS) == 27   # 26 maps and the generic smac/SMAC-v0 (any map_name)
     assert "smac/3m-v0" in SMAC_IDS and "smac/corridor-v0" in SMAC_IDS and "smac/zerg_10_vs_10-v0" in SMAC_IDS
+    assert "smac/SMAC-v0" in SMAC_IDS
 
 
 @pytest.mark.parametrize("scenario_id", SMAC_IDS)
