@@ -261,7 +261,7 @@ def test_cli_refusal_points_at_the_generic_id_and_it_validates():
 
     err = _err(run_cli("validate", "configs/smac/3m-focus-fire.yaml", "scenario.id=smac/zerg_5_vs_5-v0",
                        "scenario.params.map_name=zerg_7_vs_9"))
-    assert "set any map_name with scenario.id=smac/SMAC-v0 and scenario.params.map_name='zerg_7_vs_9'" in err.lower()
+    assert "Set any map_name with scenario.id=smac/SMAC-v0 and scenario.params.map_name='zerg_7_vs_9'" in err
     r = run_cli("validate", "configs/smac/3m-focus-fire.yaml", "scenario.id=smac/SMAC-v0",
                 "scenario.params.map_name=zerg_7_vs_9", "seeds=[0]")
     assert r.returncode == 0, r.stderr
