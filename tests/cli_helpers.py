@@ -35,3 +35,24 @@ def run_main(main, argv):
         except SystemExit as exc:
             code = exc.code
     return code, o.getvalue(), e.getvalue()
+
+
+def run_config_until(cfg, stop_after=None):
+    """``run_config(cfg)`` (a loaded config), interrupted as by Ctrl-C after ``stop_after`` episodes when given (as a
+    sweep interrupted mid-cell leaves a run); returns the run directory."""
+    import pytest
+
+    from coopsim.platform.runner import RunInterrupted, run_config
+
+    if stop_after is None:
+        return Path(run_config(cfg, progress=False))
+    done = []
+
+    def stop(_row):
+        done.append(1)
+        if len(done) == stop_after:
+            raise KeyboardInterrupt
+
+    with pytest.raises(RunInterrupted) as info:
+        run_config(cfg, progress=False, on_episode=stop)
+    return Path(info.value.run_dir)

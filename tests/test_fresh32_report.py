@@ -111,7 +111,7 @@ from pathlib import Path  # noqa: E402
 
 from coopsim.platform.config import load_config  # noqa: E402
 from coopsim.platform.report import compare_runs, comparison_table, load_run, summary_table  # noqa: E402
-from coopsim.platform.runner import RunInterrupted, run_config  # noqa: E402
+from cli_helpers import run_config_until  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 IQL = ROOT / "configs/safety/baselines/coop-grid4x4-2ag-all-iql-noshield.yaml"   # safe_baselines/iql-v0: learns online
@@ -120,18 +120,7 @@ LINE = ROOT / "configs/examples/line-random.yaml"                               
 
 def _run(cfg_path, out, seeds, episodes=2, stop_after=None):
     cfg = load_config(cfg_path, [f"out_dir={out}", f"seeds={seeds}", f"episodes={episodes}"])
-    if stop_after is None:
-        return Path(run_config(cfg, progress=False))
-    done = []
-
-    def stop(_row):
-        done.append(1)
-        if len(done) == stop_after:
-            raise KeyboardInterrupt
-
-    with pytest.raises(RunInterrupted) as info:
-        run_config(cfg, progress=False, on_episode=stop)
-    return Path(info.value.run_dir)
+    return run_config_until(cfg, stop_after)
 
 
 def _text(table) -> str:

@@ -14,8 +14,9 @@ import pytest
 
 from coopsim.platform.config import load_config
 from coopsim.platform.report import compare_runs, load_run, repeated_runs, same_config
-from coopsim.platform.runner import RunInterrupted, run_config
 from coopsim.platform.stats import summarize
+
+from cli_helpers import run_config_until
 
 CFG = Path(__file__).resolve().parents[2] / "configs" / "examples" / "line-random.yaml"  # random agents, LineWalk
 EPISODES = 6
@@ -25,18 +26,7 @@ def _run(out: Path, seed: int, stop_after: int | None = None) -> Path:
     """A run of line-random with ``seeds=[seed]``, ``episodes=6`` in ``out``; interrupted (as by Ctrl-C) after
     ``stop_after`` episodes when given, as a sweep interrupted mid-cell leaves it."""
     cfg = load_config(CFG, [f"out_dir={out}", f"seeds=[{seed}]", f"episodes={EPISODES}"])
-    if stop_after is None:
-        return run_config(cfg, progress=False)
-    done = []
-
-    def stop(_row):
-        done.append(1)
-        if len(done) == stop_after:
-            raise KeyboardInterrupt
-
-    with pytest.raises(RunInterrupted) as info:
-        run_config(cfg, progress=False, on_episode=stop)
-    return Path(info.value.run_dir)
+    return run_config_until(cfg, stop_after)
 
 
 def _rows(d: Path) -> list[dict]:
