@@ -18,3 +18,41 @@ def test_second_config_file_is_named_as_such():
     err = _err(run_cli("validate", SAFETY, other))
     assert "looks like a second config file, but a command takes one config" in err and "must look like" not in err
     assert "must look like key.path=value" in _err(run_cli("validate", SAFETY, "seeds"))
+
+
+# fresh-user pass 32b
+
+DDACOM_RUN = ROOT / "configs" / "mpe" / "spread-po-ddacom-markov.yaml"
+
+
+def test_run_config_sender_params_errors_name_the_key_without_a_traceback():
+    err = _err(run_cli("validate", DDACOM_RUN, "agents.params.sender_params.capacity_window=0"))
+    assert "key 'agents.params.sender_params.capacity_window': invalid value 0" in err
+    err = _err(run_cli("validate", DDACOM_RUN, "agents.params.sender_params.bogus=0"))
+    assert "key 'agents.params.sender_params.bogus': unknown parameter 'bogus'" in err and "capacity_window" in err
+    err = _err(run_cli("validate", ROOT / "configs" / "mpe" / "spread-po-broadcast-markov.yaml",
+                       "agents.id=comm/periodic-v0", "agents.params.sender_params.period_steps=0"))
+    assert "key 'agents.params.sender_params.period_steps': invalid value 0" in err
+
+
+def test_capacity_window_is_finite_and_bounded():
+    import pytest
+    from pydantic import ValidationError
+
+    from coopsim.agents.ddacom.sender import DDACOMSenderParams
+    from coopsim.comm.probe import SafeRateProbeParams
+
+    for model in (DDACOMSenderParams, SafeRateProbeParams):
+        extra = {} if model is DDACOMSenderParams else dict(initial_rate_bps=1.0, min_rate_bps=1.0, max_rate_bps=2.0)
+        assert model(capacity_window=1000, **extra).capacity_window == 1000
+        for bad in (float("inf"), 1001, 0.5):
+            with pytest.raises(ValidationError):
+                model(capacity_window=bad, **extra)
+    err = _err(run_cli("validate", DDACOM_RUN, "agents.params.sender_params.capacity_window=inf"))
+    assert "must be a finite number" in err
+
+
+def test_unknown_smac_map_id_points_to_the_generic_id():
+    err = _err(run_cli("validate", ROOT / "configs" / "smac" / "3m-focus-fire.yaml", "scenario.id=smac/zerg_7_vs_9-v0"))
+    assert "scenario.id=smac/SMAC-v0 with scenario.params.map_name=zerg_7_vs_9" in err
+    assert "Did you mean" not in err

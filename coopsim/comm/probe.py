@@ -111,10 +111,10 @@ class SafeRateProbeParams(BaseModel):
                                        "window is not grown while application-limited (RFC 7661)")
     max_trend: float = Field(0.1, ge=0, lt=1, description="delay-based: only a fall of at most this fraction of the "
                              "capacity per report is extrapolated (a step drop is not)")
-    capacity_window: float = Field(1.0, ge=1, description="delay-based: EWMA horizon (reports) of the capacity the "
+    capacity_window: float = Field(1.0, ge=1, le=1000, description="delay-based: EWMA horizon (reports) of the capacity the "
                                    "estimate is taken from, averaged as time per bit (a harmonic mean of the dispersion "
                                    "capacities); a report with loss above the threshold restarts it from that report's "
-                                   "measurement; 1 = the last report alone")
+                                   "measurement; 1 = the last report alone; at most 1000")
     xtraffic_gain: XTrafficGain
     xtraffic_window: XTrafficWindow
     xtraffic_ref_window: XTrafficRefWindow

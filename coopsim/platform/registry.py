@@ -91,6 +91,10 @@ def _unknown(kind: str, id_: str) -> RegistryError:
     same_case = [i for i in ids if i.lower() == str(id_).strip().lower()]  # ids are lower case: RANDOM-V0
     close = same_case or difflib.get_close_matches(id_, ids, n=3)
     hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    m = re.fullmatch(r"smac/((?:protoss|terran|zerg)_\d+_vs_\d+)-v0", str(id_).strip())
+    if kind == "scenario" and m and "smac/SMAC-v0" in ids:  # a procedural map has no id of its own
+        hint = (f" A map without its own id is reached through the generic one: scenario.id=smac/SMAC-v0 with "
+                f"scenario.params.map_name={m.group(1)}.")
     return RegistryError(f"unknown {kind} id '{id_}'.{hint} Registered {kind} ids: {', '.join(ids) or '(none)'}")
 
 

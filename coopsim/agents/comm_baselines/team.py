@@ -153,6 +153,23 @@ class SpreadCommTeam(AgentPlugin):
 
     Params = SpreadTeamParams
 
+    @staticmethod
+    def _make_sender(name: str, params: dict[str, Any]):
+        """The sender ``name`` built with ``params`` (``agents.params.sender_params`` of a run config).
+
+        Raises:
+            ConfigError: key ``agents.params.sender_params.<param>``: an unknown param or a refused value.
+        """
+        from pydantic import ValidationError
+
+        from coopsim.platform.registry import pydantic_to_config_error
+
+        cls = sender_class(name)
+        try:
+            return cls(**params)
+        except ValidationError as exc:
+            raise pydantic_to_config_error(exc, cls.Params, file=None, key_prefix="agents.params.sender_params.") from None
+
     def __init__(self, scenario, **params):
         super().__init__(scenario, **params)
         p = self.params
@@ -168,7 +185,7 @@ class SpreadCommTeam(AgentPlugin):
         self.E = scenario.num_envs
         self.radius = sp.obs_radius_m
         self.dt_s = scenario.dt_s
-        self.sender = sender_class(p.sender)(**p.sender_params)
+        self.sender = self._make_sender(p.sender, p.sender_params)
         self.copy_bytes = p.payload_floats * 4 + DEFAULT_HEADER_BYTES
         self.demand_bps = (1 + self.N) * (self.N - 1) * self.copy_bytes * 8 / self.dt_s
         self.sender.reset(self.E, self.N, 2 * self.N, self.dt_s, self.copy_bytes, self.demand_bps)

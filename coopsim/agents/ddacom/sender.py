@@ -76,8 +76,8 @@ class DDACOMSenderParams(SenderParams):
                                 "held exactly (deviation 0), so the budget goes to what receivers cannot see")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
-    capacity_window: float = Field(1.0, ge=1, description="delay-based: EWMA horizon (reports) of the measured "
-                                   "capacity, averaged as time per bit; 1 = the last report (SafeRateProbeParams)")
+    capacity_window: float = Field(1.0, ge=1, le=1000, description="delay-based: EWMA horizon (reports) of the measured "
+                                   "capacity, averaged as time per bit; 1 = the last report, at most 1000 (SafeRateProbeParams)")
     # the probe's cross-traffic margin, passed on to it (declared once, in coopsim.comm.probe)
     xtraffic_gain: XTrafficGain
     xtraffic_window: XTrafficWindow
