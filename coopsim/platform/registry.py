@@ -144,7 +144,7 @@ def _fixed_hint(kind: str, id_: str, factory: Variant, k: str, value: Any, key_p
     family = id_.split("/", 1)[0] + "/" if "/" in id_ else ""
     siblings: dict[Any, str] = {}
     sibling_fixed: dict[str, dict[str, Any]] = {}
-    free: list[tuple[int, str]] = []  # (preference, id) of the ids that take any ``k``
+    free: list[tuple[int, str, Any]] = []  # (preference, id, factory) of the ids that take any ``k``
     own = {f: factory.defaults.get(f) for f in factory.fixed if f != k}
     for ep in sorted(_eps(kind), key=lambda e: e.name):
         if family and not ep.name.startswith(family):
@@ -158,15 +158,20 @@ def _fixed_hint(kind: str, id_: str, factory: Variant, k: str, value: Any, key_p
                 siblings.setdefault(f.defaults.get(k), ep.name)
                 sibling_fixed[ep.name] = {g: f.defaults.get(g) for g in f.fixed if g != k}
             elif all(own.get(g, _NONE) == f.defaults.get(g) for g in f.fixed):
-                free.append((len(f.defaults), ep.name))
+                free.append((len(f.defaults), ep.name, f))
         elif f is factory.cls:
-            free.append((-1, ep.name))
+            free.append((-1, ep.name, f))
     id_key = key_prefix.removesuffix("params.") + "id" if key_prefix.endswith("params.") else "the id"
     setting = f"{id_key}=" if key_prefix.endswith("params.") else "id "
     free_hint = ""
     if free:
-        free_id = min(free)[1]
-        free_hint = f"set any {k} with {setting}{free_id} and {key_prefix}{k}={value!r}"
+        _, free_id, free_factory = min(free, key=lambda x: (x[0], x[1]))
+        try:  # named only when that id takes this value (smac/SMAC-v0 takes zerg_7_vs_9, not the typo '3mm')
+            defaults = free_factory.defaults if isinstance(free_factory, Variant) else {}
+            free_factory.Params(**{**defaults, k: value})
+            free_hint = f"set any {k} with {setting}{free_id} and {key_prefix}{k}={value!r}"
+        except Exception:
+            free_hint = ""
     try:
         known = value in siblings
     except TypeError:  # an unhashable value (a YAML mapping or list) fixes no id
