@@ -56,3 +56,26 @@ def test_unknown_smac_map_id_points_to_the_generic_id():
     err = _err(run_cli("validate", ROOT / "configs" / "smac" / "3m-focus-fire.yaml", "scenario.id=smac/zerg_7_vs_9-v0"))
     assert "scenario.id=smac/SMAC-v0 with scenario.params.map_name=zerg_7_vs_9" in err
     assert "Did you mean" not in err
+
+
+def test_qmix_and_ppo_warn_alike_when_a_fitting_policy_was_trained_on_another_scenario(tmp_path, capsys):
+    import torch
+
+    from coopsim.platform import registry as reg
+
+    grid = reg.make_scenario("coop_game/Grid4x4-v0", num_envs=1)
+    for agent_id in ("qmix/qmix-v0", "ppo/mappo-v0"):
+        agent = reg.make_component("agent", agent_id, grid)
+        ck = agent.checkpoint()
+        f = tmp_path / f"{agent_id.split('/')[0]}.pt"
+        torch.save(ck, f)
+        agent.load(f)
+        assert "warning" not in capsys.readouterr().err  # its own scenario: no word
+        torch.save({**ck, "scenario": {**ck["scenario"], "id": "coop_game/Grid-v0"}}, f)
+        agent.load(f)
+        err = capsys.readouterr().err
+        assert err.count("warning:") == 1 and "trained on scenario 'coop_game/Grid-v0'" in err
+        assert "this run's scenario is 'coop_game/Grid4x4-v0'" in err
+        torch.save({k: v for k, v in ck.items() if k != "scenario"}, f)  # an older file without the record
+        agent.load(f)
+        assert "warning" not in capsys.readouterr().err

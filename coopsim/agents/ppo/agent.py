@@ -265,12 +265,10 @@ class PPOAgent(AgentPlugin):
             if theirs_k != mine_k:
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
-        theirs, ours = (ck.get("scenario") or {}).get("id"), mine["scenario"].get("id")
-        if theirs and ours and theirs != ours:  # an older file without the field loads as before, silently
-            import sys
+        from coopsim.platform.trainer import warn_other_scenario
 
-            print(f"warning: {path}: the policy was trained on scenario {theirs!r}; this run's scenario is {ours!r} "
-                  f"(same observation and action sizes, so it loads, but it need not do well here)", file=sys.stderr)
+        warn_other_scenario(path, ck.get("scenario") if isinstance(ck.get("scenario"), dict) else None,
+                            mine["scenario"])
         try:
             self.net.load_state_dict(ck["net"])
             self.value_norm.load_state_dict(ck["value_norm"])

@@ -141,6 +141,10 @@ class QMIXAgent(AgentPlugin):
 
                 raise policy_size_mismatch(k, ck[k], getattr(self, k), ck.get("scenario"),
                                            self.trained_on(), file=str(path))
+        from coopsim.platform.trainer import warn_other_scenario
+
+        warn_other_scenario(path, ck.get("scenario") if isinstance(ck.get("scenario"), dict) else None,
+                            self.trained_on())
         try:
             self.net.load_state_dict(ck["net"])
             self.mixer.load_state_dict(ck["mixer"])
