@@ -79,3 +79,18 @@ def test_qmix_and_ppo_warn_alike_when_a_fitting_policy_was_trained_on_another_sc
         torch.save({k: v for k, v in ck.items() if k != "scenario"}, f)  # an older file without the record
         agent.load(f)
         assert "warning" not in capsys.readouterr().err
+
+
+def test_sender_params_refuse_booleans_for_numbers_and_numbers_for_booleans():
+    from coopsim.agents.comm_baselines.team import check_sender_params
+    from coopsim.errors import ConfigError
+    import pytest
+
+    with pytest.raises(ConfigError, match="a number is required, not a boolean") as e:
+        check_sender_params("ddacom", {"capacity_window": True}, key="--sender-param")
+    assert e.value.key == "--sender-param ddacom.capacity_window"
+    with pytest.raises(ConfigError, match=r"a boolean \(true or false\) is required, not a number \(write true\)"):
+        check_sender_params("ddacom", {"curvature": 1}, key="sender_params", file="x.yaml")
+    check_sender_params("ddacom", {"capacity_window": 3, "curvature": True, "hist_weight": 0})  # valid: no error
+    err = _err(run_cli("validate", DDACOM_RUN, "agents.params.sender_params.capacity_window=true"))
+    assert "key 'agents.params.sender_params.capacity_window': invalid value True: a number is required" in err

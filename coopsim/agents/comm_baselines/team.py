@@ -121,11 +121,14 @@ def check_sender_params(name: str, params: dict[str, Any], *, key: str = "sender
 
     from coopsim.platform.registry import pydantic_to_config_error
 
+    from coopsim.platform.registry import reject_bools
+
     cls = sender_class(name)
+    sep = " " if key.startswith("--") else "."  # '--sender-param ddacom.x' (an option), 'sender_params.ddacom.x'
+    reject_bools(params, cls.Params, file=file, key_prefix=f"{key}{sep}{name}.")  # true is not 1, nor 1 true
     try:
         cls.Params(**params)
     except ValidationError as exc:
-        sep = " " if key.startswith("--") else "."  # '--sender-param ddacom.x' (an option), 'sender_params.ddacom.x'
         raise pydantic_to_config_error(exc, cls.Params, file=file, key_prefix=f"{key}{sep}{name}.") from None
 
 
@@ -164,7 +167,10 @@ class SpreadCommTeam(AgentPlugin):
 
         from coopsim.platform.registry import pydantic_to_config_error
 
+        from coopsim.platform.registry import reject_bools
+
         cls = sender_class(name)
+        reject_bools(params, cls.Params, key_prefix="agents.params.sender_params.")  # true is not 1, nor 1 true
         try:
             return cls(**params)
         except ValidationError as exc:
