@@ -562,10 +562,7 @@ def plot_training(run_dir: str | Path) -> Path | None:
 def _run_note(cfg: dict, rows: list[dict], summary: dict, has_summary: bool) -> str | None:
     """What a report must say about a run that did not finish: no summary.json (still running, or killed before
     writing it), or an interrupted one; None for a finished run."""
-    try:
-        planned = len(cfg["seeds"]) * int(cfg.get("episodes", 1))
-    except (KeyError, TypeError, ValueError):
-        planned = None
+    planned = _planned_episodes(cfg)
     of = f" of {planned}" if planned else ""
     if not has_summary:
         return (f"the run has not finished: it has no summary.json yet (it is still running, or its process stopped "
@@ -900,8 +897,7 @@ def _planned_episodes(cfg: dict) -> int | None:
 def run_complete(run: dict[str, Any]) -> bool:
     """Whether a loaded run (:func:`load_run`) holds every episode it planned: it has its summary.json, which says
     it was neither interrupted nor failed, and metrics.jsonl has ``len(seeds) * episodes`` rows. Raises nothing."""
-    s = run["summary"]
-    if not run.get("has_summary") or s.get("interrupted") or s.get("error"):
+    if not _finished_whole(run):
         return False
     planned = _planned_episodes(run["config"])
     return planned is None or len(run["rows"]) >= planned
@@ -1045,11 +1041,10 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             seeds = sorted({r["seed"] for r in rows if isinstance(r.get("seed"), int)})
             its = row_runs[(line, x)]
             per_seed = {seed: sum(1 for r in rows if r.get("seed") == seed) for seed in seeds}
+            partial = [str(r["dir"]) for r in its if not run_complete(r)]
             table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s, "seeds": seeds,
-                          "episodes": len(rows), "episodes_per_seed": per_seed,
-                          "complete": all(run_complete(r) for r in its),
-                          "runs": [str(Path(r["dir"]).resolve()) for r in its],
-                          "partial_runs": [str(r["dir"]) for r in its if not run_complete(r)]})
+                          "episodes": len(rows), "episodes_per_seed": per_seed, "complete": not partial,
+                          "runs": [str(Path(r["dir"]).resolve()) for r in its], "partial_runs": partial})
     # what the table and the plot legends show of a value (compare.csv has the value itself)
     labels = {CHECKPOINT_KEY: checkpoint_labels([r["checkpoint"] for r in runs])} if CHECKPOINT_KEY in line_keys else {}
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})

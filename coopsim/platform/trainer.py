@@ -299,12 +299,14 @@ POLICY_SIZES = {"obs_dim": "observation width per agent", "in_dim": "agent netwo
                 "n_actions": "actions per agent", "state_dim": "global state width"}
 
 
-def warn_other_scenario(path: Any, trained_on: dict | None, this_run: dict | None) -> None:
+def warn_other_scenario(path: Any, trained_on: Any, this_run: dict | None) -> None:
     """Print a warning (stderr) when a policy file that fits this run's sizes was trained on another scenario id
-    (``trained_on``/``this_run``: ``{"id", "params"}``; an older file without the record loads silently)."""
+    (``trained_on``: the file's ``scenario`` record as stored, ``{"id", "params"}``, anything else or None for an
+    older file, which loads silently; ``this_run``: :meth:`~coopsim.platform.agent.AgentPlugin.trained_on`)."""
     import sys
 
-    theirs, ours = (trained_on or {}).get("id"), (this_run or {}).get("id")
+    theirs = trained_on.get("id") if isinstance(trained_on, dict) else None
+    ours = (this_run or {}).get("id")
     if theirs and ours and theirs != ours:
         print(f"warning: {path}: the policy was trained on scenario {theirs!r}; this run's scenario is {ours!r} "
               f"(same observation and action sizes, so it loads, but it need not do well here)", file=sys.stderr)

@@ -652,12 +652,10 @@ def eval_main(config_path: str, overrides: list[str], checkpoint: str, progress:
             and not is_training_run(ck):  # a training run's own directory gets its seed-<s> hint from agent.load
         raise ConfigError(f"the directory holds no {POLICY_NAME} or {CHECKPOINT_NAME}: give policy.pt, "
                           f"checkpoint.pt or a training run's seed-<s> directory", file=str(ck), key="--checkpoint")
-    from coopsim.platform import registry
     from coopsim.platform.agent import AgentPlugin
-    from coopsim.platform.runner import run_config
+    from coopsim.platform.runner import _agent_class, run_config
 
-    factory = registry.spec("agent", cfg.agents.id).load()
-    cls = getattr(factory, "cls", factory)
+    cls = _agent_class(cfg)
     if isinstance(cls, type) and issubclass(cls, AgentPlugin) and cls.load is AgentPlugin.load:
         raise blame_override(ConfigError(
             f"agent {cfg.agents.id!r} has no learned parameters and takes no checkpoint: evaluate it with `coopsim run "

@@ -117,19 +117,27 @@ def check_sender_params(name: str, params: dict[str, Any], *, key: str = "sender
     Raises:
         ConfigError: ``key``.``<name>``.``<param>``: an unknown param (the valid ones listed) or a refused value.
     """
+    sep = " " if key.startswith("--") else "."  # '--sender-param ddacom.x' (an option), 'sender_params.ddacom.x'
+    _sender_params(name, params, key_prefix=f"{key}{sep}{name}.", file=file)
+
+
+def _sender_params(name: str, params: dict[str, Any], *, key_prefix: str, file: str | None = None):
+    """Sender ``name``'s params model built from ``params``: ``true`` for a number or ``1`` for a boolean refused
+    (:func:`~coopsim.platform.registry.reject_bools`), then the schema.
+
+    Raises:
+        ConfigError: key ``<key_prefix><param>``: an unknown param (the valid ones listed) or a refused value.
+    """
     from pydantic import ValidationError
 
-    from coopsim.platform.registry import pydantic_to_config_error
-
-    from coopsim.platform.registry import reject_bools
+    from coopsim.platform.registry import pydantic_to_config_error, reject_bools
 
     cls = sender_class(name)
-    sep = " " if key.startswith("--") else "."  # '--sender-param ddacom.x' (an option), 'sender_params.ddacom.x'
-    reject_bools(params, cls.Params, file=file, key_prefix=f"{key}{sep}{name}.")  # true is not 1, nor 1 true
+    reject_bools(params, cls.Params, file=file, key_prefix=key_prefix)
     try:
-        cls.Params(**params)
+        return cls.Params(**params)
     except ValidationError as exc:
-        raise pydantic_to_config_error(exc, cls.Params, file=file, key_prefix=f"{key}{sep}{name}.") from None
+        raise pydantic_to_config_error(exc, cls.Params, file=file, key_prefix=key_prefix) from None
 
 
 class SpreadTeamParams(AgentParams):
@@ -163,18 +171,8 @@ class SpreadCommTeam(AgentPlugin):
         Raises:
             ConfigError: key ``agents.params.sender_params.<param>``: an unknown param or a refused value.
         """
-        from pydantic import ValidationError
-
-        from coopsim.platform.registry import pydantic_to_config_error
-
-        from coopsim.platform.registry import reject_bools
-
-        cls = sender_class(name)
-        reject_bools(params, cls.Params, key_prefix="agents.params.sender_params.")  # true is not 1, nor 1 true
-        try:
-            return cls(**params)
-        except ValidationError as exc:
-            raise pydantic_to_config_error(exc, cls.Params, file=None, key_prefix="agents.params.sender_params.") from None
+        _sender_params(name, params, key_prefix="agents.params.sender_params.")
+        return sender_class(name)(**params)
 
     def __init__(self, scenario, **params):
         super().__init__(scenario, **params)

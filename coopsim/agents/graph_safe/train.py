@@ -146,12 +146,13 @@ def make_training_shield(shield_id: str, params: dict[str, Any], *, file: str | 
     """
     from coopsim.errors import ConfigError, RegistryError
     from coopsim.platform import registry
+    from coopsim.platform.config import check_component_params
 
     try:
         registry.spec("shield", shield_id)
     except RegistryError as exc:
         raise ConfigError(str(exc), file=file, key="train.shield", value=shield_id) from None
-    registry.validate_params("shield", shield_id, params, file=file, key_prefix="train.shield_params.")
+    check_component_params("shield", shield_id, params, file=file, key_prefix="train.shield_params.")
     return registry.make_component("shield", shield_id, **params)
 
 

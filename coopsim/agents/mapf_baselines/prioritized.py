@@ -13,7 +13,6 @@ from coopsim.agents.mapf_baselines.planner import PlanResult, plan_prioritized
 from coopsim.platform.agent import AgentParams, AgentPlugin
 
 
-
 def unreachable_agents(blocked: np.ndarray, starts: np.ndarray, goals: np.ndarray) -> np.ndarray:
     """Agents (int64 ``[k]``) with a goal in another 4-connected region of free cells than their start.
 
@@ -26,6 +25,7 @@ def unreachable_agents(blocked: np.ndarray, starts: np.ndarray, goals: np.ndarra
     r_start = region[starts[:, 1], starts[:, 0]]
     r_goal = region[goals[..., 1], goals[..., 0]]
     return np.flatnonzero((r_goal != r_start[:, None]).any(axis=1))
+
 
 class PrioritizedParams(AgentParams):
     """Parameters of ``mapf/prioritized-v0``."""

@@ -267,8 +267,7 @@ class PPOAgent(AgentPlugin):
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
         from coopsim.platform.trainer import warn_other_scenario
 
-        warn_other_scenario(path, ck.get("scenario") if isinstance(ck.get("scenario"), dict) else None,
-                            mine["scenario"])
+        warn_other_scenario(path, ck.get("scenario"), mine["scenario"])
         try:
             self.net.load_state_dict(ck["net"])
             self.value_norm.load_state_dict(ck["value_norm"])

@@ -143,8 +143,7 @@ class QMIXAgent(AgentPlugin):
                                            self.trained_on(), file=str(path))
         from coopsim.platform.trainer import warn_other_scenario
 
-        warn_other_scenario(path, ck.get("scenario") if isinstance(ck.get("scenario"), dict) else None,
-                            self.trained_on())
+        warn_other_scenario(path, ck.get("scenario"), self.trained_on())
         try:
             self.net.load_state_dict(ck["net"])
             self.mixer.load_state_dict(ck["mixer"])
