@@ -406,7 +406,7 @@ class GraphSafeAgent(AgentPlugin):
         if (cert & ~truly).any():
             raise AssertionError("a certified joint action is not truly safe: the plausible sets lost a true outcome "
                                  "(counts loaded from a policy file learned in another world do this; load() refuses "
-                                 "those that record their world)")
+                                 "those that record their world, and older ones that contradict this scenario's world)")
         if visited_only and self.visited is not None:
             truly, cert = truly[self.visited], cert[self.visited]
         return float(cert.sum() / max(truly.sum(), 1))
@@ -435,12 +435,15 @@ class GraphSafeAgent(AgentPlugin):
         The counts hold only in the world they were learned in: a file that records its scenario
         (:meth:`policy_state`) is refused when a scenario param the dynamics depend on differs from this run's
         (:func:`world_mismatch`); an older file without that record loads with a warning that its world cannot be
-        checked. The removal threshold is this agent's own (its ``delta``, ``p_min``, ``num_runs``, as every
-        other param of the config): when it differs from the one the file was trained with, a note says so.
+        checked, and on a scenario that exposes its true dynamics (``world()``, as ``coop_game`` does for evaluation)
+        it is refused when its counts contradict them (:meth:`_check_unrecorded_counts`). The removal threshold is
+        this agent's own (its ``delta``, ``p_min``, ``num_runs``, as every other param of the config): when it
+        differs from the one the file was trained with, a note says so.
 
         Raises:
             ConfigError: not a graph-safe policy, a key missing from the file, or one of another world (a scenario
-                param the counts depend on differs, key ``scenario.params.<k>``, or the model's shape differs).
+                param the counts depend on differs, key ``scenario.params.<k>``; the model's shape differs; or a
+                file without the record whose counts contradict this scenario's true dynamics).
         """
         from coopsim.agents.graph_safe.train import read_policy
 
@@ -450,23 +453,22 @@ class GraphSafeAgent(AgentPlugin):
         if shape != self.model.seen.shape:
             raise ConfigError(f"policy model has shape {shape} but this scenario gives {self.model.seen.shape}",
                               file=str(file))
-        self._check_world(d.get("scenario"), file)
+        recorded = self._check_world(d.get("scenario"), file)
+        n_remove = self._threshold_from_config(d, int(model["n_remove"]), file)
+        if not recorded:
+            self._check_unrecorded_counts(model, n_remove, file)
+            self._warn_unrecorded(file)
         self.model.load_state_dict(model)
-        self.model.n_remove = self._threshold_from_config(d, int(model["n_remove"]), file)
+        self.model.n_remove = n_remove
         self.episodes = int(d["episodes"])
         self._plan = None
 
-    def _check_world(self, theirs, file) -> None:
-        """Refuse counts learned in another world (see :meth:`load`); warn for a file that records none."""
-        import sys
-
+    def _check_world(self, theirs, file) -> bool:
+        """Refuse counts learned in another world (see :meth:`load`); False for a file that records none (its world
+        was not checked: :meth:`_warn_unrecorded`)."""
         ours = self.trained_on()
         if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), dict):
-            print(f"warning: {file}: this graph_safe-v0 policy file does not record the scenario it was learned in "
-                  f"(written by an older coopsim), so its world cannot be checked: use it only with its training "
-                  f"run's config.yaml (the same scenario.params.world_seed, slip, slippery_frac, size and obstacles); "
-                  f"counts from another world make the certificate unsound", file=sys.stderr)
-            return
+            return False
         diff = world_mismatch(theirs["params"], ours["params"])
         if diff:
             k = diff[0]
@@ -478,6 +480,50 @@ class GraphSafeAgent(AgentPlugin):
                 f"outcomes they ruled out) hold only in the world they were learned in, so the certificate would not be "
                 f"sound here. Use the checkpoint with its training run's config.yaml, or train in this world",
                 file=str(file), key=f"scenario.params.{k}", value=op.get(k))
+        return True
+
+    @staticmethod
+    def _warn_unrecorded(file) -> None:
+        """The warning for a policy file that does not record its world (see :meth:`load`)."""
+        import sys
+
+        print(f"warning: {file}: this graph_safe-v0 policy file does not record the scenario it was learned in "
+              f"(written by an older coopsim), so its world cannot be checked: use it only with its training "
+              f"run's config.yaml (the same scenario.params.world_seed, slip, slippery_frac, size and obstacles); "
+              f"counts from another world make the certificate unsound", file=sys.stderr)
+
+    def _check_unrecorded_counts(self, model: dict, n_remove: int, file) -> None:
+        """Refuse the counts of a policy file that does not record its world (see :meth:`load`) when this scenario
+        exposes its true dynamics (``world()``, evaluation only: nothing the learner acts on) and the counts contradict
+        them: an outcome the counts rule out at threshold ``n_remove`` that this world has (the certificate would not be
+        sound: the joint planner's ``conservativeness`` check stopped with an AssertionError), or an outcome observed
+        that this world never produces. In the world the counts were learned in, neither happens (a wrong removal has
+        probability at most ``delta'``). Without ``world()`` nothing can be checked (the warning stands).
+
+        Raises:
+            ConfigError: names the file, that it predates the world record, and one contradicting outcome.
+        """
+        if not hasattr(self.scenario, "world"):
+            return
+        truth = (self.scenario.world().true_prob > 0) & (self.world.prior >= 0)  # [V, A, K]
+        seen = model["seen"] > 0
+        lost = truth & ~seen & (model["tries"] >= n_remove)[..., None]
+        foreign = seen & ~truth
+        if not (lost.any() or foreign.any()):
+            return
+        parts = []
+        for what, mask in (("rule out {n} outcome(s) that this world has", lost),
+                           ("record {n} outcome(s) that this world never produces", foreign)):
+            if mask.any():
+                v, a, k = (int(x) for x in np.argwhere(mask)[0])
+                parts.append(what.format(n=int(mask.sum())) + f" (e.g. cell {v}, action {a} -> cell "
+                             f"{int(self.world.prior[v, a, k])})")
+        raise ConfigError(
+            f"this graph_safe-v0 policy file predates the world record (written by an older coopsim) and does not fit "
+            f"this scenario's world ({self.trained_on().get('id') or 'this scenario'}): its counts {' and '.join(parts)}, so "
+            f"they were learned in another world (another scenario.params.world_seed, slip, slippery_frac, size or "
+            f"obstacles) and the certificate would not be sound here. Use it with its training run's config.yaml, or "
+            f"train in this world", file=str(file))
 
     def _threshold_from_config(self, d: dict, theirs: int, file) -> int:
         """The removal threshold this agent's ``delta``/``p_min``/``num_runs`` give; a note when the file's differs."""

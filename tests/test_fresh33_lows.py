@@ -1,0 +1,73 @@
+"""fresh33 leftovers: old graph-safe policy files in another world, the tabular learners' world record, passthrough's
+action check, sweep --skip-done's replays note, count_violations' shape check, SMACCore's map_name error."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from coopsim.errors import ConfigError
+from coopsim.platform import registry
+from cli_helpers import run_cli  # noqa: E402  (tests/ is on sys.path under pytest)
+
+ROOT = Path(__file__).resolve().parents[1]
+CFG = ROOT / "configs" / "safety" / "coop-grid4x4-2ag-all.yaml"
+ALL = ["separation", "resource", "connectivity"]
+
+
+def _scenario(**params):
+    return registry.make_scenario("coop_game/Grid4x4-v0", num_envs=1, **{"num_agents": 2, "constraints": ALL, **params})
+
+
+def _graph_safe(scenario: dict | None = None, **params):
+    return registry.make_component("agent", "graph_safe-v0", _scenario(**(scenario or {})), **params)
+
+
+# --- 1: a graph-safe policy file without the world record, in another world ------------------------------------------
+
+@pytest.fixture()
+def old_learned_policy(tmp_path) -> Path:
+    """A graph-safe policy file of world_seed 0 written before the world record: every (cell, action) tried 400 times
+    (> n_remove = 330) with exactly world 0's true outcomes seen, so every other prior outcome is removed."""
+    a = _graph_safe(p_min=0.05, num_runs=360)
+    truth = a.scenario.world().true_prob > 0
+    a.model.tries[:] = 400
+    a.model.seen[:] = np.where(truth, 100, 0)
+    d = a.policy_state()
+    del d["scenario"], d["params"]  # as an older coopsim wrote it
+    path = tmp_path / "old.pt"
+    torch.save(d, path)
+    return path
+
+
+def test_old_graph_safe_policy_of_another_world_is_refused_at_load(old_learned_policy, capsys):
+    b = _graph_safe({"world_seed": 3}, p_min=0.05, num_runs=360)
+    with pytest.raises(ConfigError) as e:
+        b.load(old_learned_policy)
+    msg = str(e.value)
+    assert e.value.file == str(old_learned_policy) and msg.startswith(f"{old_learned_policy}: ")
+    assert "predates the world record" in msg and "does not fit this scenario's world" in msg
+    assert "rule out" in msg and "outcome(s) that this world has" in msg
+    assert b.model.tries.sum() == 0  # nothing was loaded
+    assert "cannot be checked" not in capsys.readouterr().err  # the refusal, not the warning that it cannot be checked
+
+
+def test_old_graph_safe_policy_of_its_own_world_still_loads_with_the_warning(old_learned_policy, capsys):
+    a = _graph_safe(p_min=0.05, num_runs=360, planner="joint")
+    a.load(old_learned_policy)
+    assert a.model.tries.sum() == 400 * a.model.tries.size
+    assert "cannot be checked" in capsys.readouterr().err
+    a.scenario.reset(seed=0)
+    a.reset(seed=0)
+    assert a.episode_metrics()["conservativeness"] > 0  # the joint planner's soundness check holds
+
+
+def test_cli_eval_of_an_old_graph_safe_policy_of_another_world_exits_2(old_learned_policy, tmp_path):
+    # before: the joint planner's conservativeness check stopped with an AssertionError (exit 1)
+    r = run_cli("eval", str(CFG), "seeds=[0]", "episodes=1", f"out_dir={tmp_path / 'ev'}", "--checkpoint",
+                str(old_learned_policy), "scenario.params.world_seed=3", "agents.params.planner=joint")
+    assert r.returncode == 2, r.stderr
+    assert str(old_learned_policy) in r.stderr and "predates the world record" in r.stderr
+    assert "Traceback" not in r.stderr and "AssertionError" not in r.stderr
