@@ -71,3 +71,65 @@ def test_cli_eval_of_an_old_graph_safe_policy_of_another_world_exits_2(old_learn
     assert r.returncode == 2, r.stderr
     assert str(old_learned_policy) in r.stderr and "predates the world record" in r.stderr
     assert "Traceback" not in r.stderr and "AssertionError" not in r.stderr
+
+
+# --- 2: the tabular baselines' Q-tables record their world; another world is refused ------------------------------------
+
+IQL = ROOT / "configs" / "safety" / "baselines" / "coop-grid4x4-2ag-all-iql-noshield.yaml"
+TABULAR = ["safe_baselines/iql-v0", "safe_baselines/lagrangian-v0"]
+
+
+def _tabular(agent_id: str, **scenario):
+    return registry.make_component("agent", agent_id, _scenario(**scenario))
+
+
+@pytest.mark.parametrize("agent_id", TABULAR)
+def test_tabular_policy_file_records_its_world_and_another_world_is_refused(agent_id, tmp_path):
+    a = _tabular(agent_id)
+    a.q[0, 0, 3, 1] = 5.0
+    path = tmp_path / "policy.pt"
+    a.save(path)
+    d = torch.load(path, weights_only=False)
+    assert d["scenario"]["id"] == "coop_game/Grid4x4-v0" and d["scenario"]["params"]["world_seed"] == 0
+    with pytest.raises(ConfigError) as e:
+        _tabular(agent_id, world_seed=3).load(path)
+    assert e.value.key == "scenario.params.world_seed" and e.value.file == str(path)
+    assert "scenario.params.world_seed=0 (this config: 3)" in str(e.value)
+    assert "Q-values hold only in the world they were learned in" in str(e.value)
+    # the same world with another team-independent setting (horizon kept: it shapes the table) loads
+    b = _tabular(agent_id, constraints=["separation"], load_frac=0.9)
+    b.load(path)
+    assert b.q[0, 0, 3, 1] == 5.0
+
+
+@pytest.mark.parametrize("agent_id", TABULAR)
+def test_old_tabular_policy_file_without_world_loads_with_a_warning(agent_id, tmp_path, capsys):
+    a = _tabular(agent_id)
+    a.q[0, 0, 3, 1] = 5.0
+    d = a.policy_state()
+    del d["scenario"]
+    path = tmp_path / "old.pt"
+    torch.save(d, path)
+    b = _tabular(agent_id, world_seed=3)
+    b.load(path)
+    assert b.q[0, 0, 3, 1] == 5.0
+    err = capsys.readouterr().err
+    assert f"warning: {path}: this {agent_id} policy file does not record the scenario" in err
+    assert "cannot be checked" in err
+
+
+def test_cli_eval_and_init_policy_refuse_a_q_table_of_another_world_with_exit_2(tmp_path):
+    from coopsim.platform.training import train_main
+
+    run = train_main(str(IQL), [f"out_dir={tmp_path}", "seeds=[0]", "train.total_env_steps=80",
+                                "train.shield=passthrough-v0", "train.progress=false"], None)
+    seed = run / "seed-0"
+    r = run_cli("eval", str(run / "config.yaml"), "seeds=[0]", "episodes=1", f"out_dir={tmp_path / 'ev'}",
+                "--checkpoint", str(seed), "scenario.params.world_seed=3")
+    assert r.returncode == 2, r.stderr
+    assert "key 'scenario.params.world_seed'" in r.stderr and "world_seed=0 (this config: 3)" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_cli("train", str(IQL), "seeds=[0]", "train.total_env_steps=80", "train.shield=passthrough-v0",
+                f"out_dir={tmp_path / 'tr'}", f"train.init_policy={seed}", "scenario.params.world_seed=3")
+    assert r.returncode == 2, r.stderr
+    assert "world_seed=0 (this config: 3)" in r.stderr and "Traceback" not in r.stderr

@@ -34,7 +34,7 @@ prior sets only and block most of what the trained policy does.
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -453,44 +453,17 @@ class GraphSafeAgent(AgentPlugin):
         if shape != self.model.seen.shape:
             raise ConfigError(f"policy model has shape {shape} but this scenario gives {self.model.seen.shape}",
                               file=str(file))
-        recorded = self._check_world(d.get("scenario"), file)
+        recorded = check_policy_world(d.get("scenario"), self.trained_on(), file, held=(
+            "its counts (and the outcomes they ruled out) hold only in the world they were learned in, so the "
+            "certificate would not be sound here"))
         n_remove = self._threshold_from_config(d, int(model["n_remove"]), file)
         if not recorded:
             self._check_unrecorded_counts(model, n_remove, file)
-            self._warn_unrecorded(file)
+            warn_unrecorded_world(file, "graph_safe-v0", "counts from another world make the certificate unsound")
         self.model.load_state_dict(model)
         self.model.n_remove = n_remove
         self.episodes = int(d["episodes"])
         self._plan = None
-
-    def _check_world(self, theirs, file) -> bool:
-        """Refuse counts learned in another world (see :meth:`load`); False for a file that records none (its world
-        was not checked: :meth:`_warn_unrecorded`)."""
-        ours = self.trained_on()
-        if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), dict):
-            return False
-        diff = world_mismatch(theirs["params"], ours["params"])
-        if diff:
-            k = diff[0]
-            tp, op = theirs["params"], ours["params"]
-            vals = ", ".join(f"scenario.params.{j}={tp.get(j)!r} (this config: {op.get(j)!r})" for j in diff[:4])
-            raise ConfigError(
-                f"the policy was learned in another world: the checkpoint was trained on {theirs.get('id') or 'a scenario'} "
-                f"with {vals}; its counts (and the "
-                f"outcomes they ruled out) hold only in the world they were learned in, so the certificate would not be "
-                f"sound here. Use the checkpoint with its training run's config.yaml, or train in this world",
-                file=str(file), key=f"scenario.params.{k}", value=op.get(k))
-        return True
-
-    @staticmethod
-    def _warn_unrecorded(file) -> None:
-        """The warning for a policy file that does not record its world (see :meth:`load`)."""
-        import sys
-
-        print(f"warning: {file}: this graph_safe-v0 policy file does not record the scenario it was learned in "
-              f"(written by an older coopsim), so its world cannot be checked: use it only with its training "
-              f"run's config.yaml (the same scenario.params.world_seed, slip, slippery_frac, size and obstacles); "
-              f"counts from another world make the certificate unsound", file=sys.stderr)
 
     def _check_unrecorded_counts(self, model: dict, n_remove: int, file) -> None:
         """Refuse the counts of a policy file that does not record its world (see :meth:`load`) when this scenario
@@ -567,6 +540,51 @@ def world_mismatch(theirs: dict, ours: dict) -> list[str]:
     keys = list(ours) + [k for k in theirs if k not in ours]
     missing = object()
     return [k for k in keys if k not in skip and theirs.get(k, missing) != ours.get(k, missing)]
+
+
+def check_policy_world(theirs: Any, ours: dict, file, *, held: str) -> bool:
+    """Refuse a policy file learned in another world: the safety learners' ``load`` (graph-safe counts, the tabular
+    baselines' Q-tables) compares the scenario record the file holds with this run's.
+
+    Args:
+        theirs: the file's ``scenario`` record as stored (``{"id", "params"}``,
+            :meth:`~coopsim.platform.agent.AgentPlugin.trained_on`); anything else for a file written before the record.
+        ours: this run's :meth:`~coopsim.platform.agent.AgentPlugin.trained_on`.
+        file: the policy file (named in the error).
+        held: what holds only in the file's world and what that breaks here, for the message (e.g. ``"its Q-values
+            hold only in the world they were learned in"``).
+
+    Returns:
+        True when the file records its world (the same as this run's, as far as :func:`world_mismatch` compares);
+        False for a file without the record (nothing was checked: :func:`warn_unrecorded_world`).
+
+    Raises:
+        ConfigError: key ``scenario.params.<k>`` (the first param that differs), naming the file's and this
+            config's values of up to four of them.
+    """
+    if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), dict):
+        return False
+    diff = world_mismatch(theirs["params"], ours["params"])
+    if diff:
+        k = diff[0]
+        tp, op = theirs["params"], ours["params"]
+        vals = ", ".join(f"scenario.params.{j}={tp.get(j)!r} (this config: {op.get(j)!r})" for j in diff[:4])
+        raise ConfigError(
+            f"the policy was learned in another world: the checkpoint was trained on {theirs.get('id') or 'a scenario'} "
+            f"with {vals}; {held}. Use the checkpoint with its training run's config.yaml, or train in this world",
+            file=str(file), key=f"scenario.params.{k}", value=op.get(k))
+    return True
+
+
+def warn_unrecorded_world(file, learner: str, risk: str) -> None:
+    """Warn (stderr) that ``file``, a ``learner`` policy file, does not record its world (:func:`check_policy_world`
+    returned False); ``risk``: what a file from another world does here."""
+    import sys
+
+    print(f"warning: {file}: this {learner} policy file does not record the scenario it was learned in "
+          f"(written by an older coopsim), so its world cannot be checked: use it only with its training "
+          f"run's config.yaml (the same scenario.params.world_seed, slip, slippery_frac, size and obstacles); "
+          f"{risk}", file=sys.stderr)
 
 
 def _checked_policy(d: dict, file) -> dict:

@@ -109,8 +109,10 @@ class IndependentQAgent(AgentPlugin):
     POLICY_KIND = "safe_baselines/iql-v0"
 
     def policy_state(self) -> dict:
-        """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``)."""
-        return {"format": self.POLICY_FORMAT, **copy.deepcopy(self.__getstate_dict__())}
+        """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``): the tables and exploration
+        state (``__getstate_dict__``) and the world they were learned in (``scenario``: ``{"id", "params"}``,
+        :meth:`~coopsim.platform.agent.AgentPlugin.trained_on`, checked by :meth:`load`)."""
+        return {"format": self.POLICY_FORMAT, **copy.deepcopy(self.__getstate_dict__()), "scenario": self.trained_on()}
 
     def save(self, path):
         from coopsim.platform.trainer import atomic_save
@@ -123,9 +125,16 @@ class IndependentQAgent(AgentPlugin):
     def load(self, path):
         """Read a ``policy.pt`` written by :meth:`save`, a training ``checkpoint.pt`` or a seed directory.
 
+        The Q-values hold only in the world they were learned in: a file that records its scenario
+        (:meth:`policy_state`) is refused when a scenario param the dynamics depend on differs from this run's (as
+        graph-safe policy files are: :func:`~coopsim.agents.graph_safe.agent.check_policy_world`); an older file
+        without that record loads with a warning that its world cannot be checked.
+
         Raises:
-            ConfigError: a policy of another agent, or one of another scenario (its table's shape differs).
+            ConfigError: a policy of another agent, or one of another scenario (its table's shape differs) or world
+                (key ``scenario.params.<k>``).
         """
+        from coopsim.agents.graph_safe.agent import check_policy_world, warn_unrecorded_world
         from coopsim.agents.graph_safe.train import read_policy
 
         d, file = read_policy(path, self.POLICY_FORMAT, self.POLICY_KIND)
@@ -135,6 +144,9 @@ class IndependentQAgent(AgentPlugin):
         if np.shape(d["q"]) != self.q.shape:
             raise ConfigError(f"policy Q table has shape {np.shape(d['q'])} but this scenario gives {self.q.shape}",
                               file=str(file))
+        if not check_policy_world(d.get("scenario"), self.trained_on(), file,
+                                  held="its Q-values hold only in the world they were learned in"):
+            warn_unrecorded_world(file, self.POLICY_KIND, "Q-values from another world need not hold here")
         for k in self.__getstate_dict__():
             setattr(self, k, d[k])
 
