@@ -133,3 +133,48 @@ def test_cli_eval_and_init_policy_refuse_a_q_table_of_another_world_with_exit_2(
                 f"out_dir={tmp_path / 'tr'}", f"train.init_policy={seed}", "scenario.params.world_seed=3")
     assert r.returncode == 2, r.stderr
     assert "world_seed=0 (this config: 3)" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- 3: passthrough-v0 checks the joint action as the cores and the other shields do ------------------------------------
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("actions", [
+    np.ones((2, 2), bool), np.array([[1.0, 2.0], [0.0, 0.0]]), np.ones((2, 2), np.float32), np.array([[np.nan, 2], [0, 0]]),
+    np.array([[-5, 0], [0, 0]]), np.array([[9, 2], [0, 0]]), np.zeros((2, 3), np.int64),
+])
+def test_passthrough_refuses_invalid_actions_as_the_scenario_step_does(actions, with_state):
+    sc = registry.make_scenario("coop_game/Grid4x4-v0", num_envs=2, num_agents=2, constraints=ALL)
+    sc.reset(seed=0)
+    sh = registry.make_component("shield", "passthrough-v0")
+    sh.reset(0, sc)
+    with pytest.raises(ValueError) as step_err:
+        sc.step(actions)
+    with pytest.raises(ValueError) as filter_err:  # before: bools and floats were cast (True -> action 1, 1.0 -> 1)
+        sh.filter(sc.constraints() if with_state else None, actions)
+    assert str(filter_err.value) == str(step_err.value)
+
+
+def test_passthrough_takes_integer_dtypes_and_returns_a_new_int64_array():
+    sh = registry.make_component("shield", "passthrough-v0")
+    sc = registry.make_scenario("coop_game/Grid4x4-v0", num_envs=2, num_agents=2, constraints=ALL)
+    sh.reset(0, sc)
+    for given in (np.array([[1, 2], [3, 4]], np.int32), np.array([[1, 2], [3, 4]]), [[1, 2], [3, 4]]):
+        out, cert = sh.filter(None, given)
+        assert out.dtype == np.int64 and out.tolist() == [[1, 2], [3, 4]] and out is not given
+        assert not cert.certified.any() and not cert.changed.any()
+    given = np.zeros((2, 2), np.int64)
+    out, _ = sh.filter(None, given)
+    out[0, 0] = 4
+    assert given[0, 0] == 0  # never the input itself
+
+
+def test_passthrough_without_reset_or_state_still_refuses_bools_and_floats():
+    sh = registry.make_component("shield", "passthrough-v0")
+    with pytest.raises(ValueError, match="got dtype bool"):
+        sh.filter(None, np.ones((1, 2), bool))
+    with pytest.raises(ValueError, match="got dtype float64"):
+        sh.filter(None, np.ones((1, 2)))
+    with pytest.raises(ValueError, match="out of range"):
+        sh.filter(None, np.array([[-1, 0]]))
+    out, _ = sh.filter(None, np.array([[7, 0]], np.int16))
+    assert out.dtype == np.int64 and out.tolist() == [[7, 0]]
