@@ -467,11 +467,13 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     cpus = os.cpu_count() or 1
     jobs = jobs or cpus
     skipped: list[tuple[list[str], str]] = []  # (overrides, run directory) of each cell an earlier run finished
+    notes: list[str | None] = []  # of each skipped cell: its run's replays differ (_replays_note)
     pending = []
     for c, cfg_c in zip(combos, cfgs):
         done = _done_run_dir(cfg_c) if skip_done else None
         if done is not None:
             skipped.append((c, str(done)))
+            notes.append(_replays_note(cfg_c, done))
         else:
             pending.append(c)
     jobs = max(1, min(jobs, len(pending)))  # never more processes than runs to run
@@ -485,9 +487,9 @@ def sweep(config: Path = typer.Argument(..., help="run config (YAML)"),
     else:
         console.print(f"sweep: {len(combos)} runs ({len(skipped)} done, skipped), " + (
                       f"{len(pending)} to run, {jobs} at a time" if pending else "nothing to run"))
-    for c, d in skipped:
-        console.print(f"skipped (done): {escape(' '.join(shlex.quote(x) for x in c))} -> {escape(d)}",
-                      soft_wrap=True, highlight=False)
+    for (c, d), note in zip(skipped, notes):
+        console.print(f"skipped (done): {escape(' '.join(shlex.quote(x) for x in c))} -> {escape(d)}"
+                      + (f" ({escape(note)})" if note else ""), soft_wrap=True, highlight=False)
     for c, cfg_c in zip(combos, cfgs) if skip_done else ():  # a cell that runs again beside a run of its name: why
         why = None if any(c is s for s, _ in skipped) else _why_not_done(cfg_c)
         if why:
@@ -677,6 +679,27 @@ def _done_run_dir(cfg) -> Path | None:
                 and summary.get("episodes_finished") == planned and not (d / "checkpoint.txt").exists()):
             found.append((stamp, mtime, d))
     return max(found, key=lambda t: (t[0], t[1]))[2] if found else None
+
+
+def _replays_note(cfg, run_dir: Path) -> str | None:
+    """For a ``sweep --skip-done`` cell reused from ``run_dir``: a note when that run's ``replays`` differs from the
+    cell's (``replays`` is not a setting of the run, :data:`~coopsim.platform.report.WHERE_KEYS`, so the run is reused:
+    its results are the same, but its replay files are the ones it kept), e.g. ``replays differs: 2 there, 0 asked;
+    results are the same: ...``; None when both are the same. Raises nothing."""
+    import yaml
+
+    from coopsim.platform.config import dump_config
+
+    try:
+        theirs = yaml.safe_load((run_dir / "config.yaml").read_text())
+        ours = yaml.safe_load(dump_config(cfg))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None
+    if not (isinstance(theirs, dict) and isinstance(ours, dict)) or theirs.get("replays") == ours.get("replays"):
+        return None
+    show = lambda v: "not set (every episode)" if v is None else repr(v)  # noqa: E731
+    return (f"replays differs: {show(theirs.get('replays'))} there, {show(ours.get('replays'))} asked; results are the "
+            f"same: replays only sets how many replay files are kept, and its replay files are that run's")
 
 
 def _why_not_done(cfg) -> str | None:

@@ -178,3 +178,33 @@ def test_passthrough_without_reset_or_state_still_refuses_bools_and_floats():
         sh.filter(None, np.array([[-1, 0]]))
     out, _ = sh.filter(None, np.array([[7, 0]], np.int16))
     assert out.dtype == np.int64 and out.tolist() == [[7, 0]]
+
+
+# --- 4: sweep --skip-done says when it reuses a run that kept another number of replay files ---------------------------
+
+def _sweep(cwd: Path, *args: str):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "coopsim.cli", "sweep", str(ROOT / "configs" / "examples" / "line-random.yaml"),
+                           "--grid", "max_steps=4", "seeds=[0]", "episodes=1", "out_dir=runs", "--skip-done", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "400"})
+
+
+def test_sweep_skip_done_notes_a_reused_run_whose_replays_differ(tmp_path):
+    r = _sweep(tmp_path, "replays=2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run,) = [d.name for d in (tmp_path / "runs").iterdir() if d.name.startswith("line-random-4-")]
+    r = _sweep(tmp_path, "replays=0")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped (done): ")]
+    assert line.endswith(f"-> runs/{run} (replays differs: 2 there, 0 asked; results are the same: replays only sets "
+                         f"how many replay files are kept, and its replay files are that run's)")
+    r = _sweep(tmp_path)  # replays not set: every episode's
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped (done): ")]
+    assert "(replays differs: 2 there, not set (every episode) asked;" in line
+    r = _sweep(tmp_path, "replays=2")  # the same replays: no note
+    (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped (done): ")]
+    assert line.endswith(f"-> runs/{run}")
