@@ -208,3 +208,33 @@ def test_sweep_skip_done_notes_a_reused_run_whose_replays_differ(tmp_path):
     r = _sweep(tmp_path, "replays=2")  # the same replays: no note
     (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("skipped (done): ")]
     assert line.endswith(f"-> runs/{run}")
+
+
+# --- 5: count_violations checks that its inputs' shapes (envs, agents) agree --------------------------------------------
+
+@pytest.mark.parametrize("pos,npos,loads,names", [
+    (np.zeros((1, 3, 2)), np.zeros((1, 2, 2)), np.zeros((1, 3)), ("next_positions has shape (1, 2, 2)", "(1, 3, 2)")),
+    (np.zeros((1, 2, 2)), np.zeros((1, 2, 2)), np.zeros((1, 3)), ("next_loads has shape (1, 3)", "(1, 2, 2)")),
+    (np.zeros((2, 2, 2)), np.zeros((2, 2, 2)), np.zeros((1, 2)), ("next_loads has shape (1, 2)", "(2, 2, 2)")),
+    (np.zeros((1, 2, 2)), np.zeros((1, 2, 2)), np.zeros(2), ("next_loads has shape (2,)", "(1, 2, 2)")),
+    (np.zeros((2, 2)), np.zeros((2, 2)), np.zeros((2, 2)), ("positions must be [E, N, d]", "(2, 2)")),
+])
+def test_count_violations_refuses_inputs_whose_shapes_disagree(pos, npos, loads, names):
+    from coopsim.safety import ResourceCap, Separation, count_violations
+
+    # before: a ResourceCap over 3 agents' loads beside 2 agents' positions was counted silently (or an IndexError)
+    with pytest.raises(ValueError) as e:
+        count_violations([Separation(min_dist=1), ResourceCap(groups=[0, 0], caps=[1])], pos, npos, loads)
+    assert all(n in str(e.value) for n in names), str(e.value)
+
+
+def test_count_violations_reads_float64_inputs_as_they_are():
+    from coopsim.safety import Separation, count_violations
+    from coopsim.safety import constraints as mod
+
+    pos = np.zeros((1, 2, 2))
+    assert mod._float64(pos) is pos  # no conversion for the core's float64 arrays
+    as_int = mod._float64(np.zeros((1, 2), np.int64))
+    assert as_int.dtype == np.float64
+    out = count_violations([Separation(min_dist=1)], pos, np.array([[[0.0, 0.0], [0.0, 0.5]]]), np.zeros((1, 2)))
+    assert out["separation"].tolist() == [1.0]

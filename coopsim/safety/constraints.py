@@ -306,11 +306,22 @@ def count_violations(constraints, positions, next_positions, next_loads) -> dict
         ``{name: float32 [E]}`` (names summed when several constraints share one).
 
     Raises:
-        ValueError: a position or load is NaN or infinite (naming the argument, env and agent): a non-finite
-            position is neither "apart" nor "together", so it is refused rather than counted as no violation.
+        ValueError: ``positions`` is not 3-D, or the shapes do not agree (``next_positions`` not ``positions``' shape,
+            ``next_loads`` not its ``[E, N]``: another number of envs or agents; naming both shapes); a position or
+            load is NaN or infinite (naming the argument, env and agent): a non-finite position is neither "apart" nor
+            "together", so it is refused rather than counted as no violation.
     """
-    positions, next_positions = np.asarray(positions, np.float64), np.asarray(next_positions, np.float64)
-    next_loads = np.asarray(next_loads, np.float64)
+    positions, next_positions, next_loads = _float64(positions), _float64(next_positions), _float64(next_loads)
+    if positions.ndim != 3:
+        raise ValueError(f"count_violations: positions must be [E, N, d] (envs, agents, coordinates); got shape "
+                         f"{positions.shape}")
+    if next_positions.shape != positions.shape:
+        raise ValueError(f"count_violations: next_positions has shape {next_positions.shape} but positions has shape "
+                         f"{positions.shape}: both are [E, N, d] of the same envs and agents")
+    if next_loads.shape != positions.shape[:2]:
+        raise ValueError(f"count_violations: next_loads has shape {next_loads.shape} but positions has shape "
+                         f"{positions.shape}: next_loads must be [E, N] = {positions.shape[:2]} (the same envs and "
+                         f"agents)")
     for arg, a in (("positions", positions), ("next_positions", next_positions), ("next_loads", next_loads)):
         bad = ~np.isfinite(a)
         if bad.any():
@@ -337,3 +348,8 @@ def count_violations(constraints, positions, next_positions, next_loads) -> dict
             continue
         out[c.name] = out.get(c.name, np.zeros(E)) + v
     return {k: v.astype(np.float32) for k, v in out.items()}
+
+
+def _float64(a) -> np.ndarray:
+    """``a`` as a float64 array: itself when it is one already (no conversion on every step of a core)."""
+    return a if type(a) is np.ndarray and a.dtype == np.float64 else np.asarray(a, np.float64)
