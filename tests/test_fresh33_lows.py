@@ -238,3 +238,29 @@ def test_count_violations_reads_float64_inputs_as_they_are():
     assert as_int.dtype == np.float64
     out = count_violations([Separation(min_dist=1)], pos, np.array([[[0.0, 0.0], [0.0, 0.5]]]), np.zeros((1, 2)))
     assert out["separation"].tolist() == [1.0]
+
+
+# --- 6: SMACCore built directly refuses a bad param as the registry does -------------------------------------------------
+
+def test_smac_core_with_an_unknown_map_is_a_config_error_naming_key_value_and_maps():
+    from coopsim.scenarios.smac.core import SMACCore
+
+    with pytest.raises(ConfigError) as e:  # before: a raw pydantic ValidationError
+        SMACCore(num_envs=1, map_name="3mm")
+    assert e.value.key == "map_name" and e.value.value == "3mm"
+    msg = str(e.value)
+    assert msg.startswith("key 'map_name': invalid value '3mm': unknown SMAC map '3mm'; valid: 3m, 8m,")
+    assert "2s3z" in msg and "'<protoss|terran|zerg>_<n>_vs_<m>'" in msg
+    assert "pydantic" not in msg and "validation error" not in msg
+    with pytest.raises(ConfigError) as reg:
+        registry.make_scenario("smac/SMAC-v0", num_envs=1, map_name="3mm")
+    assert str(reg.value) == msg  # the registry path's error, word for word
+
+
+def test_smac_core_refuses_a_bool_for_a_number_as_the_registry_does():
+    from coopsim.scenarios.smac.core import SMACCore
+
+    with pytest.raises(ConfigError) as e:
+        SMACCore(num_envs=1, map_name="3m", max_steps=True)
+    assert e.value.key == "max_steps"
+    assert SMACCore(num_envs=1, map_name="3m", max_steps=5).limit == 5

@@ -180,6 +180,25 @@ class SMACParams(ScenarioParams):
         return v
 
 
+def _params(params: dict) -> SMACParams:
+    """``params`` validated as :class:`SMACParams` with the registry's checks (:func:`~coopsim.platform.registry.
+    reject_bools`, :func:`~coopsim.platform.registry.pydantic_to_config_error`), so a core built directly refuses a bad
+    param as ``make_scenario`` does.
+
+    Raises:
+        ConfigError: names the key (e.g. ``map_name``), the value and what is valid (the map names).
+    """
+    from pydantic import ValidationError
+
+    from coopsim.platform.registry import pydantic_to_config_error, reject_bools
+
+    reject_bools(params, SMACParams)
+    try:
+        return SMACParams(**params)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, SMACParams, file=None, owner="SMACCore") from None
+
+
 class SMACCore(RebindsViews, ScenarioCore):
     """SMAC-like StarCraft unit micromanagement, batched over envs and vectorized over units.
 
@@ -248,6 +267,10 @@ class SMACCore(RebindsViews, ScenarioCore):
         ``num_envs`` and :class:`SMACParams` (``map_name``, ``max_steps``, ``reward_sparse``,
         ``obs_last_action``, ``state_last_action``, ``start_positions``).
 
+    Raises:
+        ConfigError: an invalid param (an unknown ``map_name``, a bool for a number, ...), naming the key, the value
+            and what is valid, as building it through the registry (``make_scenario("smac/SMAC-v0", ...)``) does.
+
     Version history:
         v0: first version (SMAX 0.2 stats and timing; StarCraft II values for medivac, colossus,
         baneling, spine crawler).
@@ -261,7 +284,7 @@ class SMACCore(RebindsViews, ScenarioCore):
 
     def __init__(self, num_envs: int = 1, **params):
         self.num_envs = E = check_num_envs(num_envs)
-        self.params = p = SMACParams(**params)
+        self.params = p = _params(params)
         self.map: MapSpec = get_map(p.map_name)
         self.n_allies = A = len(self.map.allies)
         self.n_enemies = M = len(self.map.enemies)
