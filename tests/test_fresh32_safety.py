@@ -79,7 +79,7 @@ def test_old_policy_file_without_world_loads_with_a_warning(policy, tmp_path, ca
     a.load(old)
     assert a.model.tries[3, 1] == 400
     err = capsys.readouterr().err
-    assert f"warning: {old}:" in err and "cannot be checked" in err
+    assert f"warning: {old}:" in err and "does not record the scenario" in err and "could be checked" in err
 
 
 def test_cli_eval_and_init_policy_refuse_another_world_with_exit_2(tmp_path):

@@ -458,14 +458,15 @@ class GraphSafeAgent(AgentPlugin):
             "certificate would not be sound here"))
         n_remove = self._threshold_from_config(d, int(model["n_remove"]), file)
         if not recorded:
-            self._check_unrecorded_counts(model, n_remove, file)
-            warn_unrecorded_world(file, "graph_safe-v0", "counts from another world make the certificate unsound")
+            fits = self._check_unrecorded_counts(model, n_remove, file)
+            warn_unrecorded_world(file, "graph_safe-v0", "counts from another world make the certificate unsound",
+                                  fits_dynamics=fits)
         self.model.load_state_dict(model)
         self.model.n_remove = n_remove
         self.episodes = int(d["episodes"])
         self._plan = None
 
-    def _check_unrecorded_counts(self, model: dict, n_remove: int, file) -> None:
+    def _check_unrecorded_counts(self, model: dict, n_remove: int, file) -> bool:
         """Refuse the counts of a policy file that does not record its world (see :meth:`load`) when this scenario
         exposes its true dynamics (``world()``, evaluation only: nothing the learner acts on) and the counts contradict
         them: an outcome the counts rule out at threshold ``n_remove`` that this world has (the certificate would not be
@@ -473,17 +474,21 @@ class GraphSafeAgent(AgentPlugin):
         that this world never produces. In the world the counts were learned in, neither happens (a wrong removal has
         probability at most ``delta'``). Without ``world()`` nothing can be checked (the warning stands).
 
+        Returns:
+            True when the counts were checked against this scenario's true dynamics and fit them; False when the
+            scenario has no ``world()``.
+
         Raises:
             ConfigError: names the file, that it predates the world record, and one contradicting outcome.
         """
         if not hasattr(self.scenario, "world"):
-            return
+            return False
         truth = (self.scenario.world().true_prob > 0) & (self.world.prior >= 0)  # [V, A, K]
         seen = model["seen"] > 0
         lost = truth & ~seen & (model["tries"] >= n_remove)[..., None]
         foreign = seen & ~truth
         if not (lost.any() or foreign.any()):
-            return
+            return True
         parts = []
         for what, mask in (("rule out {n} outcome(s) that this world has", lost),
                            ("record {n} outcome(s) that this world never produces", foreign)):
@@ -576,13 +581,16 @@ def check_policy_world(theirs: Any, ours: dict, file, *, held: str) -> bool:
     return True
 
 
-def warn_unrecorded_world(file, learner: str, risk: str) -> None:
+def warn_unrecorded_world(file, learner: str, risk: str, fits_dynamics: bool = False) -> None:
     """Warn (stderr) that ``file``, a ``learner`` policy file, does not record its world (:func:`check_policy_world`
-    returned False); ``risk``: what a file from another world does here."""
+    returned False); ``risk``: what a file from another world does here; ``fits_dynamics``: its counts were checked
+    against this scenario's true dynamics and fit them (a world with the same dynamics can still differ elsewhere)."""
     import sys
 
+    how = ("so only its counts could be checked (they fit this scenario's true dynamics, which other worlds can "
+           "share)" if fits_dynamics else "so its world cannot be checked")
     print(f"warning: {file}: this {learner} policy file does not record the scenario it was learned in "
-          f"(written by an older coopsim), so its world cannot be checked: use it only with its training "
+          f"(written by an older coopsim), {how}: use it only with its training "
           f"run's config.yaml (the same scenario.params.world_seed, slip, slippery_frac, size and obstacles); "
           f"{risk}", file=sys.stderr)
 
