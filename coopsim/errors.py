@@ -88,6 +88,22 @@ class ScenarioCheckError(CoopsimError, AssertionError):
     """Raised by :func:`coopsim.testing.check_scenario` when a scenario breaks its contract."""
 
 
+class TrainingDiverged(CoopsimError, FloatingPointError):
+    """Training met a nan or inf: a hook's bonus or loss, the PPO loss, or its gradient. The trainer stops before the
+    value reaches the weights, so the run's last checkpoint holds the last finite state and no policy file is written.
+
+    Args:
+        message: what was not finite, where (the hook's config key, e.g. ``train.intrinsic``, or "the PPO loss") and
+            in which iteration.
+        key: the hook's config key (None for the PPO loss itself).
+        iteration: the training iteration (1-based) that met it.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None, iteration: int | None = None):
+        self.message, self.key, self.iteration = message, key, iteration
+        super().__init__(message)
+
+
 class ChannelError(CoopsimError, RuntimeError):
     """A channel backend failed (e.g. the ns-3 child process died or timed out)."""
 

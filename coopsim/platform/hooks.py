@@ -29,10 +29,30 @@ the policy (DDACOM's decoupled message generation) -- three optional members of 
 itself with its own optimizer, and the trainer leaves its parameters out of the policy's optimizer).
 A module that keeps state across steps (a receiver that holds the last copy of each sender) may also have
 ``new_episode(env_ids)``, called for the envs that start an episode.
+
+What the trainer checks of what a hook returns (:func:`check_bonus`, :func:`check_aux_loss`, :func:`check_stats`):
+``IntrinsicReward.reward`` a float tensor (or numpy array) of shape exactly ``[T, E, N]``, no broadcasting;
+``AuxiliaryLoss.loss`` a pair ``(0-dim float tensor, stats)``; ``update`` and the loss's statistics a dict of
+numbers (``None`` is read as ``{}``, "nothing to report"). Anything else is a :class:`~coopsim.errors.ConfigError`
+naming the hook's config key and class and what was expected against what came. A nan or inf in a bonus or an
+auxiliary loss stops training (:class:`~coopsim.errors.TrainingDiverged`, naming the key and the iteration) before it
+reaches the weights.
+
+Exact ``--resume``: a hook's ``state_dict()`` / ``load_state_dict(s)`` must hold everything its ``update`` (or
+``loss``) keeps between iterations -- counters, running statistics, its own numpy or torch generators -- or a resumed
+run continues from a restarted hook. (``nn.Module.state_dict`` holds parameters and buffers only.) One thing the
+trainer saves for every hook itself: the state of each ``torch.optim.Optimizer`` that is an attribute of the hook
+(e.g. an RND/FIM predictor's own Adam in ``self.opt``), restored after the hook's ``load_state_dict``. A hook
+without ``state_dict`` is not saved at all.
+
+Hook params: a hook whose class has a pydantic ``Params`` model, or whose ``__init__`` parameters are annotated
+(``beta: float``), gets the run config's checks of component params before it is built: ``true`` for a number, a
+quoted number (``'16'``), a YAML 1.1 number, nan or inf are refused with the key ``<hook key>.params.<name>``.
 """
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -120,8 +140,9 @@ class Minibatch:
 class IntrinsicReward(Protocol):
     """Exploration bonus added to the extrinsic reward before GAE.
 
-    ``reward`` must return float32 ``[T, E, N]`` (0 where ``batch.alive`` is False is enforced by the
-    trainer); ``update`` may learn from the batch and returns statistics (``{}`` if nothing to learn).
+    ``reward`` must return a float tensor of shape exactly ``[T, E, N]`` (made float32; 0 where ``batch.alive`` is
+    False is enforced by the trainer, and the value there is not read); ``update`` may learn from the batch and
+    returns statistics ``{name: number}`` (``{}``, or None, if nothing to report).
     """
 
     def setup(self, ctx: HookContext) -> None:
@@ -138,8 +159,9 @@ class IntrinsicReward(Protocol):
 class AuxiliaryLoss(Protocol):
     """An extra loss on the policy's features, added to the PPO loss in every minibatch.
 
-    ``loss`` receives the minibatch and ``features`` float32 ``[B, F]`` (with gradient) and returns a
-    scalar tensor (already averaged over ``mb.alive``) and statistics; the trainer adds ``coef * loss``.
+    ``loss`` receives the minibatch and ``features`` float32 ``[B, F]`` (with gradient) and returns a pair: a
+    0-dim float tensor (already averaged over ``mb.alive``) and statistics ``{name: number}`` (``{}`` or None if
+    none); the trainer adds ``coef * loss``.
     """
 
     coef: float
@@ -190,7 +212,8 @@ def not_a_hook(cls: type, kind: type, *, key: str, file: str | None, ref: Any) -
     methods = ", ".join(f"{m}(...)" for m in _protocol_methods(kind))
     attrs = [a for a in getattr(kind, "__annotations__", {}) if not a.startswith("_")]  # e.g. AuxiliaryLoss.coef
     also = f" and the attribute{'s' if len(attrs) > 1 else ''} {', '.join(attrs)}" if attrs else ""
-    return ConfigError(f"{cls.__module__}:{cls.__qualname__} is not an {kind.__name__} hook (it needs the methods "
+    article = "an" if kind.__name__[:1] in "AEIOU" else "a"
+    return ConfigError(f"{cls.__module__}:{cls.__qualname__} is not {article} {kind.__name__} hook (it needs the methods "
                        f"{methods}{also}; coopsim.platform.hooks)", file=file, key=f"{key}.module", value=ref)
 
 
@@ -223,8 +246,189 @@ def load_hook(spec: Any, *, key: str, file: str | None = None, kind: type | None
                           f"'package.module:Class'", file=file, key=f"{key}.module", value=ref)
     if kind is not None and not all(callable(getattr(cls, m, None)) for m in _protocol_methods(kind)):
         raise not_a_hook(cls, kind, key=key, file=file, ref=ref)
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise ConfigError(f"params must be a mapping {{name: value}}; got {type(params).__name__}", file=file,
+                          key=f"{key}.params", value=params)
+    params = dict(params)  # the checks below make a whole float for an int an int: in this copy only
+    check_hook_params(cls, params, key=key, file=file)
     try:
-        return cls(**(spec.get("params") or {}))
+        hook = cls(**params)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{ref} rejected its params: {exc}", file=file, key=f"{key}.params",
                           value=spec.get("params")) from None
+    if kind is not None and not isinstance(hook, kind):  # an attribute set in __init__ (coef, input_dim) is missing
+        raise not_a_hook(cls, kind, key=key, file=file, ref=ref)
+    return hook
+
+
+def hook_params_model(cls: type) -> Any:
+    """The pydantic model of a hook class's params: its ``Params`` attribute when that is a pydantic model, else one
+    built from the annotated parameters of its ``__init__`` (``beta: float = 0.1``); None when neither gives one
+    (no annotations, ``**params`` only, annotations that cannot be resolved)."""
+    import inspect
+    import typing
+
+    from pydantic import BaseModel, ConfigDict, create_model
+
+    p = getattr(cls, "Params", None)
+    if isinstance(p, type) and issubclass(p, BaseModel):
+        return p
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+        sig = inspect.signature(cls.__init__)
+        fields = {name: (hints[name], ... if par.default is inspect.Parameter.empty else par.default)
+                  for name, par in sig.parameters.items()
+                  if name in hints and par.kind in (par.POSITIONAL_OR_KEYWORD, par.KEYWORD_ONLY)}
+        if not fields:
+            return None
+        return create_model(f"{cls.__name__}Params", __config__=ConfigDict(arbitrary_types_allowed=True), **fields)
+    except Exception:  # noqa: BLE001 - an annotation pydantic cannot take: the hook checks its params itself
+        return None
+
+
+def check_hook_params(cls: type, params: dict[str, Any], *, key: str, file: str | None = None) -> None:
+    """The run config's checks of component params (:func:`coopsim.platform.config.reject_bools`: ``true`` for a
+    number, a quoted or YAML 1.1 number; and nan or inf for a number, unless that is the param's default) for a hook's
+    ``params``, where :func:`hook_params_model` gives the hook's param types; a whole float for an int is made that
+    int in ``params``. Unknown names and values pydantic would refuse are left to the hook's constructor.
+
+    Raises:
+        ConfigError: key ``<key>.params.<name>``, naming the value.
+    """
+    model = hook_params_model(cls)
+    if model is None:
+        return
+    from coopsim.platform.config import reject_bools
+    from coopsim.platform.registry import _numeric_field
+
+    reject_bools(params, model, file=file, key_prefix=f"{key}.params.")
+    for k, v in params.items():
+        if isinstance(v, float) and not math.isfinite(v) and _numeric_field(model, k):
+            d = model.model_fields[k].default
+            if not (isinstance(d, float) and v == d):
+                raise ConfigError(f"invalid value {v!r}: must be a finite number (not nan or inf)", file=file,
+                                  key=f"{key}.params.{k}", value=v)
+
+
+#: largest finite float32: a number param that ends up in a float32 tensor must stay below it
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def check_number(name: str, value: Any, *, integer: bool = False, ge: float | None = None, gt: float | None = None,
+                 le: float | None = None) -> float | int:
+    """``value`` as a hook's number param ``name``: an int or float (not a bool, not a string), finite and below
+    :data:`FLOAT32_MAX` (bonuses and losses are float32), whole when ``integer``, within the bounds given.
+
+    Returns:
+        ``value`` as an int (``integer``) or a float.
+
+    Raises:
+        ValueError: naming ``name``, the value and what is valid (:func:`load_hook` reports it on the hook's
+            ``params`` key).
+    """
+    what = "an integer" if integer else "a finite number"
+    low = f"[{ge:g}" if ge is not None else f"({gt:g}" if gt is not None else None
+    if low is not None and le is not None:
+        need = f"{what} in {low}, {le:g}]"
+    elif low is not None:
+        need = f"{what} {'>=' if ge is not None else '>'} {low[1:]}"
+    else:
+        need = what + (f" <= {le:g}" if le is not None else "")
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if ok:
+        ok = math.isfinite(value) and abs(value) < FLOAT32_MAX and (not integer or float(value).is_integer())
+    if ok:
+        ok = (ge is None or value >= ge) and (gt is None or value > gt) and (le is None or value <= le)
+    if not ok:
+        raise ValueError(f"{name} must be {need}; got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def hook_name(hook: Any) -> str:
+    """``package.module:Class`` of a hook object, as its config's ``module`` names it."""
+    return f"{type(hook).__module__}:{type(hook).__qualname__}"
+
+
+def _shape(x: Any) -> str:
+    shape = getattr(x, "shape", None)
+    return str(tuple(shape)) if shape is not None else f"a {type(x).__name__}"
+
+
+def check_bonus(value: Any, hook: Any, *, key: str, shape: tuple[int, int, int], file: str | None = None
+                ) -> "torch.Tensor":
+    """What ``IntrinsicReward.reward`` returned, as a float32 tensor ``[T, E, N]``.
+
+    Args:
+        value: the return value: a float tensor or numpy array of shape exactly ``shape``.
+        hook: the hook (named in the error); key: its config key; shape: ``(T, E, N)`` of the rollout.
+
+    Raises:
+        ConfigError: ``key``; another type, dtype (bool, integer) or shape (no broadcasting: ``[T, E, 1]`` or ``[N]``
+            is refused), naming the hook's class and the expected and the received shape.
+    """
+    import torch
+
+    where = f"{hook_name(hook)}.reward returned"
+    if isinstance(value, np.ndarray):
+        floating = np.issubdtype(value.dtype, np.floating)
+    elif isinstance(value, torch.Tensor):
+        floating = value.is_floating_point()
+    else:
+        raise ConfigError(f"{where} {type(value).__name__}, expected a float32 tensor of shape (T, E, N) = {shape}",
+                          file=file, key=key)
+    if tuple(value.shape) != tuple(shape):
+        raise ConfigError(f"{where} shape {tuple(value.shape)}, expected (T, E, N) = {tuple(shape)} (one bonus per "
+                          f"step, env and agent slot; no broadcasting)", file=file, key=key)
+    if not floating:
+        raise ConfigError(f"{where} dtype {value.dtype}, expected a float tensor (float32) of shape (T, E, N) = "
+                          f"{tuple(shape)}", file=file, key=key)
+    return torch.as_tensor(value, dtype=torch.float32)
+
+
+def check_aux_loss(value: Any, hook: Any, *, key: str, file: str | None = None
+                   ) -> tuple["torch.Tensor", dict[str, float]]:
+    """What ``AuxiliaryLoss.loss`` returned: ``(loss, stats)`` with ``loss`` a 0-dim float tensor.
+
+    Raises:
+        ConfigError: ``key``; not a pair, a loss that is not a tensor, not floating or not 0-dim (e.g. a per-sample
+            vector ``[B]``: average it over ``mb.alive``), naming the hook's class and the shape received.
+    """
+    import torch
+
+    where = f"{hook_name(hook)}.loss returned"
+    if not (isinstance(value, tuple) and len(value) == 2):
+        got = (f"a tuple of {len(value)}" if isinstance(value, tuple) else f"a tensor of shape {tuple(value.shape)}"
+               if isinstance(value, torch.Tensor) else f"a {type(value).__name__}")
+        raise ConfigError(f"{where} {got}, expected a pair (loss, stats): a 0-dim float tensor and a dict",
+                          file=file, key=key)
+    loss, stats = value
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.is_floating_point():
+        got = (f"a tensor of shape {tuple(loss.shape)} and dtype {loss.dtype}" if isinstance(loss, torch.Tensor)
+               else f"a {type(loss).__name__}")
+        raise ConfigError(f"{where} a loss that is {got}, expected a 0-dim float tensor (shape (); a per-sample loss "
+                          f"must be averaged over mb.alive)", file=file, key=key)
+    return loss, check_stats(stats, hook, "loss", key=key, file=file)
+
+
+def check_stats(value: Any, hook: Any, method: str, *, key: str, file: str | None = None) -> dict[str, float]:
+    """Statistics a hook's ``method`` (``update``, ``loss``) returned: a dict ``{name: number}`` (a Python or numpy
+    number or a one-element tensor), as floats; None is ``{}``.
+
+    Raises:
+        ConfigError: ``key``; not a dict, or a value that is not a number, naming the hook's class.
+    """
+    if value is None:
+        return {}
+    where = f"{hook_name(hook)}.{method} returned"
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where} a {type(value).__name__} as its statistics, expected a dict {{name: number}} "
+                          f"({{}} or None for none)", file=file, key=key)
+    out = {}
+    for k, v in value.items():
+        try:
+            out[str(k)] = float(v)
+        except (TypeError, ValueError, RuntimeError):
+            raise ConfigError(f"{where} statistic {k!r} = {_shape(v) if hasattr(v, 'shape') else repr(v)[:60]}, "
+                              f"expected a number", file=file, key=key) from None
+    return out

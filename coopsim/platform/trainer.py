@@ -28,7 +28,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from coopsim.errors import ConfigError
+from coopsim.errors import ConfigError, TrainingDiverged
 from coopsim.platform.recorder import atomic_write_json, atomic_write_text
 
 CHECKPOINT_NAME = "checkpoint.pt"
@@ -596,6 +596,8 @@ def fit(
 
     Raises:
         ConfigError: ``resume`` but no checkpoint in ``run_dir``.
+        TrainingDiverged: the trainer met a nan or inf (its message, plus the checkpoint kept: the last one written,
+            whose state is finite; no policy file is written).
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -687,6 +689,10 @@ def _fit(trainer: Trainer, schedule: TrainSchedule, run_dir: Path, held: _HeldSi
                 last_ckpt_steps = trainer.env_steps
         checkpoint()
         trainer.save_policy(run_dir / POLICY_NAME)
+    except TrainingDiverged as exc:  # a nan or inf stopped the iteration before its optimizer step: say what is kept
+        raise TrainingDiverged(f"{exc.message}; kept: {ckpt_path} at {saved_steps:,} env steps (the last finite "
+                               f"state); no {POLICY_NAME} was written by this training", key=exc.key,
+                               iteration=exc.iteration) from None
     except KeyboardInterrupt as exc:
         # what the interrupt kept, for the caller's message: (checkpoint file, its env steps); a second signal that
         # stops an iteration at once keeps the last checkpoint, at worst the one written before the first iteration

@@ -34,8 +34,9 @@ class PPOAgent(AgentPlugin):
     Papers: Schulman et al. 2017 (PPO); de Witt et al. 2020 (IPPO); Yu et al. 2022 (MAPPO).
 
     Raises:
-        ConfigError: ``critic: central`` on a scenario without ``state_space``; a checkpoint that does
-            not match the architecture (in :meth:`load`).
+        ConfigError: ``critic: central`` on a scenario without ``state_space``; ``comm`` that is not a
+            :class:`~coopsim.platform.hooks.CommModule`; a checkpoint that does not match the architecture or holds
+            non-finite weights (in :meth:`load`).
     """
 
     Params: ClassVar = PPOAgentParams
@@ -55,7 +56,8 @@ class PPOAgent(AgentPlugin):
         if p.critic == "central" and self.state_dim == 0:
             raise ConfigError("critic 'central' (MAPPO) needs a scenario with a global state (state_space); use ppo/ippo-v0",
                               key="agents.params.critic", value=p.critic)
-        self.comm: CommModule | None = load_hook(p.comm, key="agents.params.comm")
+        # kind: a class of another protocol (e.g. an IntrinsicReward) is refused on the key, as train.intrinsic's is
+        self.comm: CommModule | None = load_hook(p.comm, key="agents.params.comm", kind=CommModule)
         self.id_dim = self.num_agents if p.agent_id else 0
         comm_dim = 0
         if self.comm is not None:
@@ -243,13 +245,19 @@ class PPOAgent(AgentPlugin):
         """Read a ``policy.pt`` (or a training ``checkpoint.pt``, or a run dir holding ``policy.pt``).
 
         Raises:
-            ConfigError: the file is not a PPO policy, lacks a key, or its architecture/sizes differ from this agent's.
+            ConfigError: the file is not a PPO policy, lacks a key, its architecture/sizes differ from this agent's,
+                or a weight holds nan or inf (a diverged training's weights: every action would be the argmax of nan).
         """
         from coopsim.platform.trainer import open_policy
 
         ck, path = open_policy(path, CHECKPOINT_FORMAT, "PPO", {
             "params": dict, "obs_dim": int, "num_agents": int, "num_actions": int, "state_dim": int, "net": dict,
             "value_norm": dict})
+        bad = non_finite_entries({"net": ck["net"], "value_norm": ck["value_norm"], "comm": ck.get("comm")})
+        if bad:
+            more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+            raise ConfigError(f"the policy's weights hold nan or inf ({', '.join(bad[:3])}{more}): its training "
+                              f"diverged; use an earlier checkpoint of the run, or train again", file=str(path))
         mine = self.checkpoint()
         for k in ("obs_dim", "num_agents", "num_actions", "state_dim"):
             if ck[k] != mine[k]:
@@ -284,6 +292,22 @@ class PPOAgent(AgentPlugin):
         from .trainer import PPOTrainer
 
         return PPOTrainer(agent, train, seed, channel=channel, file=file)
+
+
+def non_finite_entries(state: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the floating tensors (or numpy arrays) in a nested dict of weights ``state`` that hold a nan or
+    inf, e.g. ``["net.encoder.0.weight"]``; ``[]`` if all are finite (one ``isfinite`` per tensor)."""
+    out: list[str] = []
+    if isinstance(state, dict):
+        for k, v in state.items():
+            out += non_finite_entries(v, f"{prefix}{k}.")
+    elif isinstance(state, torch.Tensor) and state.is_floating_point():
+        if not bool(torch.isfinite(state).all()):
+            out.append(prefix[:-1])
+    elif isinstance(state, np.ndarray) and np.issubdtype(state.dtype, np.floating):
+        if not bool(np.isfinite(state).all()):
+            out.append(prefix[:-1])
+    return out
 
 
 def sample_categorical(logits: torch.Tensor, gen: torch.Generator) -> torch.Tensor:

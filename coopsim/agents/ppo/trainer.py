@@ -13,9 +13,16 @@
 Dead or finished slots (``core.alive`` False) are masked out of every loss, bonus and statistic. Their
 episode ends when they die, unless ``death_masking`` (team rewards): then a dead slot keeps the team reward
 and its teammates' mean value until the env's episode ends (:func:`death_mask_values`).
+
+What the hooks return is checked (:func:`coopsim.platform.hooks.check_bonus` and its siblings: a ConfigError naming
+the hook's key). A nan or inf -- in the intrinsic bonus (checked once per iteration), an auxiliary loss, the PPO loss
+or its gradient norm (one scalar each per minibatch) -- raises :class:`~coopsim.errors.TrainingDiverged` naming the
+hook's key (or "the PPO loss") and the iteration, before the optimizer step: the weights stay finite, and
+:func:`coopsim.platform.trainer.fit` writes no policy file (the run's last checkpoint is the last finite state).
 """
 from __future__ import annotations
 
+import math
 import pickle
 import time
 from typing import Any
@@ -24,9 +31,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from coopsim.errors import ConfigError
+from coopsim.errors import ConfigError, TrainingDiverged
 from coopsim.platform.comm import MessageBatch
-from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, load_hook
+from coopsim.platform.hooks import (AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, check_aux_loss, check_bonus,
+                                    check_stats, hook_name, load_hook)
 from coopsim.platform.trainer import annealed_lr, entropy_coef  # noqa: F401 (entropy_coef: also this module's API)
 
 from .agent import PPOAgent, sample_categorical, sticky_logp, sticky_sample
@@ -185,6 +193,27 @@ def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per
         file=file, key="train.num_envs", value=num_envs)
 
 
+def hook_optimizers(hook: Any) -> dict[str, torch.optim.Optimizer]:
+    """The ``torch.optim.Optimizer`` attributes of a hook object (e.g. ``{"opt": Adam}`` of an RND-style intrinsic
+    reward that trains its predictor in ``update``), by attribute name; ``{}`` for None or a hook without any."""
+    return {k: v for k, v in sorted(getattr(hook, "__dict__", {}).items()) if isinstance(v, torch.optim.Optimizer)}
+
+
+def hook_optimizer_states(hook: Any) -> dict[str, dict[str, Any]]:
+    """``{attribute: optimizer.state_dict()}`` of :func:`hook_optimizers`, for the trainer's checkpoint: a hook's
+    ``state_dict`` (``nn.Module``'s holds parameters and buffers) need not hold them for an exact resume."""
+    return {k: opt.state_dict() for k, opt in hook_optimizers(hook).items()}
+
+
+def load_hook_optimizer_states(hook: Any, states: dict[str, dict[str, Any]] | None) -> None:
+    """Restore :func:`hook_optimizer_states` into the hook's optimizers of the same attribute names (after the hook's
+    own ``load_state_dict``, which may have restored them already: loading the same state twice is the same)."""
+    opts = hook_optimizers(hook)
+    for k, s in (states or {}).items():
+        if k in opts:
+            opts[k].load_state_dict(s)
+
+
 class PPOTrainer:
     """Trains a :class:`PPOAgent` on its scenario core (``agent.scenario``, ``E = num_envs``).
 
@@ -211,14 +240,18 @@ class PPOTrainer:
                              rollout_bytes_per_agent_step(agent.obs_dim, _linear_in(self.net.encoder),
                                                           _linear_in(self.net.critic), agent.num_actions), file=file)
         ctx = agent._context(self.net.feature_dim, seed=self.seed)
-        self.intrinsic = intrinsic if intrinsic is not None else load_hook(train.intrinsic, key="train.intrinsic", file=file)
-        self.aux = [load_hook(s, key=f"train.aux_losses.{i}", file=file) for i, s in enumerate(train.aux_losses)]
+        self.file = file
+        self.intrinsic = intrinsic if intrinsic is not None else load_hook(train.intrinsic, key="train.intrinsic",
+                                                                           file=file, kind=IntrinsicReward)
+        self.aux = [load_hook(s, key=f"train.aux_losses.{i}", file=file, kind=AuxiliaryLoss)
+                    for i, s in enumerate(train.aux_losses)]
         self.aux += list(aux_losses)
         keys = ["train.intrinsic"] if self.intrinsic is not None else []
         keys += [f"train.aux_losses.{i}" for i in range(len(train.aux_losses))] + ["aux_losses"] * len(aux_losses)
         if agent.comm is not None and isinstance(agent.comm, AuxiliaryLoss) and agent.comm not in self.aux:
             self.aux.append(agent.comm)
             keys.append("agents.params.comm")
+        self.aux_keys = keys[1:] if self.intrinsic is not None else list(keys)  # each aux hook's config key
         for h, key in zip(([self.intrinsic] if self.intrinsic is not None else []) + self.aux, keys):
             try:
                 h.setup(ctx)
@@ -366,12 +399,20 @@ class PPOTrainer:
                              rewards=rewards, alive=alive_t, dones=torch.as_tensor(done_b))
         stats: dict[str, float] = {}
         if self.comm_self_trained:  # [HOOK comm] self-training
-            stats.update({f"comm/{k}": v for k, v in agent.comm.update(batch).items()})
+            comm_stats = check_stats(agent.comm.update(batch), agent.comm, "update", key="agents.params.comm",
+                                     file=self.file)
+            stats.update({f"comm/{k}": v for k, v in comm_stats.items()})
         if self.intrinsic is not None:  # [HOOK intrinsic] bonus joins the reward before GAE
-            bonus = torch.as_tensor(self.intrinsic.reward(batch), dtype=torch.float32) * alive_t
+            bonus = check_bonus(self.intrinsic.reward(batch), self.intrinsic, key="train.intrinsic", shape=(T, E, N),
+                                file=self.file)
+            bonus = torch.where(alive_t, bonus, torch.zeros(()))  # (not bonus * alive: a nan of a dead slot stays out)
             rewards = rewards + bonus
+            if not bool(torch.isfinite(rewards).all()):  # one check per iteration
+                self._diverged_bonus(bonus, batch.rewards, alive_t)
             stats["reward/intrinsic"] = float(bonus[alive_t].mean()) if alive_t.any() else 0.0
-            stats.update({f"intrinsic/{k}": v for k, v in self.intrinsic.update(batch).items()})
+            istats = check_stats(self.intrinsic.update(batch), self.intrinsic, "update", key="train.intrinsic",
+                                 file=self.file)
+            stats.update({f"intrinsic/{k}": v for k, v in istats.items()})
         if cfg.team_reward:
             team = (rewards * alive_t).sum(-1, keepdim=True) / alive_t.sum(-1, keepdim=True).clamp(min=1)
             rewards = team.expand_as(rewards) * (alive_t | cfg.death_masking)
@@ -469,15 +510,25 @@ class PPOTrainer:
             amb = Minibatch(obs=mb["obs"], next_obs=mb["next_obs"], actions=mb["act"], agent=mb["agent"],
                             alive=mb["alive"], advantages=mb["adv"], returns=mb["ret"])
             for i, h in enumerate(self.aux):
-                aloss, astats = h.loss(amb, feat)
+                aloss, astats = check_aux_loss(h.loss(amb, feat), h, key=self.aux_keys[i], file=self.file)
+                aval = float(aloss.detach())
+                if not math.isfinite(aval):
+                    raise self._diverged(f"{self.aux_keys[i]} ({hook_name(h)}.loss) returned a non-finite loss ({aval})",
+                                         key=self.aux_keys[i])
                 loss = loss + h.coef * aloss
                 name = type(h).__name__
-                acc.setdefault(f"aux/{name}", []).append(float(aloss.detach()))
+                acc.setdefault(f"aux/{name}", []).append(aval)
                 for k, val in astats.items():
-                    acc.setdefault(f"aux/{name}/{k}", []).append(float(val))
+                    acc.setdefault(f"aux/{name}/{k}", []).append(val)
+        if not bool(torch.isfinite(loss)):
+            parts = ", ".join(f"{k} {float(v.detach()):.4g}" for k, v in (("policy", pg), ("value", v_loss), ("entropy", ent)))
+            raise self._diverged(f"the PPO loss is not finite ({parts}{self._hook_note()})")
         self.optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]], cfg.max_grad_norm)
+        gnorm = torch.nn.utils.clip_grad_norm_([p for g in self.optimizer.param_groups for p in g["params"]],
+                                               cfg.max_grad_norm)
+        if not bool(torch.isfinite(gnorm)):  # before the step: the weights stay finite
+            raise self._diverged(f"the gradient of the PPO loss is not finite (norm {float(gnorm)}){self._hook_note()}")
         self.optimizer.step()
         with torch.no_grad():
             # (r - 1) - log r >= 0 for every r > 0 (Schulman's k3 estimator); clamp the float rounding below 0
@@ -486,6 +537,37 @@ class PPOTrainer:
         for k, val in (("loss/policy", pg), ("loss/value", v_loss), ("loss/entropy", ent),
                        ("loss/approx_kl", kl), ("loss/clipfrac", clipfrac)):
             acc.setdefault(k, []).append(float(val.detach()))
+
+    def _hook_note(self) -> str:
+        """``"; hooks: train.intrinsic (pkg:Class), ..."`` for a non-finite PPO loss of a run with hooks ("" without)."""
+        hooks = ([("train.intrinsic", self.intrinsic)] if self.intrinsic is not None else []) + list(
+            zip(self.aux_keys, self.aux))
+        if not hooks:
+            return ""
+        return "; the run's hooks, a likely cause: " + ", ".join(f"{k} ({hook_name(h)})" for k, h in hooks)
+
+    def _diverged(self, what: str, key: str | None = None) -> TrainingDiverged:
+        """The error for a non-finite value met in the update of the current iteration."""
+        T, E = self.cfg.rollout_steps, self.core.num_envs
+        return TrainingDiverged(f"{what} in iteration {self.iteration} (env steps {self.env_steps - T * E:,} to "
+                                f"{self.env_steps:,}); training stopped before the optimizer step", key=key,
+                                iteration=self.iteration)
+
+    def _diverged_bonus(self, bonus: torch.Tensor, extrinsic: torch.Tensor, alive: torch.Tensor) -> None:
+        """Raise :class:`TrainingDiverged` for an iteration whose rewards plus intrinsic bonus (float32 ``[T, E, N]``
+        each, ``alive`` bool ``[T, E, N]``) hold a nan or inf: the bonus's, the extrinsic rewards' or their sum's."""
+        bad = ~torch.isfinite(bonus) & alive
+        name = f"train.intrinsic ({hook_name(self.intrinsic)}.reward)"
+        if bool(bad.any()):
+            nan = int((torch.isnan(bonus) & alive).sum())
+            what = (f"{name} returned a non-finite bonus at {int(bad.sum())} of {int(alive.sum())} alive agent-steps "
+                    f"({nan} nan, {int(bad.sum()) - nan} inf)")
+        elif not bool(torch.isfinite(extrinsic[alive]).all()):
+            raise self._diverged("the scenario's extrinsic rewards are not finite")
+        else:
+            big = float(bonus[alive].abs().max()) if bool(alive.any()) else 0.0
+            what = f"{name}: the rewards plus its bonus overflow float32 (largest |bonus| {big:.3g})"
+        raise self._diverged(what, key="train.intrinsic")
 
     def _denorm(self, v: torch.Tensor) -> torch.Tensor:
         return self.vnorm.denormalize(v) if self.cfg.value_norm else v
@@ -507,6 +589,9 @@ class PPOTrainer:
             "optimizer": self.optimizer.state_dict(),
             "intrinsic": hook_state(self.intrinsic),
             "aux": [hook_state(h) for h in self.aux],
+            # each hook's own optimizers (an RND/FIM predictor's Adam): nn.Module.state_dict does not hold them
+            "hook_optimizers": {"intrinsic": hook_optimizer_states(self.intrinsic),
+                                "aux": [hook_optimizer_states(h) for h in self.aux]},
             "world": pickle.dumps((self.core, self.channel)),  # arrays + numpy generators of every env
             "rng": self.rng.bit_generator.state, "gen": self.gen.get_state(),
             "carry": dict(obs=self.obs, h=self.h, starts=self.starts, hist=self.hist, t=self.t, episode_t0=self.episode_t0,
@@ -531,6 +616,11 @@ class PPOTrainer:
         for h, s in zip(self.aux, state["aux"]):
             if s is not None:
                 h.load_state_dict(s)
+        opts = state.get("hook_optimizers")  # None in a checkpoint written before they were saved
+        if opts is not None:
+            load_hook_optimizer_states(self.intrinsic, opts["intrinsic"])
+            for h, o in zip(self.aux, opts["aux"]):
+                load_hook_optimizer_states(h, o)
         self.core, self.channel = pickle.loads(state["world"])
         self.agent.scenario = self.core
         self.rng.bit_generator.state = state["rng"]
