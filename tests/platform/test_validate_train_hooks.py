@@ -37,7 +37,9 @@ def test_hooks_note_builds_hooks_and_compares_discounts():
      "key 'train.intrinsic.module': collections:OrderedDict is not an IntrinsicReward hook"),
     ("train.intrinsic.module=os:getcwd", 2, "key 'train.intrinsic.module': 'os:getcwd' is a builtin_function_or_method, "
                                             "not a class"),
-    ("train.intrinsic.params.scale=.nan", 2, "finite scale > 0 and per_goal > 0; got num_goals=2, gamma=0.99, scale=nan"),
+    ("train.intrinsic.params.scale=.nan", 2, "key 'train.intrinsic.params.scale': invalid value nan: must be a finite "
+                                             "number"),
+    ("train.intrinsic.params.scale=-1", 2, "scale must be a finite number > 0; got -1"),
     ("train.intrinsic.params.bogus=1", 2, "key 'train.intrinsic.params'"),
     ("train.intrinsic.params.gamma=0.5", 0, "differs from train.gamma = 0.99"),
 ])

@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import pickle
 from collections import deque
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 import numpy as np
 import torch
@@ -210,6 +210,8 @@ class DDACOMGenerator(nn.Module, CommModule):
     """
 
     reads_obs = True
+    #: the params' schema (:func:`coopsim.platform.hooks.check_hook_params` refuses true for a number, nan, ... with it)
+    Params: ClassVar = GeneratorParams
 
     def __init__(self, **params: Any):
         nn.Module.__init__(self)

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coopsim.platform.hooks import AuxiliaryLoss, HookContext, Minibatch
+from coopsim.platform.hooks import AuxiliaryLoss, HookContext, Minibatch, check_number
 
 #: (dx, dy) per move: wait, up, down, left, right
 MOVES = ((0, 0), (0, -1), (0, 1), (-1, 0), (1, 0))
@@ -234,7 +234,7 @@ class IntentLoss(nn.Module, AuxiliaryLoss):
     labelled from each minibatch sample's observation and next observation (:func:`move_labels`).
 
     Args:
-        coef: weight in the PPO loss, >= 0.
+        coef: weight in the PPO loss, finite, >= 0 (else ValueError).
         num_goals: K of the scenario (observation layout).
         window: S = 2R + 1.
         policy_dim: width of the policy part of the features (the intent logits follow it).
@@ -242,9 +242,8 @@ class IntentLoss(nn.Module, AuxiliaryLoss):
 
     def __init__(self, coef: float, num_goals: int, window: int, policy_dim: int):
         nn.Module.__init__(self)
-        if coef < 0:
-            raise ValueError(f"coef must be >= 0; got {coef}")
-        self.coef, self.k, self.s, self.policy_dim = float(coef), int(num_goals), int(window), int(policy_dim)
+        self.coef = check_number("coef", coef, ge=0)
+        self.k, self.s, self.policy_dim = int(num_goals), int(window), int(policy_dim)
 
     def setup(self, ctx: HookContext) -> None:
         return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from coopsim.platform.hooks import HookContext, IntrinsicReward, RolloutBatch
+from coopsim.platform.hooks import HookContext, IntrinsicReward, RolloutBatch, check_number
 
 
 class CollaborativeReward(IntrinsicReward):
@@ -16,13 +16,16 @@ class CollaborativeReward(IntrinsicReward):
     unchanged). ``remaining`` is read from the observation's ``goal_status[:, 0]`` (its first ``2K`` entries).
 
     Args:
-        team_weight: in [0, 1]. goal_bonus: reward units per goal visited, >= 0. num_goals: K.
+        team_weight: in [0, 1]. goal_bonus: reward units per goal visited, finite, >= 0. num_goals: K.
+
+    Raises:
+        ValueError: team_weight or goal_bonus is not a finite number in its range (a bool, nan, inf).
     """
 
     def __init__(self, team_weight: float, goal_bonus: float, num_goals: int):
-        if not 0 <= team_weight <= 1 or goal_bonus < 0:
-            raise ValueError(f"team_weight must be in [0, 1] and goal_bonus >= 0; got {team_weight}, {goal_bonus}")
-        self.team_weight, self.goal_bonus, self.k = float(team_weight), float(goal_bonus), int(num_goals)
+        self.team_weight = check_number("team_weight", team_weight, ge=0, le=1)
+        self.goal_bonus = check_number("goal_bonus", goal_bonus, ge=0)
+        self.k = int(num_goals)
 
     def setup(self, ctx: HookContext) -> None:
         return None

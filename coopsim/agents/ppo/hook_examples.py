@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from coopsim.platform.comm import BROADCAST, MessageBatch
-from coopsim.platform.hooks import AuxiliaryLoss, CommModule, HookContext, IntrinsicReward, Minibatch, RolloutBatch
+from coopsim.platform.hooks import (AuxiliaryLoss, CommModule, HookContext, IntrinsicReward, Minibatch, RolloutBatch,
+                                    check_number)
 
 
 class SimHashCountBonus(IntrinsicReward):
@@ -25,14 +26,16 @@ class SimHashCountBonus(IntrinsicReward):
     of a rollout is computed (so the bonus of a rollout uses the counts of earlier rollouts).
 
     Args:
-        beta: bonus scale (reward units), >= 0.
+        beta: bonus scale (reward units), finite, >= 0 and at most 1e6.
         bits: hash width k in [1, 24].
+
+    Raises:
+        ValueError: a param that is not a finite number in its range (a bool, a string, nan, inf), naming it.
     """
 
     def __init__(self, beta: float = 0.1, bits: int = 16):
-        if beta < 0 or not 1 <= bits <= 24:
-            raise ValueError(f"beta must be >= 0 and bits in [1, 24]; got beta={beta}, bits={bits}")
-        self.beta, self.bits = float(beta), int(bits)
+        self.beta = check_number("beta", beta, ge=0, le=1e6)
+        self.bits = check_number("bits", bits, integer=True, ge=1, le=24)
         self.A: np.ndarray | None = None
         self.counts = np.zeros(2**self.bits, dtype=np.int64)
 
@@ -64,14 +67,15 @@ class NextObsPrediction(nn.Module, AuxiliaryLoss):
     """Auxiliary loss: ``W f + b`` predicts the next observation; MSE over alive agent-steps.
 
     Args:
-        coef: weight of the loss in the PPO objective, >= 0.
+        coef: weight of the loss in the PPO objective, finite, >= 0.
+
+    Raises:
+        ValueError: ``coef`` is not a finite number >= 0 (a bool, a string, nan, inf).
     """
 
     def __init__(self, coef: float = 0.1):
         nn.Module.__init__(self)
-        if coef < 0:
-            raise ValueError(f"coef must be >= 0; got {coef}")
-        self.coef = float(coef)
+        self.coef = check_number("coef", coef, ge=0)
         self.head: nn.Linear | None = None
 
     def setup(self, ctx: HookContext) -> None:
@@ -91,14 +95,15 @@ class MeanBroadcast(nn.Module, CommModule):
     ``[E, N, width + 1]``: the mean of received payloads (0 if none) and the number of copies / (N - 1).
 
     Args:
-        width: payload floats per message, in [1, 1024].
+        width: payload floats per message, an integer in [1, 1024].
+
+    Raises:
+        ValueError: ``width`` is not an integer in [1, 1024] (a bool, a string, 2.5).
     """
 
     def __init__(self, width: int = 8):
         nn.Module.__init__(self)
-        if not 1 <= width <= 1024:
-            raise ValueError(f"width must be in [1, 1024]; got {width}")
-        self.width = int(width)
+        self.width = check_number("width", width, integer=True, ge=1, le=1024)
         self.input_dim = self.width + 1
         self.register_buffer("proj", torch.zeros(0))
 

@@ -12,11 +12,9 @@ read from the agent's own observation (``goal_status`` and ``goal_vec`` of ``map
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
-from coopsim.platform.hooks import HookContext, IntrinsicReward, RolloutBatch
+from coopsim.platform.hooks import HookContext, IntrinsicReward, RolloutBatch, check_number
 
 
 class MGMAPFGoalShaping(IntrinsicReward):
@@ -31,11 +29,10 @@ class MGMAPFGoalShaping(IntrinsicReward):
     """
 
     def __init__(self, num_goals: int, gamma: float = 0.99, scale: float = 0.1, per_goal: float = 64.0):
-        finite = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (gamma, scale, per_goal))
-        if not finite or not 1 <= num_goals <= 32 or not 0 <= gamma <= 1 or not scale > 0 or not per_goal > 0:
-            raise ValueError(f"need 1 <= num_goals <= 32, 0 <= gamma <= 1, finite scale > 0 and per_goal > 0; got "
-                             f"num_goals={num_goals}, gamma={gamma}, scale={scale}, per_goal={per_goal}")
-        self.k, self.gamma, self.scale, self.per_goal = int(num_goals), float(gamma), float(scale), float(per_goal)
+        self.k = check_number("num_goals", num_goals, integer=True, ge=1, le=32)
+        self.gamma = check_number("gamma", gamma, ge=0, le=1)
+        self.scale = check_number("scale", scale, gt=0)
+        self.per_goal = check_number("per_goal", per_goal, gt=0)
 
     def setup(self, ctx: HookContext) -> None:
         """Check the observation layout: the scenario (when its params are known) must be MG-MAPF with this hook's
