@@ -6,10 +6,10 @@ uniformly random joint actions (most need repair) for ``--steps`` steps; the exe
 shield's, so the agents move. Printed per N: median filter time per step, active pairwise hyperedges,
 largest neighbourhood, agents changed per step, and the time of the same certificate built over
 *all* pairs (no coupling graph: what a non-factored pairwise check costs) with its ratio. A log-log fit
-gives the scaling exponent (about 1 = linear). Writes ``docs/shield_scaling.png`` and
-``docs/shield_scaling.json``.
+gives the scaling exponent (about 1 = linear). Writes ``shield_scaling.png`` and ``shield_scaling.json`` into
+the ``--out`` folder (default ``runs/shield_scaling``; the figure docs/safety.md shows is made with ``--out docs``).
 
-Usage: ``python benchmarks/shield_scaling.py [--sizes 4 8 ... 1000] [--steps 10]``
+Usage: ``python benchmarks/shield_scaling.py [--sizes 4 8 ... 1000] [--steps 10] [--out runs/shield_scaling]``
 """
 from __future__ import annotations
 
@@ -76,7 +76,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int_at_least(1), default=10, help="shielded steps per N (>= 1)")
     ap.add_argument("--all-pairs-max", type=int_at_least(0), default=256,
                     help="largest N for the all-pairs reference (0: none)")
-    ap.add_argument("--out", type=Path, default=Path("docs"))
+    ap.add_argument("--out", type=Path, default=Path("runs") / "shield_scaling",
+                    help="folder for shield_scaling.json and shield_scaling.png (default runs/shield_scaling; "
+                         "--out docs overwrites the committed figure that README and docs/safety.md show)")
     a = ap.parse_args(argv)
     if a.out.exists() and not a.out.is_dir():
         raise ConfigError(f"{a.out} is a file; give a folder for shield_scaling.json and .png", key="--out",
