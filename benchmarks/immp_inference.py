@@ -27,7 +27,10 @@ import torch
 from coopsim.errors import ConfigError, int_at_least, run_script
 from coopsim.platform import registry
 from coopsim.scenarios.mapf import MGMAPFCore
-from coopsim.scenarios.mapf.loaders import resolve_map
+from coopsim.scenarios.mapf.loaders import load_map, resolve_map
+
+#: the agents the issue-4 target (< 20 ms per decision step) is stated for
+TARGET_AGENTS = 128
 
 
 def time_agent(agent_id: str, mp: str, n: int, k: int, steps: int, params: dict) -> dict[str, float]:
@@ -66,9 +69,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int_at_least(1), default=60, help="timed decision steps (>= 1)")
     a = ap.parse_args(argv)
     try:
-        resolve_map(a.map)
+        path = resolve_map(a.map)
     except ConfigError as exc:
         raise ConfigError(exc.message, key="--map", value=a.map) from None
+    load_map(path)  # a malformed file is one error line (MapFormatError) before the table starts
+    # the instance itself (enough free cells for the agents and goals) is checked before the table too
+    MGMAPFCore(1, map=a.map, num_agents=a.agents, num_goals=a.goals, obs_radius=3, max_steps=a.steps + 1)
     torch.set_num_threads(1)
     rows = [
         # the shipped policies: the architecture (e.g. the intent module's width) is the checkpoint's
@@ -88,9 +94,17 @@ def main(argv: list[str] | None = None) -> None:
     imm = out["mapf/immp-v0"]["policy_ms"]
     cpu = out["mapf/immp-v0"]["policy_cpu_ms"]
     print(f"\nIMMP decision step / PPO baseline: {imm / out['mapf/dppo-v0']['policy_ms']:.2f}x; / PIBT: "
-          f"{imm / out['mapf/pibt-v0']['policy_ms']:.2f}x; target < 20 ms: wall {'met' if imm < 20 else 'NOT met'} "
-          f"({imm:.2f} ms median), CPU {'met' if cpu < 20 else 'NOT met'} ({cpu:.2f} ms mean; wall time counts waiting "
-          "for the core on a shared machine, CPU time does not)")
+          f"{imm / out['mapf/pibt-v0']['policy_ms']:.2f}x; {target_line(a.agents, imm, cpu)}")
+
+
+def target_line(agents: int, wall_ms: float, cpu_ms: float) -> str:
+    """The verdict on the < 20 ms target: assessed only at :data:`TARGET_AGENTS` agents, which it is stated for."""
+    if agents != TARGET_AGENTS:
+        return (f"target is for {TARGET_AGENTS} agents; not assessed at {agents} ({wall_ms:.2f} ms wall median, "
+                f"{cpu_ms:.2f} ms CPU mean)")
+    return (f"target < 20 ms: wall {'met' if wall_ms < 20 else 'NOT met'} ({wall_ms:.2f} ms median), CPU "
+            f"{'met' if cpu_ms < 20 else 'NOT met'} ({cpu_ms:.2f} ms mean; wall time counts waiting for the core on a "
+            "shared machine, CPU time does not)")
 
 
 if __name__ == "__main__":

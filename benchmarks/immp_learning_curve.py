@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
                  "run directories (<run>/config.yaml, <run>/seed-<s>/metrics.csv)")
     curves: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     walls: dict = defaultdict(list)
+    last: dict = defaultdict(dict)  # [agent id][bin] -> the largest env_steps logged in the bin (its label's end)
     for r in a.roots:
         for f in found[r]:
             if not (f.parent.parent / "config.yaml").is_file():
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> None:
             walls[m].append((f.parent.name, float(rows[-1]["time/wall_s"]), int(rows[-1]["env_steps"])))
             per: dict = defaultdict(lambda: defaultdict(list))
             for row in rows:
-                b = (int(row["env_steps"]) - 1) // a.bin
+                steps = int(row["env_steps"])
+                b = (steps - 1) // a.bin
+                last[m][b] = max(last[m].get(b, 0), steps)
                 for k in ("reward/extrinsic", "loss/entropy", "aux/IntentLoss/accuracy"):
                     if row.get(k):
                         per[b][k].append(float(row[k]))
@@ -61,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
         for b in sorted(curves[m]):
             d = curves[m][b]
             acc = d.get("aux/IntentLoss/accuracy")
-            print(f"{b * a.bin + 1:>6d}-{(b + 1) * a.bin:<7d} {np.mean(d['reward/extrinsic']):17.3f} "
+            # the bin's steps as far as the data reaches (a run of 2,048 steps is 1-2048, not 1-2560)
+            label = f"{b * a.bin + 1}-{last[m][b]}"
+            print(f"{label:>14s} {np.mean(d['reward/extrinsic']):17.3f} "
                   f"{np.mean(d['loss/entropy']):8.3f} {np.mean(acc) if acc else float('nan'):10.3f}  "
                   f"{len(d['reward/extrinsic'])}")
 

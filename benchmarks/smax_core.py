@@ -163,3 +163,8 @@ def unregister() -> None:
     if getattr(registry, "_smax_registered", False):
         registry._eps = registry._smax_orig_eps
         registry._smax_registered = False
+
+
+if __name__ == "__main__":  # a module, not a script: --help (or any run) says so and what to run instead
+    print("benchmarks/smax_core.py is a module (JaxMARL's SMAX as a coopsim scenario core), not a script; run "
+          "benchmarks/mappo_on_smax.py (its --help) to train on SMAX")
