@@ -394,3 +394,14 @@ def test_immp_learning_curve_labels_a_bin_by_the_data(tmp_path, capsys):
     load_benchmark("immp_learning_curve").main([str(tmp_path / "runs")])
     out = capsys.readouterr().out
     assert " 1-2048 " in out and "2560" not in out
+
+
+def test_resume_names_a_dropped_hook_mapping_not_not_set(tmp_path):
+    from coopsim.platform.training import train_main
+
+    run = train(tmp_path, intrinsic=hook("NoneUpdate"), steps=64)
+    with pytest.raises(ConfigError) as ei:
+        train_main(str(run / "config.yaml"), ["train.total_env_steps=128", "train.intrinsic=null"], str(run))
+    msg = str(ei.value)
+    assert f"train.intrinsic (run: {{'module': '{HERE}:NoneUpdate'}}, new: None)" in msg
+    assert "(run: (not set), new: None)" not in msg

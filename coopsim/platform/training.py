@@ -257,14 +257,22 @@ def resume_config(run_dir: Path, config_path: str, overrides: list[str]) -> tupl
     diffs = [(key, a.get(key, missing), b.get(key, missing)) for key in list(a) + [k for k in b if k not in a]
              if a.get(key, missing) != b.get(key, missing) and key not in RESUME_MAY_CHANGE]
     if diffs:
-        show = lambda v: "(not set)" if v is missing else repr(v)  # noqa: E731
+        def show(v: Any, flat: dict[str, Any] | None = None, key: str = "") -> str:
+            if v is not missing:
+                return repr(v)
+            # a key the flattening left out because its value is a mapping (train.intrinsic: {module, params}): the
+            # mapping, not "(not set)"
+            sub = {k[len(key) + 1:]: x for k, x in (flat or {}).items() if k.startswith(key + ".")}
+            return repr(sub) if sub else "(not set)"
+
         key, old, new = diffs[0]
         more = ""
         if len(diffs) > 1:  # every difference at once: the user fixes them in one go, not one per attempt
             more = (f"; {len(diffs) - 1} more key(s) differ: " + ", ".join(
-                f"{k} (run: {show(o)}, new: {show(n)})" for k, o, n in diffs[1:9]) + (" ..." if len(diffs) > 9 else ""))
-        raise ConfigError(f"--resume continues the run's stored config exactly, but the run has {key} {show(old)} and "
-                          f"the new config has {key} {show(new)}{more}; give the config the run was started with (only "
+                f"{k} (run: {show(o, a, k)}, new: {show(n, b, k)})" for k, o, n in diffs[1:9])
+                + (" ..." if len(diffs) > 9 else ""))
+        raise ConfigError(f"--resume continues the run's stored config exactly, but the run has {key} "
+                          f"{show(old, a, key)} and the new config has {key} {show(new, b, key)}{more}; give the config the run was started with (only "
                           f"the budget train.total_env_steps may change), or start a new run without --resume",
                           file=str(run_dir), key=key, value=None if new is missing else new)
     return stored, given
