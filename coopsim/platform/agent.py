@@ -54,7 +54,8 @@ class AgentPlugin(ABC):
 
     def __init__(self, scenario: "ScenarioCore", **params: Any):
         self.scenario = scenario
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
 
     def trained_on(self) -> dict[str, Any]:
         """``{"id", "params"}`` of the scenario, as a policy file records it

@@ -142,7 +142,8 @@ class Channel(ABC):
     Params: ClassVar[type[ChannelParams]] = ChannelParams
 
     def __init__(self, **params: Any):
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
 
     @abstractmethod
     def reset(self, seed: int | None, *, num_envs: int, num_agents: int, dt_s: float, scenario: Any = None) -> None:

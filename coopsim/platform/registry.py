@@ -137,6 +137,21 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
         raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix, owner=f"'{id_}'") from None
 
 
+def checked_params(model: type[BaseModel], params: dict[str, Any], owner: str) -> BaseModel:
+    """``params`` validated as ``model`` with the checks of :func:`validate_params` (:func:`reject_bools`,
+    :func:`pydantic_to_config_error`), for a component built directly in Python (``MAPFCore(num_agents=0)``), so it
+    refuses a bad param as ``make_scenario`` / ``make_component`` do; ``owner`` names the class in the message.
+
+    Raises:
+        ConfigError: names the key, the value and what is valid (no file).
+    """
+    reject_bools(params, model)
+    try:
+        return model(**params)
+    except ValidationError as exc:
+        raise pydantic_to_config_error(exc, model, file=None, owner=owner) from None
+
+
 def _fixed_hint(kind: str, id_: str, factory: Variant, k: str, value: Any, key_prefix: str) -> str:
     """What to do instead of setting a param an id fixes: pick the id that fixes it to ``value`` (listing the ids of
     the same family that fix ``k`` on the same class, e.g. every ``smac/<map>-v0``), or an id of the same class that

@@ -46,7 +46,8 @@ class Shield(ABC):
     requires: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **params: Any):
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
 
     def reset(self, seed: int | None, scenario: Any) -> None:
         """Start an episode in ``scenario`` (a batched core)."""

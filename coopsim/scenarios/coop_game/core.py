@@ -112,7 +112,8 @@ class CoopGameCore(ScenarioCore):
     team_reward: ClassVar[bool] = True  # every agent gets the team reward: the runner counts it once per step
 
     def __init__(self, num_envs: int = 1, **params):
-        self.params = p = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = p = checked_params(self.Params, params, type(self).__name__)
         self.num_envs = int(num_envs)
         self._never_reset = True
         rng = np.random.default_rng([p.world_seed, 7919])

@@ -53,7 +53,8 @@ class LineWalkCore(ScenarioCore):
     dt_s = 1.0
 
     def __init__(self, num_envs: int = 1, **params):
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
         p = self.params
         self.num_envs = int(num_envs)
         self._never_reset = True

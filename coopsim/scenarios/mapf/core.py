@@ -223,7 +223,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
     noop_action = 0
 
     def __init__(self, num_envs: int = 1, **params: Any):
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
         self._fixed: Optional[tuple[MapData, np.ndarray, np.ndarray]] = None
         self._init(int(num_envs))
 

@@ -58,7 +58,8 @@ class MPECore(ScenarioCore):
     accel = 5.0
 
     def __init__(self, num_envs: int = 1, **params: Any):
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
         self.num_envs = int(num_envs)
         self._never_reset = True
         self._build()

@@ -129,7 +129,8 @@ class PettingZooCore(ScenarioCore):
     example_params = {"env": "mpe2.simple_spread_v3:parallel_env", "env_kwargs": {"N": 3}}
 
     def __init__(self, num_envs: int = 1, envs: list | None = None, **params: Any):
-        self.params = self.Params(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(self.Params, params, type(self).__name__)
         if envs is None:
             if self.params.env is None:
                 raise ConfigError("give 'env' ('module:callable') or a list of envs", key="env")

@@ -188,15 +188,9 @@ def _params(params: dict) -> SMACParams:
     Raises:
         ConfigError: names the key (e.g. ``map_name``), the value and what is valid (the map names).
     """
-    from pydantic import ValidationError
+    from coopsim.platform.registry import checked_params
 
-    from coopsim.platform.registry import pydantic_to_config_error, reject_bools
-
-    reject_bools(params, SMACParams)
-    try:
-        return SMACParams(**params)
-    except ValidationError as exc:
-        raise pydantic_to_config_error(exc, SMACParams, file=None, owner="SMACCore") from None
+    return checked_params(SMACParams, params, "SMACCore")
 
 
 class SMACCore(RebindsViews, ScenarioCore):
