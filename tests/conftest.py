@@ -22,3 +22,15 @@ def _restore_signal_handlers():
     for s, h in saved.items():
         if signal.getsignal(s) is not h and h is not None:
             signal.signal(s, h)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One torch thread during the test (restored after): two threads on two busy shared cores run many times slower;
+    the trainer's default is 1 too. Used by tests/ppo (autouse there) and by training tests elsewhere."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

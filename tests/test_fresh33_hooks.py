@@ -32,12 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = __name__  # the module name pytest imported this file as: hook specs name their classes through it
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # --- hooks --------------------------------------------------------------------------------------------------------
