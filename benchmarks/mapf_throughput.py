@@ -37,8 +37,11 @@ Usage::
     .venv/bin/python benchmarks/mapf_throughput.py                # 3 repetitions (about 5-10 min on a busy box)
     .venv/bin/python benchmarks/mapf_throughput.py --reps 5       # steadier
     .venv/bin/python benchmarks/mapf_throughput.py --quick        # 1 repetition, short windows (smoke test)
+    .venv/bin/python benchmarks/mapf_throughput.py --reps 5 --out benchmarks/results/mapf_throughput.md
+                                                                  # regenerates the committed table (README's)
 
-Prints the table and writes ``benchmarks/results/mapf_throughput.md`` (markdown table + raw JSON; ``--out``).
+Prints the table and writes ``--out`` (markdown table + raw JSON; default ``runs/benchmarks/mapf_throughput.md``,
+so a trial run never overwrites the committed ``benchmarks/results/mapf_throughput.md``).
 """
 from __future__ import annotations
 
@@ -60,6 +63,8 @@ from _peer_venv import check_cpu_list, check_writable, ensure_peer_venv, install
 from coopsim.errors import float_at_least, int_at_least, run_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+#: where a run writes by default: runs/ is gitignored, so a trial run never overwrites the committed result
+DEFAULT_OUT = ROOT / "runs" / "benchmarks" / "mapf_throughput.md"
 VENV = ROOT / "bench-venvs" / "pogema"
 POGEMA_REQ = "pogema==1.4.0"
 #: what makes ``bench-venvs/pogema`` ready: POGEMA 1.4.0 installed whole, and it imports
@@ -197,7 +202,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="reset timing window per measurement (CPU s, > 0)")
     ap.add_argument("--cpu", default="0", help="CPU list for taskset ('' to not pin)")
     ap.add_argument("--quick", action="store_true", help="1 repetition, 0.5 s windows (smoke test)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mapf_throughput.md"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT),
+                    help="markdown report (table + raw JSON) to write (default runs/benchmarks/mapf_throughput.md; "
+                         "the committed result is benchmarks/results/mapf_throughput.md: pass --out there to "
+                         "regenerate it)")
     ap.add_argument("--worker", nargs=4, metavar=("MAP", "AGENTS", "ENVS", "SECONDS"), help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
@@ -278,7 +286,8 @@ def main(argv: list[str] | None = None) -> None:
     atomic_write_text(
         out,
         f"# MG-MAPF throughput vs POGEMA 1.4\n\n"
-        f"Produced by `.venv/bin/python benchmarks/mapf_throughput.py{' --quick' if a.quick else f' --reps {a.reps}'}` "
+        f"Produced by `.venv/bin/python benchmarks/mapf_throughput.py{' --quick' if a.quick else f' --reps {a.reps}'}"
+        f"{'' if out.resolve() == DEFAULT_OUT.resolve() else f' --out {a.out}'}` "
         f"on {started}; wall time {wall:.0f} s.\n\n"
         f"Machine: {machine['nproc']} CPUs ({machine['cpu_model']}), Python {machine['python']}, numpy "
         f"{numpy.__version__}; load average {load0[0]:.1f} at start and {machine['loadavg_end'][0]:.1f} at end "
