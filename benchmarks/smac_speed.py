@@ -27,7 +27,9 @@ Usage::
     .venv/bin/python benchmarks/smac_speed.py --quick         # 3m only, batch 1 and 64, one core
     .venv/bin/python benchmarks/smac_speed.py --only calibration --episodes 200
 
-Writes ``benchmarks/results/smac_speed.json`` and prints markdown tables with ratios coopsim / SMAX.
+Writes ``--out`` (default ``runs/benchmarks/smac_speed.json``, so a trial run never overwrites the committed
+``benchmarks/results/smac_speed.json``: pass ``--out benchmarks/results/smac_speed.json`` to regenerate it) and
+prints markdown tables with ratios coopsim / SMAX.
 """
 from __future__ import annotations
 
@@ -46,6 +48,8 @@ from _peer_venv import check_cpu_list, check_writable, ensure_peer_venv, install
 from coopsim.errors import ConfigError, float_at_least, int_at_least, run_script  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+#: where a run writes by default: runs/ is gitignored, so a trial run never overwrites the committed result
+DEFAULT_OUT = ROOT / "runs" / "benchmarks" / "smac_speed.json"
 VENV = ROOT / "bench-venvs" / "jaxmarl"
 WORKER = Path(__file__).with_name("_smax_worker.py")
 SPEED_MAPS = ("3m", "2s3z", "27m_vs_30m")
@@ -191,7 +195,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="timed seconds per coopsim / SMAX-call cell (> 0)")
     ap.add_argument("--calib-maps", nargs="+", default=None, help=f"calibration maps (default {' '.join(SHARED_MAPS)})")
     ap.add_argument("--episodes", type=int_at_least(1), default=200, help="calibration episodes per map and policy")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "smac_speed.json"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT),
+                    help="JSON file to write (default runs/benchmarks/smac_speed.json; the committed result is "
+                         "benchmarks/results/smac_speed.json: pass --out there to regenerate it)")
     ap.add_argument("--worker", nargs="*", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
