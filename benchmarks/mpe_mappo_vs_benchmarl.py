@@ -18,7 +18,11 @@ per-agent episode return (sum over the 25 steps of an agent's reward, mean over 
 Usage::
 
     .venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames 198000 --seeds 3
-      -> benchmarks/results/mpe_mappo_vs_benchmarl.{json,md}
+      -> runs/benchmarks/mpe_mappo_vs_benchmarl.{json,md}
+
+The committed result is ``benchmarks/results/mpe_mappo_vs_benchmarl.{json,md}``: pass
+``--out benchmarks/results/mpe_mappo_vs_benchmarl`` to regenerate it (the default keeps a trial run from
+overwriting it).
 """
 from __future__ import annotations
 
@@ -41,6 +45,8 @@ from coopsim.errors import ConfigError, int_at_least, run_script  # noqa: E402
 from coopsim.platform.stats import t_half_width  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+#: where a run writes by default: runs/ is gitignored, so a trial run never overwrites the committed result
+DEFAULT_OUT = ROOT / "runs" / "benchmarks" / "mpe_mappo_vs_benchmarl"
 VENV = ROOT / "bench-venvs" / "benchmarl"
 PEER_PIP = [["torch==2.13.0"], ["benchmarl==1.5.2"], ["pettingzoo[mpe]==1.24.3"]]
 #: what makes ``bench-venvs/benchmarl`` ready: BenchMARL 1.5.2 installed whole (pettingzoo, installed last, too), and
@@ -111,7 +117,7 @@ def write(results: list[dict], args, out: Path, t0: float) -> None:
         "total_wall_s": time.time() - t0, "rows": rows, "runs": results}, indent=1)
     lines = [f"# MAPPO on simple_spread (N = 3, 25-step episodes): coopsim vs BenchMARL, {args.frames} frames per seed",
              "", f"`.venv/bin/python benchmarks/mpe_mappo_vs_benchmarl.py --frames {args.frames} --seeds {args.seeds} "
-             f"--episodes {args.episodes}` ({time.strftime('%Y-%m-%d', time.gmtime())}, shared 2-core machine under load from "
+             f"--episodes {args.episodes}{'' if out.resolve() == DEFAULT_OUT.resolve() else f' --out {out}'}` ({time.strftime('%Y-%m-%d', time.gmtime())}, shared 2-core machine under load from "
              f"other jobs, both learners at the niceness of this process (the peer no longer niced 10 more) and one at a time; total wall time {time.time() - t0:.0f} s).", "",
              "Per-agent episode return (sum of an agent's reward over 25 steps, mean over agents; greedy actions, "
              f"{args.episodes} episodes per seed), mean +- 95% CI half-width over seeds.", "",
@@ -132,7 +138,10 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"env steps per learner and seed (a multiple of {FRAMES_PER_BATCH}, BenchMARL's batch)")
     ap.add_argument("--seeds", type=int_at_least(1), default=3, help="seeds 0..S-1 (>= 1)")
     ap.add_argument("--episodes", type=int_at_least(1), default=32, help="greedy evaluation episodes per seed")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "mpe_mappo_vs_benchmarl"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT),
+                    help="path of the report without suffix: writes OUT.json and OUT.md (default "
+                         "runs/benchmarks/mpe_mappo_vs_benchmarl; the committed result is "
+                         "benchmarks/results/mpe_mappo_vs_benchmarl: pass --out there to regenerate it)")
     ap.add_argument("--run-dir", default=str(ROOT / "runs" / "bench_mappo"))
     a = ap.parse_args(argv)
     if a.frames % FRAMES_PER_BATCH:  # the peer would refuse it only after coopsim's first seed had trained
