@@ -213,8 +213,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         **params: :class:`MGMAPFParams`.
 
     Raises:
-        pydantic.ValidationError: invalid params (the registry turns it into a ``ConfigError``).
-        ConfigError: a map, scen file or instance request that cannot be served (e.g. more agents than rows).
+        ConfigError: an invalid param (names the key and the value, as the registry does); a map, scen file or
+            instance request that cannot be served (e.g. more agents than rows).
         MapFormatError: a malformed map or scen file.
     """
 
