@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from coopsim.platform.comm import Feedback, MessageBatch
     from coopsim.platform.scenario import Obs, ScenarioCore
 
+#: largest agent ``seed`` param: 2**32 - 1, which every generator an agent seeds takes (numpy's ``default_rng``
+#: and legacy ``RandomState``, ``torch.Generator.manual_seed``); a larger or negative seed used to pass the params
+#: and fail as a traceback in the agent's first ``reset``. Run seeds are at most 2**31 - 1 (``SEED_MAX``).
+AGENT_SEED_MAX = 2**32 - 1
+
 
 class AgentParams(BaseModel):
     """Base params schema of an agent plugin."""

@@ -44,7 +44,7 @@ from coopsim.agents.ppo.agent import PPOAgent
 from coopsim.agents.ppo.config import PPOTrainConfig
 from coopsim.agents.ppo.networks import ValueNorm, flatten_obs, obs_dim
 from coopsim.errors import ConfigError
-from coopsim.platform.agent import AgentParams, AgentPlugin
+from coopsim.platform.agent import AGENT_SEED_MAX, AgentParams, AgentPlugin
 from coopsim.platform.registry import Variant
 
 from .highlevel import HighLevelParams, ScenarioPlanner, TeamPlanner
@@ -96,7 +96,7 @@ class IMMPParams(AgentParams):
                                                              "which an agent samples its order, 1..10000")
     cs_finished: Literal["sorted", "sampled"] = Field("sorted", description="'adaptive' order of agents that have "
                                                                              "finished all their goals")
-    seed: int = Field(0, ge=0, description="seed of the sampling generator")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the sampling generator, 0 .. 2**32-1")
     checkpoint: Optional[str] = Field(None, description="policy file loaded at construction (so `coopsim run` evaluates "
                                                         "it); 'shipped' = the checkpoint shipped for this variant; "
                                                         "'shipped-ppo' = IMMP's shipped policy before the intent "
@@ -304,7 +304,7 @@ class IMMPAgent(PPOAgent):
             out[e] = pibt_actions(cur, env.nbr, key[e], prio[e], env.w, env.h * env.w)
         return out
 
-    def receive(self, inbox, num_envs: int, obs=None):
+    def receive(self, inbox, num_envs: int, obs=None, *, finite: bool = True):
         """IMMP's low level sends no messages (only the high level's density map is shared): always None."""
         return None
 

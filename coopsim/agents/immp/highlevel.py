@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import sparse
 from scipy.sparse.csgraph import dijkstra
 
+from coopsim.platform.agent import AGENT_SEED_MAX
 from coopsim.scenarios.mapf.metrics import bfs_distances
 
 #: action id -> (dx, dy): 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1)
@@ -72,7 +73,7 @@ class HighLevelParams(BaseModel):
     spatial_weight: float = Field(0.5, ge=0, le=1, description="weight of the 4 neighbour cells in the smoothing, 0..1")
     path_stride: int = Field(2, ge=1, le=8, description="tour cells sampled every this many steps for the order cost, 1..8")
     num_waypoints: int = Field(4, ge=1, le=16, description="waypoints given to the low level, 1..16")
-    seed: int = Field(0, ge=0, description="seed of the group shuffles")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the group shuffles, 0 .. 2**32-1")
 
 
 def neighbour_table(blocked: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ from pydantic import Field
 
 from coopsim.agents.immp.highlevel import HighLevelParams, ScenarioPlanner
 from coopsim.errors import ConfigError
-from coopsim.platform.agent import AgentParams, AgentPlugin
+from coopsim.platform.agent import AGENT_SEED_MAX, AgentParams, AgentPlugin
 
 _REQUIRES = ("agent_xy", "goals_xy", "goals_visited", "map_data")
 
@@ -54,7 +54,7 @@ def _check(scenario) -> None:
 class PIBTParams(AgentParams):
     """Parameters of ``mapf/pibt-v0``."""
 
-    seed: int = Field(0, ge=0, description="seed of the random tie-breaking keys")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the random tie-breaking keys, 0 .. 2**32-1")
 
 
 def pibt_step(cur: np.ndarray, cand: np.ndarray, prio: np.ndarray, num_cells: int) -> np.ndarray:
@@ -214,7 +214,7 @@ class GreedyParams(AgentParams):
     """Parameters of ``mapf/greedy-waits-v0``."""
 
     patience: int = Field(3, ge=1, le=1000, description="blocked steps before a random free move, 1..1000")
-    seed: int = Field(0, ge=0, description="seed of the random moves and tie-breaks")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the random moves and tie-breaks, 0 .. 2**32-1")
 
 
 class GreedyWaitsAgent(_BaselineFollower):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from coopsim.platform.agent import AgentParams
+from coopsim.platform.agent import AGENT_SEED_MAX, AgentParams
 from coopsim.platform.trainer import TrainSchedule
 
 
@@ -16,7 +16,7 @@ class QMIXAgentParams(AgentParams):
     obs_last_action: bool = Field(True, description="feed each agent its own last action (one-hot)")
     obs_agent_id: bool = Field(True, description="feed each agent its slot one-hot (shared parameters)")
     epsilon: float = Field(0.0, ge=0.0, le=1.0, description="exploration when acting outside training (0 = greedy), in [0, 1]")
-    seed: int = Field(0, ge=0, description="seed of the exploration generator")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the exploration generator, 0 .. 2**32-1")
 
 
 class QMIXTrainConfig(TrainSchedule):

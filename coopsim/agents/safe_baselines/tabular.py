@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.errors import ConfigError
-from coopsim.platform.agent import AgentParams, AgentPlugin, Transition
+from coopsim.platform.agent import AGENT_SEED_MAX, AgentParams, AgentPlugin, Transition
 
 
 class TabularQParams(AgentParams):
@@ -31,7 +31,7 @@ class TabularQParams(AgentParams):
     epsilon_min: float = Field(0.02, ge=0, le=1, description="exploration floor, [0, 1]")
     optimistic_init: float = Field(0.0, description="initial Q value (return units)")
     greedy: bool = Field(False, description="evaluation mode: no exploration, no learning")
-    seed: int = Field(0, ge=0, description="seed of the exploration generator")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the exploration generator, 0 .. 2**32-1")
 
 
 class IndependentQAgent(AgentPlugin):

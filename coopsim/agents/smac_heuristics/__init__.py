@@ -12,7 +12,7 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.errors import ConfigError
-from coopsim.platform.agent import AgentParams, AgentPlugin
+from coopsim.platform.agent import AGENT_SEED_MAX, AgentParams, AgentPlugin
 
 _STOP, _NORTH, _SOUTH, _EAST, _WEST = 1, 2, 3, 4, 5
 _N_MOVE = 6
@@ -21,7 +21,7 @@ SMAC_LAYOUT = ("n_enemies", "n_allies", "enemy_feats", "ally_feats", "enemy_shie
 
 
 class RandomParams(AgentParams):
-    seed: int = Field(0, description="seed of the agent's own generator (any int)")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the agent's own generator, 0 .. 2**32-1")
 
 
 class RandomValidAgent(AgentPlugin):
