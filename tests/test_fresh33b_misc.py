@@ -131,3 +131,39 @@ def test_random_valid_negative_seed_validate_is_one_error_line(tmp_path):
                        env=ENV, cwd=tmp_path, timeout=120)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "agents.params.seed" in r.stderr and "-5" in r.stderr
+
+
+# --- N6: lagrangian-v0 refuses a cost table learned under other constraints ------------------------------------------
+
+ALL3 = ["separation", "resource", "connectivity"]
+
+
+def _tab(agent_id: str, **params):
+    sc = registry.make_scenario("coop_game/Grid4x4-v0", num_envs=1, **{"num_agents": 2, "constraints": ALL3, **params})
+    return registry.make_component("agent", agent_id, sc)
+
+
+@pytest.mark.parametrize("saved, key", [({"constraints": ["separation"]}, "constraints"), ({"cap": 2.0}, "cap"),
+                                        ({"min_dist": 2.0}, "min_dist"), ({"margin": 0.5}, "margin"),
+                                        ({"comm_range": 2.0}, "comm_range"), ({"start_spacing": 2.0}, "start_spacing")])
+def test_lagrangian_refuses_a_file_from_other_constraints_naming_the_key(tmp_path, saved, key):
+    """Its cost table qc is the expected constraint cost under the file's constraints: it used to load silently."""
+    path = tmp_path / "policy.pt"
+    _tab("safe_baselines/lagrangian-v0", **saved).save(path)
+    with pytest.raises(ConfigError) as e:
+        _tab("safe_baselines/lagrangian-v0").load(path)
+    assert e.value.key == f"scenario.params.{key}", str(e.value)
+    assert f"scenario.params.{key}={saved[key]!r}" in str(e.value) and "cost table" in str(e.value)
+    _tab("safe_baselines/lagrangian-v0", **saved).load(path)  # the same constraints load
+
+
+@pytest.mark.parametrize("agent_id", ["safe_baselines/iql-v0", "graph_safe-v0"])
+def test_iql_and_graph_safe_still_take_a_file_from_other_constraints(tmp_path, agent_id):
+    """Their values do not depend on the constraints (graph-safe's certificate reads them from this run's scenario;
+    IQL's team reward does not read them): unchanged."""
+    path = tmp_path / "policy.pt"
+    _tab(agent_id, constraints=["separation"], cap=2.0).save(path)
+    _tab(agent_id).load(path)
+    with pytest.raises(ConfigError) as e:  # the world itself is still compared
+        _tab(agent_id, world_seed=3).load(path)
+    assert e.value.key == "scenario.params.world_seed"

@@ -533,12 +533,13 @@ NOT_WORLD_PARAMS = frozenset({"num_agents", "constraints", "min_dist", "no_swap"
 _WORLD_KIND_PARAMS = {"grid": ("num_nodes",), "graph": ("height", "width", "obstacle_frac")}
 
 
-def world_mismatch(theirs: dict, ours: dict) -> list[str]:
-    """The scenario params (names, in ``ours``' order) that differ between the params a graph-safe policy file
-    records (``theirs``) and this run's (``ours``) and that the learned counts depend on: every param except
-    :data:`NOT_WORLD_PARAMS` (and, on ``coop_game``, those the other world kind ignores). A param present in only
-    one of them differs."""
-    skip = set(NOT_WORLD_PARAMS)
+def world_mismatch(theirs: dict, ours: dict, ignore: frozenset = NOT_WORLD_PARAMS) -> list[str]:
+    """The scenario params (names, in ``ours``' order) that differ between the params a policy file records
+    (``theirs``) and this run's (``ours``) and that the learned values depend on: every param except ``ignore``
+    (default :data:`NOT_WORLD_PARAMS`, what graph-safe's counts do not depend on; a learner whose values also
+    depend on the constraints passes a smaller set) and, on ``coop_game``, those the other world kind ignores. A
+    param present in only one of them differs."""
+    skip = set(ignore)
     kind = ours.get("world")
     if kind == theirs.get("world"):
         skip.update(_WORLD_KIND_PARAMS.get(kind, ()))
@@ -547,7 +548,7 @@ def world_mismatch(theirs: dict, ours: dict) -> list[str]:
     return [k for k in keys if k not in skip and theirs.get(k, missing) != ours.get(k, missing)]
 
 
-def check_policy_world(theirs: Any, ours: dict, file, *, held: str) -> bool:
+def check_policy_world(theirs: Any, ours: dict, file, *, held: str, ignore: frozenset = NOT_WORLD_PARAMS) -> bool:
     """Refuse a policy file learned in another world: the safety learners' ``load`` (graph-safe counts, the tabular
     baselines' Q-tables) compares the scenario record the file holds with this run's.
 
@@ -558,6 +559,7 @@ def check_policy_world(theirs: Any, ours: dict, file, *, held: str) -> bool:
         file: the policy file (named in the error).
         held: what holds only in the file's world and what that breaks here, for the message (e.g. ``"its Q-values
             hold only in the world they were learned in"``).
+        ignore: the scenario params not compared (:func:`world_mismatch`; default :data:`NOT_WORLD_PARAMS`).
 
     Returns:
         True when the file records its world (the same as this run's, as far as :func:`world_mismatch` compares);
@@ -569,7 +571,7 @@ def check_policy_world(theirs: Any, ours: dict, file, *, held: str) -> bool:
     """
     if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), dict):
         return False
-    diff = world_mismatch(theirs["params"], ours["params"])
+    diff = world_mismatch(theirs["params"], ours["params"], ignore)
     if diff:
         k = diff[0]
         tp, op = theirs["params"], ours["params"]

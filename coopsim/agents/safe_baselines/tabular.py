@@ -107,6 +107,12 @@ class IndependentQAgent(AgentPlugin):
 
     POLICY_FORMAT = "coopsim.safe_baselines.iql/1"
     POLICY_KIND = "safe_baselines/iql-v0"
+    #: scenario params a policy file's record may differ in (:func:`~coopsim.agents.graph_safe.agent.world_mismatch`):
+    #: the team reward does not read the constraints, so graph-safe's list (the table's shape covers num_agents and
+    #: max_steps)
+    from coopsim.agents.graph_safe.agent import NOT_WORLD_PARAMS as NOT_COMPARED
+    #: what the message says holds only where the file was learned
+    HELD = "its Q-values hold only in the world they were learned in"
 
     def policy_state(self) -> dict:
         """What :meth:`save` writes (and a training checkpoint holds under ``"policy"``): the tables and exploration
@@ -144,8 +150,8 @@ class IndependentQAgent(AgentPlugin):
         if np.shape(d["q"]) != self.q.shape:
             raise ConfigError(f"policy Q table has shape {np.shape(d['q'])} but this scenario gives {self.q.shape}",
                               file=str(file))
-        if not check_policy_world(d.get("scenario"), self.trained_on(), file,
-                                  held="its Q-values hold only in the world they were learned in"):
+        if not check_policy_world(d.get("scenario"), self.trained_on(), file, held=self.HELD,
+                                  ignore=self.NOT_COMPARED):
             warn_unrecorded_world(file, self.POLICY_KIND, "Q-values from another world need not hold here")
         for k in self.__getstate_dict__():
             setattr(self, k, d[k])
@@ -163,6 +169,12 @@ class LagrangianQAgent(IndependentQAgent):
     Params = LagrangianQParams
     POLICY_FORMAT = "coopsim.safe_baselines.lagrangian/1"
     POLICY_KIND = "safe_baselines/lagrangian-v0"
+    #: every scenario param is compared: the cost table ``qc`` is the expected constraint cost under the file's
+    #: constraints and their params (constraints, min_dist, no_swap, cap, group_size, load_frac, comm_range, margin)
+    #: and the starts (start_spacing) they were counted from
+    NOT_COMPARED: frozenset = frozenset()
+    HELD = ("its Q-values hold only in the world they were learned in, and its cost table only under the constraints "
+            "(and their params) it was learned under")
 
     def __init__(self, scenario, **params):
         super().__init__(scenario, **params)
