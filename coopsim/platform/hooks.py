@@ -30,20 +30,26 @@ itself with its own optimizer, and the trainer leaves its parameters out of the 
 A module that keeps state across steps (a receiver that holds the last copy of each sender) may also have
 ``new_episode(env_ids)``, called for the envs that start an episode.
 
-What the trainer checks of what a hook returns (:func:`check_bonus`, :func:`check_aux_loss`, :func:`check_stats`):
-``IntrinsicReward.reward`` a float tensor (or numpy array) of shape exactly ``[T, E, N]``, no broadcasting;
+What the trainer checks of what a hook returns (:func:`check_bonus`, :func:`check_aux_loss`, :func:`check_stats`,
+:func:`check_received`, :func:`check_messages`): ``IntrinsicReward.reward`` a float tensor (or numpy array) of shape
+exactly ``[T, E, N]``, no broadcasting -- detached and copied to the CPU (a reward carries no gradient: a bonus
+computed without ``torch.no_grad()`` never joins PPO's backward; the hook trains itself in ``update``);
 ``AuxiliaryLoss.loss`` a pair ``(0-dim float tensor, stats)``; ``update`` and the loss's statistics a dict of
-numbers (``None`` is read as ``{}``, "nothing to report"). Anything else is a :class:`~coopsim.errors.ConfigError`
-naming the hook's config key and class and what was expected against what came. A nan or inf in a bonus or an
-auxiliary loss stops training (:class:`~coopsim.errors.TrainingDiverged`, naming the key and the iteration) before it
-reaches the weights.
+numbers (``None`` is read as ``{}``, "nothing to report"; a string is refused); ``CommModule.receive`` a float array
+(or tensor) of shape exactly ``[E, N, input_dim]``, ``CommModule.messages`` a ``MessageBatch`` or None (checked
+in training and in the runner loop alike). Anything else is a :class:`~coopsim.errors.ConfigError` naming the
+hook's config key and class and what was expected against what came. A nan or inf in a bonus, an auxiliary loss or
+what ``receive`` returns stops training (:class:`~coopsim.errors.TrainingDiverged`, naming the key and the
+iteration) before it reaches the weights; a nan or inf statistic is logged as it is, with one warning.
 
 Exact ``--resume``: a hook's ``state_dict()`` / ``load_state_dict(s)`` must hold everything its ``update`` (or
 ``loss``) keeps between iterations -- counters, running statistics, its own numpy or torch generators -- or a resumed
 run continues from a restarted hook. (``nn.Module.state_dict`` holds parameters and buffers only.) One thing the
-trainer saves for every hook itself: the state of each ``torch.optim.Optimizer`` that is an attribute of the hook
-(e.g. an RND/FIM predictor's own Adam in ``self.opt``), restored after the hook's ``load_state_dict``. A hook
-without ``state_dict`` is not saved at all.
+trainer saves for every hook itself: the state of each ``torch.optim.Optimizer`` and LR scheduler
+(``torch.optim.lr_scheduler.LRScheduler``) the hook holds as an attribute (e.g. an RND/FIM predictor's own Adam in
+``self.opt``), in a list, tuple or dict attribute, or on an ``nn.Module`` or plain object attribute
+(:func:`coopsim.agents.ppo.trainer.hook_optimizers`), restored after the hook's ``load_state_dict``; one held deeper
+is named in a warning at the first checkpoint. A hook without ``state_dict`` is not saved at all.
 
 Hook params: a hook whose class has a pydantic ``Params`` model, or whose ``__init__`` parameters are annotated
 (``beta: float``), gets the run config's checks of component params before it is built: ``true`` for a number, a
@@ -102,7 +108,8 @@ class RolloutBatch:
         obs: float32 ``[T, E, N, D]`` flattened observations the agents acted on.
         next_obs: float32 ``[T, E, N, D]`` observations after the step (before any reset).
         actions: int64 ``[T, E, N]``.
-        rewards: float32 ``[T, E, N]`` extrinsic rewards.
+        rewards: float32 ``[T, E, N]`` extrinsic rewards (with ``train.bootstrap_truncated``, plus
+            ``gamma * V(final obs)`` at a step where an episode is cut by its time limit).
         alive: bool ``[T, E, N]`` slots that acted (only these count in any loss or bonus).
         dones: bool ``[T, E, N]`` the slot's episode ended with this step.
         state: float32 ``[T, E, S]`` global state, or None.
@@ -357,7 +364,12 @@ def _shape(x: Any) -> str:
 
 def check_bonus(value: Any, hook: Any, *, key: str, shape: tuple[int, int, int], file: str | None = None
                 ) -> "torch.Tensor":
-    """What ``IntrinsicReward.reward`` returned, as a float32 tensor ``[T, E, N]``.
+    """What ``IntrinsicReward.reward`` returned, as a float32 CPU tensor ``[T, E, N]`` without autograd history.
+
+    A tensor is detached and copied to the CPU: a reward is data, as in every RND / count-bonus implementation (the
+    bonus of a predictor computed without ``torch.no_grad()`` would otherwise join PPO's graph: with one minibatch
+    PPO's backward would add gradients to the hook's parameters, with more it fails on the freed graph). The hook
+    trains its parameters in ``update``; a bonus on a GPU is read like one on the CPU.
 
     Args:
         value: the return value: a float tensor or numpy array of shape exactly ``shape``.
@@ -365,7 +377,8 @@ def check_bonus(value: Any, hook: Any, *, key: str, shape: tuple[int, int, int],
 
     Raises:
         ConfigError: ``key``; another type, dtype (bool, integer) or shape (no broadcasting: ``[T, E, 1]`` or ``[N]``
-            is refused), naming the hook's class and the expected and the received shape.
+            is refused), naming the hook's class and the expected and the received shape; or a tensor whose values
+            cannot be read on the CPU (the ``meta`` device), naming the device.
     """
     import torch
 
@@ -383,7 +396,77 @@ def check_bonus(value: Any, hook: Any, *, key: str, shape: tuple[int, int, int],
     if not floating:
         raise ConfigError(f"{where} dtype {value.dtype}, expected a float tensor (float32) of shape (T, E, N) = "
                           f"{tuple(shape)}", file=file, key=key)
+    if isinstance(value, torch.Tensor):
+        value = _to_cpu(value.detach(), where, file=file, key=key)
     return torch.as_tensor(value, dtype=torch.float32)
+
+
+def _to_cpu(value: "torch.Tensor", where: str, *, file: str | None, key: str) -> "torch.Tensor":
+    """``value`` on the CPU (itself when it is there); a ConfigError naming ``where`` and the device when its values
+    cannot be copied (the ``meta`` device holds none)."""
+    if value.device.type == "cpu":
+        return value
+    try:
+        return value.to("cpu")
+    except (RuntimeError, NotImplementedError) as exc:
+        raise ConfigError(f"{where} a tensor on device {value.device} whose values cannot be copied to the CPU "
+                          f"({str(exc).splitlines()[0]})", file=file, key=key) from None
+
+
+def check_received(value: Any, hook: Any, *, key: str, shape: tuple[int, int, int], file: str | None = None
+                   ) -> np.ndarray:
+    """What ``CommModule.receive`` returned, as a float32 numpy array ``[E, N, input_dim]`` (a tensor is detached
+    and copied to the CPU first). Its values are not checked here: see :func:`non_finite_count`.
+
+    Raises:
+        ConfigError: ``key`` (``agents.params.comm``); not a float array or tensor, or not of shape exactly ``shape``
+            (the policy's input is ``input_dim`` wide), naming the hook's class and the expected and received shape.
+    """
+    import torch
+
+    where = f"{hook_name(hook)}.receive returned"
+    want = f"a float32 array of shape (E, N, input_dim) = {tuple(shape)}"
+    if isinstance(value, torch.Tensor):
+        floating = value.is_floating_point()
+    elif isinstance(value, np.ndarray):
+        floating = np.issubdtype(value.dtype, np.floating)
+    else:
+        raise ConfigError(f"{where} {type(value).__name__}, expected {want}", file=file, key=key)
+    if tuple(value.shape) != tuple(shape):
+        raise ConfigError(f"{where} shape {tuple(value.shape)}, expected {want} (input_dim is the module's "
+                          f"input_dim attribute; no broadcasting)", file=file, key=key)
+    if not floating:
+        raise ConfigError(f"{where} dtype {value.dtype}, expected {want}", file=file, key=key)
+    if isinstance(value, torch.Tensor):
+        value = _to_cpu(value.detach(), where, file=file, key=key).numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def non_finite_count(value: np.ndarray) -> tuple[int, int]:
+    """``(nan entries, inf entries)`` of a float array."""
+    return int(np.isnan(value).sum()), int(np.isinf(value).sum())
+
+
+def check_messages(value: Any, hook: Any, *, key: str, file: str | None = None) -> "MessageBatch | None":
+    """What ``CommModule.messages`` returned: a :class:`~coopsim.platform.comm.MessageBatch` or None (nothing sent).
+
+    Raises:
+        ConfigError: ``key``; another type, or a payload that is not a float array, naming the hook's class.
+    """
+    from coopsim.platform.comm import MessageBatch
+
+    if value is None:
+        return None
+    where = f"{hook_name(hook)}.messages returned"
+    if not isinstance(value, MessageBatch):
+        raise ConfigError(f"{where} a {type(value).__name__}, expected a MessageBatch (coopsim.platform.comm) or None",
+                          file=file, key=key)
+    payload = value.payload
+    if not (isinstance(payload, np.ndarray) and np.issubdtype(payload.dtype, np.floating)):
+        got = f"dtype {payload.dtype}" if isinstance(payload, np.ndarray) else f"a {type(payload).__name__}"
+        raise ConfigError(f"{where} a MessageBatch whose payload is {got}, expected a float32 numpy array [M, P]",
+                          file=file, key=key)
+    return value
 
 
 def check_aux_loss(value: Any, hook: Any, *, key: str, file: str | None = None
@@ -413,10 +496,12 @@ def check_aux_loss(value: Any, hook: Any, *, key: str, file: str | None = None
 
 def check_stats(value: Any, hook: Any, method: str, *, key: str, file: str | None = None) -> dict[str, float]:
     """Statistics a hook's ``method`` (``update``, ``loss``) returned: a dict ``{name: number}`` (a Python or numpy
-    number or a one-element tensor), as floats; None is ``{}``.
+    number or a one-element tensor), as floats; None is ``{}``. A nan or inf is kept (the trainer logs it and warns
+    once per statistic).
 
     Raises:
-        ConfigError: ``key``; not a dict, or a value that is not a number, naming the hook's class.
+        ConfigError: ``key``; not a dict, or a value that is not a number (a string such as ``"1.5"`` included),
+            naming the hook's class.
     """
     if value is None:
         return {}
@@ -426,6 +511,8 @@ def check_stats(value: Any, hook: Any, method: str, *, key: str, file: str | Non
                           f"({{}} or None for none)", file=file, key=key)
     out = {}
     for k, v in value.items():
+        if isinstance(v, (str, bytes)):  # float("1.5") would read it: a statistic is a number
+            raise ConfigError(f"{where} statistic {k!r} = {v!r:.60}, a string, expected a number", file=file, key=key)
         try:
             out[str(k)] = float(v)
         except (TypeError, ValueError, RuntimeError):

@@ -12,13 +12,17 @@ from pydantic import BaseModel, ValidationError
 from coopsim.errors import ConfigError
 from coopsim.platform.agent import AgentPlugin
 from coopsim.platform.comm import MessageBatch
-from coopsim.platform.hooks import CommModule, HookContext, load_hook
+from coopsim.platform.hooks import (CommModule, HookContext, check_messages, check_received, hook_name, load_hook,
+                                    non_finite_count)
 from coopsim.platform.registry import Variant
 
 from .config import PPOAgentParams, PPOTrainConfig
 from .networks import ActorCritic, ASNActorCritic, ValueNorm, flatten_obs, obs_dim
 
 CHECKPOINT_FORMAT = "coopsim.ppo/1"
+
+#: the config key of a PPO agent's comm module (named in what its checks refuse)
+COMM_KEY = "agents.params.comm"
 
 
 class PPOAgent(AgentPlugin):
@@ -169,15 +173,35 @@ class PPOAgent(AgentPlugin):
         """``{"obs": obs_flat}`` for a comm module with ``reads_obs`` (see :mod:`coopsim.platform.hooks`), else ``{}``."""
         return {"obs": obs_flat} if getattr(self.comm, "reads_obs", False) else {}
 
-    def receive(self, inbox: MessageBatch | None, num_envs: int, obs: np.ndarray | None = None) -> np.ndarray | None:
+    def receive(self, inbox: MessageBatch | None, num_envs: int, obs: np.ndarray | None = None, *,
+                finite: bool = True) -> np.ndarray | None:
         """float32 ``[E, N, comm_dim]`` policy input from ``inbox`` (zeros if None); ``obs`` float32 ``[E, N, D]``
-        goes to a comm module that reads observations."""
+        goes to a comm module that reads observations.
+
+        Raises:
+            ConfigError: key ``agents.params.comm``: what the module's ``receive`` returned is not a float array of
+                shape ``[E, N, input_dim]`` (:func:`~coopsim.platform.hooks.check_received`), or (``finite``; the
+                trainer checks that itself, as a divergence) holds a nan or inf.
+        """
         if self.comm is None:
             return None
         if inbox is None:
             return np.zeros((num_envs, self.num_agents, self.comm_dim), np.float32)
         kw = self.comm_obs(obs) if obs is not None else {}
-        return np.asarray(self.comm.receive(inbox, num_envs, self.num_agents, **kw), dtype=np.float32)
+        out = check_received(self.comm.receive(inbox, num_envs, self.num_agents, **kw), self.comm, key=COMM_KEY,
+                             shape=(num_envs, self.num_agents, self.comm_dim))
+        if finite:
+            nan, inf = non_finite_count(out)
+            if nan or inf:
+                raise ConfigError(f"{hook_name(self.comm)}.receive returned a non-finite policy input at {nan + inf} "
+                                  f"of {out.size} entries ({nan} nan, {inf} inf)", key=COMM_KEY)
+        return out
+
+    def messages(self, features: torch.Tensor, alive: np.ndarray, t: int, obs_flat: np.ndarray) -> MessageBatch | None:
+        """The comm module's outgoing messages of step ``t`` (features float32 ``[E, N, F]``), checked
+        (:func:`~coopsim.platform.hooks.check_messages`, key ``agents.params.comm``)."""
+        return check_messages(self.comm.messages(features, alive, t, float(self.scenario.dt_s), **self.comm_obs(obs_flat)),
+                              self.comm, key=COMM_KEY)
 
     def on_feedback(self, feedback) -> None:
         """Pass the channel's delivery feedback to the comm module (if it has ``on_feedback``)."""
@@ -225,7 +249,7 @@ class PPOAgent(AgentPlugin):
         actions[~alive] = self.scenario.noop_action
         out = None
         if self.comm is not None:
-            out = self.comm.messages(feat.reshape(e, n, -1), alive, self._t, float(self.scenario.dt_s), **self.comm_obs(flat))
+            out = self.messages(feat.reshape(e, n, -1), alive, self._t, flat)
         self._t += 1
         return actions, out
 

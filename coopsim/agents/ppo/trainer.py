@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import pickle
 import time
+import types
 from typing import Any
 
 import numpy as np
@@ -34,10 +35,10 @@ import torch.nn.functional as F
 from coopsim.errors import ConfigError, TrainingDiverged
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.hooks import (AuxiliaryLoss, IntrinsicReward, Minibatch, RolloutBatch, check_aux_loss, check_bonus,
-                                    check_stats, hook_name, load_hook)
+                                    check_stats, hook_name, load_hook, non_finite_count)
 from coopsim.platform.trainer import annealed_lr, entropy_coef  # noqa: F401 (entropy_coef: also this module's API)
 
-from .agent import PPOAgent, sample_categorical, sticky_logp, sticky_sample
+from .agent import COMM_KEY, PPOAgent, sample_categorical, sticky_logp, sticky_sample
 from .config import PPOTrainConfig, sticky_eps
 from .networks import flatten_obs
 
@@ -193,21 +194,100 @@ def check_rollout_memory(num_envs: int, rollout_steps: int, num_agents: int, per
         file=file, key="train.num_envs", value=num_envs)
 
 
-def hook_optimizers(hook: Any) -> dict[str, torch.optim.Optimizer]:
-    """The ``torch.optim.Optimizer`` attributes of a hook object (e.g. ``{"opt": Adam}`` of an RND-style intrinsic
-    reward that trains its predictor in ``update``), by attribute name; ``{}`` for None or a hook without any."""
-    return {k: v for k, v in sorted(getattr(hook, "__dict__", {}).items()) if isinstance(v, torch.optim.Optimizer)}
+#: what the trainer saves of a hook besides its own ``state_dict``: optimizers and learning-rate schedulers
+HOOK_OPTIM_TYPES = (torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)
+#: how deep :func:`hook_optimizers` saves them: 1 a hook's attribute, 2 one level below (an item of a list, tuple or
+#: dict attribute, or an attribute of an ``nn.Module`` or plain object attribute); one level further down they are
+#: only looked for, to be named in a warning (:func:`hook_optimizer_states`)
+HOOK_OPTIM_DEPTH = 2
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+_NOT_WALKED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType, torch.Tensor,
+               np.ndarray, np.random.Generator, torch.Generator, str, bytes) + HOOK_OPTIM_TYPES
+_MAX_ITEMS = 256  # a longer list or dict (a replay buffer) is not looked into
 
 
-def hook_optimizer_states(hook: Any) -> dict[str, dict[str, Any]]:
-    """``{attribute: optimizer.state_dict()}`` of :func:`hook_optimizers`, for the trainer's checkpoint: a hook's
-    ``state_dict`` (``nn.Module``'s holds parameters and buffers) need not hold them for an exact resume."""
-    return {k: opt.state_dict() for k, opt in hook_optimizers(hook).items()}
+def _members(obj: Any) -> list[tuple[str, Any]]:
+    """``(name, value)`` of what ``obj`` holds: a list's or tuple's items (by index), a dict's (by key), else its
+    attributes (``__dict__`` by name, an ``nn.Module``'s sub-modules included and its internal tables left out)."""
+    if isinstance(obj, (list, tuple)):
+        return [(str(i), v) for i, v in enumerate(obj)] if len(obj) <= _MAX_ITEMS else []
+    if isinstance(obj, dict):
+        return [(str(k), v) for k, v in obj.items()] if len(obj) <= _MAX_ITEMS else []
+    attrs = getattr(obj, "__dict__", None)
+    if not isinstance(attrs, dict):
+        return []
+    if isinstance(obj, torch.nn.Module):
+        attrs = {**{k: v for k, v in attrs.items() if k not in _MODULE_INTERNALS}, **obj._modules}
+    return sorted(attrs.items())
+
+
+def _find_hook_optimizers(hook: Any, depth: int) -> list[tuple[str, Any, int]]:
+    """``(path, object, level)`` of every optimizer or LR scheduler (:data:`HOOK_OPTIM_TYPES`) held by ``hook`` down to
+    ``depth`` levels (1: its attributes), breadth first; an object held twice is listed once, at its shallowest path
+    (``opt``, ``opts.0``, ``inner.opt``, ``scheds.warmup``)."""
+    if hook is None:
+        return []
+    found, seen = [], {id(hook)}
+    level = [("", hook)]
+    for d in range(1, depth + 1):
+        nxt = []
+        for prefix, obj in level:
+            for name, v in _members(obj):
+                if id(v) in seen:
+                    continue
+                seen.add(id(v))
+                if isinstance(v, HOOK_OPTIM_TYPES):
+                    found.append((prefix + name, v, d))
+                elif not isinstance(v, _NOT_WALKED) and (isinstance(v, (list, tuple, dict))
+                                                         or isinstance(getattr(v, "__dict__", None), dict)):
+                    nxt.append((f"{prefix}{name}.", v))
+        level = nxt
+    return found
+
+
+def hook_optimizers(hook: Any) -> dict[str, Any]:
+    """The optimizers (``torch.optim.Optimizer``) and learning-rate schedulers (``torch.optim.lr_scheduler.
+    LRScheduler``) of a hook object, by attribute path: its attributes (e.g. ``{"opt": Adam, "sched": StepLR}`` of an
+    RND-style intrinsic reward that trains its predictor in ``update``), the items of its list, tuple and dict
+    attributes (``"opts.0"``, ``"scheds.warmup"``) and the attributes of its ``nn.Module`` or plain object attributes
+    (``"inner.opt"``); ``{}`` for None or a hook without any."""
+    return {path: obj for path, obj, _ in _find_hook_optimizers(hook, HOOK_OPTIM_DEPTH)}
+
+
+def hook_optimizer_states(hook: Any, problems: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """``{path: state_dict()}`` of :func:`hook_optimizers`, for the trainer's checkpoint: a hook's ``state_dict``
+    (``nn.Module``'s holds parameters and buffers) need not hold them for an exact resume.
+
+    ``problems`` (a list, if given) receives one line per optimizer or scheduler that is not saved: one held a level
+    deeper than :data:`HOOK_OPTIM_DEPTH` (``"a.b.opt"``), or one whose ``state_dict()`` fails or cannot be pickled.
+    """
+    import pickle
+
+    out = {}
+    for path, obj, d in _find_hook_optimizers(hook, HOOK_OPTIM_DEPTH + 1):
+        kind = type(obj).__name__
+        if d > HOOK_OPTIM_DEPTH:
+            if problems is not None:
+                problems.append(f"the {kind} at {path} is held too deep to be saved (the trainer saves optimizers and "
+                                f"LR schedulers that are attributes of the hook, items of its lists, tuples and dicts, "
+                                f"or attributes of its sub-objects)")
+            continue
+        try:
+            state = obj.state_dict()
+            if isinstance(obj, torch.optim.lr_scheduler.LRScheduler):
+                pickle.dumps(state)  # (an optimizer's state is tensors and numbers; a scheduler's may hold anything)
+        except Exception as exc:  # noqa: BLE001 - the hook's object: name it, keep the checkpoint
+            if problems is not None:
+                problems.append(f"the {kind} at {path} cannot be saved ({type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else ''})")
+            continue
+        out[path] = state
+    return out
 
 
 def load_hook_optimizer_states(hook: Any, states: dict[str, dict[str, Any]] | None) -> None:
-    """Restore :func:`hook_optimizer_states` into the hook's optimizers of the same attribute names (after the hook's
-    own ``load_state_dict``, which may have restored them already: loading the same state twice is the same)."""
+    """Restore :func:`hook_optimizer_states` into the hook's optimizers and schedulers of the same paths (after the
+    hook's own ``load_state_dict``, which may have restored them already: loading the same state twice is the same)."""
     opts = hook_optimizers(hook)
     for k, s in (states or {}).items():
         if k in opts:
@@ -268,6 +348,9 @@ class PPOTrainer:
         self.channel = channel
         if agent.comm is not None and channel is None:
             raise ValueError("the agent has a comm module; give the trainer a channel (e.g. IdealChannel())")
+        self._stat_owner: dict[str, str] = {}  # hook statistic (metrics name) -> "key (pkg:Class.method)"
+        self._warned_stats: set[str] = set()
+        self._warned_unsaved = False  # hook optimizers that cannot be saved: named at the first checkpoint
         self.rng = np.random.default_rng([self.seed, 1])
         self.gen = torch.Generator().manual_seed(self.seed)
         self.env_steps = 0
@@ -314,6 +397,7 @@ class PPOTrainer:
         starts_b = np.zeros((T, E), bool)
         h0 = self.h.clone()
         episodes: list[dict[str, float]] = []
+        ext_sum = 0.0  # sum of the scenario's rewards over alive agent-steps (reward/extrinsic: no bootstrapped values)
 
         # 1. rollout ------------------------------------------------------------------------------
         t_rollout = time.perf_counter()
@@ -346,14 +430,14 @@ class PPOTrainer:
             obs_b[t], mask_b[t], alive_b[t], starts_b[t] = self.obs, masks, alive, self.starts
             act_b[t], logp_b[t], val_b[t] = torch.as_tensor(actions), logp.reshape(E, N), v.reshape(E, N)
             if agent.comm is not None:  # [HOOK comm] messages of step t leave now, arrive at t + 1
-                self.channel.send(self.t, agent.comm.messages(feat.reshape(E, N, -1), alive, self.t, float(core.dt_s),
-                                                              **agent.comm_obs(self.obs)))
+                self.channel.send(self.t, agent.messages(feat.reshape(E, N, -1), alive, self.t, self.obs))
 
             if cfg.sticky_eps > 0:  # only the sticky mixture reads it: no copy per step otherwise
                 self.prev_a = torch.tensor(actions)
             res = core.step(actions)
             next_obs = flatten_obs(res.obs, agent.obs_space)
             reward = np.where(alive, res.reward, 0.0).astype(np.float32)
+            ext_sum += float(reward[alive].sum(dtype=np.float64))  # the scenario's own rewards, before any bootstrap
             done = np.asarray(res.terminated) | np.asarray(res.truncated)
             # episode/return as the runner's episode_return: a team-reward scenario's shared reward once per step
             # (the mean over living slots), else the sum over agents
@@ -385,7 +469,12 @@ class PPOTrainer:
                 next_obs = flatten_obs(core.reset(env_ids=ids), agent.obs_space)
             self.obs = next_obs
             if agent.comm is not None:
-                self.inbox_in = agent.receive(self._fresh(self.channel.deliver(self.t)), E, obs=self.obs)
+                self.inbox_in = agent.receive(self._fresh(self.channel.deliver(self.t)), E, obs=self.obs, finite=False)
+                if not np.isfinite(self.inbox_in).all():  # [HOOK comm] before the policy reads it
+                    nan, inf = non_finite_count(self.inbox_in)
+                    raise self._diverged(f"{COMM_KEY} ({hook_name(agent.comm)}.receive) returned a non-finite policy "
+                                         f"input at {nan + inf} of {self.inbox_in.size} entries ({nan} nan, {inf} inf) "
+                                         f"at rollout step {t + 1} of {T}", key=COMM_KEY, in_rollout=True)
                 agent.on_feedback(self.channel.feedback(self.t))
         self.env_steps += T * E
         self.iteration += 1
@@ -394,7 +483,8 @@ class PPOTrainer:
         # 2. advantages ---------------------------------------------------------------------------
         alive_t = torch.as_tensor(alive_b)
         rewards = torch.as_tensor(rew_b)
-        extrinsic_mean = float(rewards[alive_t].mean()) if alive_t.any() else 0.0
+        n_alive = int(alive_t.sum())
+        extrinsic_mean = ext_sum / n_alive if n_alive else 0.0
         batch = RolloutBatch(obs=torch.as_tensor(obs_b), next_obs=torch.as_tensor(next_obs_b), actions=act_b,
                              rewards=rewards, alive=alive_t, dones=torch.as_tensor(done_b))
         stats: dict[str, float] = {}
@@ -402,17 +492,20 @@ class PPOTrainer:
             comm_stats = check_stats(agent.comm.update(batch), agent.comm, "update", key="agents.params.comm",
                                      file=self.file)
             stats.update({f"comm/{k}": v for k, v in comm_stats.items()})
+            self._stat_owner.update({f"comm/{k}": f"{COMM_KEY} ({hook_name(agent.comm)}.update)" for k in comm_stats})
         if self.intrinsic is not None:  # [HOOK intrinsic] bonus joins the reward before GAE
             bonus = check_bonus(self.intrinsic.reward(batch), self.intrinsic, key="train.intrinsic", shape=(T, E, N),
                                 file=self.file)
             bonus = torch.where(alive_t, bonus, torch.zeros(()))  # (not bonus * alive: a nan of a dead slot stays out)
             rewards = rewards + bonus
             if not bool(torch.isfinite(rewards).all()):  # one check per iteration
-                self._diverged_bonus(bonus, batch.rewards, alive_t)
+                self._diverged_bonus(bonus, batch.rewards, alive_t, scenario_finite=math.isfinite(ext_sum))
             stats["reward/intrinsic"] = float(bonus[alive_t].mean()) if alive_t.any() else 0.0
             istats = check_stats(self.intrinsic.update(batch), self.intrinsic, "update", key="train.intrinsic",
                                  file=self.file)
             stats.update({f"intrinsic/{k}": v for k, v in istats.items()})
+            self._stat_owner.update({f"intrinsic/{k}": f"train.intrinsic ({hook_name(self.intrinsic)}.update)"
+                                     for k in istats})
         if cfg.team_reward:
             team = (rewards * alive_t).sum(-1, keepdim=True) / alive_t.sum(-1, keepdim=True).clamp(min=1)
             rewards = team.expand_as(rewards) * (alive_t | cfg.death_masking)
@@ -481,7 +574,19 @@ class PPOTrainer:
             vals = [ep[k] for ep in episodes if k in ep and np.isfinite(ep[k])]
             if vals:
                 stats[k] = float(np.mean(vals))
+        self._warn_non_finite_stats(stats)
         return stats
+
+    def _warn_non_finite_stats(self, stats: dict[str, float]) -> None:
+        """One warning line (stderr) per hook statistic the first time it is nan or inf; it is logged as it is."""
+        import sys
+
+        for k, v in stats.items():
+            if k in self._stat_owner and not math.isfinite(v) and k not in self._warned_stats:
+                self._warned_stats.add(k)
+                print(f"warning: {self._stat_owner[k]} returned the statistic {k.split('/', 1)[1]!r} = {v} in "
+                      f"iteration {self.iteration}; it is logged as {k} = {v} (said once per statistic)",
+                      file=sys.stderr)
 
     def _update_minibatch(self, mb: dict[str, torch.Tensor], feat: torch.Tensor, acc: dict[str, list[float]]) -> None:
         cfg, net = self.cfg, self.net
@@ -520,6 +625,7 @@ class PPOTrainer:
                 acc.setdefault(f"aux/{name}", []).append(aval)
                 for k, val in astats.items():
                     acc.setdefault(f"aux/{name}/{k}", []).append(val)
+                    self._stat_owner[f"aux/{name}/{k}"] = f"{self.aux_keys[i]} ({hook_name(h)}.loss)"
         if not bool(torch.isfinite(loss)):
             parts = ", ".join(f"{k} {float(v.detach()):.4g}" for k, v in (("policy", pg), ("value", v_loss), ("entropy", ent)))
             raise self._diverged(f"the PPO loss is not finite ({parts}{self._hook_note()})")
@@ -539,31 +645,41 @@ class PPOTrainer:
             acc.setdefault(k, []).append(float(val.detach()))
 
     def _hook_note(self) -> str:
-        """``"; hooks: train.intrinsic (pkg:Class), ..."`` for a non-finite PPO loss of a run with hooks ("" without)."""
+        """``"; the run's hooks, a likely cause: train.intrinsic (pkg:Class), ..."`` for a non-finite PPO loss of a run
+        with hooks: the intrinsic reward, the auxiliary losses and the comm module ("" without any)."""
         hooks = ([("train.intrinsic", self.intrinsic)] if self.intrinsic is not None else []) + list(
             zip(self.aux_keys, self.aux))
+        comm = self.agent.comm
+        if comm is not None and all(h is not comm for _, h in hooks):  # (a comm module with a loss is an aux hook too)
+            hooks.append((COMM_KEY, comm))
         if not hooks:
             return ""
         return "; the run's hooks, a likely cause: " + ", ".join(f"{k} ({hook_name(h)})" for k, h in hooks)
 
-    def _diverged(self, what: str, key: str | None = None) -> TrainingDiverged:
-        """The error for a non-finite value met in the update of the current iteration."""
+    def _diverged(self, what: str, key: str | None = None, *, in_rollout: bool = False) -> TrainingDiverged:
+        """The error for a non-finite value met in the update of the current iteration (``in_rollout``: in the
+        rollout of the next one, before ``iteration`` and ``env_steps`` count it)."""
         T, E = self.cfg.rollout_steps, self.core.num_envs
-        return TrainingDiverged(f"{what} in iteration {self.iteration} (env steps {self.env_steps - T * E:,} to "
-                                f"{self.env_steps:,}); training stopped before the optimizer step", key=key,
-                                iteration=self.iteration)
+        it, end = (self.iteration + 1, self.env_steps + T * E) if in_rollout else (self.iteration, self.env_steps)
+        return TrainingDiverged(f"{what} in iteration {it} (env steps {end - T * E:,} to {end:,}); training stopped "
+                                f"before the optimizer step", key=key, iteration=it)
 
-    def _diverged_bonus(self, bonus: torch.Tensor, extrinsic: torch.Tensor, alive: torch.Tensor) -> None:
+    def _diverged_bonus(self, bonus: torch.Tensor, extrinsic: torch.Tensor, alive: torch.Tensor, *,
+                        scenario_finite: bool = True) -> None:
         """Raise :class:`TrainingDiverged` for an iteration whose rewards plus intrinsic bonus (float32 ``[T, E, N]``
-        each, ``alive`` bool ``[T, E, N]``) hold a nan or inf: the bonus's, the extrinsic rewards' or their sum's."""
+        each, ``alive`` bool ``[T, E, N]``) hold a nan or inf: the bonus's, the extrinsic rewards' (the scenario's own
+        unless ``scenario_finite``, else the value bootstrapped into them at a truncation) or their sum's."""
         bad = ~torch.isfinite(bonus) & alive
         name = f"train.intrinsic ({hook_name(self.intrinsic)}.reward)"
         if bool(bad.any()):
             nan = int((torch.isnan(bonus) & alive).sum())
             what = (f"{name} returned a non-finite bonus at {int(bad.sum())} of {int(alive.sum())} alive agent-steps "
                     f"({nan} nan, {int(bad.sum()) - nan} inf)")
-        elif not bool(torch.isfinite(extrinsic[alive]).all()):
+        elif not scenario_finite:
             raise self._diverged("the scenario's extrinsic rewards are not finite")
+        elif not bool(torch.isfinite(extrinsic[alive]).all()):  # gamma * V(final obs) added at a time-limit cut
+            raise self._diverged(f"the value bootstrapped at a truncated episode's end (train.bootstrap_truncated: "
+                                 f"gamma * V(final obs)) is not finite{self._hook_note()}")
         else:
             big = float(bonus[alive].abs().max()) if bool(alive.any()) else 0.0
             what = f"{name}: the rewards plus its bonus overflow float32 (largest |bonus| {big:.3g})"
@@ -589,9 +705,9 @@ class PPOTrainer:
             "optimizer": self.optimizer.state_dict(),
             "intrinsic": hook_state(self.intrinsic),
             "aux": [hook_state(h) for h in self.aux],
-            # each hook's own optimizers (an RND/FIM predictor's Adam): nn.Module.state_dict does not hold them
-            "hook_optimizers": {"intrinsic": hook_optimizer_states(self.intrinsic),
-                                "aux": [hook_optimizer_states(h) for h in self.aux]},
+            # each hook's own optimizers and LR schedulers (an RND/FIM predictor's Adam): nn.Module.state_dict does
+            # not hold them
+            "hook_optimizers": self._hook_optimizer_states(),
             "world": pickle.dumps((self.core, self.channel)),  # arrays + numpy generators of every env
             "rng": self.rng.bit_generator.state, "gen": self.gen.get_state(),
             "carry": dict(obs=self.obs, h=self.h, starts=self.starts, hist=self.hist, t=self.t, episode_t0=self.episode_t0,
@@ -603,6 +719,25 @@ class PPOTrainer:
             "comm_runtime": (self.agent.comm.runtime_state() if self.agent.comm is not None
                              and callable(getattr(self.agent.comm, "runtime_state", None)) else None),
         }
+
+    def _hook_optimizer_states(self) -> dict[str, Any]:
+        """``{"intrinsic": states, "aux": [states, ...]}`` of :func:`hook_optimizer_states`; the first time, one warning
+        line (stderr) per optimizer or scheduler of a hook that is not saved (its resume would not be exact)."""
+        problems: list[tuple[str, Any, list[str]]] = []
+        out = {"intrinsic": hook_optimizer_states(self.intrinsic, p := []), "aux": []}
+        problems.append(("train.intrinsic", self.intrinsic, p))
+        for key, h in zip(self.aux_keys, self.aux):
+            out["aux"].append(hook_optimizer_states(h, p := []))
+            problems.append((key, h, p))
+        if not self._warned_unsaved:
+            import sys
+
+            self._warned_unsaved = True
+            for key, h, lines in problems:
+                for line in lines:
+                    print(f"warning: {key} ({hook_name(h)}): {line}; a --resume of this checkpoint restarts it (save "
+                          f"it in the hook's state_dict() / load_state_dict())", file=sys.stderr)
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pol = state["policy"]
