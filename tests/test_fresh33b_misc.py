@@ -167,3 +167,39 @@ def test_iql_and_graph_safe_still_take_a_file_from_other_constraints(tmp_path, a
     with pytest.raises(ConfigError) as e:  # the world itself is still compared
         _tab(agent_id, world_seed=3).load(path)
     assert e.value.key == "scenario.params.world_seed"
+
+
+# --- N9: a table shape mismatch names the scenario param that differs -------------------------------------------------
+
+@pytest.mark.parametrize("agent_id", ["safe_baselines/iql-v0", "safe_baselines/lagrangian-v0"])
+@pytest.mark.parametrize("here, key", [({"max_steps": 12}, "scenario.params.max_steps"),
+                                       ({"num_agents": 3}, "scenario.params.num_agents")])
+def test_tabular_shape_mismatch_names_the_param(tmp_path, agent_id, here, key):
+    """Used to be "policy Q table has shape (9, 2, 16, 5) but this scenario gives (13, 2, 16, 5)", no key."""
+    path = tmp_path / "policy.pt"
+    _tab(agent_id).save(path)
+    with pytest.raises(ConfigError) as e:
+        _tab(agent_id, **here).load(path)
+    assert e.value.key == key, str(e.value)
+    k = key.rsplit(".", 1)[1]
+    default = 8 if k == "max_steps" else 2  # Grid4x4-v0: max_steps 8
+    assert f"{key}={default!r} (this run: {here[k]!r})" in str(e.value) and "Q table shape" in str(e.value)
+
+
+def test_tabular_shape_mismatch_other_scenario_id_is_keyed_scenario_id(tmp_path):
+    path = tmp_path / "policy.pt"
+    _tab("safe_baselines/iql-v0").save(path)
+    sc = registry.make_scenario("coop_game/Grid5x5-v0", num_envs=1, num_agents=2, constraints=ALL3)
+    with pytest.raises(ConfigError) as e:
+        registry.make_component("agent", "safe_baselines/iql-v0", sc).load(path)
+    assert e.value.key == "scenario.id" and "coop_game/Grid4x4-v0" in str(e.value), str(e.value)
+
+
+def test_graph_safe_shape_mismatch_names_the_param(tmp_path):
+    path = tmp_path / "policy.pt"
+    _tab("graph_safe-v0").save(path)
+    sc = registry.make_scenario("coop_game/Grid-v0", num_envs=1, num_agents=2, constraints=ALL3, height=4, width=5)
+    with pytest.raises(ConfigError) as e:
+        registry.make_component("agent", "graph_safe-v0", sc).load(path)
+    assert e.value.key in ("scenario.id", "scenario.params.width"), str(e.value)
+    assert "scenario.params.width=4 (this run: 5)" in str(e.value), str(e.value)

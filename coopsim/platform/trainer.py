@@ -296,7 +296,9 @@ def _registered_id(cls: type, params: Any) -> str | None:
 #: what each size a policy file records means, for :func:`policy_size_mismatch`
 POLICY_SIZES = {"obs_dim": "observation width per agent", "in_dim": "agent network input width",
                 "num_agents": "agents", "n_agents": "agents", "num_actions": "actions per agent",
-                "n_actions": "actions per agent", "state_dim": "global state width"}
+                "n_actions": "actions per agent", "state_dim": "global state width",
+                "q_shape": "Q table shape (horizon + 1, agents, cells, actions)",
+                "model_shape": "count table shape (cells, actions, outcomes)"}
 
 
 def warn_other_scenario(path: Any, trained_on: Any, this_run: dict | None) -> None:

@@ -450,9 +450,11 @@ class GraphSafeAgent(AgentPlugin):
         d, file = read_policy(path, POLICY_FORMAT, "graph_safe-v0")
         model = _checked_policy(d, file)
         shape = np.shape(model["seen"])
-        if shape != self.model.seen.shape:
-            raise ConfigError(f"policy model has shape {shape} but this scenario gives {self.model.seen.shape}",
-                              file=str(file))
+        if shape != self.model.seen.shape:  # names the scenario param that differs (height, num_nodes, ...)
+            from coopsim.platform.trainer import policy_size_mismatch
+
+            raise policy_size_mismatch("model_shape", shape, self.model.seen.shape, d.get("scenario"),
+                                       self.trained_on(), file=str(file))
         recorded = check_policy_world(d.get("scenario"), self.trained_on(), file, held=(
             "its counts (and the outcomes they ruled out) hold only in the world they were learned in, so the "
             "certificate would not be sound here"))

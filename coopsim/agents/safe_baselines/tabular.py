@@ -137,8 +137,9 @@ class IndependentQAgent(AgentPlugin):
         without that record loads with a warning that its world cannot be checked.
 
         Raises:
-            ConfigError: a policy of another agent, or one of another scenario (its table's shape differs) or world
-                (key ``scenario.params.<k>``).
+            ConfigError: a policy of another agent, or one of another scenario (its table's shape differs: key
+                ``scenario.params.<k>`` or ``scenario.id`` when the file records one differing param or another id,
+                :func:`~coopsim.platform.trainer.policy_size_mismatch`) or world (key ``scenario.params.<k>``).
         """
         from coopsim.agents.graph_safe.agent import check_policy_world, warn_unrecorded_world
         from coopsim.agents.graph_safe.train import read_policy
@@ -147,9 +148,11 @@ class IndependentQAgent(AgentPlugin):
         missing = set(self.__getstate_dict__()) - set(d)
         if missing:
             raise ConfigError(f"not a {self.POLICY_KIND} policy file (no {sorted(missing)})", file=str(file))
-        if np.shape(d["q"]) != self.q.shape:
-            raise ConfigError(f"policy Q table has shape {np.shape(d['q'])} but this scenario gives {self.q.shape}",
-                              file=str(file))
+        if np.shape(d["q"]) != self.q.shape:  # names the scenario param that differs (max_steps, num_agents, ...)
+            from coopsim.platform.trainer import policy_size_mismatch
+
+            raise policy_size_mismatch("q_shape", np.shape(d["q"]), self.q.shape, d.get("scenario"),
+                                       self.trained_on(), file=str(file))
         if not check_policy_world(d.get("scenario"), self.trained_on(), file, held=self.HELD,
                                   ignore=self.NOT_COMPARED):
             warn_unrecorded_world(file, self.POLICY_KIND, "Q-values from another world need not hold here")
