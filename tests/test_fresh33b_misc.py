@@ -203,3 +203,26 @@ def test_graph_safe_shape_mismatch_names_the_param(tmp_path):
         registry.make_component("agent", "graph_safe-v0", sc).load(path)
     assert e.value.key in ("scenario.id", "scenario.params.width"), str(e.value)
     assert "scenario.params.width=4 (this run: 5)" in str(e.value), str(e.value)
+
+
+# --- N8: count_violations with an agent index >= N ---------------------------------------------------------------------
+
+def test_count_violations_agent_index_out_of_range_names_constraint_and_n():
+    """Used to be a raw 'IndexError: index 5 is out of bounds for axis 1 with size 3'."""
+    import numpy as np
+
+    from coopsim.safety.constraints import KeepConnected, Separation, count_violations
+
+    p = np.zeros((2, 3, 2))
+    p[:, :, 0] = np.arange(3)
+    for c in (Separation(min_dist=1.0, agents=(0, 5)), KeepConnected(range_m=2.0, agents=(1, 3))):
+        with pytest.raises(ValueError) as e:
+            count_violations([c], p, p, np.zeros((2, 3)))
+        msg = str(e.value)
+        assert f"'{c.name}'" in msg and "N=3" in msg and type(c).__name__ in msg, msg
+    # in range: counted as before
+    got = count_violations([Separation(min_dist=1.5, agents=(0, 2)), Separation(min_dist=1.5, agents=(0, 1))],
+                           p, p, np.zeros((2, 3)))
+    assert got["separation"].tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="a sequence of constraints"):
+        count_violations(Separation(min_dist=1.0), p, p, np.zeros((2, 3)))

@@ -62,9 +62,17 @@ class Constraint:
             object.__setattr__(self, "agents", _int_tuple(self, "agents", self.agents, ge=0, unique=True))
 
     def members(self, num_agents: int) -> np.ndarray:
-        """int64 ``[n]`` indices of the agents this constraint involves."""
+        """int64 ``[n]`` indices of the agents this constraint involves.
+
+        Raises:
+            ValueError: ``agents`` names an index >= ``num_agents`` (naming the constraint and N).
+        """
         if self.agents is None:
             return np.arange(num_agents, dtype=np.int64)
+        out = [i for i in self.agents if i >= num_agents]
+        if out:
+            raise ValueError(f"{type(self).__name__} '{self.name}': agents {tuple(self.agents)} names agent {out[0]}, "
+                             f"but there are N={num_agents} agents (indices 0..{num_agents - 1})")
         return np.asarray(self.agents, dtype=np.int64)
 
 
@@ -309,8 +317,13 @@ def count_violations(constraints, positions, next_positions, next_loads) -> dict
         ValueError: ``positions`` is not 3-D, or the shapes do not agree (``next_positions`` not ``positions``' shape,
             ``next_loads`` not its ``[E, N]``: another number of envs or agents; naming both shapes); a position or
             load is NaN or infinite (naming the argument, env and agent): a non-finite position is neither "apart" nor
-            "together", so it is refused rather than counted as no violation.
+            "together", so it is refused rather than counted as no violation; a constraint's ``agents`` names an
+            index >= N (naming the constraint and N).
+        TypeError: ``constraints`` is one constraint rather than a sequence of them.
     """
+    if isinstance(constraints, Constraint):  # used to be "TypeError: 'Separation' object is not iterable"
+        raise TypeError(f"count_violations: constraints must be a sequence of constraints (e.g. [{type(constraints).__name__}"
+                        f"(...)]); got one {type(constraints).__name__}")
     positions, next_positions, next_loads = _float64(positions), _float64(next_positions), _float64(next_loads)
     if positions.ndim != 3:
         raise ValueError(f"count_violations: positions must be [E, N, d] (envs, agents, coordinates); got shape "
