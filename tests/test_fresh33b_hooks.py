@@ -1,4 +1,4 @@
-"""fresh33b N1, N2 (N5, N10, N11 follow): the PPO trainer's hooks.
+"""fresh33b N1, N2, N5, N10, N11: the PPO trainer's hooks (and N4 for PPO's own seed param).
 
 N1 a bonus that carries autograd (no ``torch.no_grad()``) or lives on another device is detached and copied to the
 CPU (one on the meta device, which holds no values, is refused naming the key). N2 what a comm module's ``receive``
@@ -325,3 +325,75 @@ def test_the_ppo_loss_note_names_the_comm_module(tmp_path, monkeypatch):
                                                r"agents\.params\.comm \(coopsim\.agents\.ppo\.hook_examples:"
                                                r"MeanBroadcast\)\)"):
         train(tmp_path, "agents.params.comm={module: coopsim.agents.ppo.hook_examples:MeanBroadcast}", steps=64)
+
+
+# --- N5 ------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["SchedRND", "ListRND", "NestedRND"])
+def test_a_hook_with_a_scheduler_or_a_held_optimizer_resumes_exactly(tmp_path, name, capsys):
+    from coopsim.platform.training import train_main
+
+    full = train(tmp_path / "full", intrinsic=hook(name), steps=256, checkpoint_every=128)
+    part = train(tmp_path / "part", intrinsic=hook(name), steps=128, checkpoint_every=128)
+    train_main(str(part / "config.yaml"), ["train.total_env_steps=256"], str(part))
+    a, b = read_metrics(full / "seed-0"), read_metrics(part / "seed-0")
+    assert len(a) == 4 and len({r["intrinsic/lr"] for r in a}) > 1  # the lr changes within the run
+    assert a == b
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_hook_optimizers_finds_them_by_path():
+    from coopsim.agents.ppo.trainer import hook_optimizer_states, hook_optimizers
+
+    h = NestedRND()
+    h.setup(type("Ctx", (), {"seed": 0, "obs_dim": 5})())
+    assert sorted(hook_optimizers(h)) == ["box.sched", "inner.adam"]
+    h = ListRND()
+    h.setup(type("Ctx", (), {"seed": 0, "obs_dim": 5})())
+    assert sorted(hook_optimizer_states(h)) == ["opts.0", "scheds.decay"]
+
+
+def test_an_optimizer_held_too_deep_is_named_once_at_the_first_checkpoint(tmp_path, capsys):
+    train(tmp_path, intrinsic=hook("DeepRND"), steps=192, checkpoint_every=64)
+    err = capsys.readouterr().err
+    line = (f"warning: train.intrinsic ({HERE}:DeepRND): the Adam at box.opts.0 is held too deep to be saved")
+    assert err.count(line) == 1, err
+    assert "a --resume of this checkpoint restarts it" in err
+
+
+# --- N10 -----------------------------------------------------------------------------------------------------------
+def test_reward_extrinsic_has_no_bootstrapped_values(tmp_path):
+    """LineWalk gives -1 per alive step; episodes cut at 4 steps bootstrap V(final obs), which learns the bonus."""
+    run = train(tmp_path, intrinsic=hook("BigBonus"), steps=256, scenario={"max_steps": 4})
+    rows = read_metrics(run / "seed-0")
+    assert [float(r["reward/extrinsic"]) for r in rows] == [-1.0] * 4
+    assert float(rows[-1]["reward/intrinsic"]) == 1e6
+
+
+# --- N11 -----------------------------------------------------------------------------------------------------------
+def test_a_divergence_names_the_seeds_not_started(tmp_path):
+    with pytest.raises(TrainingDiverged) as ei:
+        train(tmp_path, intrinsic=hook("NaNLater"), steps=128, seeds=(0, 1, 2))
+    msg = str(ei.value)
+    assert "returned a non-finite bonus" in msg and "seed-0" in msg
+    assert msg.endswith("; seeds 1, 2 of this run were not started (the seeds train one after another)")
+
+
+def test_a_string_statistic_is_refused_and_a_nan_one_is_warned_about_once(tmp_path, capsys):
+    with pytest.raises(ConfigError, match=rf"key 'train\.intrinsic': {HERE}:StringStat\.update returned statistic "
+                                          r"'s' = '1\.5', a string, expected a number"):
+        train(tmp_path / "s", intrinsic=hook("StringStat"), steps=64)
+    run = train(tmp_path / "n", intrinsic=hook("NaNStat"), steps=128)
+    assert [r["intrinsic/x"] for r in read_metrics(run / "seed-0")] == ["nan", "nan"]
+    err = capsys.readouterr().err
+    assert err.count("warning: train.intrinsic") == 1
+    assert (f"warning: train.intrinsic ({HERE}:NaNStat.update) returned the statistic 'x' = nan in iteration 1; it is "
+            f"logged as intrinsic/x = nan") in err
+
+
+# --- N4 (PPO's own seed param) -------------------------------------------------------------------------------------
+def test_a_ppo_seed_beyond_2_32_is_a_config_error(tmp_path):
+    from coopsim.platform.config import load_config
+
+    with pytest.raises(ConfigError, match=r"key 'agents\.params\.seed': invalid value 18446744073709551616: Input "
+                                          r"should be less than or equal to 4294967295"):
+        load_config(str(config(tmp_path, agents={"seed": 2**64})))

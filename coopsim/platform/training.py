@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from coopsim.errors import ConfigError, in_file
+from coopsim.errors import ConfigError, TrainingDiverged, in_file
 from coopsim.platform import registry
 from coopsim.platform.config import RunConfig, blame_override, dump_config, load_config
 from coopsim.platform.recorder import WriteError, atomic_write_json, atomic_write_text, new_run_dir
@@ -473,6 +473,14 @@ def _train_main(config_path: str, overrides: list[str], resume: str | None, info
         if info is not None:
             info(f"stopped: {exc.kept or 'no checkpoint was written: --resume starts every seed over'}")
         raise
+    except TrainingDiverged as exc:  # seeds train one after another: say which ones this stop leaves untrained
+        rest = list(cfg.seeds)[list(cfg.seeds).index(running) + 1:] if running in cfg.seeds else []
+        if not rest:
+            raise
+        which = f"seed {rest[0]}" if len(rest) == 1 else "seeds " + ", ".join(str(r) for r in rest)
+        raise TrainingDiverged(f"{exc.message}; {which} of this run {'was' if len(rest) == 1 else 'were'} not "
+                               f"started (the seeds train one after another)", key=exc.key,
+                               iteration=exc.iteration) from None
     except WriteError as exc:  # a full disk, say: every file written before is whole (atomic writes)
         exc.kept = _write_failure_kept(run_dir, cfg.seeds, schedule.total_env_steps)
         exc.run_dir = run_dir  # the CLI names it in its resume hint

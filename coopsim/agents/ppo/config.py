@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from coopsim.platform.agent import AgentParams
+from coopsim.platform.agent import AGENT_SEED_MAX, AgentParams
 from coopsim.platform.trainer import TrainSchedule
 
 
@@ -38,7 +38,8 @@ class PPOAgentParams(AgentParams):
     comm: dict[str, Any] | None = Field(
         None, description="communication module {module: 'pkg.mod:Class', params: {...}} (coopsim.platform.hooks.CommModule)")
     deterministic: bool = Field(True, description="act by argmax (True, evaluation) or by sampling (False)")
-    seed: int = Field(0, ge=0, description="seed of the sampling generator when deterministic is False")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX,
+                      description="seed of the sampling generator when deterministic is False, 0 .. 2**32-1")
 
     @field_validator("critic_obs")
     @classmethod
