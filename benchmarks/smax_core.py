@@ -165,6 +165,13 @@ def unregister() -> None:
         registry._smax_registered = False
 
 
-if __name__ == "__main__":  # a module, not a script: --help (or any run) says so and what to run instead
+def main() -> None:
+    """Run as a script (any arguments, --help too): say that this is a module and what to run instead."""
     print("benchmarks/smax_core.py is a module (JaxMARL's SMAX as a coopsim scenario core), not a script; run "
           "benchmarks/mappo_on_smax.py (its --help) to train on SMAX")
+
+
+if __name__ == "__main__":  # a module, not a script
+    from coopsim.errors import run_script
+
+    run_script(main)
