@@ -226,3 +226,82 @@ def test_count_violations_agent_index_out_of_range_names_constraint_and_n():
     assert got["separation"].tolist() == [1.0, 1.0]
     with pytest.raises(TypeError, match="a sequence of constraints"):
         count_violations(Separation(min_dist=1.0), p, p, np.zeros((2, 3)))
+
+
+# --- N7: direct construction checks num_envs, quoted numbers and a variant's fixed params -----------------------------
+
+def _cores():
+    from coopsim.scenarios.coop_game.core import CoopGameCore
+    from coopsim.scenarios.line import LineWalkCore
+    from coopsim.scenarios.mapf.core import MGMAPFCore
+    from coopsim.scenarios.mpe.tasks import SimpleSpreadCore
+
+    return [MGMAPFCore, LineWalkCore, CoopGameCore, SimpleSpreadCore]
+
+
+@pytest.mark.parametrize("num_envs", [2.5, 0, -1, True, "2"])
+def test_core_built_directly_refuses_a_bad_num_envs(num_envs):
+    """MGMAPFCore(num_envs=2.5) built 2 envs, num_envs=0 failed in numpy; LineWalkCore(num_envs=0) built a 0-env core."""
+    for cls in _cores():
+        with pytest.raises(ConfigError, match=r"num_envs must be an integer >= 1") as e:
+            cls(num_envs=num_envs)
+        assert repr(num_envs) in str(e.value), (cls, str(e.value))
+
+
+def test_core_built_directly_takes_an_integer_num_envs():
+    import numpy as np
+
+    for cls in _cores():
+        assert cls(num_envs=2).num_envs == 2 and cls(num_envs=np.int64(3)).num_envs == 3
+
+
+def test_mapf_from_instance_refuses_a_bad_num_envs():
+    from coopsim.scenarios.mapf.core import MGMAPFCore
+
+    with pytest.raises(ConfigError, match="num_envs must be an integer >= 1"):
+        MGMAPFCore.from_instance(object(), num_envs=0)  # checked before the instance is read
+
+
+@pytest.mark.parametrize("build, key", [
+    (lambda: _cores()[0](max_steps="3"), "max_steps"),
+    (lambda: _cores()[1](num_agents="3"), "num_agents"),
+    (lambda: _cores()[2](slip="0.1"), "slip"),
+])
+def test_core_built_directly_refuses_a_quoted_number(build, key):
+    """The same value in a config is refused ('an integer is required, not a string'); directly it was taken."""
+    with pytest.raises(ConfigError, match=r"is required, not a string \(remove the quotes") as e:
+        build()
+    assert e.value.key == key
+
+
+def test_channel_built_directly_refuses_a_quoted_number():
+    from coopsim.comm.ideal import IdealChannel
+
+    with pytest.raises(ConfigError, match="not a string") as e:
+        IdealChannel(header_bytes="3")
+    assert e.value.key == "header_bytes"
+
+
+def test_variant_built_directly_refuses_a_fixed_param_that_differs():
+    """Grid4x4(height=5).params.height was 5: a 'Grid4x4' of height 5. make_scenario refused it."""
+    from coopsim.scenarios.coop_game import Grid4x4
+
+    with pytest.raises(ConfigError) as e:
+        Grid4x4(height=5)
+    assert e.value.key == "height" and "'height' is fixed to 4 by id 'coop_game/Grid4x4-v0'; got 5" in str(e.value)
+    assert "coop_game/Grid-v0" in str(e.value)  # what to use instead
+    assert Grid4x4(height=4).params.height == 4 and Grid4x4(num_agents=3).params.height == 4
+    # the registry's message is unchanged
+    with pytest.raises(ConfigError) as e2:
+        registry.make_scenario("coop_game/Grid4x4-v0", height=5)
+    assert str(e2.value) == str(e.value)
+
+
+def test_unregistered_variant_built_directly_names_its_class():
+    from coopsim.platform.registry import Variant
+    from coopsim.scenarios.line import LineWalkCore
+
+    v = Variant(LineWalkCore, {"num_agents": 2}, fixed=("num_agents",))
+    with pytest.raises(ConfigError, match="'num_agents' is fixed to 2 by this LineWalkCore variant; got 3"):
+        v(num_agents=3)
+    assert v(num_envs=2).num_envs == 2

@@ -40,6 +40,13 @@ class Variant:
         return self.cls.Params
 
     def __call__(self, *args: Any, **params: Any) -> Any:
+        """Build ``cls`` with ``defaults`` under ``params``; a ``fixed`` param given another value is refused, as
+        :func:`make_scenario` / :func:`make_component` refuse it (``Grid4x4(height=5)`` is not a 4x4 grid).
+
+        Raises:
+            ConfigError: key ``<k>``, naming the id that fixes it and the id to use instead.
+        """
+        _check_fixed(self, params)
         return self.cls(*args, **{**self.defaults, **params})
 
 
@@ -124,11 +131,7 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
     factory = spec(kind, id_).load()
     params = dict(params or {})
     if isinstance(factory, Variant):
-        for k in factory.fixed:
-            if k in params and params[k] != factory.defaults.get(k):
-                raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by id '{id_}'; got {params[k]!r}. "
-                                  + _fixed_hint(kind, id_, factory, k, params[k], key_prefix),
-                                  file=file, key=f"{key_prefix}{k}", value=params[k])
+        _check_fixed(factory, params, kind=kind, id_=id_, file=file, key_prefix=key_prefix)
         params = {**factory.defaults, **params}
     reject_bools(params, factory.Params, file=file, key_prefix=key_prefix)
     try:
@@ -137,14 +140,51 @@ def validate_params(kind: str, id_: str, params: dict[str, Any], *, file: str | 
         raise pydantic_to_config_error(exc, factory.Params, file=file, key_prefix=key_prefix, owner=f"'{id_}'") from None
 
 
+def _check_fixed(factory: Variant, params: dict[str, Any], *, kind: str | None = None, id_: str | None = None,
+                 file: str | None = None, key_prefix: str = "") -> None:
+    """Refuse a param that ``factory`` fixes (``Variant.fixed``) given another value than its default.
+
+    ``kind`` / ``id_``: the registered id (found in the registry when not given: a variant built directly in Python);
+    named in the message with what to use instead (:func:`_fixed_hint`).
+
+    Raises:
+        ConfigError: key ``<key_prefix><k>``.
+    """
+    for k in factory.fixed:
+        if k in params and params[k] != factory.defaults.get(k):
+            if id_ is None:
+                kind, id_ = _variant_id(factory)
+            by = f"id '{id_}'" if id_ else f"this {factory.cls.__name__} variant"
+            hint = _fixed_hint(kind, id_, factory, k, params[k], key_prefix) if id_ else ""
+            raise ConfigError(f"'{k}' is fixed to {factory.defaults.get(k)!r} by {by}; got {params[k]!r}."
+                              + (f" {hint}" if hint else ""), file=file, key=f"{key_prefix}{k}", value=params[k])
+
+
+def _variant_id(factory: Variant) -> tuple[str | None, str | None]:
+    """``(kind, id)`` under which ``factory`` is registered, or ``(None, None)``."""
+    for kind in KINDS:
+        for ep in sorted(_eps(kind), key=lambda e: e.name):
+            try:
+                if ep.load() is factory:
+                    return kind, ep.name
+            except Exception:  # noqa: BLE001 - an optional component that cannot be loaded here
+                continue
+    return None, None
+
+
 def checked_params(model: type[BaseModel], params: dict[str, Any], owner: str) -> BaseModel:
-    """``params`` validated as ``model`` with the checks of :func:`validate_params` (:func:`reject_bools`,
-    :func:`pydantic_to_config_error`), for a component built directly in Python (``MAPFCore(num_agents=0)``), so it
-    refuses a bad param as ``make_scenario`` / ``make_component`` do; ``owner`` names the class in the message.
+    """``params`` validated as ``model`` with the checks a run config's component params get (a quoted number or
+    boolean, :func:`coopsim.platform.config.reject_quoted_scalars`; :func:`reject_bools`;
+    :func:`pydantic_to_config_error`), for a component built directly in Python (``MAPFCore(num_agents=0)``,
+    ``MGMAPFCore(max_steps='3')``), so it refuses a bad param as ``coopsim validate`` does; ``owner`` names the
+    class in the message.
 
     Raises:
         ConfigError: names the key, the value and what is valid (no file).
     """
+    from coopsim.platform.config import reject_quoted_scalars
+
+    reject_quoted_scalars(params, model)
     reject_bools(params, model)
     try:
         return model(**params)

@@ -113,8 +113,10 @@ class CoopGameCore(ScenarioCore):
 
     def __init__(self, num_envs: int = 1, **params):
         from coopsim.platform.registry import checked_params
+        from coopsim.platform.scenario import check_num_envs
+        num_envs = check_num_envs(num_envs)  # as make_scenario: 0, 2.5, True or '2' used to build a core
         self.params = p = checked_params(self.Params, params, type(self).__name__)
-        self.num_envs = int(num_envs)
+        self.num_envs = num_envs
         self._never_reset = True
         rng = np.random.default_rng([p.world_seed, 7919])
         if p.world == "grid":

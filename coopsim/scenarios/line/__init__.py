@@ -54,9 +54,11 @@ class LineWalkCore(ScenarioCore):
 
     def __init__(self, num_envs: int = 1, **params):
         from coopsim.platform.registry import checked_params
+        from coopsim.platform.scenario import check_num_envs
+        num_envs = check_num_envs(num_envs)  # as make_scenario: 0, 2.5, True or '2' used to build a core
         self.params = checked_params(self.Params, params, type(self).__name__)
         p = self.params
-        self.num_envs = int(num_envs)
+        self.num_envs = num_envs
         self._never_reset = True
         self.agent_ids = tuple(f"agent_{i}" for i in range(p.num_agents))
         self.observation_space = gymnasium.spaces.Box(-1.0, 1.0, shape=(4,), dtype=np.float32)

@@ -113,7 +113,7 @@ from pydantic import Field, field_validator, model_validator
 from coopsim.scenarios.mapf.instance import MAPFInstance
 from coopsim.errors import ConfigError
 from coopsim.platform.scenario import (STEP_BEFORE_RESET, RebindsViews, ScenarioCore, ScenarioParams, StepResult,
-                                       discrete_joint_actions, reset_ids)
+                                       check_num_envs, discrete_joint_actions, reset_ids)
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
 from coopsim.scenarios.mapf.grid import components
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
@@ -224,9 +224,10 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
 
     def __init__(self, num_envs: int = 1, **params: Any):
         from coopsim.platform.registry import checked_params
+        num_envs = check_num_envs(num_envs)  # as make_scenario: 0, 2.5, True or '2' used to build a core
         self.params = checked_params(self.Params, params, type(self).__name__)
         self._fixed: Optional[tuple[MapData, np.ndarray, np.ndarray]] = None
-        self._init(int(num_envs))
+        self._init(num_envs)
 
     # construction ------------------------------------------------------------------------------------
     @classmethod
@@ -249,6 +250,7 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
 
             check_scenario(lambda n: MGMAPFCore.from_instance(inst, num_envs=n, max_steps=64))
         """
+        num_envs = check_num_envs(num_envs)
         blocked, starts, goals, order, name = _instance_arrays(instance)
         params = dict(params)
         for k in ("map", "scen", "num_agents", "num_goals"):
@@ -259,7 +261,7 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         self = cls.__new__(cls)
         self.params = cls.Params(num_agents=len(starts), num_goals=goals.shape[1], **params)
         self._fixed = (MapData(name=name, blocked=blocked), starts, goals)
-        self._init(int(num_envs))
+        self._init(num_envs)
         return self
 
     def _init(self, num_envs: int) -> None:

@@ -59,8 +59,10 @@ class MPECore(ScenarioCore):
 
     def __init__(self, num_envs: int = 1, **params: Any):
         from coopsim.platform.registry import checked_params
+        from coopsim.platform.scenario import check_num_envs
+        num_envs = check_num_envs(num_envs)  # as make_scenario: 0, 2.5, True or '2' used to build a core
         self.params = checked_params(self.Params, params, type(self).__name__)
-        self.num_envs = int(num_envs)
+        self.num_envs = num_envs
         self._never_reset = True
         self._build()
         E, N, M = self.num_envs, self.n_agents, self.n_agents + self.n_landmarks

@@ -33,7 +33,8 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.errors import ConfigError
-from coopsim.platform.scenario import ScenarioCore, ScenarioParams, StepResult, discrete_joint_actions, reset_ids
+from coopsim.platform.scenario import (ScenarioCore, ScenarioParams, StepResult, check_num_envs, discrete_joint_actions,
+                                       reset_ids)
 
 
 class PettingZooParams(ScenarioParams):
@@ -130,6 +131,8 @@ class PettingZooCore(ScenarioCore):
 
     def __init__(self, num_envs: int = 1, envs: list | None = None, **params: Any):
         from coopsim.platform.registry import checked_params
+        if envs is None:  # as make_scenario: 0, 2.5, True or '2' used to build a core (with envs: their number)
+            num_envs = check_num_envs(num_envs)
         self.params = checked_params(self.Params, params, type(self).__name__)
         if envs is None:
             if self.params.env is None:
@@ -140,7 +143,7 @@ class PettingZooCore(ScenarioCore):
                 raise ConfigError(f"{path!r} is a {type(fn).__name__}, not a callable returning a PettingZoo "
                                   "ParallelEnv", key="env", value=path)
             envs = []
-            for _ in range(int(num_envs)):
+            for _ in range(num_envs):
                 try:
                     env = fn(**self.params.env_kwargs)
                 except TypeError as exc:  # wrong keyword arguments (env_kwargs) or not a factory
