@@ -301,3 +301,45 @@ def test_unregistered_variant_built_directly_names_its_class():
     with pytest.raises(ConfigError, match="'num_agents' is fixed to 2 by this LineWalkCore variant; got 3"):
         v(num_agents=3)
     assert v(num_envs=2).num_envs == 2
+
+
+# --- N12 (the brief's N10): immp_learning_curve.py labels on a non-IMMP run ------------------------------------------
+
+def _curve_run(root: Path, name: str, agent: str, header: str, rows: list[str]) -> None:
+    seed = root / name / "seed-0"
+    seed.mkdir(parents=True)
+    (seed.parent / "config.yaml").write_text(yaml.safe_dump({"agents": {"id": agent}}))
+    (seed / "metrics.csv").write_text("\n".join([header, *rows]) + "\n")
+
+
+def test_immp_learning_curve_labels_on_a_non_immp_run(tmp_path):
+    """Used to print '== ppo/mappo-v0: runs seed-0 ...' (no run named), an 'intent acc' column of nan, and bins
+    '1-768', '1001-1792', '2001-2048' (nominal start, the data's end)."""
+    root = tmp_path / "runs"
+    _curve_run(root, "lw-a", "ppo/mappo-v0", "iteration,env_steps,time/wall_s,reward/extrinsic,loss/entropy",
+               [f"{i},{i * 256},{i},-1.0,1.0" for i in range(1, 9)])
+    r = _bench(tmp_path, "immp_learning_curve.py", root, "--bin", "1000")
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "== ppo/mappo-v0: 1 run: lw-a/seed-0 8 s (2048 env steps)", lines
+    assert "intent acc" not in r.stdout and "nan" not in r.stdout
+    assert [ln.split()[0] for ln in lines[2:]] == ["1-768", "769-1792", "1793-2048"]
+
+
+def test_immp_learning_curve_keeps_intent_accuracy_for_immp(tmp_path):
+    root = tmp_path / "runs"
+    _curve_run(root, "immp", "mapf/immp-v0",
+               "iteration,env_steps,time/wall_s,reward/extrinsic,loss/entropy,aux/IntentLoss/accuracy",
+               ["1,1024,1,-1.0,1.0,0.5", "2,2048,2,-0.5,0.9,0.75"])
+    r = _bench(tmp_path, "immp_learning_curve.py", root)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "intent acc" in r.stdout and "0.625" in r.stdout and " 1-2048 " in r.stdout
+
+
+def test_immp_learning_curve_run_without_ppo_metrics_is_noted(tmp_path):
+    root = tmp_path / "runs"
+    _curve_run(root, "tab", "safe_baselines/iql-v0", "iteration,env_steps,episode/return,time/wall_s", ["1,8,0.0,0.1"])
+    r = _bench(tmp_path, "immp_learning_curve.py", root)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == "", (r.stdout, r.stderr[-2000:])
+    assert "note: skipped 1 metrics.csv without reward/extrinsic" in r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("error: key 'roots': no metrics.csv under")
