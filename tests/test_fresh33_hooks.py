@@ -24,6 +24,7 @@ import yaml
 from torch import nn
 
 from bench_loader import load_benchmark
+from hook_helpers import config, hook_spec, train
 from coopsim.errors import ConfigError, TrainingDiverged
 from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, load_hook
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, read_metrics
@@ -144,27 +145,8 @@ class RNDLike(nn.Module, IntrinsicReward):
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------
-def config(tmp_path: Path, steps: int = 128, **train) -> Path:
-    """A tiny LineWalk MAPPO run config (64 env steps per iteration) written to tmp_path."""
-    cfg = {"name": "f33", "out_dir": str(tmp_path / "runs"),
-           "scenario": {"id": "line/LineWalk-v0", "params": {"num_agents": 3, "length": 6}},
-           "agents": {"id": "ppo/mappo-v0", "params": {"hidden": [16]}}, "seeds": [0], "episodes": 2, "max_steps": 16,
-           "train": {"total_env_steps": steps, "num_envs": 4, "rollout_steps": 16, "epochs": 1, "minibatches": 2,
-                     "progress": False, "tensorboard": False, **train}}
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def train(tmp_path: Path, *overrides: str, steps: int = 128, **kw) -> Path:
-    from coopsim.platform.training import train_main
-
-    return train_main(str(config(tmp_path, steps, **kw)), list(overrides), None)
-
-
 def hook(name: str, **params) -> dict:
-    return {"module": f"{HERE}:{name}", **({"params": params} if params else {})}
+    return hook_spec(HERE, name, **params)
 
 
 def only_run(tmp_path: Path) -> Path:

@@ -17,8 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 from torch import nn
+
+from hook_helpers import config, hook_spec, train
 
 from coopsim.agents.ppo.hook_examples import MeanBroadcast
 from coopsim.errors import ConfigError, TrainingDiverged
@@ -211,29 +212,8 @@ class DeepRND(_RND):  # two levels down: not saved, named in a warning
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------
-def config(tmp_path: Path, steps: int = 128, scenario: dict | None = None, agents: dict | None = None,
-           seeds=(0,), **train) -> Path:
-    """A tiny LineWalk MAPPO run config (64 env steps per iteration) written to tmp_path."""
-    cfg = {"name": "f33b", "out_dir": str(tmp_path / "runs"),
-           "scenario": {"id": "line/LineWalk-v0", "params": {"num_agents": 3, "length": 6, **(scenario or {})}},
-           "agents": {"id": "ppo/mappo-v0", "params": {"hidden": [16], **(agents or {})}}, "seeds": list(seeds),
-           "episodes": 2, "max_steps": 16,
-           "train": {"total_env_steps": steps, "num_envs": 4, "rollout_steps": 16, "epochs": 1, "minibatches": 2,
-                     "progress": False, "tensorboard": False, **train}}
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    path = tmp_path / "cfg.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return path
-
-
-def train(tmp_path: Path, *overrides: str, steps: int = 128, **kw) -> Path:
-    from coopsim.platform.training import train_main
-
-    return train_main(str(config(tmp_path, steps, **kw)), list(overrides), None)
-
-
 def hook(name: str, **params) -> dict:
-    return {"module": f"{HERE}:{name}", **({"params": params} if params else {})}
+    return hook_spec(HERE, name, **params)
 
 
 # --- N1 ------------------------------------------------------------------------------------------------------------
