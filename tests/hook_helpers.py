@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 import yaml
+from torch import nn
+
+from coopsim.platform.hooks import IntrinsicReward
 
 
 def config(tmp_path: Path, steps: int = 128, scenario: dict | None = None, agents: dict | None = None,
@@ -32,3 +36,39 @@ def train(tmp_path: Path, *overrides: str, steps: int = 128, **kw) -> Path:
 def hook_spec(module: str, name: str, **params) -> dict:
     """``{module: "<module>:<name>", params: {...}}``: a hook config naming class ``name`` of ``module``."""
     return {"module": f"{module}:{name}", **({"params": params} if params else {})}
+
+
+
+class RNDBase(nn.Module, IntrinsicReward):
+    """The tests' RND-style intrinsic reward: a fixed random target and a predictor trained by the hook's own optimizer
+    in ``update`` (subclasses set it up and return it from ``opt()``); ``nn.Module.state_dict`` lacks that optimizer's
+    state, which the trainer saves itself."""
+
+    def __init__(self, beta: float = 0.1, lr: float = 1e-2):
+        nn.Module.__init__(self)
+        self.beta, self.lr = beta, lr
+
+    def setup(self, ctx):
+        g = torch.Generator().manual_seed(ctx.seed)
+        self.target, self.pred = nn.Linear(ctx.obs_dim, 8), nn.Linear(ctx.obs_dim, 8)
+        with torch.no_grad():
+            for p in list(self.target.parameters()) + list(self.pred.parameters()):
+                p.copy_(torch.randn(p.shape, generator=g))
+        self.target.requires_grad_(False)
+
+    def reward(self, batch):
+        with torch.no_grad():
+            x = batch.next_obs.float()
+            return self.beta * ((self.pred(x) - self.target(x)) ** 2).mean(-1)
+
+    def opt(self):
+        raise NotImplementedError
+
+    def update(self, batch):
+        x = batch.next_obs.float()[batch.alive]
+        loss = ((self.pred(x) - self.target(x)) ** 2).mean()
+        opt = self.opt()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return {"rnd_loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"]}

@@ -24,7 +24,7 @@ import yaml
 from torch import nn
 
 from bench_loader import load_benchmark
-from hook_helpers import config, hook_spec, train
+from hook_helpers import config, hook_spec, RNDBase, train
 from coopsim.errors import ConfigError, TrainingDiverged
 from coopsim.platform.hooks import AuxiliaryLoss, IntrinsicReward, load_hook
 from coopsim.platform.trainer import CHECKPOINT_NAME, POLICY_NAME, read_metrics
@@ -114,34 +114,15 @@ class InfGradLoss(_Loss):  # value 0, gradient inf: d sqrt(x)/dx at 0
         return torch.sqrt(s - s.detach()), {}
 
 
-class RNDLike(nn.Module, IntrinsicReward):
-    """FIM/RND-style: a predictor trained by its own Adam in update(); nn.Module.state_dict lacks the Adam state."""
-
-    def __init__(self, beta: float = 0.1, lr: float = 1e-2):
-        nn.Module.__init__(self)
-        self.beta, self.lr = beta, lr
+class RNDLike(RNDBase):
+    """FIM/RND-style: a predictor trained by its own Adam (a direct attribute) in update()."""
 
     def setup(self, ctx):
-        g = torch.Generator().manual_seed(ctx.seed)
-        self.target, self.pred = nn.Linear(ctx.obs_dim, 8), nn.Linear(ctx.obs_dim, 8)
-        with torch.no_grad():
-            for p in list(self.target.parameters()) + list(self.pred.parameters()):
-                p.copy_(torch.randn(p.shape, generator=g))
-        self.target.requires_grad_(False)
-        self.opt = torch.optim.Adam(self.pred.parameters(), lr=self.lr)
+        super().setup(ctx)
+        self.adam = torch.optim.Adam(self.pred.parameters(), lr=self.lr)
 
-    def reward(self, batch):
-        with torch.no_grad():
-            x = batch.next_obs.float()
-            return self.beta * ((self.pred(x) - self.target(x)) ** 2).mean(-1)
-
-    def update(self, batch):
-        x = batch.next_obs.float()[batch.alive]
-        loss = ((self.pred(x) - self.target(x)) ** 2).mean()
-        self.opt.zero_grad()
-        loss.backward()
-        self.opt.step()
-        return {"rnd_loss": float(loss.detach())}
+    def opt(self):
+        return self.adam
 
 
 # --- helpers ------------------------------------------------------------------------------------------------------

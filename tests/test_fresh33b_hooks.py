@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from hook_helpers import config, hook_spec, train
+from hook_helpers import config, hook_spec, RNDBase, train
 
 from coopsim.agents.ppo.hook_examples import MeanBroadcast
 from coopsim.errors import ConfigError, TrainingDiverged
@@ -112,37 +112,7 @@ class ListMessages(MeanBroadcast):
         return [1, 2]
 
 
-class _RND(nn.Module, IntrinsicReward):
-    """A predictor trained by its own Adam in update(), with a learning rate that changes (set up by subclasses)."""
-
-    def __init__(self, beta: float = 0.1, lr: float = 1e-2):
-        nn.Module.__init__(self)
-        self.beta, self.lr = beta, lr
-
-    def setup(self, ctx):
-        g = torch.Generator().manual_seed(ctx.seed)
-        self.target, self.pred = nn.Linear(ctx.obs_dim, 8), nn.Linear(ctx.obs_dim, 8)
-        with torch.no_grad():
-            for p in list(self.target.parameters()) + list(self.pred.parameters()):
-                p.copy_(torch.randn(p.shape, generator=g))
-        self.target.requires_grad_(False)
-
-    def reward(self, batch):
-        with torch.no_grad():
-            x = batch.next_obs.float()
-            return self.beta * ((self.pred(x) - self.target(x)) ** 2).mean(-1)
-
-    def opt(self):
-        raise NotImplementedError
-
-    def update(self, batch):
-        x = batch.next_obs.float()[batch.alive]
-        loss = ((self.pred(x) - self.target(x)) ** 2).mean()
-        opt = self.opt()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return {"rnd_loss": float(loss.detach()), "lr": opt.param_groups[0]["lr"]}
+_RND = RNDBase  # a predictor trained by its own Adam in update(); subclasses set up the optimizer and schedule
 
 
 class SchedRND(_RND):  # Adam + StepLR stepped in update: the lr drops every 3 iterations (not at the checkpoint)
