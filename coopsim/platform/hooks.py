@@ -382,23 +382,35 @@ def check_bonus(value: Any, hook: Any, *, key: str, shape: tuple[int, int, int],
     """
     import torch
 
-    where = f"{hook_name(hook)}.reward returned"
-    if isinstance(value, np.ndarray):
-        floating = np.issubdtype(value.dtype, np.floating)
-    elif isinstance(value, torch.Tensor):
-        floating = value.is_floating_point()
-    else:
-        raise ConfigError(f"{where} {type(value).__name__}, expected a float32 tensor of shape (T, E, N) = {shape}",
+    value = _float_values(value, f"{hook_name(hook)}.reward returned", f"a float32 tensor of shape (T, E, N) = {shape}",
+                          shape, f"(T, E, N) = {tuple(shape)} (one bonus per step, env and agent slot; no broadcasting)",
                           file=file, key=key)
+    return torch.as_tensor(value, dtype=torch.float32)
+
+
+def _float_values(value: Any, where: str, want: str, shape: tuple[int, ...], want_shape: str, *, file: str | None,
+                  key: str) -> "np.ndarray | torch.Tensor":
+    """``value``, a float numpy array or tensor of shape exactly ``shape``; a tensor detached and on the CPU.
+
+    Raises:
+        ConfigError: ``key``; another type or dtype (``... returned <what>, expected <want>``) or shape (``expected
+            <want_shape>``), or a tensor whose values cannot be copied to the CPU.
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        floating = value.is_floating_point()
+    elif isinstance(value, np.ndarray):
+        floating = np.issubdtype(value.dtype, np.floating)
+    else:
+        raise ConfigError(f"{where} {type(value).__name__}, expected {want}", file=file, key=key)
     if tuple(value.shape) != tuple(shape):
-        raise ConfigError(f"{where} shape {tuple(value.shape)}, expected (T, E, N) = {tuple(shape)} (one bonus per "
-                          f"step, env and agent slot; no broadcasting)", file=file, key=key)
+        raise ConfigError(f"{where} shape {tuple(value.shape)}, expected {want_shape}", file=file, key=key)
     if not floating:
-        raise ConfigError(f"{where} dtype {value.dtype}, expected a float tensor (float32) of shape (T, E, N) = "
-                          f"{tuple(shape)}", file=file, key=key)
+        raise ConfigError(f"{where} dtype {value.dtype}, expected {want}", file=file, key=key)
     if isinstance(value, torch.Tensor):
         value = _to_cpu(value.detach(), where, file=file, key=key)
-    return torch.as_tensor(value, dtype=torch.float32)
+    return value
 
 
 def _to_cpu(value: "torch.Tensor", where: str, *, file: str | None, key: str) -> "torch.Tensor":
@@ -424,21 +436,11 @@ def check_received(value: Any, hook: Any, *, key: str, shape: tuple[int, int, in
     """
     import torch
 
-    where = f"{hook_name(hook)}.receive returned"
     want = f"a float32 array of shape (E, N, input_dim) = {tuple(shape)}"
+    value = _float_values(value, f"{hook_name(hook)}.receive returned", want, shape,
+                          f"{want} (input_dim is the module's input_dim attribute; no broadcasting)", file=file, key=key)
     if isinstance(value, torch.Tensor):
-        floating = value.is_floating_point()
-    elif isinstance(value, np.ndarray):
-        floating = np.issubdtype(value.dtype, np.floating)
-    else:
-        raise ConfigError(f"{where} {type(value).__name__}, expected {want}", file=file, key=key)
-    if tuple(value.shape) != tuple(shape):
-        raise ConfigError(f"{where} shape {tuple(value.shape)}, expected {want} (input_dim is the module's "
-                          f"input_dim attribute; no broadcasting)", file=file, key=key)
-    if not floating:
-        raise ConfigError(f"{where} dtype {value.dtype}, expected {want}", file=file, key=key)
-    if isinstance(value, torch.Tensor):
-        value = _to_cpu(value.detach(), where, file=file, key=key).numpy()
+        value = value.numpy()
     return np.asarray(value, dtype=np.float32)
 
 
