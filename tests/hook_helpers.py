@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import torch
 import yaml
@@ -41,8 +42,11 @@ def hook_spec(module: str, name: str, **params) -> dict:
 
 class RNDBase(nn.Module, IntrinsicReward):
     """The tests' RND-style intrinsic reward: a fixed random target and a predictor trained by the hook's own optimizer
-    in ``update`` (subclasses set it up and return it from ``opt()``); ``nn.Module.state_dict`` lacks that optimizer's
-    state, which the trainer saves itself."""
+    in ``update``; each subclass sets that optimizer up where it wants it held (an attribute, a list item, a
+    sub-object) and defines ``opt()`` returning it. ``nn.Module.state_dict`` lacks the optimizer's state, which the
+    trainer saves itself."""
+
+    opt: Callable[[], torch.optim.Optimizer]  # defined by each subclass
 
     def __init__(self, beta: float = 0.1, lr: float = 1e-2):
         nn.Module.__init__(self)
@@ -60,9 +64,6 @@ class RNDBase(nn.Module, IntrinsicReward):
         with torch.no_grad():
             x = batch.next_obs.float()
             return self.beta * ((self.pred(x) - self.target(x)) ** 2).mean(-1)
-
-    def opt(self):
-        raise NotImplementedError
 
     def update(self, batch):
         x = batch.next_obs.float()[batch.alive]
