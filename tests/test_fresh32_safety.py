@@ -62,6 +62,20 @@ def test_load_refuses_a_policy_of_another_world(policy, change, key, theirs, our
     assert str(policy) in str(e.value)
 
 
+def test_load_names_a_scenario_param_this_coopsim_does_not_know(policy, tmp_path):
+    # a file from a newer coopsim (one more scenario param) was reported as "learned in another world" with
+    # "(this config: None)"
+    d = torch.load(policy, weights_only=False)
+    d["scenario"]["params"]["wind_m_s"] = 2.5
+    newer = tmp_path / "newer.pt"
+    torch.save(d, newer)
+    with pytest.raises(ConfigError) as e:
+        _agent(p_min=0.05, num_runs=360).load(newer)
+    assert e.value.key == "scenario.params.wind_m_s" and e.value.value == 2.5
+    assert "does not know (wind_m_s=2.5)" in str(e.value) and "newer coopsim" in str(e.value)
+    assert "another world" not in str(e.value) and str(newer) in str(e.value)
+
+
 def test_load_accepts_the_same_world_with_other_team_constraints_and_horizon(policy):
     # the counts depend on the world's dynamics only: the team, the constraints and the horizon may differ
     a = _agent({"num_agents": 3, "constraints": ["separation"], "max_steps": 20, "load_frac": 0.9},

@@ -226,6 +226,8 @@ def test_sweep_skip_done_notes_a_reused_run_whose_replays_differ(tmp_path):
     (np.zeros((2, 2, 2)), np.zeros((2, 2, 2)), np.zeros((1, 2)), ("next_loads has shape (1, 2)", "(2, 2, 2)")),
     (np.zeros((1, 2, 2)), np.zeros((1, 2, 2)), np.zeros(2), ("next_loads has shape (2,)", "(1, 2, 2)")),
     (np.zeros((2, 2)), np.zeros((2, 2)), np.zeros((2, 2)), ("positions must be [E, N, d]", "(2, 2)")),
+    # no coordinates: every distance would be 0, every pair "together" (was counted as violations silently)
+    (np.zeros((1, 2, 0)), np.zeros((1, 2, 0)), np.zeros((1, 2)), ("with d >= 1", "(1, 2, 0)")),
 ])
 def test_count_violations_refuses_inputs_whose_shapes_disagree(pos, npos, loads, names):
     from coopsim.safety import ResourceCap, Separation, count_violations

@@ -314,7 +314,7 @@ def count_violations(constraints, positions, next_positions, next_loads) -> dict
         ``{name: float32 [E]}`` (names summed when several constraints share one).
 
     Raises:
-        ValueError: ``positions`` is not 3-D, or the shapes do not agree (``next_positions`` not ``positions``' shape,
+        ValueError: ``positions`` is not 3-D or has no coordinates (d = 0), or the shapes do not agree (``next_positions`` not ``positions``' shape,
             ``next_loads`` not its ``[E, N]``: another number of envs or agents; naming both shapes); a position or
             load is NaN or infinite (naming the argument, env and agent): a non-finite position is neither "apart" nor
             "together", so it is refused rather than counted as no violation; a constraint's ``agents`` names an
@@ -325,9 +325,9 @@ def count_violations(constraints, positions, next_positions, next_loads) -> dict
         raise TypeError(f"count_violations: constraints must be a sequence of constraints (e.g. [{type(constraints).__name__}"
                         f"(...)]); got one {type(constraints).__name__}")
     positions, next_positions, next_loads = _float64(positions), _float64(next_positions), _float64(next_loads)
-    if positions.ndim != 3:
-        raise ValueError(f"count_violations: positions must be [E, N, d] (envs, agents, coordinates); got shape "
-                         f"{positions.shape}")
+    if positions.ndim != 3 or positions.shape[2] == 0:  # [E, N, 0]: every distance 0, every pair "together"
+        raise ValueError(f"count_violations: positions must be [E, N, d] (envs, agents, coordinates) with d >= 1; got "
+                         f"shape {positions.shape}")
     if next_positions.shape != positions.shape:
         raise ValueError(f"count_violations: next_positions has shape {next_positions.shape} but positions has shape "
                          f"{positions.shape}: both are [E, N, d] of the same envs and agents")

@@ -569,11 +569,19 @@ def check_policy_world(theirs: Any, ours: dict, file, *, held: str, ignore: froz
 
     Raises:
         ConfigError: key ``scenario.params.<k>`` (the first param that differs), naming the file's and this
-            config's values of up to four of them.
+            config's values of up to four of them; or the first param the file records that this coopsim does not
+            know (a file from a newer coopsim), naming up to four of them.
     """
     if not isinstance(theirs, dict) or not isinstance(theirs.get("params"), dict):
         return False
     diff = world_mismatch(theirs["params"], ours["params"], ignore)
+    unknown = [k for k in diff if k not in ours["params"]]  # ours holds every param this coopsim knows (defaults too)
+    if unknown:
+        vals = ", ".join(f"{k}={theirs['params'][k]!r}" for k in unknown[:4])
+        raise ConfigError(
+            f"the policy file records scenario params this coopsim does not know ({vals}): it was written by a newer "
+            f"coopsim (or edited by hand), so whether its world is this run's cannot be told; load it with the coopsim "
+            f"that trained it", file=str(file), key=f"scenario.params.{unknown[0]}", value=theirs["params"][unknown[0]])
     if diff:
         k = diff[0]
         tp, op = theirs["params"], ours["params"]
