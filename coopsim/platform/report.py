@@ -279,7 +279,8 @@ def checkpoint_labels(values: list[str]) -> dict[str, str]:
 
 def _read_summary(path: Path) -> tuple[dict | None, str | None]:
     """A run's ``summary.json`` and why it cannot be shown (None when it can): not JSON, unreadable, no ``metrics``
-    mapping, or an entry that is not a mapping of numbers (:func:`_bad_summary_entry`)."""
+    mapping, an entry that is not a mapping of numbers (:func:`_bad_summary_entry`), an ``interrupted`` flag that
+    is not a JSON boolean, or an ``episodes_finished`` that is not a count."""
     try:
         summary = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -288,6 +289,12 @@ def _read_summary(path: Path) -> tuple[dict | None, str | None]:
         return None, f"cannot be read ({exc.strerror or exc})"
     if not (isinstance(summary, dict) and isinstance(summary.get("metrics"), dict)):
         return None, "not a run summary (no 'metrics' mapping)"
+    # the run's own flags are read as they are written (a hand-edited "no" is truthy, "6" no count)
+    if "interrupted" in summary and not isinstance(summary["interrupted"], bool):
+        return summary, f"interrupted is {_short(summary['interrupted'])}, not true or false"
+    n = summary.get("episodes_finished")
+    if n is not None and not (_is_int(n) and n >= 0):
+        return summary, f"episodes_finished is {_short(n)}, not a count (an integer >= 0)"
     return summary, _bad_summary_entry(summary["metrics"])
 
 

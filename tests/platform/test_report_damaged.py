@@ -56,6 +56,23 @@ def test_bad_summary_json_is_summarized_from_the_episodes(good_run, tmp_path, te
     assert "metrics.jsonl has every value" in out and "summary.json has every metric" not in out
 
 
+@pytest.mark.parametrize("key, value, why", [("interrupted", "no", "interrupted is 'no', not true or false"),
+                                             ("interrupted", 0, "interrupted is 0, not true or false"),
+                                             ("episodes_finished", "6", "episodes_finished is '6', not a count")])
+def test_summary_flags_of_the_wrong_type_are_not_read_by_truthiness(good_run, tmp_path, key, value, why):
+    """fresh34 F9: a hand-edited ``"interrupted": "no"`` was read as true ("the run was interrupted: 6 of 6 ...")."""
+    import json
+
+    d = damaged(good_run, tmp_path)
+    summ = json.loads((d / "summary.json").read_text())
+    (d / "summary.json").write_text(json.dumps({**summ, key: value}))
+    r = cli("report", str(d), "--no-gif")
+    out = " ".join((r.stdout + r.stderr).split())
+    assert r.returncode == 0 and "Traceback" not in out, out
+    assert f"{d / 'summary.json'}: {why}" in out and "the summary of metrics.jsonl's 1 episode(s)" in out
+    assert "was interrupted" not in out
+
+
 def test_a_metric_that_is_not_a_number_leaves_its_line_out(good_run, tmp_path):
     import json
 
