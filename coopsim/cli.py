@@ -1026,10 +1026,14 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             for d in folders:
                 console.print(f"note: skipped {d}: a comparison folder (compare.csv) that coopsim sweep or report "
                               "wrote, not a run", soft_wrap=True, highlight=False)
-            run_dirs = [d for d in run_dirs if d not in folders]
+            trained = [d for d in run_dirs if d.is_dir() and d not in folders and training_seeds(d)]
+            for d in trained:  # as a comparison folder is: a training run holds no evaluation episodes to compare
+                console.print(f"note: skipped {training_run_message(d)}", soft_wrap=True, highlight=False)
+            run_dirs = [d for d in run_dirs if d not in folders and d not in trained]
             if not run_dirs:
-                raise CoopsimError("every folder given is a comparison folder (compare.csv), none a run directory; "
-                                   "give the run directories that `coopsim run` or `coopsim sweep` wrote")
+                raise CoopsimError("no folder given is a run directory (each is a comparison folder or a training "
+                                   "run); give the run directories that `coopsim run`, `coopsim eval` or `coopsim "
+                                   "sweep` wrote")
         if len(run_dirs) == 1 and run_dirs[0].is_dir() and training_seeds(run_dirs[0]):
             console.print(f"note: {training_run_message(run_dirs[0])}", soft_wrap=True, highlight=False)
             curves = plot_training(run_dirs[0])

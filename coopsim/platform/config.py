@@ -944,6 +944,11 @@ def experiment_file_hint(data: Any) -> str | None:
     run config (e.g. it has ``senders``); None otherwise."""
     if not isinstance(data, dict) or {"name", "agents"} <= set(data):
         return None
+    if {"seeds_done", "summary", "runs"} <= set(data):  # what those scripts write (their --out), not what they read
+        script = ("python -m coopsim.agents.ddacom.evaluate" if "args" in data and "oracle" not in data
+                  else "python -m coopsim.comm.ns3.experiment")
+        return (f"this looks like a results file that `{script}` writes (its --out), not a config: its tables are "
+                f"in 'summary'; give `coopsim` a run config such as configs/examples/line-random.yaml")
     for keys, script, usage in EXPERIMENT_FILES:
         if any(k in data for k in keys):
             return (f"this looks like an experiment file of `{script}`, not a run config; {usage}, or give "

@@ -151,6 +151,13 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         if rounds:  # benchmarks/smac_clone.py or smac_expert_iteration.py output: each round is a policy directory
             raise CoopsimError(f"{d}: not a run directory (no config.yaml): its rounds ({rounds[0].name} .. "
                                f"{rounds[-1].name}) hold trained policies; {training_run_message(rounds[-1])}")
+        if d.name.startswith("seed-") and any(s.resolve() == d.resolve() for s in training_seeds(d.parent)):
+            import shlex
+
+            raise CoopsimError(f"{d}: one seed's folder of the training run {d.parent}, not a run directory; "
+                               f"evaluate its policy with: {invoked_as()} eval "
+                               f"{shlex.quote(str(d.parent / 'config.yaml'))} --checkpoint {shlex.quote(str(d))}, "
+                               f"or give the training run to see its curves")
         raise CoopsimError(f"{d}: not a run directory (no config.yaml); give a folder that `coopsim run` wrote under runs/")
     try:
         cfg = yaml.safe_load((d / "config.yaml").read_text())
