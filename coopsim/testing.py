@@ -9,7 +9,10 @@
 3. seeded determinism: two instances reset with the same seed and stepped with the same actions side
    by side produce identical arrays at every step;
 4. the batched core against the view: env 0 of a 2-env batch equals a single env with the same seed,
-   step for step; ``reset(env_ids=[1])`` leaves env 0 untouched.
+   step for step; ``reset(env_ids=[1])`` leaves env 0 untouched;
+5. PettingZoo's AEC ``api_test`` on ``parallel_to_aec(view)`` (it samples actions with
+   ``infos[agent]["action_mask"]``, which must be int8 0/1 as Gymnasium's ``Discrete.sample(mask=...)`` requires);
+   last, so that a broken core is named by the checks above, whose messages are more precise.
 
 Every failure raises :class:`coopsim.errors.ScenarioCheckError` with a message naming the check, the
 step and the array that differed.
@@ -107,6 +110,25 @@ def _check_obs(core: ScenarioCore, obs, step: int) -> None:
                 raise ScenarioCheckError(f"core contract: at step {step} observation '{k}' leaves its Box bounds")
 
 
+def _aec_api_test(make: Factory, api_cycles: int) -> None:
+    """PettingZoo's AEC ``api_test`` on ``parallel_to_aec`` of a fresh one-env view (its progress lines, printed
+    to stdout, are dropped); a failure raises ScenarioCheckError."""
+    import contextlib
+    import io
+
+    from pettingzoo.test import api_test
+    from pettingzoo.utils import parallel_to_aec
+
+    view = ScenarioEnv(make(1))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            api_test(parallel_to_aec(view), num_cycles=api_cycles)
+    except AssertionError as exc:
+        raise ScenarioCheckError(f"pettingzoo api_test (AEC, parallel_to_aec of the view) failed: {exc}") from exc
+    finally:
+        view.close()
+
+
 def check_scenario(
     scenario: Union[str, Factory, ScenarioEnv, ScenarioCore],
     *,
@@ -122,7 +144,7 @@ def check_scenario(
             whose core has a ``params`` attribute (a pydantic model of its constructor arguments).
         seed: reset seed used by the determinism and batch checks.
         num_steps: steps of the side-by-side checks (envs that end are reset and continue).
-        api_cycles: ``num_cycles`` of PettingZoo's ``parallel_api_test``.
+        api_cycles: ``num_cycles`` of PettingZoo's ``parallel_api_test`` and AEC ``api_test``.
 
     Raises:
         ScenarioCheckError: the first broken rule, with the check, step and array named.
@@ -192,3 +214,6 @@ def check_scenario(
     before = {k: v[:1].copy() for k, v in _flat(batch.reset(seed=seed)).items()}
     after = {k: v[:1] for k, v in _flat(batch.reset(env_ids=np.array([1]))).items()}
     _compare("reset(env_ids=[1]) must leave env 0 unchanged", 0, before, after)
+
+    # 5. PettingZoo's AEC API test (masked sampling from infos) on a fresh view
+    _aec_api_test(make, api_cycles)

@@ -440,15 +440,32 @@ def make(id_: str, render_mode: str | None = None, **params: Any):
 
     Args:
         id_: a registered scenario id, e.g. ``"coop_game/Grid4x4-v0"`` (``coopsim list`` shows them).
-        render_mode: ``"rgb_array"`` for :meth:`render` frames, or None.
-        **params: the scenario's params (validated as for :func:`make_scenario`).
+        render_mode: None, or one of the scenario's ``metadata["render_modes"]``: ``"rgb_array"`` for
+            :meth:`~coopsim.platform.scenario.ScenarioEnv.render` frames (uint8 ``[H, W, 3]``) on the scenarios that
+            draw them (MG-MAPF, SMAC, coop_game grids); with None, ``render()`` returns None as PettingZoo's envs do.
+        **params: the scenario's params (validated as for :func:`make_scenario`); not ``num_envs``: the view has one
+            env (:func:`make_scenario` builds a batched core).
 
     Raises:
-        ConfigError: an unknown id, or an invalid param.
+        RegistryError: an unknown id.
+        ConfigError: an invalid param; ``num_envs`` given; ``render_mode`` not a string or None, or a mode the
+            scenario does not list (naming the value and the valid modes).
     """
-    from coopsim.platform.scenario import ScenarioEnv
+    from coopsim.platform.scenario import ScenarioEnv, check_render_mode
 
-    return ScenarioEnv(make_scenario(id_, num_envs=1, **params), render_mode=render_mode)
+    if "num_envs" in params:
+        n = params["num_envs"]
+        raise ConfigError(f"make() builds the one-env PettingZoo view and takes no num_envs (got {n!r}); for a "
+                          f"batched core use make_scenario({id_!r}, num_envs={n!r})", key="num_envs", value=n)
+    if render_mode is not None and not isinstance(render_mode, str):  # refused before the scenario is built
+        check_render_mode(render_mode, {}, f"scenario '{id_}'")
+    core = make_scenario(id_, num_envs=1, **params)
+    try:  # the modes of this instance (coop_game's graph world draws no frame)
+        check_render_mode(render_mode, core.metadata, f"scenario '{id_}'")
+    except ConfigError:
+        core.close()
+        raise
+    return ScenarioEnv(core, render_mode=render_mode)
 
 
 def make_component(kind: str, id_: str, *args: Any, **params: Any):

@@ -24,7 +24,6 @@ Optional capabilities a layer may ask for (present when the scenario supports th
 """
 from __future__ import annotations
 
-import functools
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -82,7 +81,10 @@ class ScenarioCore(ABC):
     """
 
     Params: ClassVar[type[ScenarioParams]] = ScenarioParams
-    metadata: ClassVar[dict[str, Any]] = {"name": "scenario", "render_modes": ["rgb_array"], "is_parallelizable": True}
+    #: ``render_modes`` lists ``"rgb_array"`` only on a core whose :meth:`render` draws a frame (the base class draws
+    #: none); :func:`coopsim.platform.registry.make` and :class:`ScenarioEnv` refuse a ``render_mode`` not listed. A
+    #: core whose params decide it (coop_game's graph world) sets ``self.metadata`` per instance
+    metadata: ClassVar[dict[str, Any]] = {"name": "scenario", "render_modes": [], "is_parallelizable": True}
     noop_action: ClassVar[int] = 0
     #: True when every agent receives the same team reward each step (SMAC): the runner's ``episode_return``
     #: then counts it once per step (the mean over the agents alive at the step's start), not once per agent
@@ -319,25 +321,60 @@ class RebindsViews:
         self._bind()
 
 
+def check_render_mode(render_mode: Any, metadata: Mapping[str, Any], owner: str) -> str | None:
+    """``render_mode`` if it is None or one of ``metadata["render_modes"]``.
+
+    Raises:
+        ConfigError: key ``render_mode``: not a string (e.g. ``1``), or a mode the scenario does not list (naming
+            the value and the valid modes; ``owner`` names the scenario).
+    """
+    from coopsim.errors import ConfigError
+
+    modes = list(metadata.get("render_modes") or [])
+    valid = (f"valid: None or {', '.join(map(repr, modes))}" if modes
+             else "valid: None (this scenario cannot render)")
+    if render_mode is None:
+        return None
+    if not isinstance(render_mode, str):
+        raise ConfigError(f"render_mode must be None or a string; got {render_mode!r} ({type(render_mode).__name__}); "
+                          f"{valid}", key="render_mode", value=render_mode)
+    if render_mode not in modes:
+        raise ConfigError(f"render_mode {render_mode!r} is not supported by {owner}; {valid}", key="render_mode",
+                          value=render_mode)
+    return render_mode
+
+
 class ScenarioEnv(ParallelEnv):
     """PettingZoo ``ParallelEnv`` view of one environment of a :class:`ScenarioCore` (``num_envs == 1``).
 
     Agents that terminate or truncate leave ``agents``. ``step`` needs an action for every agent in ``agents``
     (PettingZoo's convention); for a ``Discrete`` action space each must be an integer (``int`` or a numpy integer,
     not a bool or a float) in the space's range. Actions for agents that already left ``agents`` are ignored (their
-    slots take the core's no-op). Capabilities of the core (``positions``, ``constraints``, ``episode_metrics``,
-    ``dt_s``) are forwarded; ``core`` is the batched core itself.
+    slots take the core's no-op). ``infos[agent]["action_mask"]`` is int8 0/1 ``[A]`` as in PettingZoo's own masked
+    envs, so ``env.action_space(agent).sample(mask=infos[agent]["action_mask"])`` works. Capabilities of the core
+    (``positions``, ``constraints``, ``episode_metrics``, ``dt_s``) are forwarded; ``core`` is the batched core itself.
+
+    Args:
+        core: a batched core with ``num_envs == 1``.
+        render_mode: None, or one of ``metadata["render_modes"]`` (``"rgb_array"`` on the scenarios that draw
+            frames: MG-MAPF, SMAC, coop_game grids).
 
     Raises:
         ValueError: if ``core.num_envs != 1``.
+        ConfigError: ``render_mode`` is not None and not one of the core's ``metadata["render_modes"]`` (a
+            ``ValueError``).
     """
 
     def __init__(self, core: ScenarioCore, render_mode: str | None = None):
         if core.num_envs != 1:
             raise ValueError(f"ScenarioEnv views exactly one env; got a core with num_envs={core.num_envs}")
-        self.core = core
         self.metadata = dict(core.metadata)
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata, type(core).__name__)
+        self.core = core
+        # one space object per instance, returned for every agent (PettingZoo's api tests want the same object on
+        # every call); not functools.lru_cache on the methods, whose cache would keep every env alive
+        self._observation_space: gymnasium.Space = core.observation_space
+        self._action_space: gymnasium.Space = core.action_space
         self.possible_agents = list(core.agent_ids)
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
         self.agents: list[str] = []
@@ -346,13 +383,18 @@ class ScenarioEnv(ParallelEnv):
         if core.state_space is not None:
             self.state_space = core.state_space
 
-    @functools.lru_cache(maxsize=None)
     def observation_space(self, agent: str) -> gymnasium.Space:
-        return self.core.observation_space
+        """The core's observation space (the same object for every agent and call)."""
+        return self._observation_space
 
-    @functools.lru_cache(maxsize=None)
     def action_space(self, agent: str) -> gymnasium.Space:
-        return self.core.action_space
+        """The core's action space (the same object for every agent and call; ``Discrete(A)`` on every scenario)."""
+        return self._action_space
+
+    def _infos(self, agents: list[str]) -> dict[str, dict]:
+        """``{agent: {"action_mask": int8 [A]}}`` (0/1; the core's bool masks cast, one copy per agent)."""
+        masks = self.core.action_masks()[0].astype(np.int8)
+        return {a: {"action_mask": masks[self._index[a]].copy()} for a in agents}
 
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, Any], dict[str, dict]]:
         """Reset the env and return ``(observations, infos)`` for the agents alive after the reset.
@@ -365,8 +407,10 @@ class ScenarioEnv(ParallelEnv):
             ``observations``: ``{agent: obs}``, each one agent's slice of the core's batched observation, a copy:
             an array of the core's ``observation_space`` shape and dtype (float32 on the built-in scenarios; e.g.
             ``[5]`` on ``coop_game/Grid4x4-v0``, ``[30]`` on ``smac/3m-v0``), or a dict of arrays for a ``Dict`` space.
-            ``infos``: ``{agent: {"action_mask": bool [A]}}``, True for the actions available now (``A`` =
-            ``action_space(agent).n``).
+            ``infos``: ``{agent: {"action_mask": int8 [A]}}``, 1 for the actions available now and 0 otherwise
+            (``A`` = ``action_space(agent).n``), the dtype PettingZoo's masked envs use and Gymnasium's
+            ``Discrete.sample(mask=...)`` requires; ``mask.astype(bool)`` gives a bool [A] mask (never ``~mask``
+            on the int8 array: ``~np.int8(1)`` is -2). The batched core's ``action_masks()`` stays bool.
 
         Raises:
             ValueError: ``seed`` is not an integer >= 0 (a float, string or bool is refused, not truncated).
@@ -375,10 +419,8 @@ class ScenarioEnv(ParallelEnv):
         self._was_reset = True
         alive = self.core.alive[0]
         self.agents = [a for a, i in self._index.items() if alive[i]]
-        masks = self.core.action_masks()[0]
         observations = {a: _slice_obs(obs, 0, self._index[a]) for a in self.agents}
-        infos = {a: {"action_mask": masks[self._index[a]].copy()} for a in self.agents}
-        return observations, infos
+        return observations, self._infos(self.agents)
 
     def step(self, actions: dict[str, Any]) -> tuple[
         dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]
@@ -395,8 +437,8 @@ class ScenarioEnv(ParallelEnv):
             acted: observations as in :meth:`reset` (copies); rewards Python ``float`` (the scenario's reward units;
             on team-reward scenarios such as ``smac`` every agent gets the same team reward); terminations and
             truncations Python ``bool`` (truncation = the ``max_steps`` time limit); infos
-            ``{"action_mask": bool [A]}`` for the next step. Agents that terminated or truncated leave
-            ``env.agents``; the episode is over when it is empty.
+            ``{"action_mask": int8 [A]}`` (0/1, as in :meth:`reset`) for the next step. Agents that terminated or
+            truncated leave ``env.agents``; the episode is over when it is empty.
 
         Raises:
             RuntimeError: before the first :meth:`reset`.
@@ -428,15 +470,14 @@ class ScenarioEnv(ParallelEnv):
             else:  # pragma: no cover - every core so far has a Discrete action space
                 joint[0, self._index[a]] = int(act)
         res = self.core.step(joint)
-        masks = self.core.action_masks()[0]
-        observations, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        observations, rewards, terms, truncs = {}, {}, {}, {}
         for a in acting:
             i = self._index[a]
             observations[a] = _slice_obs(res.obs, 0, i)
             rewards[a] = float(res.reward[0, i])
             terms[a] = bool(res.terminated[0, i])
             truncs[a] = bool(res.truncated[0, i])
-            infos[a] = {"action_mask": masks[i].copy()}
+        infos = self._infos(acting)
         self.agents = [a for a in acting if not (terms[a] or truncs[a])]
         return observations, rewards, terms, truncs, infos
 
@@ -445,7 +486,12 @@ class ScenarioEnv(ParallelEnv):
         for centralized critics (QMIX's mixer, MAPPO's critic)."""
         return np.array(self.core.state()[0], copy=True)
 
-    def render(self):
+    def render(self) -> np.ndarray | None:
+        """With ``render_mode="rgb_array"``: the core's frame, uint8 ``[H, W, 3]``. With ``render_mode=None``:
+        None and Gymnasium's warning, as PettingZoo's envs do (the core's own ``render(0)`` draws regardless)."""
+        if self.render_mode is None:
+            gymnasium.logger.warn("You are calling render method without specifying any render mode.")
+            return None
         return self.core.render(0)
 
     def close(self) -> None:

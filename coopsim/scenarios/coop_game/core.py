@@ -126,6 +126,8 @@ class CoopGameCore(ScenarioCore):
             self._world = graph_world(p.num_nodes, slip=p.slip, slippery_frac=p.slippery_frac,
                                       load_frac=p.load_frac, rng=rng)
         w = self._world
+        if w.shape is None:  # a graph world has no frame (render() gives None): it claims no render mode
+            self.metadata = {**type(self).metadata, "render_modes": []}
         if p.num_agents > w.num_cells:
             raise ConfigError(f"num_agents={p.num_agents} exceeds the {w.num_cells} free cells of the world", key="num_agents",
                               value=p.num_agents)
@@ -353,6 +355,8 @@ class CoopGameCore(ScenarioCore):
         return self._world.true_prob[self._cells] > 0
 
     def render(self, env_index: int = 0):
+        """RGB uint8 ``[16 H, 16 W, 3]`` of env ``env_index`` on a grid world; None on a graph world (whose
+        ``metadata["render_modes"]`` is then empty)."""
         w = self._world
         if w.shape is None:
             return None

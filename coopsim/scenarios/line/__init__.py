@@ -49,7 +49,7 @@ class LineWalkCore(ScenarioCore):
     """N agents walk to their targets on a line (see the module docstring)."""
 
     Params = LineWalkParams
-    metadata = {"name": "line_walk_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
+    metadata = {"name": "line_walk_v0", "render_modes": [], "is_parallelizable": True}  # render() draws nothing
     dt_s = 1.0
 
     def __init__(self, num_envs: int = 1, **params):
