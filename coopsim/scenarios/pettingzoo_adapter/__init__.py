@@ -3,8 +3,9 @@
 Description:
     Wraps ``num_envs`` instances of a PettingZoo parallel env, built from ``env`` (``"module:callable"``,
     e.g. ``"mpe2.simple_spread_v3:parallel_env"``) with ``env_kwargs``, or given directly as a list
-    (:meth:`PettingZooCore.from_envs`). Agent slots are ``possible_agents`` of the first env. Not
-    vectorized inside: each env steps in Python (this adapter is for reaching external envs, not speed).
+    (:meth:`PettingZooCore.from_envs`, one distinct env object per slot). Agent slots are ``possible_agents``
+    of the first env. Not vectorized inside: each env steps in Python (this adapter is for reaching external
+    envs, not speed).
 
 Observation: the env's ``Box`` observation, flattened to float32 and zero-padded to the widest agent's.
 
@@ -14,7 +15,8 @@ Action: ``Discrete(max n)`` over agents; actions an agent's own space lacks are 
 Reward: the env's reward per agent (0 for slots not alive).
 
 Episode end: an agent that terminates or truncates leaves (``alive`` False); the env ends when no
-agent is left or at ``max_steps``.
+agent is left or at ``max_steps``. An env whose ``step()`` returns no termination/truncation entry for an agent
+that acted breaks PettingZoo's parallel API and is refused (ConfigError), never kept alive.
 
 Seeding: ``reset(seed=s)`` resets env ``e`` with ``seed = default_rng([s, e]).integers(2**31)``.
 
@@ -152,7 +154,12 @@ class PettingZooCore(ScenarioCore):
                 except (Exception, SystemExit) as exc:  # noqa: BLE001 - a factory that exits is a bad env
                     if isinstance(exc, ConfigError):
                         raise
-                    raise ConfigError(f"{path}(**env_kwargs) raised {type(exc).__name__}: {exc} (not a PettingZoo "
+                    kwargs = self.params.env_kwargs
+                    if kwargs:  # the factory took its keyword arguments and failed on their values: blame those
+                        raise ConfigError(f"{path}(**env_kwargs) raised {type(exc).__name__}: {exc} (with env_kwargs "
+                                          f"{kwargs!r}: are their values valid for {path}?)", key="env_kwargs",
+                                          value=kwargs, also=("env",)) from None
+                    raise ConfigError(f"{path}() raised {type(exc).__name__}: {exc} (not a PettingZoo "
                                       f"env factory?)", key="env", value=path) from None
                 problem = _parallel_env_problem(env)
                 if problem:
@@ -161,7 +168,16 @@ class PettingZooCore(ScenarioCore):
                     raise _not_parallel(f"{path!r} returned a value that", env, problem, path)
                 envs.append(env)
         else:
-            for env in envs:
+            if isinstance(envs, (str, bytes)) or not hasattr(envs, "__len__") or len(envs) == 0:
+                raise ConfigError(f"envs must be a non-empty list of PettingZoo ParallelEnvs, one per slot; got "
+                                  f"{envs!r}", key="envs")
+            seen: dict[int, int] = {}
+            for k, env in enumerate(envs):
+                if id(env) in seen:  # it would be reset and stepped once per slot, each step of every slot
+                    raise ConfigError(f"envs[{k}] is the same object as envs[{seen[id(env)]}] ({type(env).__name__}): "
+                                      "each slot needs an env of its own; build one env per slot, e.g. "
+                                      "[make_env() for _ in range(n)], not [env] * n", key="envs")
+                seen[id(env)] = k
                 problem = _parallel_env_problem(env)
                 if problem:
                     raise _not_parallel(f"env {env!r}", env, problem, None)
@@ -192,7 +208,13 @@ class PettingZooCore(ScenarioCore):
 
     @classmethod
     def from_envs(cls, envs: list, **params: Any) -> "PettingZooCore":
-        """Wrap already-built parallel envs (e.g. ``[mpe2.simple_spread_v3.parallel_env()] * 1``)."""
+        """Wrap already-built parallel envs, one distinct env object per slot (``num_envs = len(envs)``), e.g.
+        ``[mpe2.simple_spread_v3.parallel_env() for _ in range(4)]``.
+
+        Raises:
+            ConfigError: key ``envs``: an empty list, or one env object given twice (``[env] * 2`` would reset and
+                step one env once per slot); or an env that is not a PettingZoo ``ParallelEnv``.
+        """
         return cls(envs=envs, **params)
 
     def _put(self, e: int, obs: dict) -> None:
@@ -222,6 +244,18 @@ class PettingZooCore(ScenarioCore):
         return self._obs.copy()
 
     def step(self, actions):
+        """Step every env that has an alive slot once, with the alive slots' actions (an action outside an agent's
+        own ``Discrete(n)`` is masked: action 0).
+
+        An alive agent leaves when its env returns a True termination or truncation for it, or at ``max_steps``.
+        PettingZoo's parallel API returns ``terminations`` and ``truncations`` entries for every agent that acted; an
+        env whose ``step()`` leaves out an alive agent breaks that contract and is refused, rather than keeping the
+        agent alive with reward 0 until ``max_steps``.
+
+        Raises:
+            ValueError: bad ``actions`` (shape, dtype, range; :func:`discrete_joint_actions`).
+            ConfigError: an env's ``step()`` returned no termination or truncation entry for an agent that acted.
+        """
         E, N = self._alive.shape
         reward = np.zeros((E, N), np.float32)
         acts = discrete_joint_actions(actions, (E, N), int(self.action_space.n), agent_names=tuple(self.agent_ids),
@@ -230,6 +264,9 @@ class PettingZooCore(ScenarioCore):
             live = [i for i in range(N) if self._alive[e, i]]
             act = {self.agent_ids[i]: int(acts[e, i]) if 0 <= acts[e, i] < self._n_act[i] else 0 for i in live}
             obs, rew, te, tr, _ = self.envs[e].step(act)
+            lost = [self.agent_ids[i] for i in live if self.agent_ids[i] not in te or self.agent_ids[i] not in tr]
+            if lost:
+                raise self._contract_error(int(e), lost)
             self._put(int(e), obs)
             self._t[e] += 1
             for i in live:
@@ -240,6 +277,17 @@ class PettingZooCore(ScenarioCore):
                 if self._term[e, i] or self._trunc[e, i]:
                     self._alive[e, i] = False
         return StepResult(self._obs.copy(), reward, self._term.copy(), self._trunc.copy(), {})
+
+    def _contract_error(self, e: int, lost: list[str]) -> ConfigError:
+        """The error of an env whose ``step()`` left out agents that acted (see :meth:`step`)."""
+        left = getattr(self.envs[e], "agents", None)
+        gone = f"; env.agents is now {list(left)!r}" if isinstance(left, (list, tuple)) else ""
+        return ConfigError(
+            f"env {e} ({type(self.envs[e]).__name__}): step() returned no termination/truncation for agent"
+            f"{'s' if len(lost) > 1 else ''} {', '.join(map(repr, lost))}, which acted in this step{gone}. A "
+            "PettingZoo ParallelEnv returns an entry for every agent that acted (an agent leaves by a True "
+            "termination or truncation); was the env stepped after its episode ended, e.g. one env object given "
+            "for two slots?", key="scenario.params.env" if self.params.env else None, value=self.params.env)
 
     @property
     def alive(self):
