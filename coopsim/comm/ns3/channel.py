@@ -66,6 +66,11 @@ from coopsim.platform.comm import BROADCAST, HEADER_BYTES_MAX, Channel, ChannelP
 
 CAUSES = ("seq_gap", "timeout", "late")
 UDP_IP_HEADER_BYTES = 28
+#: the largest IP packet a message may make (payload + ``header_bytes``): IPv4's 16-bit total length; ns-3 drops a
+#: larger one without a trace, so :meth:`Ns3Channel.send` refuses it
+IP_PACKET_MAX_BYTES = HEADER_BYTES_MAX
+#: the most ns-3 nodes of one env (``num_agents + 2 * background_pairs``): each env is one /16 IPv4 subnet
+NODES_PER_ENV_MAX = 60000
 
 _OFDM = tuple(f"OfdmRate{r}Mbps" for r in (6, 9, 12, 18, 24, 36, 48, 54))
 _DSSS = tuple(f"DsssRate{r}Mbps" for r in ("1", "2", "5_5", "11"))
@@ -87,9 +92,17 @@ _RX = np.dtype([("id", "<u4"), ("rx", "<u4"), ("t", "<f8")])
 
 
 class Ns3Params(ChannelParams):
-    """Parameters of ``ns3-v0`` (defaults: ns-3's own defaults for 802.11a at 5.15 GHz, 16 dBm)."""
+    """Parameters of ``ns3-v0`` (defaults: ns-3's own defaults for 802.11a at 5.15 GHz, 16 dBm).
 
-    model_config = ConfigDict(extra="forbid")
+    Every number must be finite (nan or +-inf is refused, the background schedule's times and rates and
+    ``background_position_m`` too), built from Python as from a config file: ``Ns3Channel(background_rate_bps=inf)``
+    raises the one-line :class:`coopsim.errors.ConfigError` (key ``background_rate_bps``) that
+    ``channel.params.background_rate_bps: .inf`` in a run config gets.
+    """
+
+    # allow_inf_nan=False: the schema itself refuses nan/inf, so the Python route (Ns3Channel(...),
+    # registry.make_component) refuses them as a config file does, not only platform/config.py's check
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     header_bytes: int = Field(UDP_IP_HEADER_BYTES, ge=UDP_IP_HEADER_BYTES, le=HEADER_BYTES_MAX,
                               description=f"bytes added to each payload (B), 28 (IPv4 + UDP headers) .. "
                                           f"{HEADER_BYTES_MAX} (an IP packet's size limit)")
@@ -180,6 +193,31 @@ class Ns3Params(ChannelParams):
         return v
 
 
+def _integer(name: str, v: Any, lo: int, hi: int | None, what: str) -> int:
+    """``v`` as an int if it is an integer (``int`` or numpy integer, not a bool, float or string) in ``[lo, hi]``.
+
+    Raises:
+        ValueError: names the argument, the value and its type, and the valid range.
+    """
+    rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise ValueError(f"ns3-v0: {name} must be an integer {rng} ({what}); got {v!r} ({type(v).__name__})")
+    if v < lo or (hi is not None and v > hi):
+        raise ValueError(f"ns3-v0: {name} must be an integer {rng} ({what}); got {v!r}")
+    return int(v)
+
+
+def _step(call: str, t: Any) -> int:
+    """The step ``t`` of ``send``/``deliver`` as an int (an integer >= 0).
+
+    Raises:
+        ValueError: ``t`` is negative, a float, a bool or a string.
+    """
+    if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) or t < 0:
+        raise ValueError(f"ns3-v0: {call}(t): t must be an integer >= 0 (the step); got {t!r}")
+    return int(t)
+
+
 class Ns3Channel(Channel):
     """Network-in-the-loop channel over a real ns-3 802.11 ad-hoc network (see the module docstring).
 
@@ -188,9 +226,14 @@ class Ns3Channel(Channel):
     ``comm/latency_{mean,p50,p95,max}_s``, ``comm/ns3/background_{tx,rx}_bytes``,
     ``comm/ns3/sim_time_s``. :meth:`per_copy` gives int64 ``[E, N, N]`` (env, sender, receiver) counters.
 
+    A context manager: ``with Ns3Channel(...) as ch:`` closes the channel (ends the ns-3 child) on leaving the block.
+
     Raises:
+        ConfigError: a bad param at construction (a value out of range, nan or inf, an unknown key), one line naming
+            the key, as a config file's ``channel.params`` get.
         DependencyNotInstalled: at the first ``reset`` when ns-3 is missing (says how to install it).
-        ChannelError: ns-3 did not answer within ``step_timeout_s`` or crashed.
+        ChannelError: ns-3 did not answer within ``step_timeout_s`` or crashed; any call but ``reset``/``close``
+            before the first ``reset`` (``call reset() first``).
     """
 
     Params = Ns3Params
@@ -199,7 +242,14 @@ class Ns3Channel(Channel):
         super().__init__(**params)
         self._proc: BridgeProcess | None = None
         self._ready = False
+        self._was_reset = False  # the accounting state exists (stats() stays readable after close or a failure)
         self._pending: int | None = None  # window submitted to ns-3 whose reply is not read yet
+
+    def __enter__(self) -> "Ns3Channel":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ lifecycle
     def _config_text(self, seed: int) -> bytes:
@@ -232,21 +282,28 @@ class Ns3Channel(Channel):
             scenario: anything with ``positions() -> float64 [E, N, 3]`` (m), or None.
 
         Raises:
-            ValueError: bad sizes or seed. DependencyNotInstalled: no ns-3. ChannelError: ns-3 failed.
+            ValueError: ``seed``, ``num_envs`` or ``num_agents`` is not an integer in its range (a float, bool or
+                string is refused, not truncated), more than 60000 ns-3 nodes per env (``num_agents + 2 *
+                background_pairs``), ``dt_s`` not a finite number > 0, or ``send_jitter_s >= dt_s``.
+            DependencyNotInstalled: no ns-3. ChannelError: ns-3 failed.
         """
         p = self.params
         if seed is None:
             seed = int(np.random.SeedSequence().entropy % 2**63)
-        seed = int(seed)
-        if seed < 0:
-            raise ValueError(f"ns3-v0 seed must be >= 0, got {seed}")
-        if not (1 <= num_envs <= 256) or num_agents < 1 or num_agents + 2 * p.background_pairs > 60000:
-            raise ValueError(f"ns3-v0 supports 1 <= num_envs <= 256 and num_agents >= 1; got num_envs={num_envs}, "
-                             f"num_agents={num_agents}")
-        if not dt_s > 0:
-            raise ValueError(f"ns3-v0 needs dt_s > 0 (s), got {dt_s}")
+        seed = _integer("seed", seed, 0, None, "the episode seed, or None")
+        num_envs = _integer("num_envs", num_envs, 1, 256, "envs, each its own ns-3 network")
+        num_agents = _integer("num_agents", num_agents, 1, None, "agent slots per env")
+        nodes = num_agents + 2 * p.background_pairs
+        if nodes > NODES_PER_ENV_MAX:
+            raise ValueError(f"ns3-v0: num_agents + 2 * background_pairs = {num_agents} + 2 * {p.background_pairs} "
+                             f"= {nodes} ns-3 nodes per env, over the limit of {NODES_PER_ENV_MAX} nodes per env "
+                             "(each env is one /16 IPv4 subnet)")
+        if isinstance(dt_s, (bool, np.bool_)) or not isinstance(dt_s, (int, float, np.integer, np.floating)) or not (
+                np.isfinite(dt_s) and dt_s > 0):
+            raise ValueError(f"ns3-v0 needs dt_s a finite number > 0 (s), got {dt_s!r}")
         if p.send_jitter_s >= dt_s:
             raise ValueError(f"ns3-v0 send_jitter_s ({p.send_jitter_s} s) must be < dt_s ({dt_s} s)")
+        self._was_reset = False  # the sizes change now: the old totals no longer fit until this reset is done
         self.E, self.N, self.dt_s = int(num_envs), int(num_agents), float(dt_s)
         self.scenario = scenario
         self._positions_fn = getattr(scenario, "positions", None) if scenario is not None else None
@@ -272,7 +329,7 @@ class Ns3Channel(Channel):
             if "error while loading shared libraries" in str(exc):  # ns-3 removed after the bridge was built
                 raise DependencyNotInstalled(f"the ns-3 bridge cannot load ns-3: {exc}. {INSTALL_HINT}") from exc
             raise
-        self._ready = True
+        self._ready = self._was_reset = True
         # accounting state
         self._next_id = 0
         self._seq = np.zeros((self.E, self.N, self.N), np.int64)
@@ -313,9 +370,17 @@ class Ns3Channel(Channel):
             pass
 
     # ------------------------------------------------------------------ helpers
+    _NOT_READY = "ns3-v0: call reset() first (or again, after an ns-3 failure or close())"
+
     def _require_ready(self) -> None:
         if not self._ready:
-            raise ChannelError("ns3-v0: call reset() first (or again, after an ns-3 failure or close())")
+            raise ChannelError(self._NOT_READY)
+
+    def _require_reset(self) -> None:
+        """The accounting readers (stats, per_copy, ...) need one reset; after close or an ns-3 failure they still
+        read the totals so far."""
+        if not self._was_reset:
+            raise ChannelError(self._NOT_READY)
 
     def _positions(self) -> np.ndarray:
         if self._positions_fn is None:
@@ -342,7 +407,12 @@ class Ns3Channel(Channel):
         return float(p.background_schedule[max(i, 0)][1])
 
     def background_rate_bps(self, t: int) -> float:
-        """Offered load of each background pair during step ``t`` (bit/s)."""
+        """Offered load of each background pair during step ``t`` (bit/s).
+
+        Raises:
+            ChannelError: before the first ``reset`` (the step length is not known yet).
+        """
+        self._require_reset()
         return self._bg_rate(t)
 
     def _count(self, key, env, src, dst, size):
@@ -465,10 +535,26 @@ class Ns3Channel(Channel):
         """Offer the messages of step ``t``; ns-3 simulates ``[t dt, (t+1) dt)`` while the caller goes on.
 
         Raises:
-            ValueError: env/src/dst out of range, or step ``t`` already simulated.
-            ChannelError: ns-3 did not finish within ``step_timeout_s`` or crashed.
+            ValueError: ``t`` is not an integer >= 0, env/src/dst out of range, a message whose IP packet (payload
+                bytes + ``header_bytes``) would exceed 65535 B (IPv4's limit; nothing is sent), or step ``t``
+                already simulated.
+            ChannelError: not reset; ns-3 did not finish within ``step_timeout_s`` or crashed.
         """
         self._require_ready()
+        t = _step("send", t)
+        if batch is not None and len(batch):  # checked before anything reaches ns-3 or the accounting
+            if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)
+                    | (batch.dst < BROADCAST) | (batch.dst >= self.N) | (batch.dst == batch.src)).any():
+                raise ValueError(f"message batch has env/src/dst outside [0, {self.E}) x [0, {self.N}) "
+                                 "(dst may be -1 for broadcast, never the sender itself)")
+            packet = int(batch.size_bytes(self.params.header_bytes).max())
+            if packet > IP_PACKET_MAX_BYTES:
+                width, item = batch.payload.shape[1], batch.payload.dtype.itemsize
+                most = (IP_PACKET_MAX_BYTES - self.params.header_bytes) // item
+                raise ValueError(f"ns3-v0: a message of {width} payload values x {item} B + header_bytes "
+                                 f"{self.params.header_bytes} makes an IP packet of {packet} B, over the limit of "
+                                 f"{IP_PACKET_MAX_BYTES} B (IPv4's 16-bit total length; ns-3 would drop it "
+                                 f"unseen); send at most {most} payload values per message")
         self._collect()
         self._advance_to(t)
         if self._served_to > t:
@@ -476,10 +562,6 @@ class Ns3Channel(Channel):
                              "call send(t) before deliver(t + 1)")
         wire = np.zeros(0, _WIRE)
         if batch is not None and len(batch):
-            if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)
-                    | (batch.dst < BROADCAST) | (batch.dst >= self.N) | (batch.dst == batch.src)).any():
-                raise ValueError(f"message batch has env/src/dst outside [0, {self.E}) x [0, {self.N}) "
-                                 "(dst may be -1 for broadcast, never the sender itself)")
             m = len(batch)
             self._messages += m
             self._payload_dim = batch.payload.shape[1]
@@ -523,8 +605,13 @@ class Ns3Channel(Channel):
 
         After the call, :attr:`last_latencies_s` (float64 ``[M]``, s) holds each returned copy's ns-3
         latency, from its send time ``t_sent_s`` to its reception, row-aligned with the returned batch.
+
+        Raises:
+            ValueError: ``t`` is not an integer >= 0.
+            ChannelError: not reset; ns-3 did not finish within ``step_timeout_s`` or crashed.
         """
         self._require_ready()
+        t = _step("deliver", t)
         self._collect()
         self._advance_to(t)
         ready = [a for a in self._arrived if a[0] <= t]
@@ -551,7 +638,12 @@ class Ns3Channel(Channel):
 
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
-        """int64 ``[E, N, N]``: copies and bytes in flight in ns-3 or received and not yet delivered."""
+        """int64 ``[E, N, N]``: copies and bytes in flight in ns-3 or received and not yet delivered.
+
+        Raises:
+            ChannelError: before the first ``reset``; ns-3 failed while finishing the last step.
+        """
+        self._require_reset()
         if self._ready:
             self._collect()
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
@@ -565,14 +657,24 @@ class Ns3Channel(Channel):
         return out
 
     def per_copy(self) -> dict[str, np.ndarray]:
-        """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
+        """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies.
+
+        Raises:
+            ChannelError: before the first ``reset``; ns-3 failed while finishing the last step.
+        """
+        self._require_reset()
         if self._ready:
             self._collect()
         return per_copy_view(self.totals, self.queued(), CAUSES)
 
     def lost_bytes_by_send_step(self, num_steps: int) -> np.ndarray:
         """int64 ``[num_steps, E]``: bytes of the copies sent at each step (and env) that were declared lost so
-        far (a copy's fate is decided up to ``loss_timeout_s`` after sending; for oracles)."""
+        far (a copy's fate is decided up to ``loss_timeout_s`` after sending; for oracles).
+
+        Raises:
+            ChannelError: before the first ``reset``.
+        """
+        self._require_reset()
         out = np.zeros((num_steps, self.E), np.int64)
         for step, env, size in self._lost_log:
             ok = step < num_steps
@@ -580,12 +682,24 @@ class Ns3Channel(Channel):
         return out
 
     def latencies_s(self) -> np.ndarray:
-        """float64 ns-3 latencies (s) of every copy delivered since reset (send time to ns-3 reception)."""
+        """float64 ns-3 latencies (s) of every copy delivered since reset (send time to ns-3 reception).
+
+        Raises:
+            ChannelError: before the first ``reset``; ns-3 failed while finishing the last step.
+        """
+        self._require_reset()
         if self._ready:
             self._collect()
         return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
 
     def stats(self) -> dict[str, float]:
+        """Run totals since ``reset`` (the keys of the class docstring); still readable after ``close``.
+
+        Raises:
+            ChannelError: before the first ``reset`` (``call reset() first``, as :meth:`send`); ns-3 failed while
+                finishing the last step.
+        """
+        self._require_reset()
         s = flat_stats(self.per_copy(), CAUSES, self._messages, self.latencies_s())
         s["comm/ns3/background_tx_bytes"] = float(self._bg[0])
         s["comm/ns3/background_rx_bytes"] = float(self._bg[1])

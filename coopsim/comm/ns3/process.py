@@ -19,6 +19,10 @@ from pathlib import Path
 
 from coopsim.errors import ChannelError
 
+#: the longest single wait on the pipes (s); a longer deadline (``step_timeout_s=1e9``) is waited in such slices, as
+#: ``select`` refuses a timeout past about 2.1e6 s (epoll's int milliseconds) with an OverflowError
+_WAIT_SLICE_S = 3600.0
+
 
 def _terminate(proc: subprocess.Popen, stderr_file) -> None:
     """Stop ``proc`` (polite quit already tried or impossible): SIGKILL, reap, close our ends."""
@@ -138,9 +142,11 @@ class BridgeProcess:
             sel.register(self._in, selectors.EVENT_WRITE)
             while view:
                 left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
+                if left <= 0:
                     raise self._fail(f"did not accept a request within {timeout_s:g} s (channel.params.step_timeout_s: "
                                      f"stuck, or a limit too small for this network; the default is 5 s)")
+                if not sel.select(min(left, _WAIT_SLICE_S)):
+                    continue  # a slice of a long deadline passed, or the deadline: the check above says which
                 try:
                     k = os.write(self._in, view)
                 except BrokenPipeError:
@@ -155,9 +161,11 @@ class BridgeProcess:
             sel.register(self._out, selectors.EVENT_READ)
             while got < n:
                 left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
+                if left <= 0:
                     raise self._fail(f"did not answer within {timeout_s:g} s (channel.params.step_timeout_s: stuck, or a "
                                      f"limit too small for this network; the default is 5 s)")
+                if not sel.select(min(left, _WAIT_SLICE_S)):
+                    continue  # a slice of a long deadline passed, or the deadline: the check above says which
                 chunk = os.read(self._out, n - got)
                 if not chunk:
                     raise self._fail("closed its output (crashed)")
