@@ -1,18 +1,28 @@
 """Fresh-user report 34, the ns-3 findings: F4 nan/inf ns3-v0 params built from Python, F5 a message over an IP
-packet's size, F6 loose argument checks of the channel. The tests taking ``ns3_bridge`` start a real ns-3 (tiny
-runs); the others need none."""
+packet's size, F6 loose argument checks of the channel, F7 the ideal anchors' latency line, F12 ``--out`` over a file
+that is not a results file of the ns-3 experiment. The tests marked ``ns3`` start a real ns-3 (tiny runs); the
+others need none (the experiment's runs are a fake there)."""
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
 import pytest
+import yaml
 
+from coopsim.comm.ns3 import experiment
 from coopsim.comm.ns3.channel import Ns3Channel
-from coopsim.errors import ChannelError, ConfigError, DependencyNotInstalled
+from coopsim.errors import ChannelError, ConfigError, DependencyNotInstalled, run_script
 from coopsim.platform.comm import MessageBatch
 
 DT = 0.1
+TINY = {
+    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
+    "senders": ["ddacom", "none"],
+    "num_envs": 1, "episodes": 1, "seeds": 1, "anchor_seeds": 2,
+    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
+}
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +185,127 @@ def test_the_channel_is_a_context_manager_that_closes_the_child(ns3_bridge):
             proc = ch2._proc
             raise RuntimeError("boom")
     assert not proc.alive and ch2._proc is None
+
+
+# F7 and F12: the experiment script; its runs are a fake, the ns-3 channel a stub -----------------------------------
+
+class _StubChannel:
+    def __init__(self, stats):
+        self._stats = stats
+
+    def stats(self):
+        return self._stats
+
+    def close(self):
+        pass
+
+
+def _fake_run(snd, cid, cparams=None, *, sender_params=None, seed=0, oracle=True, record_series=False, channel=None,
+              num_agents=3, obs_radius_m=0.5, num_envs=1, episodes=1, payload_floats=3):
+    ret = -50.0 - 7.0 * (seed % 3) + {"none": 0.0, "broadcast": 10.0 + seed % 2}.get(snd, 6.0)
+    z = [[0.0] * num_envs for _ in range(25 * episodes)]
+    r = {"sender": snd, "channel": cid, "seed": seed, "return": ret,
+         "return_per_env_episode": [ret] * (num_envs * episodes), "copies_offered": 10.0, "copies_delivered": 10.0,
+         "copies_lost": 0.0, "broadcast_equivalent_copies": 20.0, "loss": 0.0, "messages_vs_broadcast": 0.5,
+         "demand_bps": 1.0, "copy_bytes": 124}
+    if record_series:
+        r["series"] = {"delivered_bits": z, "offered_copies": z, "broadcast_copies": z, "lost_copies": z,
+                       "return_per_episode": [[ret] * num_envs for _ in range(episodes)]}
+    return r
+
+
+def _boom(*a, **k):
+    raise AssertionError("the long work started")
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    """A tiny experiment file; ``experiment.run`` a fake, the channel a stub whose p95 latency is 0.05 s."""
+    monkeypatch.setattr(experiment, "run", _fake_run)
+    monkeypatch.setattr(experiment, "make_component", lambda *a, **k: _StubChannel({"comm/latency_p95_s": 0.05}))
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump(TINY))
+    return cfg
+
+
+def _latency_lines(text: str) -> dict[str, str]:
+    return {line.split()[0]: line.split(" latency p95 ", 1)[1] for line in text.splitlines() if " latency p95 " in line}
+
+
+def test_the_ideal_anchors_latency_is_not_measured_not_nothing_delivered(tiny, tmp_path, monkeypatch, capsys):
+    experiment.main([str(tiny), "--no-oracle", "--oracle-cache", "", "--out", str(tmp_path / "r.json")])
+    lines = _latency_lines(capsys.readouterr().out)
+    ideal = "- (not measured: ideal channel)"
+    assert lines == {"ideal/broadcast": ideal, "ideal/none": ideal, "ns3/ddacom": "0.050 s", "ns3/none": "0.050 s"}
+    # a real channel that delivered nothing (no latency: nan) still says so
+    monkeypatch.setattr(experiment, "make_component", lambda *a, **k: _StubChannel({}))
+    experiment.main([str(tiny), "--no-oracle", "--oracle-cache", "", "--out", str(tmp_path / "r2.json")])
+    lines = _latency_lines(capsys.readouterr().out)
+    assert lines["ns3/ddacom"] == lines["ns3/none"] == "- (nothing delivered)"
+    assert lines["ideal/none"] == "- (not measured: ideal channel)"
+
+
+def _refused(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as info:
+        run_script(experiment.main, argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+FOREIGN = {
+    "text": "precious notes\n",
+    "other_json": '{"a": 1}\n',
+    "ddacom_eval": json.dumps({"seeds_done": 2, "summary": {}}),
+}
+
+
+@pytest.mark.parametrize("calibrate", [False, True], ids=["experiment", "calibrate"])
+@pytest.mark.parametrize("kind", sorted(FOREIGN) + ["config_itself"])
+def test_out_that_is_not_a_results_file_of_the_experiment_is_refused(kind, calibrate, tiny, tmp_path, monkeypatch,
+                                                                      capsys):
+    monkeypatch.setattr(experiment, "run", _boom)
+    monkeypatch.setattr(experiment, "calibrate", _boom)
+    monkeypatch.setattr(experiment, "run_anchors", _boom)
+    if kind == "config_itself":
+        out = tiny
+    else:
+        out = tmp_path / f"{kind}.txt"
+        out.write_text(FOREIGN[kind])
+    before = out.read_text()
+    mode = ["--calibrate", "0"] if calibrate else ["--no-oracle", "--oracle-cache", ""]
+    err = _refused([str(tiny), *mode, "--out", str(out)], capsys)
+    if kind == "config_itself":
+        assert err == (f"error: key '--out': {out} is the experiment file this command reads; give --out another "
+                       "file (the results JSON)")
+    else:
+        assert err == (f"error: key '--out': {out} exists and is not a results file of coopsim.comm.ns3.experiment; "
+                       "give another --out or remove it")
+    assert out.read_text() == before
+
+
+def test_out_that_is_the_config_under_another_name_is_refused(tiny, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(experiment, "run_anchors", _boom)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(tiny)
+    monkeypatch.chdir(tmp_path)
+    err = _refused(["./tiny.yaml", "--no-oracle", "--oracle-cache", "", "--out", str(link)], capsys)
+    assert err.endswith("is the experiment file this command reads; give --out another file (the results JSON)")
+
+
+def test_out_of_this_command_is_still_written_an_empty_file_and_a_calibration_too(tiny, tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    out.write_text("")  # an empty file holds nothing to lose
+    experiment.main([str(tiny), "--no-oracle", "--oracle-cache", "", "--out", str(out)])
+    assert json.loads(out.read_text())["seeds_done"] == 1
+    # a calibration output of this command is replaced by a calibration, and by an experiment, as before
+    monkeypatch.setattr(experiment, "calibrate", lambda cfg, loads: [{"background_bps_per_pair": loads[0]}])
+    cal = tmp_path / "cal.json"
+    experiment.main([str(tiny), "--calibrate", "0", "--out", str(cal)])
+    experiment.main([str(tiny), "--calibrate", "1e6", "--out", str(cal)])
+    assert json.loads(cal.read_text())["calibration"] == [{"background_bps_per_pair": 1e6}]
+    experiment.main([str(tiny), "--no-oracle", "--oracle-cache", "", "--out", str(cal)])
+    assert json.loads(cal.read_text())["seeds_done"] == 1
+    # a result of this command: the same command finds nothing to run and leaves it as it is
+    experiment.main([str(tiny), "--no-oracle", "--oracle-cache", "", "--out", str(out)])
+    assert json.loads(out.read_text())["seeds_done"] == 1

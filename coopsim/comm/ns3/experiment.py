@@ -32,7 +32,9 @@ them), so a rerun with other senders or sender params runs only its ns-3 seeds.
 ``--out`` is rewritten after every ns-3 seed. A rerun into a ``--out`` that holds a result with the same settings
 (senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
 finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
-seeds than it holds, or has finished.
+seeds than it holds, or has finished. An existing ``--out`` that is not a results file of this command (the experiment
+file itself, a text file, another tool's JSON) is refused, not replaced, as ``ddacom.evaluate`` refuses it
+(:func:`check_out`); with ``--calibrate`` too.
 
 ``--calibrate 0,1e6,2e6`` instead measures, for each constant background load per pair (bit/s), the rate
 each agent gets through when all of them offer the full-broadcast demand, without the latency bound (the
@@ -46,6 +48,7 @@ import difflib
 import hashlib
 import json
 import math
+import os
 import shlex
 import time
 from pathlib import Path
@@ -570,6 +573,42 @@ def previous_result(out: str | Path) -> dict | None:
     return d if ok and isinstance(d.get("runs"), list) else None
 
 
+def _calibration_output(out: str | Path) -> bool:
+    """Whether ``out`` holds a ``--calibrate`` output of this script (``{"config": ..., "calibration": [...]}``)."""
+    try:
+        d = json.loads(Path(out).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and isinstance(d.get("config"), dict) and isinstance(d.get("calibration"), list)
+
+
+def check_out(out: str, config: str) -> None:
+    """Refuse an ``--out`` this script would replace although it is not one of its results: the experiment file
+    ``config`` itself, or any existing file that is neither a result (:func:`previous_result`) nor a ``--calibrate``
+    output of this script (a text file, another tool's JSON); as ``ddacom.evaluate`` refuses it. An empty file holds
+    nothing to lose and is taken; a result of this script keeps its rules (resumed, or kept while it holds more seeds
+    or other settings).
+
+    Raises:
+        ConfigError: key ``--out``; names the file.
+    """
+    p = Path(out)
+    try:
+        same = os.path.samefile(p, config)
+    except OSError:  # one of them does not exist (or cannot be looked at: check_writable says so)
+        same = False
+    if same:
+        raise ConfigError(f"{out} is the experiment file this command reads; give --out another file (the results "
+                          "JSON)", key="--out", value=out)
+    if not (p.exists() or p.is_symlink()):
+        return
+    if p.is_file() and p.stat().st_size == 0:
+        return
+    if previous_result(p) is None and not _calibration_output(p):
+        raise ConfigError(f"{out} exists and is not a results file of coopsim.comm.ns3.experiment; give another "
+                          "--out or remove it", key="--out", value=out)
+
+
 def reusable_seeds(prev: dict, cur: dict, seeds: int, T: int, E: int) -> tuple[list[dict], dict[int, np.ndarray],
                                                                                 list[str]]:
     """The ns-3 runs (and safe rates) of ``prev`` (:func:`previous_result`) a run with settings ``cur``
@@ -770,7 +809,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=DEFAULT_OUT,
                     help="the results JSON, rewritten after every ns-3 seed; when it holds a result with the same "
                          "settings, the run resumes from its finished seeds, and a result with other settings is kept "
-                         f"until this run has more seeds or has finished (default {DEFAULT_OUT})")
+                         f"until this run has more seeds or has finished; an existing file that is not a results "
+                         f"file of this command is refused (default {DEFAULT_OUT})")
     ap.add_argument("--plot", default=None,
                     help="write the time-series figure here, an image file whose suffix names its format (.png, "
                          ".pdf, .svg, ...)")
@@ -796,6 +836,7 @@ def main(argv: list[str] | None = None) -> dict:
                  " has nothing to use; drop one of them")
     loads = parse_loads(a.calibrate) if a.calibrate is not None else None  # before any ns-3 run
     check_writable("--out", a.out)  # before minutes of ns-3 runs, not at the first seed's write
+    check_out(a.out, a.config)  # never over the config itself or a file that is not ours
     if a.plot:
         check_writable("--plot", a.plot)
         check_image_path(a.plot, "--plot", suffix_required=True)  # not matplotlib's traceback after the whole run
@@ -987,7 +1028,10 @@ def main(argv: list[str] | None = None) -> dict:
     for k, row in summary["rows"].items():
         lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r
                and np.isfinite(r["latency_p95_s"])]
-        print(f"{k:<24} latency p95 {_secs(float(np.mean(lat))) if lat else '- (nothing delivered)'}")
+        if k.split("/", 1)[0] == "ideal":  # the anchors run over ideal-v0, which records no latency
+            print(f"{k:<24} latency p95 - (not measured: ideal channel)")
+        else:
+            print(f"{k:<24} latency p95 {_secs(float(np.mean(lat))) if lat else '- (nothing delivered)'}")
     if a.plot:
         plot(ts, a.plot)
     if written:
