@@ -1009,8 +1009,8 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
 def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, or several to compare"),
            gif: bool = typer.Option(True, help="write a GIF of the first replay (single run)")) -> None:
     """Re-render a run's plots and table (and a replay GIF), or compare several runs."""
-    from coopsim.platform.report import (load_run, plot_run, plot_training, render_replays, summary_table,
-                                         training_run_message, training_seeds)
+    from coopsim.platform.report import (load_run, plot_run, plot_training, render_replays, seed_folder_message,
+                                         summary_table, training_run_message, training_seeds)
 
     stage = "report stopped (it writes each file whole or not at all: none is left half-written)"  # said then
     try:
@@ -1026,13 +1026,15 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             for d in folders:
                 console.print(f"note: skipped {d}: a comparison folder (compare.csv) that coopsim sweep or report "
                               "wrote, not a run", soft_wrap=True, highlight=False)
-            trained = [d for d in run_dirs if d.is_dir() and d not in folders and training_seeds(d)]
+            trained = [d for d in run_dirs if d.is_dir() and d not in folders
+                       and (training_seeds(d) or seed_folder_message(d))]
             for d in trained:  # as a comparison folder is: a training run holds no evaluation episodes to compare
-                console.print(f"note: skipped {training_run_message(d)}", soft_wrap=True, highlight=False)
+                console.print(f"note: skipped {seed_folder_message(d) or training_run_message(d)}", soft_wrap=True,
+                              highlight=False)
             run_dirs = [d for d in run_dirs if d not in folders and d not in trained]
             if not run_dirs:
-                raise CoopsimError("no folder given is a run directory (each is a comparison folder or a training "
-                                   "run); give the run directories that `coopsim run`, `coopsim eval` or `coopsim "
+                raise CoopsimError("no folder given is a run directory (each is a comparison folder, a training "
+                                   "run or one of its seed folders); give the run directories that `coopsim run`, `coopsim eval` or `coopsim "
                                    "sweep` wrote")
         if len(run_dirs) == 1 and run_dirs[0].is_dir() and training_seeds(run_dirs[0]):
             console.print(f"note: {training_run_message(run_dirs[0])}", soft_wrap=True, highlight=False)

@@ -99,7 +99,7 @@ def test_report_names_a_policy_directory_and_the_rounds_of_a_benchmark(tmp_path)
     res = CliRunner().invoke(app, ["report", str(tmp_path / "clone" / "round-2")])
     out = " ".join(res.output.split())
     assert res.exit_code == 0 and "a trained policy with its config (no training metrics)" in out
-    assert f"eval {tmp_path / 'clone' / 'round-2' / 'config.yaml'} --checkpoint {tmp_path / 'clone' / 'round-2' / 'seed-0'}" in out
+    assert f"eval {tmp_path / 'clone' / 'round-2' / 'config.yaml'} 'seeds=[0]' --checkpoint {tmp_path / 'clone' / 'round-2' / 'seed-0'}" in out
     res = CliRunner().invoke(app, ["report", str(tmp_path / "clone")])
     out = " ".join(res.output.split())
     assert res.exit_code == 2 and "its rounds (round-1 .. round-2) hold trained policies" in out

@@ -151,13 +151,9 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
         if rounds:  # benchmarks/smac_clone.py or smac_expert_iteration.py output: each round is a policy directory
             raise CoopsimError(f"{d}: not a run directory (no config.yaml): its rounds ({rounds[0].name} .. "
                                f"{rounds[-1].name}) hold trained policies; {training_run_message(rounds[-1])}")
-        if d.name.startswith("seed-") and any(s.resolve() == d.resolve() for s in training_seeds(d.parent)):
-            import shlex
-
-            raise CoopsimError(f"{d}: one seed's folder of the training run {d.parent}, not a run directory; "
-                               f"evaluate its policy with: {invoked_as()} eval "
-                               f"{shlex.quote(str(d.parent / 'config.yaml'))} --checkpoint {shlex.quote(str(d))}, "
-                               f"or give the training run to see its curves")
+        seed_note = seed_folder_message(d)
+        if seed_note:
+            raise CoopsimError(seed_note)
         raise CoopsimError(f"{d}: not a run directory (no config.yaml); give a folder that `coopsim run` wrote under runs/")
     try:
         cfg = yaml.safe_load((d / "config.yaml").read_text())
@@ -476,12 +472,32 @@ def training_run_message(run_dir: str | Path) -> str:
                      f" whose training has not finished ({status})")
             resume = "" if running else (f"; continue its training with: {invoked_as()} train --resume "
                                          f"{shlex.quote(str(d))}")
-            return (f"{d}: {what}, not a run of evaluation episodes; evaluate its checkpoints with: {invoked_as()} "
-                    f"eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}{resume}")
+            return (f"{d}: {what}, not a run of evaluation episodes; evaluate its checkpoints with: "
+                    f"{eval_command(d, seed)}{resume}")
     else:  # seed-<s>/policy.pt and config.yaml only: a benchmark's round (smac_clone.py, smac_expert_iteration.py)
         what = "a trained policy with its config (no training metrics)"
-    return (f"{d}: {what}, not a run of evaluation episodes; evaluate it with: "
-            f"{invoked_as()} eval {shlex.quote(str(d / 'config.yaml'))} --checkpoint {shlex.quote(str(seed))}")
+    return f"{d}: {what}, not a run of evaluation episodes; evaluate it with: {eval_command(d, seed)}"
+
+
+def eval_command(run_dir: str | Path, seed_dir: str | Path) -> str:
+    """The ``coopsim eval`` command line that evaluates one seed's policy of a training run on that seed, as
+    ``coopsim train``'s own ``next:`` line gives it: ``coopsim eval RUN/config.yaml 'seeds=[s]' --checkpoint
+    RUN/seed-s`` (without ``seeds=[s]`` it would evaluate that policy on every seed of the config)."""
+    import shlex
+
+    s = Path(seed_dir).name.removeprefix("seed-")
+    return (f"{invoked_as()} eval {shlex.quote(str(Path(run_dir) / 'config.yaml'))} {shlex.quote(f'seeds=[{s}]')} "
+            f"--checkpoint {shlex.quote(str(seed_dir))}")
+
+
+def seed_folder_message(d: str | Path) -> str | None:
+    """What ``d`` is when it is one seed's folder (``seed-<s>``) of a training run (or of a policy directory), with
+    the command that evaluates its policy; None for any other folder."""
+    d = Path(d)
+    if not (d.name.startswith("seed-") and any(s.resolve() == d.resolve() for s in training_seeds(d.parent))):
+        return None
+    return (f"{d}: one seed's folder of the training run {d.parent}, not a run directory; evaluate its policy with: "
+            f"{eval_command(d.parent, d)}, or give the training run to see its curves")
 
 
 def training_progress(run_dir: str | Path) -> tuple[str, bool] | None:

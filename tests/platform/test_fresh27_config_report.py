@@ -202,7 +202,7 @@ def test_report_of_a_stopped_training_run_says_how_far_each_seed_got(stopped_run
     assert r.stdout.splitlines()[0] == (
         f"note: {run}: a training run (written by coopsim train) whose training has not finished (seed 0 at {done:,} "
         f"of 1,024 env steps; seed 1 not started), not a run of evaluation episodes; evaluate its checkpoints with: "
-        f"coopsim eval {q(str(run / 'config.yaml'))} --checkpoint {q(str(run / 'seed-0'))}; continue its training "
+        f"coopsim eval {q(str(run / 'config.yaml'))} 'seeds=[0]' --checkpoint {q(str(run / 'seed-0'))}; continue its training "
         f"with: coopsim train --resume {q(str(run))}")
     assert r.stdout.splitlines()[1] == (f"plot: {run / 'train_curves.png'} (training curves: episode return/win vs env "
                                         "steps)")
@@ -230,4 +230,4 @@ def test_the_printed_resume_command_finishes_the_run_and_the_note_is_then_as_bef
     q = shlex.quote
     assert r.stdout.splitlines()[0] == (
         f"note: {run}: a training run (written by coopsim train), not a run of evaluation episodes; evaluate it with: "
-        f"coopsim eval {q(str(run / 'config.yaml'))} --checkpoint {q(str(run / 'seed-0'))}")
+        f"coopsim eval {q(str(run / 'config.yaml'))} 'seeds=[0]' --checkpoint {q(str(run / 'seed-0'))}")

@@ -1,6 +1,7 @@
-"""Fresh-user pass 34 (F11): `coopsim report` of a training run's seed folder names it and gives the eval command;
-a training run among several folders to compare is skipped with a note, as a comparison folder is (it was an
-error that stopped the whole comparison); `coopsim validate` of a results file says what wrote it."""
+"""Fresh-user pass 34 (F11, 34b N7/N8): `coopsim report` of a training run's seed folder names it and gives the eval
+command with that seed (as `coopsim train`'s next: line); a training run or a seed folder among several folders to
+compare is skipped with a note, as a comparison folder is (it was an error that stopped the whole comparison);
+`coopsim validate` of a results file says what wrote it."""
 import os
 import shlex
 import subprocess
@@ -39,7 +40,8 @@ def test_report_of_a_seed_folder_names_its_training_run_and_the_eval_command(run
     q = shlex.quote
     msg = " ".join(r.stderr.split())
     assert f"{train / 'seed-0'}: one seed's folder of the training run {train}, not a run directory" in msg
-    assert f"eval {q(str(train / 'config.yaml'))} --checkpoint {q(str(train / 'seed-0'))}" in msg
+    # with the seed, as `coopsim train`'s own next: line (without it the policy is evaluated on every config seed)
+    assert f"eval {q(str(train / 'config.yaml'))} 'seeds=[0]' --checkpoint {q(str(train / 'seed-0'))}" in msg
 
 
 def test_a_training_run_among_runs_to_compare_is_skipped_with_a_note(runs):
@@ -49,8 +51,14 @@ def test_a_training_run_among_runs_to_compare_is_skipped_with_a_note(runs):
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert f"note: skipped {train}: a training run (written by coopsim train), not a run of evaluation episodes" in out
     assert "episode_return" in out or "return" in out  # the run's table was shown
+    # a seed folder among them is skipped the same way (fresh34b N7: it stopped the whole comparison)
+    r = cli("report", train / "seed-0", run, "--no-gif")
+    out = " ".join(r.stdout.split())
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert f"note: skipped {train / 'seed-0'}: one seed's folder of the training run {train}" in out
     r = cli("report", train, train / "seed-0")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "no folder given is a run directory" in r.stderr
 
 
 def test_validate_of_a_results_file_says_what_wrote_it(tmp_path):

@@ -193,6 +193,6 @@ def test_report_out_dir_star_skips_the_comparison_folder_a_sweep_wrote(runs):
         finally:
             shutil.rmtree(copy)
         assert only.exit_code == 2 and "Traceback" not in only.output
-        assert "no folder given is a run directory (each is a comparison folder or a training run)" in only.output
+        assert "no folder given is a run directory (each is a comparison folder, a training run or one of its seed" in only.output
     finally:
         shutil.rmtree(folder)

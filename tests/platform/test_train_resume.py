@@ -241,7 +241,7 @@ def test_report_of_a_training_run_says_so_and_plots_its_curves(done_run, tmp_pat
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     out = " ".join(r.stdout.split())
     assert out.startswith(f"note: {run}: a training run (written by coopsim train), not a run of evaluation "
-                          f"episodes; evaluate it with: coopsim eval {run}/config.yaml --checkpoint {run}/seed-0")
+                          f"episodes; evaluate it with: coopsim eval {run}/config.yaml 'seeds=[0]' --checkpoint {run}/seed-0")
     assert "no finished episode" not in out
     assert f"plot: {run}/train_curves.png (training curves" in out
     assert (run / "train_curves.png").stat().st_size > 1000
