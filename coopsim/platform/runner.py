@@ -398,8 +398,8 @@ class FirstStep:
 
     :func:`run_episode` applies it to the first step of a run's first episode, so nothing is built or played
     twice; :func:`check_first_step` applies it alone (``coopsim validate``, ``coopsim sweep``). Both go through
-    the same three checks, :meth:`act`, :func:`check_joint_action` and :meth:`step`, so their messages cannot
-    drift apart.
+    the same checks, :meth:`act`, :func:`check_joint_action`, :meth:`messages` (the agent's first messages against
+    the channel's size limit) and :meth:`step`, so their messages cannot drift apart.
 
     Args:
         cfg: the run config (its agent and scenario ids are named in the messages).
@@ -431,6 +431,17 @@ class FirstStep:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
             raise self.act_failed(exc) from None
+
+    def messages(self, channel, batch) -> None:
+        """The channel's check of the agent's first messages (``check_message_size``, where a channel has one, e.g.
+        ``ns3-v0``'s IP packet limit with its ``header_bytes``): a ConfigError it raises names the file."""
+        check = getattr(channel, "check_message_size", None)
+        if check is None or batch is None:
+            return
+        try:
+            check(batch)
+        except ConfigError as exc:
+            raise in_file(exc, self.file) from None
 
     def step(self, scenario, joint_action):
         """``scenario.step(joint_action)``; any failure other than a CoopsimError is :meth:`step_failed`."""
@@ -480,7 +491,9 @@ def check_first_step(parts: RunParts, cfg: RunConfig, *, file: str | None = None
 
     Raises:
         ConfigError: key ``agents.id``; the agent raised, returned a joint action of the wrong shape, or
-            actions outside ``Discrete(n)``; or the scenario could not step with it.
+            actions outside ``Discrete(n)``; or the scenario could not step with it. The channel's key (e.g.
+            ``channel.params.header_bytes``) when the agent's first messages do not fit the channel
+            (:meth:`FirstStep.messages`).
     """
     check = FirstStep(cfg, file=file)
     sc, seed = parts.scenario, cfg.seeds[0] * cfg.episodes
@@ -491,9 +504,10 @@ def check_first_step(parts: RunParts, cfg: RunConfig, *, file: str | None = None
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of a foreign agent is a config mismatch
         raise check.act_failed(exc) from None
-    actions, _ = check.act(parts.agent, obs, None)  # the same three checks as run_episode's checked step
+    actions, outgoing = check.act(parts.agent, obs, None)  # the same checks as run_episode's checked step
     a = np.asarray(actions)
     check_joint_action(a, sc, _action_n(sc), 0, check)
+    check.messages(parts.channel, outgoing)
     check.step(sc, a)
 
 
@@ -531,6 +545,8 @@ def run_episode(parts: RunParts, episode_seed: int, *, check: FirstStep | None =
         first = check if (check is not None and t == 0) else None  # the checked step: FirstStep's checks
         actions, outgoing = first.act(agent, obs, inbox) if first is not None else agent.act(obs, inbox)
         check_joint_action(actions, sc, n_actions, t, first)
+        if first is not None:
+            first.messages(channel, outgoing)
         safety_state = sc.constraints() if shield.needs_state else None
         safe, cert = shield.filter(safety_state, actions)
         interventions += int(np.count_nonzero(cert.changed))

@@ -17,7 +17,8 @@ A rerun into the same ``--out`` reuses the finished seeds the file holds when ev
 the same, and computes only the missing ones; a file of other settings, or with more finished seeds than this run
 has so far, is never replaced by fewer: the new result goes to ``<out>.partial-<settings hash>.json`` until it holds
 as many seeds (a rerun of the same command resumes from there too). An existing ``--out`` that is not a results file
-of this tool (say ``--out README.md``) is refused, not replaced.
+of this tool (say ``--out README.md``, or a results file of ``coopsim.comm.ns3.experiment``) is refused, not replaced
+(:func:`results_writer` tells the two tools' files apart).
 
 Usage::
 
@@ -226,16 +227,52 @@ def check_sender_param_repeats(items: list[str]) -> None:
         first[head] = value.strip()
 
 
-def _read_results(path: Path) -> dict | None:
-    """A results file of :func:`main` at ``path`` (its ``seeds_done`` and ``runs``), or None (no such file, or
-    not one)."""
+#: the ``writer`` field of the results files this module writes (its ``--out``)
+WRITER = "coopsim.agents.ddacom.evaluate"
+#: the ``writer`` field of the results files of ``python -m coopsim.comm.ns3.experiment`` (its ``--out``)
+NS3_EXPERIMENT_WRITER = "coopsim.comm.ns3.experiment"
+
+
+def results_writer(d: Any) -> str | None:
+    """The command that wrote results file ``d`` (a parsed JSON): :data:`WRITER` (this module) or
+    :data:`NS3_EXPERIMENT_WRITER`, so neither takes the other's file for its own (and replaces it). A file with a
+    ``writer`` field names it (any other string is returned as it is); one written before that field existed is told
+    by its keys: ``args`` (a dict) and no ``oracle`` is this module's, ``oracle`` (true or false) and no ``args`` the
+    ns-3 experiment's (its files in benchmarks/results/ have ``command``, ``note``, ``oracle``; newer ones ``config``,
+    ``settings``, ``oracle``). None when ``d`` is not a results file of either: not a dict with an integer
+    ``seeds_done`` and a ``runs`` list (e.g. ``{"seeds_done": 1, "runs": []}``), or keys of neither."""
+    if not (isinstance(d, dict) and isinstance(d.get("runs"), list) and isinstance(d.get("seeds_done"), int)
+            and not isinstance(d["seeds_done"], bool)):
+        return None
+    if "writer" in d:
+        return d["writer"] if isinstance(d["writer"], str) else None
+    if isinstance(d.get("args"), dict) and "oracle" not in d:
+        return WRITER
+    if isinstance(d.get("oracle"), bool) and "args" not in d:
+        return NS3_EXPERIMENT_WRITER
+    return None
+
+
+def _read_json(path: Path) -> Any:
+    """The parsed JSON at ``path``, or None (no such file, unreadable, or not JSON)."""
     try:
-        d = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not (isinstance(d, dict) and isinstance(d.get("runs"), list) and isinstance(d.get("seeds_done"), int)):
-        return None
-    return d
+
+
+def foreign_note(path: Path) -> str:
+    """`` (it is a results file of python -m <tool>)`` when ``path`` holds a results file of the other tool
+    (:func:`results_writer`), for the refusal of an ``--out`` that is not this command's; else ``""``."""
+    w = results_writer(_read_json(path))
+    return f" (it is a results file of python -m {w})" if w in (WRITER, NS3_EXPERIMENT_WRITER) else ""
+
+
+def _read_results(path: Path) -> dict | None:
+    """A results file of :func:`main` at ``path`` (its ``seeds_done`` and ``runs``; :func:`results_writer` says it is
+    this module's), or None (no such file, or not one: another tool's results file too)."""
+    d = _read_json(path)
+    return d if results_writer(d) == WRITER else None
 
 
 def _reusable_runs(d: dict | None, settings: dict, first: int, seeds: int, per_seed: int) -> list[dict]:
@@ -279,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
                          "none,broadcast,periodic,novelty,ddacom)")
     ap.add_argument("--out", default="runs/ddacom_eval.json",
                     help="the results JSON, rewritten after every seed; a rerun with the same settings reuses its "
-                         "finished seeds (default runs/ddacom_eval.json)")
+                         "finished seeds; an existing file that is not a results file of this command (e.g. an "
+                         "ns-3 experiment's) is refused (default runs/ddacom_eval.json)")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="a sender param (repeatable, each param once), e.g. ddacom.resend_lost=true or "
                          "novelty.threshold_m=0.2; periodic's period_steps is 4 unless given")
@@ -304,8 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     previous = _read_results(out)
     if previous is None and (out.exists() or out.is_symlink()) and not (out.is_file() and out.stat().st_size == 0):
         # not ours (a typo such as --out README.md): never replaced; an empty file holds nothing to lose
-        raise ConfigError(f"{out} exists and is not a results file of ddacom.evaluate; give another --out or "
-                          "remove it", key="--out", value=a.out)
+        raise ConfigError(f"{out} exists and is not a results file of ddacom.evaluate{foreign_note(out)}; give "
+                          "another --out or remove it", key="--out", value=a.out)
     prev_done = previous["seeds_done"] if previous is not None else 0  # never replaced by a result with fewer
     results, source = [], out
     for path, d in ((out, previous), (partial, _read_results(partial))):
@@ -338,7 +376,8 @@ def main(argv: list[str] | None = None) -> None:
         summary = summarize(results, radius=radius)  # written after every seed: an interrupted sweep keeps its seeds
         done = seed - a.first_seed + 1
         target = out if done >= prev_done else partial  # a file with more finished seeds is not replaced by fewer
-        atomic_write_json(target, {"args": vars(a), "settings": settings, "seeds_done": done, "summary": summary,
+        atomic_write_json(target, {"writer": WRITER, "args": vars(a), "settings": settings, "seeds_done": done,
+                                   "summary": summary,
                                    "runs": [{k: v for k, v in r.items()
                                              # the anchors keep theirs: one seed's anchor check pairs the episodes
                                              if k != "return_per_env_episode" or r["channel_name"] == "ideal"}

@@ -60,7 +60,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from coopsim.comm.ns3.build import INSTALL_HINT, ensure_bridge
 from coopsim.comm.ns3.process import BridgeProcess
-from coopsim.errors import ChannelError, DependencyNotInstalled
+from coopsim.errors import ChannelError, ConfigError, DependencyNotInstalled
 from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
 from coopsim.platform.comm import BROADCAST, HEADER_BYTES_MAX, Channel, ChannelParams, Feedback, MessageBatch, concat
 
@@ -230,7 +230,8 @@ class Ns3Channel(Channel):
 
     Raises:
         ConfigError: a bad param at construction (a value out of range, nan or inf, an unknown key), one line naming
-            the key, as a config file's ``channel.params`` get.
+            the key, as a config file's ``channel.params`` get; at :meth:`send` (:meth:`check_message_size`), key
+            ``channel.params.header_bytes``: messages too wide for an IP packet with that header.
         DependencyNotInstalled: at the first ``reset`` when ns-3 is missing (says how to install it).
         ChannelError: ns-3 did not answer within ``step_timeout_s`` or crashed; any call but ``reset``/``close``
             before the first ``reset`` (``call reset() first``).
@@ -531,13 +532,43 @@ class Ns3Channel(Channel):
             self._served_to += 1
 
     # ------------------------------------------------------------------ Channel API
+    def check_message_size(self, batch: MessageBatch | None) -> None:
+        """Refuse messages of ``batch``'s payload width whose IP packet (payload bytes + ``header_bytes``) would exceed
+        65535 B, IPv4's limit (ns-3 would drop it unseen); by the width alone, so an empty batch of that width is
+        refused too. Needs no ns-3 and no ``reset``: :meth:`send` calls it, and the runner calls it on an agent's
+        first messages (``coopsim validate`` and ``coopsim run`` then fail before a run folder exists).
+
+        Raises:
+            ConfigError: key ``channel.params.header_bytes`` (a ``ValueError`` too), one line naming its value, the
+                payload size and the limit, and the largest ``header_bytes`` and payload width that fit.
+        """
+        payload = getattr(batch, "payload", None)
+        if payload is None or getattr(payload, "ndim", 0) != 2:
+            return  # no messages, or not a MessageBatch (send's own checks say so)
+        h = self.params.header_bytes
+        width, item = int(payload.shape[1]), int(payload.dtype.itemsize)
+        size = width * item
+        packet = size + h
+        if packet <= IP_PACKET_MAX_BYTES:
+            return
+        most = (IP_PACKET_MAX_BYTES - h) // item
+        room = IP_PACKET_MAX_BYTES - size
+        fixes = ([f"give channel.params.header_bytes at most {room} (its range {UDP_IP_HEADER_BYTES} .. "
+                  f"{HEADER_BYTES_MAX})"] if room >= UDP_IP_HEADER_BYTES else [])
+        fixes.append(f"send at most {most} payload values per message" if most else "send fewer payload values")
+        raise ConfigError(f"ns3-v0: header_bytes {h} + a message payload of {width} values x {item} B = {size} B makes "
+                          f"an IP packet of {packet} B, over the limit of {IP_PACKET_MAX_BYTES} B (IPv4's 16-bit "
+                          f"total length; ns-3 would drop it unseen); {' or '.join(fixes)}",
+                          key="channel.params.header_bytes", value=h)
+
     def send(self, t: int, batch: MessageBatch | None) -> None:
         """Offer the messages of step ``t``; ns-3 simulates ``[t dt, (t+1) dt)`` while the caller goes on.
 
         Raises:
-            ValueError: ``t`` is not an integer >= 0, env/src/dst out of range, a message whose IP packet (payload
-                bytes + ``header_bytes``) would exceed 65535 B (IPv4's limit; nothing is sent), or step ``t``
-                already simulated.
+            ValueError: ``t`` is not an integer >= 0, env/src/dst out of range, or step ``t`` already simulated.
+            ConfigError: (a ``ValueError``) key ``channel.params.header_bytes``: a message whose IP packet (payload
+                bytes + ``header_bytes``) would exceed 65535 B (IPv4's limit; nothing is sent;
+                :meth:`check_message_size`).
             ChannelError: not reset; ns-3 did not finish within ``step_timeout_s`` or crashed.
         """
         self._require_ready()
@@ -547,14 +578,7 @@ class Ns3Channel(Channel):
                     | (batch.dst < BROADCAST) | (batch.dst >= self.N) | (batch.dst == batch.src)).any():
                 raise ValueError(f"message batch has env/src/dst outside [0, {self.E}) x [0, {self.N}) "
                                  "(dst may be -1 for broadcast, never the sender itself)")
-            packet = int(batch.size_bytes(self.params.header_bytes).max())
-            if packet > IP_PACKET_MAX_BYTES:
-                width, item = batch.payload.shape[1], batch.payload.dtype.itemsize
-                most = (IP_PACKET_MAX_BYTES - self.params.header_bytes) // item
-                raise ValueError(f"ns3-v0: a message of {width} payload values x {item} B + header_bytes "
-                                 f"{self.params.header_bytes} makes an IP packet of {packet} B, over the limit of "
-                                 f"{IP_PACKET_MAX_BYTES} B (IPv4's 16-bit total length; ns-3 would drop it "
-                                 f"unseen); send at most {most} payload values per message")
+            self.check_message_size(batch)
         self._collect()
         self._advance_to(t)
         if self._served_to > t:

@@ -33,8 +33,11 @@ them), so a rerun with other senders or sender params runs only its ns-3 seeds.
 (senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
 finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
 seeds than it holds, or has finished. An existing ``--out`` that is not a results file of this command (the experiment
-file itself, a text file, another tool's JSON) is refused, not replaced, as ``ddacom.evaluate`` refuses it
-(:func:`check_out`); with ``--calibrate`` too.
+file itself, a text file, another tool's JSON, a results file of ``ddacom.evaluate``) is refused, not replaced, as
+``ddacom.evaluate`` refuses it (:func:`check_out`); with ``--calibrate`` too. Each tool's results file names it in its
+``writer`` field (files written before that field are told by their keys:
+:func:`coopsim.agents.ddacom.evaluate.results_writer`). ``--plot`` may not be the ``--out`` file or the experiment
+file (:func:`check_plot`).
 
 ``--calibrate 0,1e6,2e6`` instead measures, for each constant background load per pair (bit/s), the rate
 each agent gets through when all of them offer the full-broadcast demand, without the latency bound (the
@@ -59,7 +62,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from coopsim.agents.comm_baselines.team import SENDER_NAMES, check_sender_params, check_senders, parse_sender_params, sender_class
-from coopsim.agents.ddacom.evaluate import check_sender_param_repeats, code_fingerprint, partial_path, run, summarize
+from coopsim.agents.ddacom.evaluate import (NS3_EXPERIMENT_WRITER, check_sender_param_repeats, code_fingerprint,
+                                            foreign_note, partial_path, results_writer, run, summarize)
 from coopsim.agents.ppo.curves import check_image_path
 from coopsim.comm.oracle import _CBR, safe_rate_sweep
 from coopsim.errors import ConfigError, CoopsimError, int_in_range, run_script
@@ -563,14 +567,15 @@ def settings(cfg: dict, oracle: bool) -> dict:
 
 
 def previous_result(out: str | Path) -> dict | None:
-    """The result JSON in ``out`` (a finished or interrupted run of this script), or None (absent, unreadable, or
-    something else, e.g. a ``--calibrate`` output)."""
+    """The result JSON in ``out`` (a finished or interrupted run of this script, :func:`results_writer` says so: its
+    ``writer`` field, or for a file written before that field its keys), or None (absent, unreadable, or something
+    else: a ``--calibrate`` output, a results file of ``ddacom.evaluate``)."""
     try:
         d = json.loads(Path(out).read_text())
     except (OSError, ValueError):
         return None
-    ok = isinstance(d, dict) and isinstance(d.get("seeds_done"), int) and d["seeds_done"] >= 1
-    return d if ok and isinstance(d.get("runs"), list) else None
+    ok = results_writer(d) == NS3_EXPERIMENT_WRITER and d["seeds_done"] >= 1
+    return d if ok else None
 
 
 def _calibration_output(out: str | Path) -> bool:
@@ -579,13 +584,15 @@ def _calibration_output(out: str | Path) -> bool:
         d = json.loads(Path(out).read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(d, dict) and isinstance(d.get("config"), dict) and isinstance(d.get("calibration"), list)
+    return (isinstance(d, dict) and isinstance(d.get("config"), dict) and isinstance(d.get("calibration"), list)
+            and d.get("writer", NS3_EXPERIMENT_WRITER) == NS3_EXPERIMENT_WRITER)
 
 
 def check_out(out: str, config: str) -> None:
     """Refuse an ``--out`` this script would replace although it is not one of its results: the experiment file
     ``config`` itself, or any existing file that is neither a result (:func:`previous_result`) nor a ``--calibrate``
-    output of this script (a text file, another tool's JSON); as ``ddacom.evaluate`` refuses it. An empty file holds
+    output of this script (a text file, another tool's JSON, a results file of ``ddacom.evaluate``); as
+    ``ddacom.evaluate`` refuses it. An empty file holds
     nothing to lose and is taken; a result of this script keeps its rules (resumed, or kept while it holds more seeds
     or other settings).
 
@@ -605,8 +612,37 @@ def check_out(out: str, config: str) -> None:
     if p.is_file() and p.stat().st_size == 0:
         return
     if previous_result(p) is None and not _calibration_output(p):
-        raise ConfigError(f"{out} exists and is not a results file of coopsim.comm.ns3.experiment; give another "
-                          "--out or remove it", key="--out", value=out)
+        raise ConfigError(f"{out} exists and is not a results file of coopsim.comm.ns3.experiment{foreign_note(p)}; "
+                          "give another --out or remove it", key="--out", value=out)
+
+
+def _same_path(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same file when both exist (a hard or symbolic link too), else the
+    same path once resolved (a file not written yet, through a symlinked folder too)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet)
+        pass
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except (OSError, RuntimeError):  # a symlink loop: not one of ours
+        return False
+
+
+def check_plot(plot: str, out: str, config: str) -> None:
+    """Refuse a ``--plot`` that names the ``--out`` file (the figure, written last, would replace the results JSON)
+    or the experiment file ``config``, before any work; compared as files (:func:`_same_path`), so another spelling
+    of the same path, a symlink or a hard link is refused too.
+
+    Raises:
+        ConfigError: key ``--plot``; names both files.
+    """
+    if _same_path(plot, out):
+        raise ConfigError(f"{plot} is the --out file {out}: the figure would be written over the results JSON; give "
+                          "--plot another file", key="--plot", value=plot)
+    if _same_path(plot, config):
+        raise ConfigError(f"{plot} is the experiment file {config} this command reads; give --plot another file",
+                          key="--plot", value=plot)
 
 
 def reusable_seeds(prev: dict, cur: dict, seeds: int, T: int, E: int) -> tuple[list[dict], dict[int, np.ndarray],
@@ -775,6 +811,23 @@ def parse_loads(text: str, flag: str = "--calibrate") -> list[float]:
     return out
 
 
+def latency_text(key: str, results: list[dict]) -> str:
+    """The p95 latency cell of row ``key`` (``channel/sender``) of the run dicts ``results``: the mean over its runs
+    of ``latency_p95_s``, or why there is none: ``- (not measured: ideal channel)`` for the anchors (ideal-v0 records
+    no latency), ``- (nothing sent)`` when its runs offered no copy (the ``none`` sender), ``- (nothing delivered)``
+    when they offered copies and none arrived."""
+    rows = [r for r in results if f"{r['channel_name']}/{r['sender']}" == key]
+    if key.split("/", 1)[0] == "ideal":
+        return "- (not measured: ideal channel)"
+    lat = [r["latency_p95_s"] for r in rows if "latency_p95_s" in r and np.isfinite(r["latency_p95_s"])]
+    if lat:
+        return _secs(float(np.mean(lat)))
+    sent = [r["copies_offered"] for r in rows if isinstance(r.get("copies_offered"), (int, float))]
+    if sent and not any(sent):
+        return "- (nothing sent)"
+    return "- (nothing delivered)"
+
+
 #: progress of :func:`main`, for the message of an interrupted run (:func:`kept_on_interrupt`)
 _PROGRESS: dict[str, Any] = {}
 
@@ -813,7 +866,7 @@ def main(argv: list[str] | None = None) -> dict:
                          f"file of this command is refused (default {DEFAULT_OUT})")
     ap.add_argument("--plot", default=None,
                     help="write the time-series figure here, an image file whose suffix names its format (.png, "
-                         ".pdf, .svg, ...)")
+                         ".pdf, .svg, ...); not the --out file nor the experiment file")
     ap.add_argument("--calibrate", default=None, help="comma-separated constant background loads per pair (bit/s)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache",
                     help="folder of cached oracle sweeps (one JSON per seed and setting) and normalization anchors "
@@ -838,6 +891,7 @@ def main(argv: list[str] | None = None) -> dict:
     check_writable("--out", a.out)  # before minutes of ns-3 runs, not at the first seed's write
     check_out(a.out, a.config)  # never over the config itself or a file that is not ours
     if a.plot:
+        check_plot(a.plot, a.out, a.config)  # the figure is written last: never over the results or the config
         check_writable("--plot", a.plot)
         check_image_path(a.plot, "--plot", suffix_required=True)  # not matplotlib's traceback after the whole run
     if a.oracle_cache:  # a file there would make every cache write fail, with a note about something else
@@ -870,7 +924,7 @@ def main(argv: list[str] | None = None) -> dict:
             raise ConfigError(f"{a.out} holds an experiment result ({held['seeds_done']} seed(s)) that --calibrate "
                               "would replace; give --calibrate another --out", key="--out", value=a.out)
         rows = calibrate(cfg, loads)
-        atomic_write_json(Path(a.out), {"config": cfg, "calibration": rows}, indent=1)
+        atomic_write_json(Path(a.out), {"writer": NS3_EXPERIMENT_WRITER, "config": cfg, "calibration": rows}, indent=1)
         return {"calibration": rows}
     kw = _scenario_kw(cfg)
     N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
@@ -959,7 +1013,8 @@ def main(argv: list[str] | None = None) -> dict:
         if where is not None:
             ts = time_series(results, safe, N, demand) if not a.no_oracle else None
             atomic_write_json(where, {
-                "config": cfg, "settings": cur, "seeds_done": done, "oracle": not a.no_oracle, "demand_bps": demand,
+                "writer": NS3_EXPERIMENT_WRITER, "config": cfg, "settings": cur, "seeds_done": done,
+                "oracle": not a.no_oracle, "demand_bps": demand,
                 "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
@@ -1026,12 +1081,7 @@ def main(argv: list[str] | None = None) -> dict:
           f"judged: {g6['judged']}")
     print(NR_CI_METHOD)
     for k, row in summary["rows"].items():
-        lat = [r["latency_p95_s"] for r in results if f"{r['channel_name']}/{r['sender']}" == k and "latency_p95_s" in r
-               and np.isfinite(r["latency_p95_s"])]
-        if k.split("/", 1)[0] == "ideal":  # the anchors run over ideal-v0, which records no latency
-            print(f"{k:<24} latency p95 - (not measured: ideal channel)")
-        else:
-            print(f"{k:<24} latency p95 {_secs(float(np.mean(lat))) if lat else '- (nothing delivered)'}")
+        print(f"{k:<24} latency p95 {latency_text(k, results)}")
     if a.plot:
         plot(ts, a.plot)
     if written:
