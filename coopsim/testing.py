@@ -5,7 +5,7 @@
 1. PettingZoo's ``parallel_api_test`` on the ``ParallelEnv`` view;
 2. the batched-core contract: shapes and dtypes of observations, rewards, flags, alive masks, action
    masks and state; observations inside the observation space; reward 0 and no-op available for
-   slots that are not alive;
+   slots that are not alive; a slot may join mid-episode (alive from a step on) but never comes back after it left;
 3. seeded determinism: two instances reset with the same seed and stepped with the same actions side
    by side produce identical arrays at every step;
 4. the batched core against the view: env 0 of a 2-env batch equals a single env with the same seed,
@@ -67,7 +67,11 @@ def _random_actions(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
     return np.argmax(u + masks * 1e-9, axis=-1).astype(np.int64)
 
 
-def _check_core_step(core: ScenarioCore, res, alive_before: np.ndarray, step: int) -> None:
+def _check_core_step(core: ScenarioCore, res, alive_before: np.ndarray, step: int,
+                     ever_alive: np.ndarray | None = None) -> None:
+    """The core contract of one step. ``ever_alive`` (bool ``[E, N]``): slots alive at some point of the episode
+    before this step; a slot alive now that never was joins (allowed, with its env's reward), one that was comes
+    back (refused). Without it every slot that was not alive before the step counts as coming back."""
     e, n = core.num_envs, core.num_agents
     for name, arr, dtype in (("reward", res.reward, np.floating), ("terminated", res.terminated, np.bool_),
                              ("truncated", res.truncated, np.bool_)):
@@ -76,12 +80,13 @@ def _check_core_step(core: ScenarioCore, res, alive_before: np.ndarray, step: in
             raise ScenarioCheckError(f"core contract: at step {step} '{name}' has shape {arr.shape}, expected ({e}, {n})")
         if not np.issubdtype(arr.dtype, dtype):
             raise ScenarioCheckError(f"core contract: at step {step} '{name}' has dtype {arr.dtype}, expected {dtype.__name__}")
-    if np.any(res.reward[~alive_before] != 0):
-        raise ScenarioCheckError(f"core contract: at step {step} a slot that was not alive got a non-zero reward")
     alive = np.asarray(core.alive)
     if alive.shape != (e, n) or alive.dtype != np.bool_:
         raise ScenarioCheckError(f"core contract: 'alive' must be bool ({e}, {n}); got {alive.dtype} {alive.shape}")
-    if np.any(alive & ~alive_before):
+    joined = alive & ~alive_before & ~ever_alive if ever_alive is not None else np.zeros_like(alive)
+    if np.any(res.reward[~alive_before & ~joined] != 0):
+        raise ScenarioCheckError(f"core contract: at step {step} a slot that was not alive got a non-zero reward")
+    if np.any(alive & ~alive_before & ~joined):
         raise ScenarioCheckError(f"core contract: at step {step} a slot came back alive within an episode")
     ended = res.terminated | res.truncated
     if np.any(alive & ended):
@@ -167,6 +172,7 @@ def check_scenario(
     a, b = make(2), make(2)
     rng = np.random.default_rng(12345)
     oa, ob = a.reset(seed=seed), b.reset(seed=seed)
+    ever = np.array(a.alive, dtype=bool)  # slots alive at some point of each env's episode (joining is allowed once)
     _check_obs(a, oa, 0)
     _compare("determinism (two instances, same seed)", 0, _flat(oa), _flat(ob))
     for t in range(1, num_steps + 1):
@@ -182,7 +188,8 @@ def check_scenario(
         acts = _random_actions(rng, masks)
         alive_before = a.alive.copy()
         ra, rb = a.step(acts), b.step(acts.copy())
-        _check_core_step(a, ra, alive_before, t)
+        _check_core_step(a, ra, alive_before, t, ever)
+        ever |= np.asarray(a.alive, dtype=bool)
         _compare("determinism (two instances, same seed)", t,
                  {**_flat(ra.obs), "reward": ra.reward, "terminated": ra.terminated, "truncated": ra.truncated, "state": a.state()},
                  {**_flat(rb.obs), "reward": rb.reward, "terminated": rb.terminated, "truncated": rb.truncated, "state": b.state()})
@@ -193,6 +200,7 @@ def check_scenario(
         if done.any():
             ids = np.flatnonzero(done)
             oa, ob = a.reset(env_ids=ids), b.reset(env_ids=ids)
+            ever[ids] = np.asarray(a.alive, dtype=bool)[ids]
             _compare("determinism (two instances, same seed)", t, _flat(oa), _flat(ob))
 
     # 4. batch env 0 against the single-env view

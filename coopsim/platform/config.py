@@ -16,6 +16,7 @@ Every error names the file, the dotted key, the bad value and what is valid (:cl
 """
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -941,7 +942,8 @@ EXPERIMENT_FILES = (
 
 def experiment_file_hint(data: Any) -> str | None:
     """A hint when ``data`` (a config file's top level) looks like the input of an experiment script rather than a
-    run config (e.g. it has ``senders``); None otherwise."""
+    run config (e.g. it has ``senders``), like the results file of one (its --out), or has none of a run config's
+    keys ``name``, ``scenario``, ``agents`` at all (another results file, e.g. a benchmark's JSON); None otherwise."""
     if not isinstance(data, dict) or {"name", "agents"} <= set(data):
         return None
     if {"seeds_done", "summary", "runs"} <= set(data):  # what those scripts write (their --out), not what they read
@@ -953,6 +955,11 @@ def experiment_file_hint(data: Any) -> str | None:
         if any(k in data for k in keys):
             return (f"this looks like an experiment file of `{script}`, not a run config; {usage}, or give "
                     "`coopsim` a run config such as configs/examples/line-random.yaml")
+    required = ("name", "scenario", "agents")
+    if data and not any(difflib.get_close_matches(str(k).lower(), required, n=1, cutoff=0.7) for k in data):
+        # e.g. benchmarks/results/smac_speed.json (a misspelt 'nmae' is a config, named by the missing-key message)
+        return ("it has none of a run config's keys name, scenario, agents: not a run config (a results file?); "
+                "give `coopsim` a run config such as configs/examples/line-random.yaml")
     return None
 
 

@@ -443,25 +443,27 @@ def make(id_: str, render_mode: str | None = None, **params: Any):
         render_mode: None, or one of the scenario's ``metadata["render_modes"]``: ``"rgb_array"`` for
             :meth:`~coopsim.platform.scenario.ScenarioEnv.render` frames (uint8 ``[H, W, 3]``) on the scenarios that
             draw them (MG-MAPF, SMAC, coop_game grids); with None, ``render()`` returns None as PettingZoo's envs do.
-        **params: the scenario's params (validated as for :func:`make_scenario`); not ``num_envs``: the view has one
-            env (:func:`make_scenario` builds a batched core).
+        **params: the scenario's params (validated as for :func:`make_scenario`); ``num_envs`` only as 1 (an int,
+            what the view has): the view has one env (:func:`make_scenario` builds a batched core).
 
     Raises:
         RegistryError: an unknown id.
-        ConfigError: an invalid param; ``num_envs`` given; ``render_mode`` not a string or None, or a mode the
-            scenario does not list (naming the value and the valid modes).
+        ConfigError: an invalid param; ``num_envs`` other than the integer 1; ``render_mode`` not a string or None,
+            or a mode the scenario does not list (both naming the value and the scenario's valid modes).
     """
+    import numpy as np
+
     from coopsim.platform.scenario import ScenarioEnv, check_render_mode
 
     if "num_envs" in params:
-        n = params["num_envs"]
-        raise ConfigError(f"make() builds the one-env PettingZoo view and takes no num_envs (got {n!r}); for a "
-                          f"batched core use make_scenario({id_!r}, num_envs={n!r})", key="num_envs", value=n)
-    if render_mode is not None and not isinstance(render_mode, str):  # refused before the scenario is built
-        check_render_mode(render_mode, {}, f"scenario '{id_}'")
+        n = params.pop("num_envs")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n != 1:
+            raise ConfigError(f"make() builds the one-env PettingZoo view and takes no num_envs other than 1 (got "
+                              f"{n!r}); for a batched core use make_scenario({id_!r}, num_envs={n!r})",
+                              key="num_envs", value=n)
     core = make_scenario(id_, num_envs=1, **params)
-    try:  # the modes of this instance (coop_game's graph world draws no frame)
-        check_render_mode(render_mode, core.metadata, f"scenario '{id_}'")
+    try:  # the modes of this instance (coop_game's graph world draws no frame), also for a mode that is no string
+        check_render_mode(render_mode, core.metadata, f"scenario '{id_}'", getattr(core, "render_hint", None))
     except ConfigError:
         core.close()
         raise

@@ -11,6 +11,8 @@ Batched-core conventions (checked by :func:`coopsim.testing.check_scenario`):
 * Agent slots are fixed for the whole episode. ``alive`` (bool ``[E, N]``) says which slots are
   still in the episode; the core masks a slot that is not alive to the no-op action
   (``noop_action``), gives it reward 0, and keeps reporting ``terminated``/``truncated`` True for it.
+  A slot may join once, mid-episode (alive from a step on, not before: the PettingZoo adapter over an env
+  whose agents join); a slot that left never comes back within the episode.
 * Seeding: ``reset(seed=s)`` gives env ``e`` the generator ``np.random.default_rng([s, e])``, so env 0
   of a batch reproduces a single env reset with the same seed. ``reset(seed=None, env_ids=...)``
   resets only the listed envs and continues their generators (used by trainers on finished envs).
@@ -51,7 +53,8 @@ class StepResult:
 
     Attributes:
         obs: next observations, ``[E, N, ...]`` (array or dict of arrays).
-        reward: float32 ``[E, N]``; 0 for slots that were not alive at the start of the step.
+        reward: float32 ``[E, N]``; 0 for slots that were not alive at the start of the step (except a slot
+            that joins in this step: its env's reward for it, usually 0).
         terminated: bool ``[E, N]``; True from the step an agent's episode ended on.
         truncated: bool ``[E, N]``; True when the episode hit ``max_steps`` (time limit).
         info: named arrays, e.g. ``{"reward/goal": float32 [E, N], "cost/collision": float32 [E]}``.
@@ -321,18 +324,25 @@ class RebindsViews:
         self._bind()
 
 
-def check_render_mode(render_mode: Any, metadata: Mapping[str, Any], owner: str) -> str | None:
+def check_render_mode(render_mode: Any, metadata: Mapping[str, Any], owner: str,
+                      hint: str | None = None) -> str | None:
     """``render_mode`` if it is None or one of ``metadata["render_modes"]``.
+
+    Args:
+        hint: added to the message of a refused mode (e.g. the PettingZoo adapter's core's ``render_hint``: where
+            the wrapped env's frames are).
 
     Raises:
         ConfigError: key ``render_mode``: not a string (e.g. ``1``), or a mode the scenario does not list (naming
-            the value and the valid modes; ``owner`` names the scenario).
+            the value and the valid modes of ``metadata``; ``owner`` names the scenario).
     """
     from coopsim.errors import ConfigError
 
     modes = list(metadata.get("render_modes") or [])
     valid = (f"valid: None or {', '.join(map(repr, modes))}" if modes
              else "valid: None (this scenario cannot render)")
+    if hint:
+        valid += f"; {hint}"
     if render_mode is None:
         return None
     if not isinstance(render_mode, str):
@@ -344,15 +354,25 @@ def check_render_mode(render_mode: Any, metadata: Mapping[str, Any], owner: str)
     return render_mode
 
 
+class UnknownAgentError(KeyError):
+    """``ScenarioEnv.observation_space`` / ``action_space`` of an agent that is not one of ``possible_agents``
+    (a KeyError, as PettingZoo's envs raise); ``str()`` is the plain message."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class ScenarioEnv(ParallelEnv):
     """PettingZoo ``ParallelEnv`` view of one environment of a :class:`ScenarioCore` (``num_envs == 1``).
 
-    Agents that terminate or truncate leave ``agents``. ``step`` needs an action for every agent in ``agents``
-    (PettingZoo's convention); for a ``Discrete`` action space each must be an integer (``int`` or a numpy integer,
-    not a bool or a float) in the space's range. Actions for agents that already left ``agents`` are ignored (their
-    slots take the core's no-op). ``infos[agent]["action_mask"]`` is int8 0/1 ``[A]`` as in PettingZoo's own masked
-    envs, so ``env.action_space(agent).sample(mask=infos[agent]["action_mask"])`` works. Capabilities of the core
-    (``positions``, ``constraints``, ``episode_metrics``, ``dt_s``) are forwarded; ``core`` is the batched core itself.
+    Agents that terminate or truncate leave ``agents``; an agent whose slot joins mid-episode (the PettingZoo
+    adapter over an env whose agents join) enters ``agents`` after that step. ``step`` needs an action for every
+    agent in ``agents`` (PettingZoo's convention); for a ``Discrete`` action space each must be an integer (``int``
+    or a numpy integer, not a bool or a float) in the space's range. Actions for agents that already left ``agents``
+    are ignored (their slots take the core's no-op). ``infos[agent]["action_mask"]`` is int8 0/1 ``[A]`` as in
+    PettingZoo's own masked envs, so ``env.action_space(agent).sample(mask=infos[agent]["action_mask"])`` works.
+    Capabilities of the core (``positions``, ``constraints``, ``episode_metrics``, ``dt_s``) are forwarded; ``core``
+    is the batched core itself.
 
     Args:
         core: a batched core with ``num_envs == 1``.
@@ -369,7 +389,8 @@ class ScenarioEnv(ParallelEnv):
         if core.num_envs != 1:
             raise ValueError(f"ScenarioEnv views exactly one env; got a core with num_envs={core.num_envs}")
         self.metadata = dict(core.metadata)
-        self.render_mode = check_render_mode(render_mode, self.metadata, type(core).__name__)
+        self.render_mode = check_render_mode(render_mode, self.metadata, type(core).__name__,
+                                             getattr(core, "render_hint", None))
         self.core = core
         # one space object per instance, returned for every agent (PettingZoo's api tests want the same object on
         # every call); not functools.lru_cache on the methods, whose cache would keep every env alive
@@ -383,12 +404,30 @@ class ScenarioEnv(ParallelEnv):
         if core.state_space is not None:
             self.state_space = core.state_space
 
+    def _check_agent(self, agent: Any) -> None:
+        try:
+            known = agent in self._index
+        except TypeError:  # an unhashable value (a list)
+            known = False
+        if not known:
+            raise UnknownAgentError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
+
     def observation_space(self, agent: str) -> gymnasium.Space:
-        """The core's observation space (the same object for every agent and call)."""
+        """The core's observation space (the same object for every agent and call).
+
+        Raises:
+            UnknownAgentError: a KeyError: ``agent`` is not one of ``possible_agents`` (as PettingZoo's envs raise).
+        """
+        self._check_agent(agent)
         return self._observation_space
 
     def action_space(self, agent: str) -> gymnasium.Space:
-        """The core's action space (the same object for every agent and call; ``Discrete(A)`` on every scenario)."""
+        """The core's action space (the same object for every agent and call; ``Discrete(A)`` on every scenario).
+
+        Raises:
+            UnknownAgentError: a KeyError: ``agent`` is not one of ``possible_agents`` (as PettingZoo's envs raise).
+        """
+        self._check_agent(agent)
         return self._action_space
 
     def _infos(self, agents: list[str]) -> dict[str, dict]:
@@ -438,7 +477,9 @@ class ScenarioEnv(ParallelEnv):
             on team-reward scenarios such as ``smac`` every agent gets the same team reward); terminations and
             truncations Python ``bool`` (truncation = the ``max_steps`` time limit); infos
             ``{"action_mask": int8 [A]}`` (0/1, as in :meth:`reset`) for the next step. Agents that terminated or
-            truncated leave ``env.agents``; the episode is over when it is empty.
+            truncated leave ``env.agents``; the episode is over when it is empty. An agent that joined in this step
+            (the PettingZoo adapter over an env whose agents join) is in every dict too (terminated and truncated
+            False) and in ``env.agents`` from now on.
 
         Raises:
             RuntimeError: before the first :meth:`reset`.
@@ -477,8 +518,19 @@ class ScenarioEnv(ParallelEnv):
             rewards[a] = float(res.reward[0, i])
             terms[a] = bool(res.terminated[0, i])
             truncs[a] = bool(res.truncated[0, i])
-        infos = self._infos(acting)
-        self.agents = [a for a in acting if not (terms[a] or truncs[a])]
+        still = [a for a in acting if not (terms[a] or truncs[a])]
+        alive = self.core.alive[0]
+        joined: list[str] = []
+        if int(np.count_nonzero(alive)) != len(still):  # a slot joined in this step (the PettingZoo adapter)
+            held = set(acting)
+            joined = [a for a, i in self._index.items() if alive[i] and a not in held]
+            for a in joined:
+                i = self._index[a]
+                observations[a] = _slice_obs(res.obs, 0, i)
+                rewards[a] = float(res.reward[0, i])
+                terms[a] = truncs[a] = False
+        infos = self._infos(acting + joined)
+        self.agents = still + joined
         return observations, rewards, terms, truncs, infos
 
     def state(self) -> np.ndarray:
@@ -487,10 +539,16 @@ class ScenarioEnv(ParallelEnv):
         return np.array(self.core.state()[0], copy=True)
 
     def render(self) -> np.ndarray | None:
-        """With ``render_mode="rgb_array"``: the core's frame, uint8 ``[H, W, 3]``. With ``render_mode=None``:
-        None and Gymnasium's warning, as PettingZoo's envs do (the core's own ``render(0)`` draws regardless)."""
+        """With ``render_mode="rgb_array"``: the core's frame, uint8 ``[H, W, 3]``, after :meth:`reset`; before the
+        first reset None and a warning on every scenario (there is no episode to draw yet; cheap and the same for
+        SMAC, whose core could draw its initial arrays, and MG-MAPF, whose core has no map before a reset). With
+        ``render_mode=None``: None and Gymnasium's warning, as PettingZoo's envs do (the core's own ``render(0)``
+        draws regardless)."""
         if self.render_mode is None:
             gymnasium.logger.warn("You are calling render method without specifying any render mode.")
+            return None
+        if not self._was_reset:
+            gymnasium.logger.warn("render() before reset(): no episode to draw yet; call env.reset(seed=...) first")
             return None
         return self.core.render(0)
 

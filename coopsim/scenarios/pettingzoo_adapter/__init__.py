@@ -18,6 +18,16 @@ Episode end: an agent that terminates or truncates leaves (``alive`` False); the
 agent is left or at ``max_steps``. An env whose ``step()`` returns no termination/truncation entry for an agent
 that acted breaks PettingZoo's parallel API and is refused (ConfigError), never kept alive.
 
+Agents that join: an agent of ``possible_agents`` that is in the env's ``agents`` after a ``step()`` (with an
+observation in the returned dicts) but was not alive before joins its slot: ``alive`` from that step on (it gets
+actions, its rewards count, the env's reward for it at the joining step too). An agent in ``agents`` that is not
+one of ``possible_agents`` (the fixed slots), a joining agent without an observation, and an agent back in
+``agents`` after it left in the same episode (PettingZoo's API test forbids revival) are refused (ConfigError).
+
+Rendering: the adapter draws no frames (``render_modes`` is empty); the wrapped env renders itself when
+``env_kwargs`` sets its ``render_mode``: ``env.core.envs[0].render()`` on the view
+:func:`coopsim.platform.registry.make` builds.
+
 Seeding: ``reset(seed=s)`` resets env ``e`` with ``seed = default_rng([s, e]).integers(2**31)``.
 
 Arguments: ``env``, ``env_kwargs``, ``max_steps``, ``dt_s``.
@@ -28,6 +38,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Optional
 
 import gymnasium
@@ -89,6 +101,69 @@ def _load(path: str) -> Callable[..., Any]:
     return obj
 
 
+def _unexpected_keyword(exc: TypeError, kwargs: dict[str, Any]) -> str | None:
+    """The key of ``kwargs`` that ``exc`` ("... got an unexpected keyword argument 'x'") names, or None."""
+    m = re.search(r"unexpected keyword argument '([^']+)'", str(exc))
+    return m.group(1) if m and m.group(1) in kwargs else None
+
+
+def _close_all(envs: list) -> None:
+    """Close each distinct env of ``envs`` (built before an error), ignoring failures."""
+    done: set[int] = set()
+    for env in envs:
+        if id(env) not in done:
+            done.add(id(env))
+            with contextlib.suppress(Exception):
+                env.close()
+
+
+def _unwrapped(env: Any) -> Any:
+    """``env.unwrapped`` when the env has one (PettingZoo's envs and wrappers), else ``env``."""
+    try:
+        inner = getattr(env, "unwrapped", env)
+    except Exception:  # noqa: BLE001 - a property that raises: compare the env itself
+        return env
+    return env if inner is None else inner
+
+
+def _shared_env(envs: list) -> tuple[int, int, str | None] | None:
+    """``(k, j, inner)`` for the first env ``envs[k]`` that is ``envs[j]`` (j < k; ``inner`` None) or has the same
+    ``unwrapped`` env (two wrappers of one env; ``inner`` names its type); None when every env is its own."""
+    seen: dict[int, int] = {}
+    inner: dict[int, int] = {}
+    for k, env in enumerate(envs):
+        if id(env) in seen:
+            return k, seen[id(env)], None
+        seen[id(env)] = k
+        u = _unwrapped(env)
+        if id(u) in inner:
+            return k, inner[id(u)], type(u).__name__
+        inner[id(u)] = k
+    return None
+
+
+def _env_list(envs: Any) -> list:
+    """``envs`` (a list, a tuple, a generator, any iterable of envs) as a non-empty list.
+
+    Raises:
+        ConfigError: key ``envs``: not an iterable of envs (one env, a string, a mapping) or no envs.
+    """
+    eg = "e.g. [make_env() for _ in range(n)]"
+    if isinstance(envs, (str, bytes, Mapping)) or _parallel_env_problem(envs) is None:
+        one = " (one env: give [env])" if not isinstance(envs, (str, bytes, Mapping)) else ""
+        raise ConfigError(f"envs must be a non-empty list (or other iterable) of PettingZoo ParallelEnvs, one per "
+                          f"slot, {eg}; got {envs!r}{one}", key="envs")
+    try:
+        out = list(envs)
+    except TypeError:
+        raise ConfigError(f"envs must be a non-empty list (or other iterable) of PettingZoo ParallelEnvs, one per "
+                          f"slot, {eg}; got {envs!r} (not iterable)", key="envs") from None
+    if not out:
+        raise ConfigError(f"envs must be a non-empty list (or other iterable) of PettingZoo ParallelEnvs, one per "
+                          f"slot, {eg}; got no envs ({envs!r})", key="envs")
+    return out
+
+
 def _parallel_env_problem(env: Any) -> str | None:
     """Why ``env`` is not a PettingZoo ``ParallelEnv`` (an AEC env, or no ``reset``/``step``/``possible_agents``/
     ``action_space``/``observation_space``), or None when it looks like one."""
@@ -131,7 +206,7 @@ class PettingZooCore(ScenarioCore):
 
     example_params = {"env": "mpe2.simple_spread_v3:parallel_env", "env_kwargs": {"N": 3}}
 
-    def __init__(self, num_envs: int = 1, envs: list | None = None, **params: Any):
+    def __init__(self, num_envs: int = 1, envs: Iterable[Any] | None = None, **params: Any):
         from coopsim.platform.registry import checked_params
         if envs is None:  # as make_scenario: 0, 2.5, True or '2' used to build a core (with envs: their number)
             num_envs = check_num_envs(num_envs)
@@ -148,13 +223,24 @@ class PettingZooCore(ScenarioCore):
             for _ in range(num_envs):
                 try:
                     env = fn(**self.params.env_kwargs)
-                except TypeError as exc:  # wrong keyword arguments (env_kwargs) or not a factory
-                    raise ConfigError(f"{path}(**env_kwargs) raised TypeError: {exc} (env_kwargs: "
-                                      f"{self.params.env_kwargs!r})", key="env", value=path) from None
                 except (Exception, SystemExit) as exc:  # noqa: BLE001 - a factory that exits is a bad env
                     if isinstance(exc, ConfigError):
                         raise
                     kwargs = self.params.env_kwargs
+                    if isinstance(exc, TypeError):
+                        bad = _unexpected_keyword(exc, kwargs)
+                        if bad is not None:  # a key of env_kwargs the factory does not take: blame env_kwargs
+                            _close_all(envs)
+                            raise ConfigError(f"{path}(**env_kwargs) raised TypeError: {exc}: env_kwargs key {bad!r} "
+                                              f"is not a keyword argument of {path} (env_kwargs: {kwargs!r})",
+                                              key="env_kwargs", value=kwargs, also=("env",)) from None
+                        if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
+                            # raised by the call itself (the arguments do not bind): the callable is not a factory
+                            # taking these keyword arguments
+                            _close_all(envs)
+                            raise ConfigError(f"{path}(**env_kwargs) raised TypeError: {exc} (env_kwargs: "
+                                              f"{kwargs!r})", key="env", value=path) from None
+                    _close_all(envs)
                     if kwargs:  # the factory took its keyword arguments and failed on their values: blame those
                         raise ConfigError(f"{path}(**env_kwargs) raised {type(exc).__name__}: {exc} (with env_kwargs "
                                           f"{kwargs!r}: are their values valid for {path}?)", key="env_kwargs",
@@ -165,22 +251,31 @@ class PettingZooCore(ScenarioCore):
                 if problem:
                     with contextlib.suppress(Exception):
                         env.close()
+                    _close_all(envs)
                     raise _not_parallel(f"{path!r} returned a value that", env, problem, path)
                 envs.append(env)
+            shared = _shared_env(envs)
+            if shared is not None:  # a factory that caches its env: one env would be stepped once per slot
+                k, j, inner = shared
+                _close_all(envs)
+                what = (f"the same env object ({type(envs[k]).__name__}) for env {k} as for env {j}" if inner is None
+                        else f"envs {j} and {k} that wrap the same env (their env.unwrapped is one {inner} object)")
+                raise ConfigError(f"{path!r} returned {what}, a cached env?: each of the num_envs={num_envs} slots "
+                                  "needs an env of its own (one env would be stepped once per slot), so the callable "
+                                  "must build a new env on every call", key="env", value=path)
         else:
-            if isinstance(envs, (str, bytes)) or not hasattr(envs, "__len__") or len(envs) == 0:
-                raise ConfigError(f"envs must be a non-empty list of PettingZoo ParallelEnvs, one per slot; got "
-                                  f"{envs!r}", key="envs")
-            seen: dict[int, int] = {}
-            for k, env in enumerate(envs):
-                if id(env) in seen:  # it would be reset and stepped once per slot, each step of every slot
-                    raise ConfigError(f"envs[{k}] is the same object as envs[{seen[id(env)]}] ({type(env).__name__}): "
-                                      "each slot needs an env of its own; build one env per slot, e.g. "
-                                      "[make_env() for _ in range(n)], not [env] * n", key="envs")
-                seen[id(env)] = k
+            envs = _env_list(envs)
+            for env in envs:
                 problem = _parallel_env_problem(env)
                 if problem:
                     raise _not_parallel(f"env {env!r}", env, problem, None)
+            shared = _shared_env(envs)
+            if shared is not None:  # it would be reset and stepped once per slot, each step of every slot
+                k, j, inner = shared
+                what = (f"envs[{k}] is the same object as envs[{j}] ({type(envs[k]).__name__})" if inner is None
+                        else f"envs[{j}] and envs[{k}] wrap the same env (their env.unwrapped is one {inner} object)")
+                raise ConfigError(f"{what}: each slot needs an env of its own; build one env per slot, e.g. "
+                                  "[make_env() for _ in range(n)], not [env] * n", key="envs")
         self.envs = list(envs)
         self.num_envs = len(self.envs)
         self.dt_s = float(self.params.dt_s)
@@ -204,18 +299,44 @@ class PettingZooCore(ScenarioCore):
         self._t = np.zeros(self.num_envs, np.int64)
         self._term = np.zeros((self.num_envs, N), bool)
         self._trunc = np.zeros((self.num_envs, N), bool)
+        self._left = np.zeros((self.num_envs, N), bool)  # slots that terminated or truncated in this episode
+        self._slot = {a: i for i, a in enumerate(self.agent_ids)}
         self._seed_rngs = [self.env_rng(0, e) for e in range(self.num_envs)]
 
     @classmethod
-    def from_envs(cls, envs: list, **params: Any) -> "PettingZooCore":
-        """Wrap already-built parallel envs, one distinct env object per slot (``num_envs = len(envs)``), e.g.
-        ``[mpe2.simple_spread_v3.parallel_env() for _ in range(4)]``.
+    def from_envs(cls, envs: Iterable[Any], **params: Any) -> "PettingZooCore":
+        """Wrap already-built parallel envs, one distinct env object per slot (``num_envs`` = their number), e.g.
+        ``[mpe2.simple_spread_v3.parallel_env() for _ in range(4)]``; any iterable of envs (a tuple, a generator)
+        is taken as a list.
 
         Raises:
-            ConfigError: key ``envs``: an empty list, or one env object given twice (``[env] * 2`` would reset and
-                step one env once per slot); or an env that is not a PettingZoo ``ParallelEnv``.
+            ConfigError: key ``envs``: no envs (an empty list or generator), not an iterable of envs (one env, a
+                string, a mapping), one env object given twice or two envs with the same ``env.unwrapped`` (``[env] *
+                2``, or two ``aec_to_parallel`` wrappers of one AEC env, would reset and step one env once per slot);
+                or an env that is not a PettingZoo ``ParallelEnv``.
         """
         return cls(envs=envs, **params)
+
+    def __setstate__(self, state: dict) -> None:
+        """Unpickle (trainers' checkpoints pickle the core); a core pickled before agents could join gets the
+        bookkeeping of joining (no slot has left: an agent that left before the resume may join again)."""
+        self.__dict__.update(state)
+        if "_left" not in state:
+            self._left = np.zeros_like(self._alive)
+            self._slot = {a: i for i, a in enumerate(self.agent_ids)}
+
+    @property
+    def render_hint(self) -> str:
+        """What :func:`coopsim.platform.scenario.check_render_mode` adds when it refuses a ``render_mode`` for
+        this core (it draws no frames; the wrapped env draws its own)."""
+        mode = self.params.env_kwargs.get("render_mode")
+        if mode is not None:
+            return (f"the adapter draws no frames of its own; the wrapped env renders itself with env_kwargs' "
+                    f"render_mode={mode!r}: its frames are at env.core.envs[0].render() (make(...) without "
+                    "render_mode)")
+        return ("the adapter draws no frames of its own; to render the wrapped env, set its render_mode in "
+                "env_kwargs (e.g. scenario.params.env_kwargs.render_mode=rgb_array) and call "
+                "env.core.envs[0].render()")
 
     def _put(self, e: int, obs: dict) -> None:
         self._obs[e] = 0.0
@@ -236,10 +357,12 @@ class PettingZooCore(ScenarioCore):
                                   "as a PettingZoo ParallelEnv's does (an AEC env? use its parallel_env)",
                                   key="scenario.params.env" if self.params.env else None, value=self.params.env)
             obs = out[0]
+            self._check_agents(int(e), "reset()")
             self._put(int(e), obs)
             self._alive[e] = [a in obs for a in self.agent_ids]
             self._term[e] = ~self._alive[e]
             self._trunc[e] = False
+            self._left[e] = False
             self._t[e] = 0
         return self._obs.copy()
 
@@ -250,11 +373,15 @@ class PettingZooCore(ScenarioCore):
         An alive agent leaves when its env returns a True termination or truncation for it, or at ``max_steps``.
         PettingZoo's parallel API returns ``terminations`` and ``truncations`` entries for every agent that acted; an
         env whose ``step()`` leaves out an alive agent breaks that contract and is refused, rather than keeping the
-        agent alive with reward 0 until ``max_steps``.
+        agent alive with reward 0 until ``max_steps``. An agent that is in the env's ``agents`` after the step, was
+        not alive before and has an observation in the returned dicts joins (``alive`` True, not terminated or
+        truncated; its reward in this step's float32 ``[E, N]`` reward is the env's reward for it, usually 0).
 
         Raises:
             ValueError: bad ``actions`` (shape, dtype, range; :func:`discrete_joint_actions`).
-            ConfigError: an env's ``step()`` returned no termination or truncation entry for an agent that acted.
+            ConfigError: an env's ``step()`` returned no termination or truncation entry for an agent that acted; or
+                its ``agents`` holds an agent outside ``possible_agents``, a joining agent without an observation, or
+                an agent that already left in this episode.
         """
         E, N = self._alive.shape
         reward = np.zeros((E, N), np.float32)
@@ -276,7 +403,59 @@ class PettingZooCore(ScenarioCore):
                 self._trunc[e, i] = not self._term[e, i] and (bool(tr.get(a, False)) or self._t[e] >= self.params.max_steps)
                 if self._term[e, i] or self._trunc[e, i]:
                     self._alive[e, i] = False
+                    self._left[e, i] = True
+            self._join(int(e), set(live), obs, rew, te, tr, reward)
         return StepResult(self._obs.copy(), reward, self._term.copy(), self._trunc.copy(), {})
+
+    def _env_key(self) -> dict[str, Any]:
+        return {"key": "scenario.params.env" if self.params.env else None, "value": self.params.env}
+
+    def _check_agents(self, e: int, after: str) -> list | None:
+        """The env's ``agents`` (None when it has no list), each checked to be one of ``possible_agents``.
+
+        Raises:
+            ConfigError: an agent outside ``possible_agents`` (naming the env and the agent).
+        """
+        now = getattr(self.envs[e], "agents", None)
+        if not isinstance(now, (list, tuple)):
+            return None
+        for a in now:
+            try:
+                known = a in self._slot
+            except TypeError:  # an unhashable agent id
+                known = False
+            if not known:
+                raise ConfigError(
+                    f"env {e} ({type(self.envs[e]).__name__}): agent {a!r} is in env.agents after {after} but not in "
+                    f"its possible_agents {list(self.agent_ids)!r}; the adapter's agent slots are possible_agents "
+                    "(PettingZoo's parallel API: every agent, also one that joins later, is one of possible_agents)",
+                    **self._env_key())
+        return list(now)
+
+    def _join(self, e: int, live: set[int], obs: dict, rew: dict, te: dict, tr: dict, reward: np.ndarray) -> None:
+        """Make the agents that joined env ``e`` in this step alive (see :meth:`step`)."""
+        now = self._check_agents(e, "step()")
+        if now is None or self._t[e] >= self.params.max_steps:
+            return
+        for a in now:
+            i = self._slot[a]
+            if self._alive[e, i] or i in live:  # alive, or left in this step (its termination/truncation counts)
+                continue
+            if bool(te.get(a, False)) or bool(tr.get(a, False)):
+                continue  # listed, but ended at once: it never acts
+            name = f"env {e} ({type(self.envs[e]).__name__}): agent {a!r}"
+            if self._left[e, i]:
+                raise ConfigError(f"{name} is in env.agents again after it terminated or truncated in this episode; "
+                                  "PettingZoo's parallel API does not revive agents (an agent that joins must not have "
+                                  "been in the episode before)", **self._env_key())
+            if a not in obs:
+                raise ConfigError(f"{name} joined env.agents in step() but the step returned no observation for it; "
+                                  "a joining agent needs entries in the returned dicts (its first observation)",
+                                  **self._env_key())
+            self._alive[e, i] = True
+            self._term[e, i] = False
+            self._trunc[e, i] = False
+            reward[e, i] = rew.get(a, 0.0)
 
     def _contract_error(self, e: int, lost: list[str]) -> ConfigError:
         """The error of an env whose ``step()`` left out agents that acted (see :meth:`step`)."""
@@ -287,7 +466,7 @@ class PettingZooCore(ScenarioCore):
             f"{'s' if len(lost) > 1 else ''} {', '.join(map(repr, lost))}, which acted in this step{gone}. A "
             "PettingZoo ParallelEnv returns an entry for every agent that acted (an agent leaves by a True "
             "termination or truncation); was the env stepped after its episode ended, e.g. one env object given "
-            "for two slots?", key="scenario.params.env" if self.params.env else None, value=self.params.env)
+            "for two slots?", **self._env_key())
 
     @property
     def alive(self):
