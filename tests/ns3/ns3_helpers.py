@@ -3,6 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+#: the smallest experiment file of ``python -m coopsim.comm.ns3.experiment`` (3 agents, 1 env, 1 episode, 1 seed,
+#: 2 anchor seeds), for tests of its command line
+TINY_EXPERIMENT = {
+    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
+    "senders": ["ddacom", "none"],
+    "num_envs": 1, "episodes": 1, "seeds": 1, "anchor_seeds": 2,
+    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
+}
+
 
 class Positions:
     """A stand-in scenario: only the ``positions()`` capability, float64 [E, N, 3] (m)."""

@@ -5,7 +5,6 @@ others need none (the experiment's runs are a fake there)."""
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -13,29 +12,12 @@ import yaml
 
 from coopsim.comm.ns3 import experiment
 from coopsim.comm.ns3.channel import Ns3Channel
-from coopsim.errors import ChannelError, ConfigError, DependencyNotInstalled, run_script
+from coopsim.errors import ChannelError, ConfigError, run_script
 from coopsim.platform.comm import MessageBatch
+from ns3_helpers import TINY_EXPERIMENT as TINY
 
 DT = 0.1
-TINY = {
-    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
-    "senders": ["ddacom", "none"],
-    "num_envs": 1, "episodes": 1, "seeds": 1, "anchor_seeds": 2,
-    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
-}
 
-
-@pytest.fixture(scope="module")
-def ns3_bridge():
-    """The built ns-3 bridge; skip (fail under COOPSIM_REQUIRE_NS3=1) without ns-3, as tests/ns3/conftest.py."""
-    from coopsim.comm.ns3.build import ensure_bridge
-
-    try:
-        return ensure_bridge()
-    except DependencyNotInstalled as exc:
-        if os.environ.get("COOPSIM_REQUIRE_NS3") == "1":
-            pytest.fail(f"COOPSIM_REQUIRE_NS3=1 but ns-3 is unusable: {exc}")
-        pytest.skip(f"ns-3 not available: {exc}")
 
 
 class _TwoAgents:

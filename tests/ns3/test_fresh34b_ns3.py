@@ -6,7 +6,6 @@ delivered". The experiment's runs are a fake here (as in tests/test_fresh34_ns3.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -18,31 +17,14 @@ from cli_helpers import ROOT, run_cli, run_main
 from coopsim.agents.ddacom import evaluate
 from coopsim.comm.ns3 import experiment
 from coopsim.comm.ns3.channel import Ns3Channel
-from coopsim.errors import ConfigError, DependencyNotInstalled
+from coopsim.errors import ConfigError
 from coopsim.platform.comm import MessageBatch
+from ns3_helpers import TINY_EXPERIMENT as TINY
 
 RESULTS = ROOT / "benchmarks" / "results"
-TINY = {
-    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
-    "senders": ["ddacom", "none"],
-    "num_envs": 1, "episodes": 1, "seeds": 1, "anchor_seeds": 2,
-    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
-}
 NO_ORACLE = ["--no-oracle", "--oracle-cache", ""]
 EVAL_FAST = ["--seeds", "1", "--num-agents", "3", "--num-envs", "1", "--episodes", "1", "--senders", "none"]
 
-
-@pytest.fixture(scope="module")
-def ns3_bridge():
-    """The built ns-3 bridge; skip (fail under COOPSIM_REQUIRE_NS3=1) without ns-3, as tests/ns3/conftest.py."""
-    from coopsim.comm.ns3.build import ensure_bridge
-
-    try:
-        return ensure_bridge()
-    except DependencyNotInstalled as exc:
-        if os.environ.get("COOPSIM_REQUIRE_NS3") == "1":
-            pytest.fail(f"COOPSIM_REQUIRE_NS3=1 but ns-3 is unusable: {exc}")
-        pytest.skip(f"ns-3 not available: {exc}")
 
 
 class _StubChannel:
