@@ -20,42 +20,13 @@ from coopsim.comm.ns3.channel import Ns3Channel
 from coopsim.errors import ConfigError
 from coopsim.platform.comm import MessageBatch
 from ns3_helpers import TINY_EXPERIMENT as TINY
+from ns3_helpers import StubChannel as _StubChannel
+from ns3_helpers import boom as _boom
+from ns3_helpers import fake_run as _fake_run
 
 RESULTS = ROOT / "benchmarks" / "results"
 NO_ORACLE = ["--no-oracle", "--oracle-cache", ""]
 EVAL_FAST = ["--seeds", "1", "--num-agents", "3", "--num-envs", "1", "--episodes", "1", "--senders", "none"]
-
-
-
-class _StubChannel:
-    def __init__(self, stats):
-        self._stats = stats
-
-    def stats(self):
-        return self._stats
-
-    def close(self):
-        pass
-
-
-def _fake_run(snd, cid, cparams=None, *, sender_params=None, seed=0, oracle=True, record_series=False, channel=None,
-              num_agents=3, obs_radius_m=0.5, num_envs=1, episodes=1, payload_floats=3):
-    """A run dict as :func:`coopsim.agents.ddacom.evaluate.run` returns it; the ``none`` sender offers no copy."""
-    ret = -50.0 - 7.0 * (seed % 3) + {"none": 0.0, "broadcast": 10.0 + seed % 2}.get(snd, 6.0)
-    offered = 0.0 if snd == "none" else 10.0
-    z = [[0.0] * num_envs for _ in range(25 * episodes)]
-    r = {"sender": snd, "channel": cid, "seed": seed, "return": ret,
-         "return_per_env_episode": [ret] * (num_envs * episodes), "copies_offered": offered,
-         "copies_delivered": offered, "copies_lost": 0.0, "broadcast_equivalent_copies": 20.0, "loss": 0.0,
-         "messages_vs_broadcast": offered / 20.0, "demand_bps": 1.0, "copy_bytes": 124}
-    if record_series:
-        r["series"] = {"delivered_bits": z, "offered_copies": z, "broadcast_copies": z, "lost_copies": z,
-                       "return_per_episode": [[ret] * num_envs for _ in range(episodes)]}
-    return r
-
-
-def _boom(*a, **k):
-    raise AssertionError("the long work started")
 
 
 @pytest.fixture
