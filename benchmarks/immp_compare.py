@@ -14,8 +14,10 @@ methods without a checkpoint (heuristics, the planner) are the same on every tra
   solve (per map, per training seed and pooled), IMMP's excess cost (SoC - LB) vs PIBT's, and the success
   rates; the mean reduction over maps per K.
 
-It also writes ``immp_eval.png`` (SoC/LB, makespan and success vs agent count, one line per method, one
-column per map) and ``immp_eval.json`` next to it, in ``--out``.
+It also writes ``immp_eval.png`` (SoC/LB, makespan and success vs agent count, a colour per method and a marker
+per K, one column per map; learned methods' bars are 95% CIs over training seeds, as in the table) and
+``immp_eval.json`` next to it, in ``--out``. ``--plot-only JSON`` redraws the figure from a written
+immp_eval.json without reading any run.
 
 With several training seeds it also prints, per learned method, each training seed's SoC/LB (mean over its
 scen files, solved count) and the mean and 95% CI (Student t) of those per-seed means over training seeds, and
@@ -23,6 +25,7 @@ for each target the reduction per training seed and the mean and 95% CI over tra
 means over maps. With one training seed these print the mean alone, ``(1 seed; no interval)``.
 
     .venv/bin/python benchmarks/immp_compare.py runs/immp4-eval runs/immp5-eval --out docs/immp
+    .venv/bin/python benchmarks/immp_compare.py --plot-only docs/immp/immp_eval.json   # the figure alone
 """
 from __future__ import annotations
 
@@ -307,39 +310,144 @@ def targets(data: dict) -> dict:
     return res
 
 
-def plot(data: dict, path: Path) -> None:
+#: one colour per method of :data:`METHODS` (tab10 minus grey; any other method gets the next tab20 colour)
+METHOD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf"]
+#: one marker per goal count K (filled for the first K, hollow for the others)
+K_MARKERS = ["o", "s", "^", "D", "v"]
+PLOT_NOTE = ("learned methods: mean over training seeds of each seed's mean over its scen files; bars: 95% Student-t "
+             "CI over training seeds (as in the README table).\nMethods without a policy (PIBT, the planner): mean over "
+             "scen files, no bar. Intervals clipped to SoC/LB >= 1, makespan >= 0, success in [0, 1]")
+
+
+def method_colour(m: str, others: list[str]) -> str:
+    """The colour of method ``m``: its own in :data:`METHOD_COLOURS`, or a tab20 colour for a method not in
+    :data:`METHODS` (``others``: those methods, sorted, so each gets a distinct one)."""
+    if m in METHODS:
+        return METHOD_COLOURS[METHODS.index(m) % len(METHOD_COLOURS)]
+    import matplotlib
+
+    return matplotlib.colormaps["tab20"]((2 * others.index(m) + 1) % 20)
+
+
+def plot_points(cell: dict) -> dict:
+    """``{metric: (mean, lower, upper)}`` of one table cell (a method at one map, N, K) for soc_over_lb,
+    makespan and success: over training seeds (the per-seed means of ``per_train_seed``, Student-t 95% CI) for a
+    learned method, else the mean over instances with no interval (lower = upper = mean); clipped to SoC/LB >= 1,
+    makespan >= 0, success in [0, 1]."""
+    from coopsim.platform.stats import t_half_width
+
+    per = cell.get("per_train_seed") or {}
+    out = {}
+    for metric, lo, hi in (("soc_over_lb", 1.0, np.inf), ("makespan", 0.0, np.inf), ("success", 0.0, 1.0)):
+        if len(per) >= 2:
+            vals = [v["solved"] / max(v["n"], 1) if metric == "success" else v[metric] for v in per.values()]
+            m, h = t_half_width(vals)
+            h = 0.0 if not np.isfinite(h) else h
+        else:
+            m, h = float(cell[metric]), 0.0
+        out[metric] = (m, float(np.clip(m - h, lo, hi)), float(np.clip(m + h, lo, hi)))
+    return out
+
+
+def plot(table: dict, path: Path) -> None:
+    """Write the figure of ``table`` (:func:`table`'s result, or the ``"table"`` of immp_eval.json: cells keyed
+    ``"<map>|<N>|<K>"``): one column per map; rows SoC/LB (log y, every method), SoC/LB zoomed to the methods that
+    solve (<= 1.5), makespan and success, each against the agent count; a colour per method, a marker per K
+    (filled for the first K, hollow for the others), bars as :func:`plot_points` says and the figure's subtitle
+    states; the legend below the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import ScalarFormatter
 
-    maps = sorted({k[0] for k in data})
-    goals = sorted({k[2] for k in data})
-    fig, axes = plt.subplots(3, len(maps), figsize=(5 * len(maps), 10), squeeze=False)
+    cells = {}
+    for key, cell in table.items():
+        mp, n, k = key.split("|")
+        cells[(mp, int(n), int(k))] = cell
+    maps = sorted({k[0] for k in cells})
+    goals = sorted({k[2] for k in cells})
+    methods = [m for m in METHODS if any(m in c for c in cells.values())]
+    others = sorted({m for c in cells.values() for m in c} - set(METHODS))
+    methods += others
+    rows = (("soc_over_lb", "SoC / LB (log scale)"), ("soc_over_lb", "SoC / LB, zoom (1 to 1.5)"),
+            ("makespan", "makespan (steps)"), ("success", "success rate"))
+    fig, axes = plt.subplots(len(rows), len(maps), figsize=(4.6 * len(maps), 12), squeeze=False)
     for j, mp in enumerate(maps):
-        for kk in goals:
-            methods = sorted({m for (a, n, g), r in data.items() if a == mp and g == kk for m in r})
-            for m in methods:
-                ns = sorted(n for (a, n, g), r in data.items() if a == mp and g == kk and m in r)
+        for mi, m in enumerate(methods):
+            for ki, kk in enumerate(goals):
+                ns = sorted(n for (a, n, g), c in cells.items() if a == mp and g == kk and m in c)
                 if not ns:
                     continue
-                for i, (metric, lab) in enumerate((("soc_over_lb", "SoC/LB"), ("makespan", "makespan"), ("success", "success"))):
-                    ys, hs = zip(*[ci95([x[metric] for x in data[(mp, n, kk)][m].values()]) for n in ns])
-                    axes[i, j].errorbar(ns, ys, yerr=np.nan_to_num(hs), marker="o", capsize=3,
-                                        label=f"{m.split('/')[1]} K={kk}", linestyle="-" if kk == goals[0] else "--")
-                    axes[i, j].set_ylabel(lab)
-        axes[0, j].set_title(mp)
-        axes[-1, j].set_xlabel("agents")
-    axes[0, 0].legend(fontsize=7)
-    fig.tight_layout()
+                pts = [plot_points(cells[(mp, n, kk)][m]) for n in ns]
+                # a small multiplicative x offset per method (and K) so bars at the same N do not cover each other
+                off = 2 ** (0.035 * (mi - (len(methods) - 1) / 2) + 0.02 * ki)
+                xs = [n * off for n in ns]
+                colour = method_colour(m, others)
+                for i, (metric, _) in enumerate(rows):
+                    mean = np.array([p[metric][0] for p in pts])
+                    err = np.array([[p[metric][0] - p[metric][1] for p in pts], [p[metric][2] - p[metric][0] for p in pts]])
+                    axes[i, j].errorbar(xs, mean, yerr=err, color=colour, marker=K_MARKERS[ki % len(K_MARKERS)],
+                                        mfc=colour if ki == 0 else "white", ms=5, capsize=2, lw=1.2 if ki == 0 else 0,
+                                        elinewidth=1, linestyle="-" if ki == 0 else "none")
+        axes[0, j].set_title(mp, fontsize=10)
+        axes[0, j].set_yscale("log")
+        axes[0, j].yaxis.set_major_formatter(ScalarFormatter())
+        axes[0, j].yaxis.set_minor_formatter(ScalarFormatter())
+        axes[1, j].set_ylim(0.98, 1.5)
+        axes[3, j].set_ylim(-0.03, 1.03)
+        axes[2, j].set_ylim(bottom=0)
+        for i, (_, lab) in enumerate(rows):
+            ax = axes[i, j]
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(sorted({k[1] for k in cells}))
+            ax.set_xticklabels([str(n) for n in sorted({k[1] for k in cells})])
+            ax.grid(alpha=0.3)
+            if j == 0:
+                ax.set_ylabel(lab)
+        axes[-1, j].set_xlabel("agents (N)")
+    handles = [Line2D([], [], color=method_colour(m, others), lw=1.5, label=m.split("/", 1)[-1]) for m in methods]
+    for ki, kk in enumerate(goals):
+        at = sorted({k[1] for k in cells if k[2] == kk})
+        only = f" ({', '.join(map(str, at))} agents only)" if len(at) == 1 else ""
+        handles.append(Line2D([], [], color="k", marker=K_MARKERS[ki % len(K_MARKERS)], mfc="k" if ki == 0 else "white",
+                              linestyle="-" if ki == 0 else "none", label=f"K = {kk} goals{only}"))
+    fig.suptitle("IMMP evaluation: SoC/LB, makespan and success against agent count (one column per map)",
+                 fontsize=12)
+    fig.text(0.5, 0.955, PLOT_NOTE, ha="center", va="top", fontsize=8, wrap=True)
+    fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.06, 1, 0.93))
     atomic_savefig(fig, path, dpi=90)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("roots", nargs="+", help="folders holding run directories")
+    ap.add_argument("roots", nargs="*", help="folders holding run directories (none with --plot-only)")
     ap.add_argument("--out", default=None, help="folder for immp_eval.png / immp_eval.json")
+    ap.add_argument("--plot-only", metavar="JSON", default=None,
+                    help="redraw the figure from an immp_eval.json this script wrote (its \"table\"), without reading "
+                         "any run: writes immp_eval.png in --out (default: the JSON's folder); no roots")
     a = ap.parse_args(argv)
+    if a.plot_only:
+        if a.roots:
+            ap.error("--plot-only reads the JSON alone; give no roots")
+        src = Path(a.plot_only)
+        if not src.is_file():
+            ap.error(f"argument --plot-only: {src} is not a file; give an immp_eval.json this script wrote")
+        try:
+            tab = json.loads(src.read_text())["table"]
+        except (ValueError, KeyError, TypeError):
+            ap.error(f"argument --plot-only: {src} is not an immp_eval.json (a JSON object with a \"table\")")
+        out = Path(a.out) if a.out else src.parent
+        check_writable("--out", str(out), folder=True)
+        out.mkdir(parents=True, exist_ok=True)
+        plot(tab, out / "immp_eval.png")
+        print(f"wrote {out / 'immp_eval.png'} from {src}")
+        return
+    if not a.roots:
+        ap.error("give folders holding run directories (or --plot-only JSON)")
     for r in a.roots:  # a mistyped folder used to print an empty table
         if not Path(r).is_dir():
             ap.error(f"argument roots: {r} is not a folder; give folders holding `coopsim run` / `coopsim sweep` "
@@ -356,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_json(out / "immp_eval.json", {"table": tab, "targets": tgt}, indent=1, sort_keys=True)
-        plot(data, out / "immp_eval.png")
+        plot(tab, out / "immp_eval.png")
         print(f"\nwrote {out / 'immp_eval.json'} and {out / 'immp_eval.png'}")
 
 
