@@ -311,6 +311,10 @@ def _regret_groups(out: Path) -> dict[str, list[dict]]:
 
 
 def _plot_regret(out: Path) -> None:
+    """``out/regret_conservativeness.png`` from the ``regret-*.json`` in ``out``: left, cumulative expected regret
+    per case (mean over seeds, band min-max); right, conservativeness (all joint states solid, visited dashed,
+    of certifiable dotted where it differs from the solid line). One colour per case; the case legend (seeds,
+    slope) sits below the left panel and the line-style key below the right one, both outside the data."""
     groups = _regret_groups(out)
     if not groups:
         return
@@ -318,33 +322,68 @@ def _plot_regret(out: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 6.2))
+    case_handles = []
+    same_as_all = []  # cases whose "of certifiable" curve equals the "all joint states" one (not drawn)
+    drew_dotted = False
+    no_cert = []  # cases whose runs did not record the certifiable count
     for ci, (case, ds) in enumerate(groups.items()):
-        col = f"C{ci}"
+        col = f"C{ci % 10}"
         n = min(len(d["cumulative_regret"]) for d in ds)
         reg = np.array([d["cumulative_regret"][:n] for d in ds])
         k = np.arange(1, n + 1)
         sl = np.mean(_floats(d["slope_second_half"] for d in ds))
-        axes[0].loglog(k, np.maximum(reg.mean(0), 1e-3), color=col, label=f"{case} ({len(ds)} seeds, slope {sl:.2f})")
+        seeds = f"{len(ds)} seed{'' if len(ds) == 1 else 's'}"
+        axes[0].loglog(k, np.maximum(reg.mean(0), 1e-3), color=col)
         axes[0].fill_between(k, np.maximum(reg.min(0), 1e-3), np.maximum(reg.max(0), 1e-3), color=col, alpha=0.15)
+        case_handles.append(Line2D([], [], color=col, lw=2, label=f"{case} ({seeds}, slope {sl:.2f})"))
         m = min(len(d["conservativeness"]) for d in ds)
         c = np.array([d["conservativeness"][:m] for d in ds])  # [seeds, m, 3]
-        axes[1].plot(c[0, :, 0], c[:, :, 1].mean(0), color=col, label=f"{case} all joint states")
+        axes[1].plot(c[0, :, 0], c[:, :, 1].mean(0), color=col)
         axes[1].fill_between(c[0, :, 0], c[:, :, 1].min(0), c[:, :, 1].max(0), color=col, alpha=0.15)
-        axes[1].plot(c[0, :, 0], c[:, :, 2].mean(0), "--", color=col, label=f"{case} visited joint states")
-        if all("certifiable" in d for d in ds):
+        axes[1].plot(c[0, :, 0], c[:, :, 2].mean(0), "--", color=col)
+        if not all("certifiable" in d for d in ds):
+            no_cert.append(case)
+        else:
             f = np.array([d["truly_safe"] / d["certifiable"] for d in ds])[:, None]
-            axes[1].plot(c[0, :, 0], (c[:, :, 1] * f).mean(0), ":", color=col, lw=2, label=f"{case} of certifiable")
+            of_cert = (c[:, :, 1] * f).mean(0)
+            if np.allclose(of_cert, c[:, :, 1].mean(0), rtol=1e-9, atol=1e-12):
+                same_as_all.append(case)
+            else:
+                axes[1].plot(c[0, :, 0], of_cert, ":", color=col, lw=2)
+                drew_dotted = True
+    axes[0].set_title("cumulative expected regret\n(line: mean over seeds; band: min-max over seeds)", fontsize=10)
     axes[0].set_xlabel("episode")
-    axes[0].set_ylabel("cumulative expected regret (mean, band min-max over seeds)")
-    axes[0].legend(fontsize=6)
+    axes[0].set_ylabel("cumulative expected regret")
+    axes[0].legend(handles=case_handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1,
+                   title="case (slope: log-log, second half)", title_fontsize=8, frameon=False)
     axes[1].axhline(1.0, color="k", lw=0.5)
+    axes[1].set_title("conservativeness: certified / truly safe joint actions\n(mean over seeds; band: min-max)",
+                      fontsize=10)
     axes[1].set_xlabel("episode")
-    axes[1].set_ylabel("certified / truly safe joint actions")
-    axes[1].legend(fontsize=6)
-    fig.tight_layout()
+    axes[1].set_ylabel("certified / truly safe")
+    styles = [Line2D([], [], color="k", ls="-", label="over all joint states"),
+              Line2D([], [], color="k", ls="--", label="over visited joint states")]
+    if drew_dotted:
+        styles.append(Line2D([], [], color="k", ls=":", lw=2, label="of certifiable pairs (drawn where it differs "
+                                                                       "from solid)"))
+    axes[1].legend(handles=styles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1,
+                   title="line style (colour: case, as on the left)", title_fontsize=8, frameon=False)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.36, wspace=0.25)
+    notes = []
+    if same_as_all:
+        notes.append("certified / certifiable pairs equals the solid line (every truly safe pair is certifiable; "
+                     "not drawn again) for: " + ", ".join(same_as_all))
+    if no_cert:
+        notes.append("certifiable pairs not recorded (runs made before the count existed) for: " + ", ".join(no_cert))
+    if notes:
+        import textwrap
+
+        fig.text(0.54, 0.03, "\n".join(textwrap.fill(t, 80) for t in notes), fontsize=8, va="bottom")
     atomic_savefig(fig, out / "regret_conservativeness.png", dpi=110)
+    plt.close(fig)
 
 
 def mapf_greedy(seeds: list[int], num_agents: int = 64) -> None:
