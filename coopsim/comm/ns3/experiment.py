@@ -398,13 +398,17 @@ def time_series(results: list[dict], safe: dict[int, np.ndarray], N: int, demand
     return out
 
 
-def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
+def plot(ts: dict, path: str, episode_s: float = 2.5, seeds: int | None = None, envs: int | None = None) -> None:
+    """The time-series figure of :func:`time_series`'s ``ts``: utilization (with the oracle's safe rate and a
+    utilization = 1 reference), loss %, messages / broadcast per 1 s bin, and the normalized return per episode,
+    one line per sender; a title and a subtitle say what a point is (pooled over ``seeds`` x ``envs``, when
+    given, else over every seed and env of the run)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(4, 1, figsize=(7, 9), sharex=True)
+    fig, ax = plt.subplots(4, 1, figsize=(7, 9.6), sharex=True)
     senders = [s for s in ts if s != "safe_rate_frac"]
     tb = (np.arange(len(ts["safe_rate_frac"])) + 0.5) * BIN_STEPS * 0.1
     for s in senders:
@@ -415,6 +419,9 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
         ax[2].plot(tb, ts[s]["messages_vs_broadcast"], marker=".", label=s)
         te = (np.arange(len(ts[s]["normalized_return_per_episode"])) + 0.5) * episode_s
         ax[3].plot(te, ts[s]["normalized_return_per_episode"], marker="o", label=s)
+    ax[0].axhline(1.0, color="0.4", lw=0.8, ls=":")
+    ax[0].text(0.01, 1.0, " utilization 1 (the safe rate)", transform=ax[0].get_yaxis_transform(), va="bottom",
+               fontsize=7, color="0.3")
     ax0b = ax[0].twinx()
     ax0b.step(tb, ts["safe_rate_frac"], where="mid", color="k", ls="--", alpha=0.5)
     ax0b.set_ylabel("oracle safe rate / demand (--)")
@@ -427,9 +434,17 @@ def plot(ts: dict, path: str, episode_s: float = 2.5) -> None:
     ax[2].set_ylabel("messages / broadcast")
     ax[3].set_ylabel("normalized return")
     ax[3].set_xlabel("time (s); normalized return per 2.5 s episode")
-    ax[0].legend(fontsize=7, ncol=4)
-    fig.tight_layout()
+    # the legend above the panels, outside the data (it covered the oracle's dashed line)
+    ax[0].legend(fontsize=7, ncol=4, loc="lower left", bbox_to_anchor=(0.0, 1.0), frameon=False)
+    over = (f"{seeds} seed{'' if seeds == 1 else 's'} x {envs} env{'' if envs == 1 else 's'}"
+            if seeds and envs else "every seed x env of the run")
+    fig.suptitle("ns-3 senders against time", fontsize=11)
+    fig.text(0.5, 0.96, f"each point: pooled over {over}, 1 s bins (sums over the runs, then the ratio);\n"
+             "normalized return: per 2.5 s episode, the paired ratio over the same runs", ha="center", va="top",
+             fontsize=8)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
     atomic_savefig(fig, path, dpi=80)
+    plt.close(fig)
 
 
 #: 2 (2026-12-06): the channel params and the oracle grid as their schemas read them (so 1.0e+5, 100000.0 and 1e5,
