@@ -106,7 +106,7 @@ def test_curves_partly_unknown_metrics_name_only_the_unknown(run_dir, tmp_path):
 def test_curves_defaults_the_runs_lack(run_dir, tmp_path, capsys):
     _curves(tmp_path / "c.png", run_dir)  # has episode/success only of the defaults: plots it, says what is left out
     res = json.loads(capsys.readouterr().out)
-    assert list(res["metrics"]) == ["episode/success"] and len(res["metrics"]["episode/success"]) == 2
+    assert list(res["final_smoothed"]) == ["episode/success"] and len(res["final_smoothed"]["episode/success"]) == 2
     assert (tmp_path / "c.png").stat().st_size > 1000
     bare = tmp_path / "bare"
     (bare / "seed-0").mkdir(parents=True)
@@ -129,7 +129,7 @@ def test_curves_swapped_arguments_say_the_first_is_the_image(run_dir, tmp_path):
 def test_curves_good_call_and_usage_line(run_dir, tmp_path):
     r = py("coopsim.agents.ppo.curves", str(tmp_path / "c.svg"), str(run_dir), "--metric", "episode/win")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["metrics"]["episode/win"] == [0.5, 0.5]
+    assert json.loads(r.stdout)["final_smoothed"]["episode/win"] == [0.5, 0.5]
     assert (tmp_path / "c.svg").is_file()
     h = py("coopsim.agents.ppo.curves", "--help")
     assert h.returncode == 0 and h.stdout.startswith("usage: python -m coopsim.agents.ppo.curves ")

@@ -66,7 +66,7 @@ def test_curves_several_runs_label_and_key_lines_by_run_and_seed(runs, tmp_path,
     # both seed-0 lines kept apart (runB's step count used to overwrite runA's under the key "seed-0")
     assert res["seeds"] == {"runA/seed-0": 500, "runA/seed-1": 500, "runB/seed-0": 600}
     assert labels == ["runA/seed-0", "runA/seed-1", "runB/seed-0"]
-    assert res["metrics"]["episode/success"] == pytest.approx([0.3, 0.15, 0.2])  # fewer rows than --smooth: their mean
+    assert res["final_smoothed"]["episode/success"] == pytest.approx([0.3, 0.15, 0.2])  # fewer rows than --smooth: their mean
     # the SMAC run has no episode/success: named, not silently dropped
     assert (f"note: {smac} (1 seed(s)) has none of the plotted metrics (episode/success) in its metrics.csv: "
             f"left out of the plot") in cap.err.splitlines()
@@ -123,7 +123,7 @@ def test_curves_cli_on_real_runs_with_colliding_seeds_and_a_smac_run(linewalk_ru
     res = json.loads(r.stdout)
     name = linewalk_run.name
     assert res["seeds"] == {f"{name}/seed-0": 1024, "rerun/seed-0": 1024}  # used to be one key, "seed-0"
-    assert len(res["metrics"]["episode/success"]) == 2
+    assert len(res["final_smoothed"]["episode/success"]) == 2
     assert r.stderr.splitlines()[-1] == (f"note: {smac} (1 seed(s)) has none of the plotted metrics (episode/success) "
                                          f"in its metrics.csv: left out of the plot")
 

@@ -48,10 +48,10 @@ def _main(capsys, *args):
 def test_smac_run_gets_win_and_return_by_default(tmp_path, capsys):
     run = _run(tmp_path, "smac-3m-qmix", SMAC_HEAD, _smac_rows(), seeds=(0, 1))
     res, err = _main(capsys, tmp_path / "c.png", run)
-    assert list(res["metrics"]) == ["episode/win", "episode/return"]
+    assert list(res["final_smoothed"]) == ["episode/win", "episode/return"]
     # the last smoothed value (--smooth 10): the mean of i = 11..20
-    assert res["metrics"]["episode/win"] == pytest.approx([0.155, 0.155])
-    assert res["metrics"]["episode/return"] == pytest.approx([15.5, 15.5])
+    assert res["final_smoothed"]["episode/win"] == pytest.approx([0.155, 0.155])
+    assert res["final_smoothed"]["episode/return"] == pytest.approx([15.5, 15.5])
     assert res["seeds"] == {"seed-0": 4100, "seed-1": 4100}
     assert err == ""  # nothing left out: no note
     assert (tmp_path / "c.png").stat().st_size > 1000
@@ -81,8 +81,8 @@ def test_mapf_defaults_unchanged_and_note_names_the_missing_member(tmp_path, cap
                                                "episode/goal_fraction": 0.25, "episode/return": -900.0}
                                               for i in (1, 2)])
     res, err = _main(capsys, tmp_path / "c.png", mapf)
-    assert list(res["metrics"]) == ["episode/success", "episode/goal_fraction"]
-    assert res["metrics"]["episode/goal_fraction"] == pytest.approx([0.25])
+    assert list(res["final_smoothed"]) == ["episode/success", "episode/goal_fraction"]
+    assert res["final_smoothed"]["episode/goal_fraction"] == pytest.approx([0.25])
     assert err.splitlines() == ["note: default metric(s) episode/soc_over_lb not in these runs: left out"]
 
 
@@ -100,8 +100,8 @@ def test_no_default_metric_is_a_clear_error(tmp_path):
 def test_plot_without_metrics_uses_the_defaults(tmp_path):
     run = _run(tmp_path, "smac", SMAC_HEAD, _smac_rows(4))
     res = curves.plot(tmp_path / "c.png", [str(run)])
-    assert list(res["metrics"]) == ["episode/win", "episode/return"]
-    assert res["metrics"]["episode/return"] == pytest.approx([2.5])  # 4 points < --smooth 10: their mean
+    assert list(res["final_smoothed"]) == ["episode/win", "episode/return"]
+    assert res["final_smoothed"]["episode/return"] == pytest.approx([2.5])  # 4 points < --smooth 10: their mean
 
 
 # --- env-step tick labels ----------------------------------------------------------------------------------------
@@ -190,8 +190,9 @@ def test_cli_larger_smooth_window_gives_the_mean_not_the_raw_curve(tmp_path, cap
     run = _run(tmp_path, "smac", SMAC_HEAD, _smac_rows())
     res20, _ = _main(capsys, tmp_path / "a.png", run, "--smooth", "20")
     res50, _ = _main(capsys, tmp_path / "b.png", run, "--smooth", "50")
+    assert (res20.pop("smooth"), res50.pop("smooth")) == (20, 50)  # the window asked for, as the figure says it
     assert res50 == res20
-    assert res50["metrics"]["episode/return"] == pytest.approx([10.5])  # mean of 1..20 (the raw last point is 20)
+    assert res50["final_smoothed"]["episode/return"] == pytest.approx([10.5])  # mean of 1..20 (the raw last point is 20)
     with pytest.raises(SystemExit):
         curves.main(["--help"])
     assert "clipped to the curve's length" in " ".join(capsys.readouterr().out.split())

@@ -134,12 +134,20 @@ def step_formatter():
     return StepFormatter()
 
 
+#: how the figure names the smoothing (:func:`smooth`), with ``k`` the window
+SMOOTH_LABEL = "trailing mean over {k} logged iterations"
+
+
 def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] | None = None, smooth_k: int = 10,
          title: str | None = None) -> dict:
     """Write the PNG: one panel per metric (``None``: the defaults :func:`choose_metrics` picks from the runs), one
     line per seed directory (labelled as :func:`labelled_seed_dirs` says), smoothed by :func:`smooth` over
-    ``smooth_k`` points; notes on stderr each RUN_DIR that has none of ``metrics``. Returns ``{"seeds": {label:
-    last env step}, "metrics": {metric: [the last smoothed value of each seed that has it]}}``.
+    ``smooth_k`` points (the figure says so: a subtitle and the y labels); a series of fewer than 2 points is
+    drawn with markers (a line of one point would not show); notes on stderr each RUN_DIR that has none of
+    ``metrics``. Returns ``{"seeds": {label: last env step}, "smooth": smooth_k, "final_smoothed": {metric: [the
+    last smoothed value (trailing mean over ``smooth_k`` logged iterations) of each seed that has it]},
+    "last_iteration": {metric: [each such seed's unsmoothed value at its last logged iteration]}}`` (the seeds
+    in the same order in both).
 
     Raises:
         FileNotFoundError: no ``seed-*/metrics.csv`` under ``runs``.
@@ -156,25 +164,30 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] | None = Non
     if metrics is None:
         metrics = choose_metrics([d for _, _, d in dirs], runs, None)
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), 3.6), squeeze=False)
-    final: dict = {"seeds": {}, "metrics": {}}
+    k = max(int(smooth_k), 1)
+    final: dict = {"seeds": {}, "smooth": k, "final_smoothed": {}, "last_iteration": {}}
     plotted: set[str] = set()  # the RUN_DIRs with at least one line
     lines: dict[str, object] = {}  # label -> a line of it, for the legend (one colour per seed in every panel)
     for ax, m in zip(axes[0], metrics):
-        finals = []
+        finals, lasts = [], []
         for i, (run, label, d) in enumerate(dirs):
             x, y = series(d, m)
             if len(x) == 0:
                 continue
-            ys = smooth(y, smooth_k)
-            (line,) = ax.plot(x, ys, lw=1.2, color=f"C{i % 10}", label=label)
+            ys = smooth(y, k)
+            (line,) = ax.plot(x, ys, lw=1.2, color=f"C{i % 10}", label=label, marker="o" if len(x) < 2 else None,
+                              ms=5)
             lines.setdefault(label, line)
             plotted.add(run)
             finals.append(float(ys[-1]))
+            lasts.append(float(y[-1]))
             final["seeds"][label] = int(x[-1])
-        final["metrics"][m] = finals
+        final["final_smoothed"][m] = finals
+        final["last_iteration"][m] = lasts
         ax.set_xlabel("env steps")
         ax.xaxis.set_major_formatter(step_formatter())
         ax.set_title(m.split("/")[-1])
+        ax.set_ylabel(f"{m.split('/')[-1]} ({SMOOTH_LABEL.format(k=k)})" if k > 1 else m.split("/")[-1], fontsize=8)
         ax.grid(alpha=0.3)
     for run in dict.fromkeys(r for r, _, _ in dirs):
         if run not in plotted:
@@ -183,8 +196,9 @@ def plot(out: str | Path, runs: list[str], metrics: tuple[str, ...] | None = Non
                   f"metrics.csv: left out of the plot", file=sys.stderr)
     if lines:
         axes[0][0].legend(handles=list(lines.values()), fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=10)
+    note = (f"each line: one seed, {SMOOTH_LABEL.format(k=k)} (fewer at the start)" if k > 1
+            else "each line: one seed, unsmoothed (one point per logged iteration)")
+    fig.suptitle(f"{title}\n{note}" if title else note, fontsize=10 if title else 9)
     fig.tight_layout()
     atomic_savefig(fig, out, dpi=110)  # creates the parent folder
     plt.close(fig)
