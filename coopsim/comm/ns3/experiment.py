@@ -1098,7 +1098,7 @@ def main(argv: list[str] | None = None) -> dict:
     for k, row in summary["rows"].items():
         print(f"{k:<24} latency p95 {latency_text(k, results)}")
     if a.plot:
-        plot(ts, a.plot)
+        plot(ts, a.plot, seeds=len({r["seed"] for r in results if r.get("channel_name") == "ns3"}), envs=E)
     if written:
         print(f"wrote {_PROGRESS.get('written_to', a.out)} ({written} seed(s))"
               + (f"; {a.out} kept as it was ({prev_n} seed(s), other settings)"
