@@ -1040,7 +1040,10 @@ def report(run_dirs: List[Path] = typer.Argument(..., help="one run directory, o
             console.print(f"note: {training_run_message(run_dirs[0])}", soft_wrap=True, highlight=False)
             curves = plot_training(run_dirs[0])
             if curves:
-                console.print(f"plot: {curves} (training curves: episode return/win vs env steps)", soft_wrap=True,
+                from coopsim.platform.report import training_columns
+
+                drawn = ", ".join(training_columns(run_dirs[0]))
+                console.print(f"plot: {curves} (training curves: {drawn} vs env steps)", soft_wrap=True,
                               highlight=False)
             return
         if len(run_dirs) == 1:

@@ -4,7 +4,8 @@
 can render its replays (a ``render_replay(replay) -> list[uint8 [H, W, 3]]`` function on the scenario
 class), writes ``replay_seed<S>_ep<E>.gif``. On several runs it groups them by the config fields that
 differ, prints one comparison table and plots each metric against the numeric field that varies
-(e.g. ``scenario.params.num_agents``), one line per method, with 95% confidence bands. Runs of one config (seeds
+(e.g. ``scenario.params.num_agents``), one line per method, with 95% confidence bands (runs that differ in no numeric
+field, e.g. two agents: one point with its interval per run, for the metrics the table shows). Runs of one config (seeds
 and episodes included: repeats of one experiment, e.g. a sweep cell re-run beside its interrupted copy) are counted
 once, with a note naming each run left out.
 """
@@ -560,26 +561,67 @@ def _being_trained(run_dir: Path) -> bool:
     return False
 
 
-def plot_training(run_dir: str | Path) -> Path | None:
-    """Episode return and win/success vs env steps, one line per seed, from ``seed-*/metrics.csv``; writes
-    ``train_curves.png`` (None without such columns)."""
+#: the columns of a training seed's metrics.csv that train_curves.png draws, with their y labels
+TRAINING_COLUMNS = {"episode/return": "episode return (sum of rewards)", "episode/win": "win rate",
+                    "episode/success": "success rate"}
+#: what one point of train_curves.png is (its figure says so)
+TRAINING_POINT_NOTE = ("each point: the mean over the training episodes (sampled actions) that finished in that "
+                       "iteration; not smoothed")
+
+
+def training_columns(run_dir: str | Path) -> list[str]:
+    """The metrics.csv columns of :data:`TRAINING_COLUMNS` that some seed of the training run ``run_dir`` logged:
+    the panels of ``train_curves.png``, in order."""
+    return list(_training_data(run_dir)[1])
+
+
+def _training_data(run_dir: str | Path) -> tuple[dict[str, list[dict]], list[str]]:
     from coopsim.platform.trainer import METRICS_CSV, read_metrics
 
     data = {s.name: read_metrics(s) for s in training_seeds(run_dir) if (s / METRICS_CSV).is_file()}
-    cols = [c for c in ("episode/return", "episode/win", "episode/success")
-            if any(r.get(c) not in (None, "") for rows in data.values() for r in rows)]
+    cols = [c for c in TRAINING_COLUMNS if any(r.get(c) not in (None, "") for rows in data.values() for r in rows)]
+    return data, cols
+
+
+def training_figure(run_dir: str | Path):
+    """The figure of ``train_curves.png``: one panel per :func:`training_columns` column vs env steps, one line per
+    seed with a marker on every point (a seed with one logged iteration still shows); a title naming the run and
+    its agent, a y label per panel and :data:`TRAINING_POINT_NOTE`. Returns ``(fig, columns)``; ``(None, [])``
+    without such columns."""
+    data, cols = _training_data(run_dir)
     if not cols:
-        return None
+        return None, []
+    try:
+        cfg = yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        cfg = None
+    cfg = cfg if isinstance(cfg, dict) else {}
+    agents = cfg.get("agents") if isinstance(cfg.get("agents"), dict) else {}
+    name = cfg.get("name") or Path(run_dir).name
     plt = _mpl()
-    fig, axes = plt.subplots(1, len(cols), figsize=(4.2 * len(cols), 3.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(cols), figsize=(4.4 * len(cols), 3.4), squeeze=False)
     for ax, c in zip(axes.flat, cols):
-        for name, rows in data.items():
+        for name_, rows in data.items():
             xy = [(float(r["env_steps"]), float(r[c])) for r in rows if r.get(c) not in (None, "")]
-            ax.plot([x for x, _ in xy], [y for _, y in xy], lw=1, label=name)
+            ax.plot([x for x, _ in xy], [y for _, y in xy], lw=1, marker="o", ms=3, label=name_)
         ax.set_title(c, fontsize=9)
         ax.set_xlabel("env steps", fontsize=8)
+        ax.set_ylabel(TRAINING_COLUMNS[c], fontsize=8)
+        ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)
+    agent = f" ({agents['id']})" if agents.get("id") else ""
+    fig.suptitle(f"training curves of {name}{agent}\n{TRAINING_POINT_NOTE}", fontsize=8)
     fig.tight_layout()
+    return fig, cols
+
+
+def plot_training(run_dir: str | Path) -> Path | None:
+    """Episode return and win/success vs env steps, one line per seed, from ``seed-*/metrics.csv``
+    (:func:`training_figure`); writes ``train_curves.png`` (None without such columns)."""
+    fig, _ = training_figure(run_dir)
+    if fig is None:
+        return None
+    plt = _mpl()
     out = Path(run_dir) / "train_curves.png"
     try:
         with report_writes(run_dir, "the training curves", out):
@@ -615,60 +657,201 @@ def hidden_when_zero(metric: str, stats: list[dict]) -> bool:
                                                            for v in (st or {}).get("per_seed", {}).values())
 
 
+#: metric families of the layers around the task (the channel's and the shield's counters): figures and the
+#: comparison table show the scenario's own metrics before them (:func:`display_order`)
+LAYER_PREFIXES = ("comm/", "shield/")
+
+
 def _ordered_metrics(names) -> list[str]:
     names = list(names)
     head = [m for m in HEADLINE if m in names]
     return head + sorted(m for m in names if m not in head)
 
 
+def display_order(names) -> list[str]:
+    """``names`` in the order figures and the comparison table show them: the headline task metrics
+    (:data:`HEADLINE`), then the scenario's other metrics (alphabetical), then the channel/shield counters
+    (:data:`LAYER_PREFIXES`: headline ones first), so a panel or column limit never cuts the task's own metrics
+    for the counters."""
+    ordered = _ordered_metrics(names)
+    return [m for m in ordered if not m.startswith(LAYER_PREFIXES)] + [m for m in ordered if m.startswith(LAYER_PREFIXES)]
+
+
+#: what the headline metric ids measure, with their units: the legend line under the terminal tables (the ids stay
+#: as they are: files and other tools use them)
+METRIC_TERMS = {
+    "success": "success rate (share of episodes)", "win": "win rate (share of episodes won)",
+    "soc": "sum of costs (agent-steps)", "soc_over_lb": "sum of costs / lb", "lb": "lower bound on soc: sum of "
+    "shortest-path lengths (agent-steps)", "makespan": "makespan (steps)", "throughput": "goals reached per step",
+    "goal_fraction": "share of goals reached", "collisions": "collisions per episode",
+    "steps": "episode length (steps)", "violations": "safety violations per episode",
+}
+
+
+def metric_terms_line(metrics) -> str | None:
+    """One legend line naming the headline metrics among ``metrics`` in the field's terms, with units:
+    ``soc = sum of costs (agent-steps), makespan (steps), ...``; None when none is there."""
+    parts = [METRIC_TERMS[m] if METRIC_TERMS[m].startswith(m + " (") else f"{m} = {METRIC_TERMS[m]}"
+             for m in metrics if m in METRIC_TERMS]
+    return ", ".join(parts) if parts else None
+
+
+#: the caption line of the terminal tables on what their interval is
+CI_CAPTION = ("95% CI: Student-t over the per-seed means (n = seeds), clipped to the metric's range; "
+              "— = one seed (no interval)")
+
+
 def plot_selection(allm: dict[str, dict], max_metrics: int = 12) -> tuple[list[str], list[str]]:
-    """The panels of ``metrics.png`` (summary metrics in headline order, at most ``max_metrics``) and its footnote:
-    a metric zero in every episode gets no panel (it would crowd out the rest) but is named in the footnote, except
-    the all-zero comm/, shield/ and cost/ counters the tables hide too (:func:`hidden_when_zero`)."""
-    names = [m for m in _ordered_metrics(allm) if m not in ID_KEYS]
-    zero = [m for m in names if not any(v for v in allm[m].get("per_seed", {}).values())]
-    return [m for m in names if m not in zero][:max_metrics], [m for m in zero if not hidden_when_zero(m, [allm[m]])]
+    """The panels of ``metrics.png`` and the all-zero metrics its footnote names (:func:`plot_panels` without the
+    episode rows)."""
+    sel = plot_panels(allm, None, max_metrics)
+    return sel["panels"], sel["zero"]
 
 
-def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
-    """Per-episode values of the headline metrics, one colour per seed, mean ± 95% CI; writes ``metrics.png``."""
-    run = load_run(run_dir)
+def _series(rows: list[dict] | None, m: str) -> tuple | None:
+    """The per-episode values of metric ``m`` in ``rows`` (None where an episode has none), to spot duplicates."""
+    return None if not rows else tuple((r.get("seed"), r.get(m)) for r in rows)
+
+
+def plot_panels(allm: dict[str, dict], rows: list[dict] | None = None, max_metrics: int = 12) -> dict[str, Any]:
+    """What ``metrics.png`` shows of the summary metrics ``allm`` (episode ``rows``: metrics.jsonl's).
+
+    Returns:
+        ``{"panels", "zero", "duplicates", "dropped"}``: the panels, at most ``max_metrics``, in
+        :func:`display_order` (the task's metrics before the channel/shield counters); the metrics zero in every
+        episode (no panel; named in the footnote, except the all-zero comm/, shield/ and cost/ counters the tables
+        hide too, :func:`hidden_when_zero`); ``{metric: the metric it equals}`` for a series equal to an earlier one
+        in every episode (e.g. ``comm/lost_bytes/late`` and ``comm/lost_bytes``: one panel, the other named in the
+        footnote); and the metrics left out by the panel limit (named in the footnote)."""
+    names = [m for m in display_order(allm) if m not in ID_KEYS]
+    zero_all = [m for m in names if not any(v for v in allm[m].get("per_seed", {}).values())]
+    rest = [m for m in names if m not in zero_all]
+    duplicates: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
+    for m in rest:
+        key = _series(rows, m)
+        if key is None:
+            continue
+        if key in seen:
+            duplicates[m] = seen[key]
+        else:
+            seen[key] = m
+    rest = [m for m in rest if m not in duplicates]
+    return {"panels": rest[:max_metrics], "zero": [m for m in zero_all if not hidden_when_zero(m, [allm[m]])],
+            "duplicates": duplicates, "dropped": rest[max_metrics:]}
+
+
+#: horizontal spread of one seed's episode dots in metrics.png (x = seed index -+ this), so the episodes of a binary
+#: metric (win 0/1) do not collapse into two dots
+JITTER = 0.18
+
+
+def _plot_footnote(sel: dict[str, Any], max_metrics: int) -> str | None:
+    """The footnote of ``metrics.png``: what it does not plot and why (:func:`plot_panels`)."""
+    parts = []
+    if sel["zero"]:
+        parts.append("zero in every episode (not plotted): " + ", ".join(sel["zero"]))
+    if sel["duplicates"]:
+        parts.append("equal to another metric in every episode (not plotted): "
+                     + ", ".join(f"{m} (= {k})" for m, k in sel["duplicates"].items()))
+    if sel["dropped"]:
+        parts.append(f"not plotted ({max_metrics}-panel limit; all are in summary.json): " + ", ".join(sel["dropped"]))
+    return "; ".join(parts) or None
+
+
+def metrics_figure(run: dict[str, Any], max_metrics: int = 12):
+    """The figure of ``metrics.png`` of a loaded run (:func:`load_run`) and what it shows.
+
+    One panel per metric (:func:`plot_panels`): each episode a dot (jittered around its seed's x), each seed's
+    mean a short bar, the mean over seeds a line and its Student-t 95% interval a band, clipped to the metric's
+    range (:func:`~coopsim.platform.stats.metric_bounds`). A run whose seeds are not independent (its agent learns
+    during the run: ``seeds_note``) gets no band and a subtitle saying so; a one-seed metric has no band either.
+
+    Returns:
+        ``(fig, info)``, ``info`` = :func:`plot_panels`'s mapping plus ``"bands"`` (``{metric: (low, high)}`` drawn),
+        ``"seed_means"`` (``{metric: {seed: mean}}`` drawn as bars), ``"title"`` and ``"footnote"``; ``(None, info)``
+        when there is nothing to plot.
+    """
+    from coopsim.platform.stats import metric_bounds
+
     rows = run["rows"]
-    if not rows:
-        return None
     allm = run["summary"]["metrics"]
-    metrics, shown_zero = plot_selection(allm, max_metrics)
-    if not metrics:
-        return None
+    sel = plot_panels(allm, rows, max_metrics)
+    metrics = sel["panels"]
+    info = {**sel, "bands": {}, "seed_means": {}, "title": None, "footnote": _plot_footnote(sel, max_metrics)}
+    if not rows or not metrics:
+        return None, info
     plt = _mpl()
     cols = min(4, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.2 * cols, 2.6 * nrows + 0.3), squeeze=False)
     seeds = sorted({r["seed"] for r in rows})
+    dependent = run.get("seeds_note")
+    rng = np.random.default_rng(0)
     for ax, m in zip(axes.flat, metrics):
+        means = {}
         for i, s in enumerate(seeds):
             ys = [r.get(m) for r in rows if r["seed"] == s and r.get(m) is not None]
-            ax.scatter([i] * len(ys), ys, s=14, alpha=0.8)
-        st = run["summary"]["metrics"].get(m, {})
+            xs = i + (rng.uniform(-JITTER, JITTER, len(ys)) if len(ys) > 1 else np.zeros(len(ys)))
+            ax.scatter(xs, ys, s=12, alpha=0.6, color=f"C{i % 10}", linewidths=0)
+            if ys:
+                means[s] = float(np.mean(ys))
+                ax.hlines(means[s], i - 0.32, i + 0.32, color=f"C{i % 10}", lw=2.2, label="_seed mean")
+        info["seed_means"][m] = means
+        st = allm.get(m, {})
         if st.get("mean") is not None:
             ax.axhline(st["mean"], color="k", lw=1)
-            if st.get("ci95_low") is not None:
-                ax.axhspan(st["ci95_low"], st["ci95_high"], color="k", alpha=0.1)
+            if st.get("ci95_low") is not None and not dependent:
+                lo, hi = st["ci95_low"], st["ci95_high"]
+                bounds = metric_bounds(m, [r.get(m) for r in rows if isinstance(r.get(m), (int, float))])
+                if bounds is not None:  # an older summary.json's interval may leave the metric's range
+                    lo, hi = min(max(lo, bounds[0]), bounds[1]), max(min(hi, bounds[1]), bounds[0])
+                ax.axhspan(lo, hi, color="k", alpha=0.1)
+                info["bands"][m] = (lo, hi)
         ax.set_title(m, fontsize=9)
         ax.set_xticks(range(len(seeds)), [str(s) for s in seeds], fontsize=7)
+        ax.set_xlim(-0.6, len(seeds) - 0.4)
         ax.set_xlabel("seed", fontsize=7)
         ax.tick_params(labelsize=7)
         ax.ticklabel_format(axis="y", useOffset=False)
     for ax in list(axes.flat)[len(metrics):]:
         ax.axis("off")
-    fig.suptitle(f"{run['config'].get('name')}: each dot one episode, grouped by seed (line: mean over seeds, band: Student-t 95% CI)", fontsize=9)
+    if dependent:
+        what = "line: mean over seeds; no CI band"
+    elif any(info["bands"].values()):
+        what = "line: mean over seeds; band: Student-t 95% CI over per-seed means"
+    else:
+        what = "line: mean over seeds; no CI band (one seed)"
+    title = (f"{run['config'].get('name')}: each dot one episode, grouped by seed; bar: the seed's mean; {what}")
+    if dependent:
+        title += "\n" + _wrap(dependent if dependent.startswith("seeds are not independent")
+                               else f"seeds are not independent: {dependent}", 160)
+    info["title"] = title
+    fig.suptitle(title, fontsize=8)
     fig.tight_layout()
-    if shown_zero:
-        import textwrap
-
-        note = textwrap.fill("zero in every episode (not plotted): " + ", ".join(shown_zero), 180)
+    note = info["footnote"]
+    if note:
+        note = _wrap(note, 180)
         fig.text(0.5, 0.005, note, ha="center", va="bottom", fontsize=7)
-        fig.subplots_adjust(bottom=0.08 + 0.02 * note.count("\n"))
+        height = fig.get_figheight()  # the x labels' room plus one line per footnote line, in inches
+        fig.subplots_adjust(bottom=min(0.45, (0.42 + 0.13 * (note.count("\n") + 1)) / height))
+    return fig, info
+
+
+def _wrap(text: str, width: int) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width)
+
+
+def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
+    """Per-episode values of the run's metrics, one colour per seed, per-seed means, mean ± 95% CI
+    (:func:`metrics_figure`); writes ``metrics.png``."""
+    run = load_run(run_dir)
+    fig, _ = metrics_figure(run, max_metrics)
+    if fig is None:
+        return None
+    plt = _mpl()
     out = Path(run_dir) / "metrics.png"
     try:
         with report_writes(run_dir, "its plot", out):
@@ -683,18 +866,22 @@ def summary_table(run: dict[str, Any]):
 
     every = ("summary.json has every metric" if run.get("has_summary", True) and not run.get("summary_rebuilt")
              else "metrics.jsonl has every value")
-    caption = f"all-zero comm/, shield/ and cost/ counters are hidden here; {every}"
+    shown = [m for m in _ordered_metrics(run["summary"]["metrics"])
+             if not hidden_when_zero(m, [run["summary"]["metrics"][m]])]
+    caption = f"{CI_CAPTION}\nall-zero comm/, shield/ and cost/ counters are hidden here; {every}"
+    terms = metric_terms_line(shown)
+    if terms:
+        caption += f"\n{terms}"
     if run.get("seeds_note"):  # a learner that learns during the run: its seeds are not independent samples
         caption += f"\nnote: {run['seeds_note']}"
-    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})", caption=caption)
+    t = Table(title=f"{run['config'].get('name')}  ({run['dir']})", caption=caption, caption_justify="left")
     for c in ("metric", "mean", "95% CI", "seeds", "episodes"):
         t.add_column(c, justify="right" if c != "metric" else "left")
-    for m in _ordered_metrics(run["summary"]["metrics"]):
+    for m in shown:
         st = run["summary"]["metrics"][m]
-        if hidden_when_zero(m, [st]):
-            continue  # an all-zero layer counter (no messages, no interventions): kept in the files, not shown
-        ci = "—" if st.get("ci95_low") is None else f"[{_fmt(st['ci95_low'])}, {_fmt(st['ci95_high'])}]"
-        t.add_row(m, _fmt(st.get("mean")), ci, str(st.get("n_seeds")), str(st.get("n_episodes")))
+        mean, lo, hi = _fmt_ci(st.get("mean"), st.get("ci95_low"), st.get("ci95_high"))
+        ci = "—" if st.get("ci95_low") is None else f"[{lo}, {hi}]"
+        t.add_row(m, mean, ci, str(st.get("n_seeds")), str(st.get("n_episodes")))
     return t
 
 
@@ -707,6 +894,25 @@ def _fmt(x) -> str:
     if abs(x) >= 1000 or x == int(x):
         return f"{x:.0f}" if x == int(x) else f"{x:.1f}"
     return f"{x:.4g}"
+
+
+def _fmt_ci(mean, low, high) -> tuple[str, str, str]:
+    """A mean and its interval's ends as table text with one precision for all three: whole numbers when all three
+    are whole, else the decimals that give the largest of them 4 significant digits (``781.7 [649.3, 914.0]``,
+    ``1696 [1434, 1958]``, ``0.556 [0.000, 1.000]``); e-notation for non-finite or huge values (:func:`_fmt`);
+    ``—`` for a missing one. Without an interval: the mean as :func:`_fmt` writes it."""
+    if low is None or high is None or mean is None:
+        return _fmt(mean), _fmt(low), _fmt(high)
+    vals = [float(mean), float(low), float(high)]
+    if not all(math.isfinite(v) for v in vals) or max(abs(v) for v in vals) >= 1e9:
+        return tuple(f"{v:.4g}" for v in vals)  # type: ignore[return-value]
+    if all(v == int(v) for v in vals):
+        decimals = 0
+    else:
+        biggest = max(abs(v) for v in vals)
+        decimals = max(0, 3 - math.floor(math.log10(biggest))) if biggest > 0 else 0
+    return tuple(f"{v + 0.0:.{decimals}f}".replace("-0." + "0" * decimals, "0." + "0" * decimals)
+                 if decimals else f"{round(v) + 0:d}" for v in vals)  # type: ignore[return-value]
 
 
 #: most frames a replay GIF holds: a longer episode is drawn at evenly spaced steps (captions keep the true step),
@@ -1062,7 +1268,7 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         row_runs[(line, f.get(x_key) if x_key else 0)].append(r)
     pooled_seeds = "seeds" in pooled and any(n > 1 for n in members.values())
     shared = _shared_seeds(runs, flat, line_keys, x_key) if pooled_seeds else {}
-    every = _ordered_metrics({m for r in runs for m in r["summary"]["metrics"]})  # compare.csv keeps every one
+    every = display_order({m for r in runs for m in r["summary"]["metrics"]})  # compare.csv keeps every one
     metrics = [m for m in every if not hidden_when_zero(m, [r["summary"]["metrics"].get(m) for r in runs])]
     table: list[dict[str, Any]] = []
     for line, by_x in sorted(groups.items()):
@@ -1109,19 +1315,29 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
     if write:
         _write_compare_csv(out_dir / "compare.csv", line_keys, x_key, table, every)
     plots = []
-    if x_key is not None and write:
+    shown = shown_line_keys(line_keys, flat)
+    if (x_key is not None or len(table) > 1) and write:
         import warnings
 
         plt = _mpl()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            plots = _compare_plots(plt, groups, metrics, x_key, out_dir,
-                                   label=lambda line: ", ".join(_cell(labels, k, v) for k, v in zip(line_keys, line)))
+            if x_key is not None:
+                plots = _compare_plots(plt, groups, metrics, x_key, out_dir,
+                                       label=lambda line: ", ".join(_cell(labels, k, v) for k, v in zip(line_keys, line)),
+                                       legend_title=", ".join(table_headers(line_keys, [x_key]).values()) or None)
+            else:  # runs that differ in no numeric key (e.g. two agents): one point with its CI per run
+                heads = table_headers(shown)
+                names = [", ".join(_cell(labels, k, row["line"][k]) for k in (shown or line_keys)) or "run"
+                         for row in table]
+                if len(set(names)) < len(names):  # rows told apart only by keys the table leaves to compare.csv
+                    names = [f"{n} (row {i + 1})" for i, n in enumerate(names)]
+                plots = _compare_points(plt, table, metrics[:TABLE_METRICS], out_dir, names,
+                                        ", ".join(heads[k] for k in shown) or None)
         if caught:
             first = str(caught[0].message).splitlines()[0] if str(caught[0].message) else caught[0].category.__name__
             notes["plots"] = (f"{len(caught)} plotting warning(s) while drawing the comparison plots, e.g. {first}"
                               if len(caught) > 1 else f"plotting warning: {first}")
-    shown = shown_line_keys(line_keys, flat)
     return {"x_key": x_key, "line_keys": line_keys, "shown_line_keys": shown, "table": table, "metrics": metrics,
             "plots": plots, "hidden": [m for m in every if m not in metrics],
             "pooled_seeds": pooled_seeds, "notes": notes, "labels": labels,
@@ -1136,7 +1352,10 @@ def comparison_files_text(res: dict[str, Any]) -> str:
     if plots:
         which = "one per metric" if len(plots) >= len(metrics) else f"the first {len(plots)} of {len(metrics)} metrics"
         return f"compare.csv and {len(plots)} PNG{'' if len(plots) == 1 else 's'} (compare_<metric>.png, {which})"
-    if res.get("x_key") is None:
+    if res.get("x_key") is None and len(res.get("table") or []) < 2:
+        why = ("the runs are one row of the table (they differ only in their seeds); compare.csv and the table have "
+               "every value")
+    elif res.get("x_key") is None:
         why = ("the runs differ in no numeric config key to plot the metrics against (e.g. scenario.params.num_agents); "
                "compare.csv and the table have every value")
     else:
@@ -1194,39 +1413,104 @@ def _cell(labels: dict[str, dict[str, str]], key: str, value: Any) -> str:
     return labels.get(key, {}).get(value, value)
 
 
-def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None) -> list[Path]:
-    """One ``compare_<metric>.png`` per metric (the first 8): metric vs ``x_key``, one line per group, labelled
-    ``label(line)`` (default: its values joined by commas)."""
+#: how many metrics the comparison table shows by default (and the per-run point charts draw; compare.csv has all)
+TABLE_METRICS = 6
+#: markers and line styles of the comparison plots' series, one pair per series: identical series stay visible
+#: (open markers of different shapes and sizes, different dashes)
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*")
+SERIES_STYLES = ("-", "--", ":", "-.")
+
+
+def series_style(i: int) -> dict[str, Any]:
+    """The matplotlib keywords of the ``i``-th series of a comparison plot: its colour, an open marker of its own
+    shape (larger for earlier series, so one drawn over another leaves a ring) and a line style of its own."""
+    return {"color": f"C{i % 10}", "marker": SERIES_MARKERS[i % len(SERIES_MARKERS)],
+            "linestyle": SERIES_STYLES[i % len(SERIES_STYLES)], "markerfacecolor": "none",
+            "markersize": max(4.0, 9.0 - 1.2 * i), "markeredgewidth": 1.3}
+
+
+def _save_compare(plt, fig, out_dir: Path, m: str) -> Path:
+    out = out_dir / f"compare_{m.replace('/', '_')}.png"
+    try:
+        with report_writes(out_dir, "the comparison plot", out):
+            atomic_savefig(fig, out, dpi=110)
+    finally:
+        plt.close(fig)
+    return out
+
+
+def compare_points_figure(plt, table: list[dict], m: str, labels: list[str], key_title: str | None = None):
+    """The point-with-CI chart of metric ``m`` over the rows of a comparison ``table`` that differ in no numeric
+    key: one x position per row (labelled ``labels[i]``: what differs, e.g. the agent id), its mean over seeds and
+    Student-t 95% CI (none for one seed). Returns ``(fig, points)``, ``points`` = ``[(label, mean, low, high)]``;
+    ``(None, [])`` when no row has the metric."""
+    points = []
+    for row, lab in zip(table, labels):
+        st = row["summary"].get(m)
+        if st and st.get("mean") is not None:
+            points.append((lab, st["mean"], st.get("ci95_low"), st.get("ci95_high")))
+    if not points:
+        return None, []
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(points) + 2.0), 3.4))
+    for i, (lab, mean, lo, hi) in enumerate(points):
+        err = None if lo is None else [[mean - lo], [hi - mean]]
+        ax.errorbar([i], [mean], yerr=err, capsize=5, **{k: v for k, v in series_style(i).items()
+                                                          if k != "linestyle"}, linestyle="none")
+    ax.set_xticks(range(len(points)), [p[0] for p in points], fontsize=8, rotation=15 if len(points) > 3 else 0)
+    ax.set_xlim(-0.6, len(points) - 0.4)
+    if key_title:
+        ax.set_xlabel(key_title, fontsize=8)
+    ax.set_ylabel(m)
+    ax.set_title(f"{m}\nmean over seeds; bar: Student-t 95% CI over per-seed means (none: one seed)", fontsize=8)
+    fig.tight_layout()
+    return fig, points
+
+
+def _compare_points(plt, table, metrics, out_dir, labels, key_title=None) -> list[Path]:
+    """One ``compare_<metric>.png`` per metric of ``metrics``: :func:`compare_points_figure`."""
     plots = []
-    for m in metrics[:8]:
-        fig, ax = plt.subplots(figsize=(6.4, 3.4))
-        for line, by_x in sorted(groups.items()):
-            xs, ms, lo, hi = [], [], [], []
-            for x, rows in sorted(by_x.items()):
-                per_seed = summarize(rows).get(m)
-                if not per_seed:
-                    continue
-                xs.append(x)
-                ms.append(per_seed["mean"])
-                lo.append(per_seed["ci95_low"] if per_seed["ci95_low"] is not None else per_seed["mean"])
-                hi.append(per_seed["ci95_high"] if per_seed["ci95_high"] is not None else per_seed["mean"])
-            if xs:
-                label_text = (label(line) if label is not None else ", ".join(line)) or "run"
-                ax.plot(xs, ms, marker="o", label=label_text)
-                ax.fill_between(xs, lo, hi, alpha=0.2)
-        ax.set_xlabel(x_key.split(".")[-1])
-        ax.set_ylabel(m)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
-        ax.set_title(f"{m} (mean over seeds, 95% CI)", fontsize=9)
-        fig.tight_layout()
-        out = out_dir / f"compare_{m.replace('/', '_')}.png"
-        try:
-            with report_writes(out_dir, "the comparison plot", out):
-                atomic_savefig(fig, out, dpi=110)
-        finally:
-            plt.close(fig)
-        plots.append(out)
+    for m in metrics:
+        fig, _ = compare_points_figure(plt, table, m, labels, key_title)
+        if fig is not None:
+            plots.append(_save_compare(plt, fig, out_dir, m))
     return plots
+
+
+def compare_line_figure(plt, groups, m: str, x_key: str, label=None, legend_title: str | None = None):
+    """The figure of ``compare_<m>.png``: ``m`` vs ``x_key``, one line per group (:func:`series_style`: its own
+    marker and line style), labelled ``label(line)``, the legend titled ``legend_title`` (the keys that tell the
+    lines apart). Returns the figure."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.4))
+    i = 0
+    for line, by_x in sorted(groups.items()):
+        xs, ms, lo, hi = [], [], [], []
+        for x, rows in sorted(by_x.items()):
+            per_seed = summarize(rows).get(m)
+            if not per_seed:
+                continue
+            xs.append(x)
+            ms.append(per_seed["mean"])
+            lo.append(per_seed["ci95_low"] if per_seed["ci95_low"] is not None else per_seed["mean"])
+            hi.append(per_seed["ci95_high"] if per_seed["ci95_high"] is not None else per_seed["mean"])
+        if xs:
+            label_text = (label(line) if label is not None else ", ".join(line)) or "run"
+            style = series_style(i)
+            ax.plot(xs, ms, label=label_text, **style)
+            ax.fill_between(xs, lo, hi, alpha=0.15, color=style["color"])
+            i += 1
+    ax.set_xlabel(x_key.split(".")[-1])
+    ax.set_ylabel(m)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, title=legend_title,
+              title_fontsize=7)
+    ax.set_title(f"{m} (mean over seeds, Student-t 95% CI over per-seed means)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None, legend_title=None) -> list[Path]:
+    """One ``compare_<metric>.png`` per metric (the first 8): :func:`compare_line_figure`."""
+    return [_save_compare(plt, compare_line_figure(plt, groups, m, x_key, label, legend_title), out_dir, m)
+            for m in metrics[:8]]
 
 
 #: compare.csv's columns after the metrics, one value per row: its seeds (``0;1;2``), its episodes in all, the
@@ -1286,8 +1570,12 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
     Raises nothing of its own."""
     from rich.table import Table
 
-    metrics = metrics or result["metrics"][:6]
-    notes = []
+    every = result["metrics"]
+    metrics = metrics or every[:TABLE_METRICS]
+    notes = [CI_CAPTION]
+    if len(metrics) < len(every):
+        notes.append(f"first {len(metrics)} of {len(every)} metrics (task metrics before comm/ and shield/ counters); "
+                     f"compare.csv has all")
     if result.get("pooled_seeds"):
         notes.append("runs that differ only in their seeds are pooled into one row (their seeds together)")
     if result.get("hidden"):
@@ -1305,8 +1593,9 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
         notes.append("config key columns are headed by the ends of their keys (compare.csv has the full keys)")
     if any(row["line"][k] == "None" for row in result["table"] for k in keys):
         notes.append("— = a key the run does not set")
-    caption = "; ".join(notes) or None
-    t = Table(title="comparison (mean over seeds [95% CI])", caption=caption)
+    terms = metric_terms_line(metrics)
+    caption = "; ".join(notes) + (f"\n{terms}" if terms else "")
+    t = Table(title="comparison (mean over seeds [95% CI])", caption=caption, caption_justify="left")
     labels = result.get("labels") or {}
     for k in keys:
         if k in labels:  # a checkpoint's short form is what tells rows apart: never cut to "…", folded if need be
@@ -1333,6 +1622,7 @@ def comparison_table(result: dict[str, Any], metrics: list[str] | None = None):
             elif st["ci95_low"] is None:
                 cells.append(_fmt(st["mean"]))
             else:
-                cells.append(f"{_fmt(st['mean'])} [{_fmt(st['ci95_low'])}, {_fmt(st['ci95_high'])}]")
+                mean, lo, hi = _fmt_ci(st["mean"], st["ci95_low"], st["ci95_high"])
+                cells.append(f"{mean} [{lo}, {hi}]")
         t.add_row(*cells)
     return t

@@ -204,8 +204,8 @@ def test_report_of_a_stopped_training_run_says_how_far_each_seed_got(stopped_run
         f"of 1,024 env steps; seed 1 not started), not a run of evaluation episodes; evaluate its checkpoints with: "
         f"coopsim eval {q(str(run / 'config.yaml'))} 'seeds=[0]' --checkpoint {q(str(run / 'seed-0'))}; continue its training "
         f"with: coopsim train --resume {q(str(run))}")
-    assert r.stdout.splitlines()[1] == (f"plot: {run / 'train_curves.png'} (training curves: episode return/win vs env "
-                                        "steps)")
+    assert r.stdout.splitlines()[1] == (f"plot: {run / 'train_curves.png'} (training curves: episode/return, "
+                                        "episode/success vs env steps)")  # the panels drawn (fresh34c F7)
 
 
 def test_report_of_a_run_being_trained_gives_no_resume_command(stopped_run):
