@@ -621,10 +621,15 @@ def plot_training(run_dir: str | Path) -> Path | None:
     fig, _ = training_figure(run_dir)
     if fig is None:
         return None
-    plt = _mpl()
-    out = Path(run_dir) / "train_curves.png"
+    return _save_figure(_mpl(), fig, Path(run_dir), "the training curves", "train_curves.png")
+
+
+def _save_figure(plt, fig, folder: Path, what: str, name: str) -> Path:
+    """Write ``fig`` to ``folder / name`` whole or not at all (:func:`report_writes` names ``what`` in its error),
+    then close it; the path."""
+    out = folder / name
     try:
-        with report_writes(run_dir, "the training curves", out):
+        with report_writes(folder, what, out):
             atomic_savefig(fig, out, dpi=110)
     finally:
         plt.close(fig)
@@ -851,14 +856,7 @@ def plot_run(run_dir: str | Path, max_metrics: int = 12) -> Path | None:
     fig, _ = metrics_figure(run, max_metrics)
     if fig is None:
         return None
-    plt = _mpl()
-    out = Path(run_dir) / "metrics.png"
-    try:
-        with report_writes(run_dir, "its plot", out):
-            atomic_savefig(fig, out, dpi=110)
-    finally:
-        plt.close(fig)
-    return out
+    return _save_figure(_mpl(), fig, Path(run_dir), "its plot", "metrics.png")
 
 
 def summary_table(run: dict[str, Any]):
@@ -1430,13 +1428,7 @@ def series_style(i: int) -> dict[str, Any]:
 
 
 def _save_compare(plt, fig, out_dir: Path, m: str) -> Path:
-    out = out_dir / f"compare_{m.replace('/', '_')}.png"
-    try:
-        with report_writes(out_dir, "the comparison plot", out):
-            atomic_savefig(fig, out, dpi=110)
-    finally:
-        plt.close(fig)
-    return out
+    return _save_figure(plt, fig, out_dir, "the comparison plot", f"compare_{m.replace('/', '_')}.png")
 
 
 def compare_points_figure(plt, table: list[dict], m: str, labels: list[str], key_title: str | None = None):
