@@ -725,8 +725,8 @@ def plot_panels(allm: dict[str, dict], rows: list[dict] | None = None, max_metri
         ``{"panels", "zero", "duplicates", "dropped"}``: the panels, at most ``max_metrics``, in
         :func:`display_order` (the task's metrics before the channel/shield counters); the metrics zero in every
         episode (no panel; named in the footnote, except the all-zero comm/, shield/ and cost/ counters the tables
-        hide too, :func:`hidden_when_zero`); ``{metric: the metric it equals}`` for a series equal to an earlier one
-        in every episode (e.g. ``comm/lost_bytes/late`` and ``comm/lost_bytes``: one panel, the other named in the
+        hide too, :func:`hidden_when_zero`); ``{metric: the metric it equals}`` for a channel/shield counter equal to
+        an earlier one in every episode (e.g. ``comm/lost_bytes/late`` and ``comm/lost_bytes``: one panel, the other named in the
         footnote); and the metrics left out by the panel limit (named in the footnote)."""
     names = [m for m in display_order(allm) if m not in ID_KEYS]
     zero_all = [m for m in names if not any(v for v in allm[m].get("per_seed", {}).values())]
@@ -734,7 +734,9 @@ def plot_panels(allm: dict[str, dict], rows: list[dict] | None = None, max_metri
     duplicates: dict[str, str] = {}
     seen: dict[tuple, str] = {}
     for m in rest:
-        key = _series(rows, m)
+        # only the channel/shield counters have aliases by construction (a per-cause counter equals its total when
+        # one cause is the only one); a task metric that equals another in this run by chance keeps its panel
+        key = _series(rows, m) if m.startswith(LAYER_PREFIXES) else None
         if key is None:
             continue
         if key in seen:

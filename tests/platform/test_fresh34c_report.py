@@ -57,6 +57,20 @@ def mpe_rows(seeds=(0, 1), episodes=2):
     return rows
 
 
+def test_a_task_metric_equal_to_another_by_chance_keeps_its_panel(tmp_path):
+    """Only channel/shield counters are merged as aliases: SMAC's allies_left equalled win in every episode of a
+    small run (wins with one ally left) and lost its panel as "(= win)"."""
+    rows = [{"seed": s, "episode": e, "win": float(w), "allies_left": float(w), "episode_return": 10.0 * w + e}
+            for s, e, w in ((0, 0, 1), (0, 1, 0), (1, 0, 1), (1, 1, 1))]
+    fig, info = report.metrics_figure(report.load_run(make_run(tmp_path / "smac", rows)))
+    try:
+        assert info["duplicates"] == {} and {"win", "allies_left"} <= set(info["panels"])
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
 def test_metrics_png_shows_the_task_metrics_first_drops_duplicates_and_names_what_the_limit_leaves_out(tmp_path):
     """F1: the MPE task's own metrics were cut for 11 comm/* panels, duplicates included, without a word."""
     run = report.load_run(make_run(tmp_path / "mpe", mpe_rows()))
