@@ -615,11 +615,7 @@ def check_out(out: str, config: str) -> None:
         ConfigError: key ``--out``; names the file.
     """
     p = Path(out)
-    try:
-        same = os.path.samefile(p, config)
-    except OSError:  # one of them does not exist (or cannot be looked at: check_writable says so)
-        same = False
-    if same:
+    if _same_path(p, config):
         raise ConfigError(f"{out} is the experiment file this command reads; give --out another file (the results "
                           "JSON)", key="--out", value=out)
     if not (p.exists() or p.is_symlink()):
