@@ -85,6 +85,14 @@ def _stdout_console() -> Console:
 
 
 console = _stdout_console()
+
+
+def _wide_console() -> Console:
+    """The console for the comparison table: at least :data:`PIPED_WIDTH` columns so its many columns are not
+    squeezed into folded stubs, unless the user set COLUMNS (then exactly that width, as for every other table)."""
+    if "COLUMNS" in os.environ:
+        return Console(emoji=False)  # made now: rich reads COLUMNS when a console is made
+    return Console(width=max(console.width, PIPED_WIDTH), emoji=False)
 err_console = Console(stderr=True, emoji=False)
 
 
@@ -968,7 +976,7 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
 
     if not write:
         res = compare_runs(run_dirs, group_by=group_by, write=False)
-        Console(width=max(console.width, 200), emoji=False).print(comparison_table(res))
+        _wide_console().print(comparison_table(res))
         for d, note in res["notes"].items():
             console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
         console.print(escape(f"nothing ran, so no new comparison folder was written; to write one: {_invoked_as()} "
@@ -991,7 +999,7 @@ def _report_many(run_dirs: list[Path], group_by: list[str] | tuple[str, ...] = (
             raise
         unwritable = exc.message
         res = compare_runs(run_dirs, group_by=group_by, write=False)
-    Console(width=max(console.width, 200), emoji=False).print(comparison_table(res))
+    _wide_console().print(comparison_table(res))
     for d, note in res["notes"].items():
         console.print(f"note: {d}: {note}", soft_wrap=True, highlight=False)
     if unwritable is not None:

@@ -72,3 +72,23 @@ def test_validate_of_a_results_file_says_what_wrote_it(tmp_path):
     assert "experiment file" not in r.stderr
     f.write_text(json.dumps({"args": {}, "seeds_done": 1, "summary": {}, "runs": []}))
     assert "`python -m coopsim.agents.ddacom.evaluate` writes" in cli("validate", f).stderr
+
+
+def test_the_comparison_table_keeps_to_columns_when_set_and_is_wide_when_piped_without_it(runs):
+    """Session 34's low: the comparison table was printed 200 columns wide even with COLUMNS=80."""
+    _, run = runs
+    r2 = cli("run", "configs/examples/line-random.yaml", f"out_dir={run.parent}", "seeds=[1]", "episodes=2",
+             "max_steps=5", "--no-progress")
+    assert r2.returncode == 0, r2.stderr
+    other = Path(r2.stdout.strip().splitlines()[-1].split(": ", 1)[1])
+    narrow = subprocess.run([sys.executable, "-m", "coopsim.cli", "report", str(run), str(other), "--no-gif"],
+                            capture_output=True, text=True, cwd=REPO, env={**ENV, "COLUMNS": "80"})
+    assert narrow.returncode == 0, narrow.stderr
+    table = [ln for ln in narrow.stdout.splitlines() if ln.startswith(("┃", "│", "┏", "└", "┡"))]
+    assert table and max(map(len, table)) <= 80, max(map(len, table))
+    env = {k: v for k, v in ENV.items() if k != "COLUMNS"}
+    wide = subprocess.run([sys.executable, "-m", "coopsim.cli", "report", str(run), str(other), "--no-gif"],
+                          capture_output=True, text=True, cwd=REPO, env=env)
+    assert wide.returncode == 0, wide.stderr
+    table = [ln for ln in wide.stdout.splitlines() if ln.startswith(("┃", "│", "┏", "└", "┡"))]
+    assert table and max(map(len, table)) > 80  # unsqueezed when piped and COLUMNS is not set
