@@ -1280,7 +1280,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
             partial = [str(r["dir"]) for r in its if not run_complete(r)]
             table.append({"line": dict(zip(line_keys, line)), "x": x, "summary": s, "seeds": seeds,
                           "episodes": len(rows), "episodes_per_seed": per_seed, "complete": not partial,
-                          "runs": [str(Path(r["dir"]).resolve()) for r in its], "partial_runs": partial})
+                          "runs": [str(Path(r["dir"]).resolve()) for r in its], "partial_runs": partial,
+                          "dependent_seeds": any(r.get("seeds_note") for r in its)})
     # what the table and the plot legends show of a value (compare.csv has the value itself)
     labels = {CHECKPOINT_KEY: checkpoint_labels([r["checkpoint"] for r in runs])} if CHECKPOINT_KEY in line_keys else {}
     scen_ids = sorted({r["config"]["scenario"]["id"] for r in runs})
@@ -1323,9 +1324,11 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if x_key is not None:
+                no_band = {tuple(row["line"][k] for k in line_keys) for row in table if row["dependent_seeds"]}
                 plots = _compare_plots(plt, groups, metrics, x_key, out_dir,
                                        label=lambda line: ", ".join(_cell(labels, k, v) for k, v in zip(line_keys, line)),
-                                       legend_title=", ".join(table_headers(line_keys, [x_key]).values()) or None)
+                                       legend_title=", ".join(table_headers(line_keys, [x_key]).values()) or None,
+                                       no_band=no_band)
             else:  # runs that differ in no numeric key (e.g. two agents): one point with its CI per run
                 heads = table_headers(shown)
                 names = [", ".join(_cell(labels, k, row["line"][k]) for k in (shown or line_keys)) or "run"
@@ -1333,7 +1336,8 @@ def compare_runs(run_dirs: list[str | Path], out_dir: str | Path | None = None,
                 if len(set(names)) < len(names):  # rows told apart only by keys the table leaves to compare.csv
                     names = [f"{n} (row {i + 1})" for i, n in enumerate(names)]
                 plots = _compare_points(plt, table, metrics[:TABLE_METRICS], out_dir, names,
-                                        ", ".join(heads[k] for k in shown) or None)
+                                        ", ".join(heads[k] for k in shown) or None,
+                                        no_bar={i for i, row in enumerate(table) if row["dependent_seeds"]})
         if caught:
             first = str(caught[0].message).splitlines()[0] if str(caught[0].message) else caught[0].category.__name__
             notes["plots"] = (f"{len(caught)} plotting warning(s) while drawing the comparison plots, e.g. {first}"
@@ -1433,16 +1437,20 @@ def _save_compare(plt, fig, out_dir: Path, m: str) -> Path:
     return _save_figure(plt, fig, out_dir, "the comparison plot", f"compare_{m.replace('/', '_')}.png")
 
 
-def compare_points_figure(plt, table: list[dict], m: str, labels: list[str], key_title: str | None = None):
+def compare_points_figure(plt, table: list[dict], m: str, labels: list[str], key_title: str | None = None,
+                          no_bar: set[int] | frozenset[int] = frozenset()):
     """The point-with-CI chart of metric ``m`` over the rows of a comparison ``table`` that differ in no numeric
     key: one x position per row (labelled ``labels[i]``: what differs, e.g. the agent id), its mean over seeds and
-    Student-t 95% CI (none for one seed). Returns ``(fig, points)``, ``points`` = ``[(label, mean, low, high)]``;
-    ``(None, [])`` when no row has the metric."""
+    Student-t 95% CI (none for one seed, and none for the rows whose indices are in ``no_bar``: an agent that learns
+    during the run, whose seeds are not independent samples). Returns ``(fig, points)``, ``points`` =
+    ``[(label, mean, low, high)]`` (low/high None where no bar is drawn); ``(None, [])`` when no row has the
+    metric."""
     points = []
-    for row, lab in zip(table, labels):
+    for i, (row, lab) in enumerate(zip(table, labels)):
         st = row["summary"].get(m)
         if st and st.get("mean") is not None:
-            points.append((lab, st["mean"], st.get("ci95_low"), st.get("ci95_high")))
+            bar = i not in no_bar
+            points.append((lab, st["mean"], st.get("ci95_low") if bar else None, st.get("ci95_high") if bar else None))
     if not points:
         return None, []
     fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(points) + 2.0), 3.4))
@@ -1455,25 +1463,30 @@ def compare_points_figure(plt, table: list[dict], m: str, labels: list[str], key
     if key_title:
         ax.set_xlabel(key_title, fontsize=8)
     ax.set_ylabel(m)
-    ax.set_title(f"{m}\nmean over seeds; bar: Student-t 95% CI over per-seed means (none: one seed)", fontsize=8)
+    ax.set_title(f"{m}\nmean over seeds; bar: Student-t 95% CI over per-seed means (none: one seed"
+                 + ("; or a run whose agent learns during it: its seeds are not independent" if no_bar else "")
+                 + ")", fontsize=8)
     fig.tight_layout()
     return fig, points
 
 
-def _compare_points(plt, table, metrics, out_dir, labels, key_title=None) -> list[Path]:
+def _compare_points(plt, table, metrics, out_dir, labels, key_title=None, no_bar=frozenset()) -> list[Path]:
     """One ``compare_<metric>.png`` per metric of ``metrics``: :func:`compare_points_figure`."""
     plots = []
     for m in metrics:
-        fig, _ = compare_points_figure(plt, table, m, labels, key_title)
+        fig, _ = compare_points_figure(plt, table, m, labels, key_title, no_bar)
         if fig is not None:
             plots.append(_save_compare(plt, fig, out_dir, m))
     return plots
 
 
-def compare_line_figure(plt, groups, m: str, x_key: str, label=None, legend_title: str | None = None):
+def compare_line_figure(plt, groups, m: str, x_key: str, label=None, legend_title: str | None = None,
+                        no_band: set[tuple] | frozenset[tuple] = frozenset()):
     """The figure of ``compare_<m>.png``: ``m`` vs ``x_key``, one line per group (:func:`series_style`: its own
     marker and line style), labelled ``label(line)``, the legend titled ``legend_title`` (the keys that tell the
-    lines apart). Returns the figure."""
+    lines apart), with its Student-t 95% band over per-seed means; a line in ``no_band`` (its runs' agent learns
+    during the run, so their seeds are not independent samples) is drawn without a band and marked so in the
+    legend. Returns the figure."""
     fig, ax = plt.subplots(figsize=(6.4, 3.4))
     i = 0
     for line, by_x in sorted(groups.items()):
@@ -1489,8 +1502,11 @@ def compare_line_figure(plt, groups, m: str, x_key: str, label=None, legend_titl
         if xs:
             label_text = (label(line) if label is not None else ", ".join(line)) or "run"
             style = series_style(i)
+            if line in no_band:
+                label_text += " (no band: seeds not independent)"
             ax.plot(xs, ms, label=label_text, **style)
-            ax.fill_between(xs, lo, hi, alpha=0.15, color=style["color"])
+            if line not in no_band:
+                ax.fill_between(xs, lo, hi, alpha=0.15, color=style["color"])
             i += 1
     ax.set_xlabel(x_key.split(".")[-1])
     ax.set_ylabel(m)
@@ -1501,9 +1517,10 @@ def compare_line_figure(plt, groups, m: str, x_key: str, label=None, legend_titl
     return fig
 
 
-def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None, legend_title=None) -> list[Path]:
+def _compare_plots(plt, groups, metrics, x_key, out_dir, label=None, legend_title=None,
+                   no_band=frozenset()) -> list[Path]:
     """One ``compare_<metric>.png`` per metric (the first 8): :func:`compare_line_figure`."""
-    return [_save_compare(plt, compare_line_figure(plt, groups, m, x_key, label, legend_title), out_dir, m)
+    return [_save_compare(plt, compare_line_figure(plt, groups, m, x_key, label, legend_title, no_band), out_dir, m)
             for m in metrics[:8]]
 
 

@@ -329,3 +329,39 @@ def test_a_cell_has_one_precision():
     console.print(report.comparison_table(res))
     text = console.export_text()
     assert "1696 [1434, 1958]" in text and "781.7 [649.3, 914.0]" in text
+
+
+def test_comparison_figures_draw_no_band_or_bar_for_a_learn_during_run_agent(tmp_path, monkeypatch):
+    """Session 34's low: a comparison of learn-during-run agents still drew Student-t bands over seeds one learner
+    played in turn (metrics.png already drew none). Lines of such runs lose their band, points their bar."""
+    note = "seeds are not independent samples: agent 'graph_safe-v0' learns during the run"
+
+    def rows(n, shift):
+        return [{"seed": s, "episode": 0, "soc": float(n * 10 + 3 * s + shift)} for s in range(3)]
+    lines_runs = [make_run(tmp_path / f"l-{a}-{n}", rows(n, i), agent=a,
+                           seeds_note=note if a == "graph_safe-v0" else None,
+                           extra_cfg={"scenario": {"id": "mapf/grid-v0", "params": {"num_agents": n}}})
+                  for i, a in enumerate(["graph_safe-v0", "mapf/pibt-v0"]) for n in (8, 16)]
+    points_runs = [make_run(tmp_path / f"p-{a}", rows(8, i), agent=a, seeds_note=note if a == "graph_safe-v0" else None)
+                   for i, a in enumerate(["graph_safe-v0", "mapf/pibt-v0"])]
+    seen = {}
+    orig = report.atomic_savefig
+
+    def spy(fig, path, **kw):
+        ax = fig.axes[0]
+        seen[(Path(path).parent.name, Path(path).name)] = (
+            len(ax.collections), [t.get_text() for t in ax.get_legend().get_texts()] if ax.get_legend() else [],
+            ax.get_title(), [len(c.get_segments()) for c in ax.collections if hasattr(c, "get_segments")])
+        return orig(fig, path, **kw)
+
+    monkeypatch.setattr(report, "atomic_savefig", spy)
+    for name, runs in (("lines", lines_runs), ("points", points_runs)):
+        (tmp_path / name).mkdir()
+        report.compare_runs(runs, out_dir=tmp_path / name)
+    n_collections, legend, _, _ = seen[("lines", "compare_soc.png")]
+    assert n_collections == 1  # one band (pibt's); graph_safe's line has none
+    assert any("graph_safe" in t and "no band: seeds not independent" in t for t in legend)
+    assert any("pibt" in t and "no band" not in t for t in legend)
+    _, _, title, segments = seen[("points", "compare_soc.png")]
+    assert "not independent" in title
+    assert sum(segments) == 1  # one error bar (pibt's three seeds); graph_safe's point has none
