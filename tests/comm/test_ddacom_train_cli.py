@@ -481,3 +481,20 @@ def test_bad_eval_channels_are_refused_at_parse_time(value, tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.main(["--eval-channels", value, "--out", str(tmp_path / "o")])
     assert "--eval-channels" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_results_json_records_every_invocation_not_only_the_last(copy, base):
+    """Session 32's low: results.json's top-level args were the last invocation's although its evals pool several
+    (here the anchors of a 2-seed run and raw_ddacom of a 1-seed one). The file now says so and lists each."""
+    old = json.loads((base[0] / "results.json").read_text())
+    assert [i["args"]["variants"] for i in old["invocations"]] == ["no_comm,broadcast_ideal"]
+    code, _, err = _main(["--seeds", "1", *TINY, "--variants", "raw_ddacom", "--out", str(copy)])
+    assert code == 0, err
+    new = json.loads((copy / "results.json").read_text())
+    assert [(i["args"]["variants"], i["args"]["seeds"]) for i in new["invocations"]] == \
+        [("no_comm,broadcast_ideal", 2), ("raw_ddacom", 1)]
+    assert new["args"] == new["invocations"][-1]["args"] and "latest invocation" in new["args_note"]
+    # a file written before the list existed: its one args becomes the first entry
+    del new["invocations"]
+    (copy / "results.json").write_text(json.dumps(new))
+    assert train.past_invocations(copy) == [{"args": new["args"]}]

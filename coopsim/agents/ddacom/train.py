@@ -480,6 +480,26 @@ def kept_on_interrupt() -> str:
     return f"{'; '.join(parts)}; the same command resumes (finished runs are reused)"
 
 
+#: what results.json's top-level ``args`` are (a file pools the evals of several invocations with one --out)
+ARGS_NOTE = ("args: the command-line settings of the latest invocation that wrote this file; the evals it pools may "
+             "come from earlier ones: eval_settings has the settings of each eval, invocations every invocation's args")
+
+
+def past_invocations(out: Path) -> list[dict]:
+    """The ``invocations`` list of ``out/results.json`` (each earlier invocation's args and start time, oldest
+    first); a file written before the list existed gives its one ``args`` as the only entry, no file an empty
+    list. Raises nothing: :func:`earlier_evals` has already refused a file that is not this command's."""
+    try:
+        d = json.loads((out / "results.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(d, dict):
+        return []
+    if isinstance(d.get("invocations"), list):
+        return [x for x in d["invocations"] if isinstance(x, dict)]
+    return [{"args": d["args"]}] if isinstance(d.get("args"), dict) else []
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m coopsim.agents.ddacom.train", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int_in_range(1, 1000), default=5,
@@ -584,6 +604,8 @@ def main(argv: list[str] | None = None) -> None:
         seeds = range(a.first_seed, a.first_seed + a.seeds)
         check_runs(out, [(v, s) for s in seeds for v in variants], settings)  # before any training
         old_evals, old_wall, old_settings = earlier_evals(out, a, set(variants))
+        invocations = past_invocations(out) + [{"args": vars(a), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                         time.gmtime())}]
         eval_sets = {**old_settings, **{v: eval_settings(vars(a), v) for v in variants}}
         keys = eval_keys(variants, channels)
         eval_sets.update({k: eval_settings(vars(a), k) for k in keys})
@@ -612,7 +634,8 @@ def main(argv: list[str] | None = None) -> None:
                     print(f"seed {seed} {k}: {evals[k][seed]} (train {s['wall_time_s']:.0f} s over all sessions; "
                           f"this invocation {time.time() - t0:.0f} s)", flush=True)
             done = len(set.intersection(*(set(per) for per in evals.values())))  # seeds with an eval of every variant
-            result = {"args": vars(a), "eval_settings": {v: eval_sets[v] for v in evals}, "train_config": cfg.model_dump(),
+            result = {"args": vars(a), "args_note": ARGS_NOTE, "invocations": invocations,
+                      "eval_settings": {v: eval_sets[v] for v in evals}, "train_config": cfg.model_dump(),
                       "seeds_done": done,
                       "train_wall_s": {v: {str(k): w for k, w in sorted(d.items())} for v, d in wall.items()},
                       "evals": {v: {str(k): e for k, e in sorted(d.items())} for v, d in evals.items()}}
