@@ -320,6 +320,35 @@ class IMMPAgent(PPOAgent):
         self.last_intent_logits = None
         self.hl.invalidate()
 
+    def runtime_state(self) -> bytes:
+        """What this agent keeps between the steps of an episode in progress, pickled: the one-step window memory
+        (``_prev_win``/``_prev_xy``), the high-level planner's per-env plans and goal orders, CS-PIBT's priorities and
+        stall counters, the inertia calibration and the sampling generator. The trainer saves it with its checkpoint
+        so that a ``--resume`` continues the interrupted episodes exactly (without it the planner replanned every
+        env mid-episode and the first resumed iteration differed). The planner's scenario core is left out (the
+        trainer restores the core itself); :meth:`load_runtime_state` binds the plans to it."""
+        import pickle
+
+        core, self.hl.core = self.hl.core, None
+        try:
+            return pickle.dumps({"prev_win": self._prev_win, "prev_xy": self._prev_xy, "prios": self._prios,
+                                 "best": self._best, "stall": self._stall, "nvis": self._nvis,
+                                 "inertia": self._inertia, "gen": self._gen.get_state(), "t": self._t,
+                                 "planner": self.hl.planner, "force": self.hl.force})
+        finally:
+            self.hl.core = core
+
+    def load_runtime_state(self, blob: bytes) -> None:
+        """Restore :meth:`runtime_state` onto this agent, whose ``scenario`` is already the restored core."""
+        import pickle
+
+        st = pickle.loads(blob)
+        self._prev_win, self._prev_xy, self._prios = st["prev_win"], st["prev_xy"], st["prios"]
+        self._best, self._stall, self._nvis, self._inertia = st["best"], st["stall"], st["nvis"], st["inertia"]
+        self._gen.set_state(st["gen"])
+        self._t, self._last = st["t"], None
+        self.hl.core, self.hl.planner, self.hl.force = self.scenario, st["planner"], st["force"]
+
     def checkpoint(self) -> dict[str, Any]:
         return {"format": CHECKPOINT_FORMAT, "params": self.params.model_dump(), "window": self.s,
                 "waypoint_dim": self.wp_dim, "num_actions": self.num_actions,

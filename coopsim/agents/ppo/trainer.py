@@ -718,6 +718,10 @@ class PPOTrainer:
             # state, held copies, the records of the rollout in progress), for an exact resume
             "comm_runtime": (self.agent.comm.runtime_state() if self.agent.comm is not None
                              and callable(getattr(self.agent.comm, "runtime_state", None)) else None),
+            # optional: what the agent itself keeps between steps of the rollout in progress (IMMP's one-step window
+            # memory and its high-level planner's plans), for an exact resume
+            "agent_runtime": (self.agent.runtime_state() if callable(getattr(self.agent, "runtime_state", None))
+                              else None),
         }
 
     def _hook_optimizer_states(self) -> dict[str, Any]:
@@ -765,6 +769,8 @@ class PPOTrainer:
         self.env_steps, self.iteration = int(state["env_steps"]), int(state["iteration"])
         if state.get("comm_runtime") is not None and callable(getattr(self.agent.comm, "load_runtime_state", None)):
             self.agent.comm.load_runtime_state(state["comm_runtime"])
+        if state.get("agent_runtime") is not None and callable(getattr(self.agent, "load_runtime_state", None)):
+            self.agent.load_runtime_state(state["agent_runtime"])  # after the world: it binds to the restored core
 
     def save_policy(self, path) -> None:
         self.agent.save(path)
