@@ -9,6 +9,66 @@ import numpy as np
 UNREACHABLE = -1
 
 
+def grid_shape(blocked: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """``(blocked as bool [H, W], H, W)``.
+
+    Raises:
+        ValueError: ``blocked`` is not 2-D.
+    """
+    b = np.asarray(blocked, dtype=bool)
+    if b.ndim != 2:
+        raise ValueError(f"blocked must be bool [H, W] (indexed [y, x]); got shape {b.shape}")
+    return b, int(b.shape[0]), int(b.shape[1])
+
+
+def as_cells(cells, h: int, w: int, name: str = "cells") -> np.ndarray:
+    """``cells`` as int64 ``[..., 2]`` (x, y), checked to be whole numbers inside an ``H x W`` grid.
+
+    Any integer dtype is taken as is, floats only when every value is a whole number (``2.0``, not ``2.7``, which
+    would be truncated to another cell); an empty input keeps its shape when its last axis is 2, else gives int64
+    ``[0, 2]``. Used by every distance helper of the MG-MAPF scenario (:func:`distance_maps`,
+    ``loaders.octile_distances`` / ``octile_pair_distances``, ``metrics.bfs_distances`` / ``bfs_pair_distances`` /
+    ``tour_lower_bound``, ``sampling.sample_extra_goals``), so an off-grid cell is refused instead of wrapping to
+    another row (``x = W`` would be cell ``(0, y + 1)`` of the flattened grid, ``x = -1`` the last cell of the row
+    above).
+
+    Raises:
+        ValueError: the last axis is not 2 (x, y); a value that is not a whole number or a dtype that is not numeric;
+            a cell outside the grid. The message names ``name``, the first bad entry's index and value, and the
+            grid size, e.g. ``sources_xy[0] = (6, 0) lies outside the 6x4 grid (x in [0, 6), y in [0, 4))``.
+    """
+    arr = np.asarray(cells)
+    if arr.size == 0:
+        return arr.astype(np.int64) if arr.ndim >= 2 and arr.shape[-1] == 2 else np.zeros((0, 2), dtype=np.int64)
+    if arr.ndim == 0 or arr.shape[-1] != 2:
+        raise ValueError(f"{name} must be cells (x, y) along a last axis of length 2, e.g. int [M, 2]; got shape "
+                         f"{arr.shape}")
+    if arr.dtype.kind in "iu":
+        out = arr.astype(np.int64, copy=False)
+    elif arr.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if bad.any():
+            i = np.unravel_index(int(np.argmax(bad.reshape(-1))), arr.shape)
+            at = ", ".join(str(int(v)) for v in i[:-1])
+            raise ValueError(f"{name} must be whole-number cells (x, y); {name}{f'[{at}]' if at else ''} = "
+                             f"({', '.join(repr(float(v)) for v in arr[i[:-1]])}) is not (dtype {arr.dtype}; a "
+                             f"fraction would be cut to another cell)")
+        out = arr.astype(np.int64)
+    else:
+        raise ValueError(f"{name} must be integer cells (x, y); got dtype {arr.dtype}")
+    flat = out.reshape(-1, 2)
+    off = (flat[:, 0] < 0) | (flat[:, 0] >= w) | (flat[:, 1] < 0) | (flat[:, 1] >= h)
+    if off.any():
+        j = int(np.argmax(off))
+        at = ", ".join(str(int(v)) for v in np.unravel_index(j, out.shape[:-1]))
+        more = f" ({int(off.sum())} of {len(flat)} cells are outside)" if off.sum() > 1 else ""
+        where = f"{name}[{at}]" if at else name
+        raise ValueError(f"{where} = ({int(flat[j, 0])}, {int(flat[j, 1])}) lies outside the {w}x{h} grid "
+                         f"(x in [0, {w}), y in [0, {h})){more}")
+    return out
+
+
 def distance_maps(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
     """4-connected shortest-path distances (moves) from each source to every cell.
 
@@ -23,13 +83,10 @@ def distance_maps(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
         int32 ``[M, H, W]`` distances in moves, ``UNREACHABLE`` (-1) where no path exists.
 
     Raises:
-        ValueError: if a source lies outside the grid.
+        ValueError: ``blocked`` not 2-D, or a source that is not a whole-number cell inside the grid (:func:`as_cells`).
     """
-    blocked = np.asarray(blocked, dtype=bool)
-    src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
-    h, w = blocked.shape
-    if len(src) and ((src[:, 0] < 0).any() or (src[:, 0] >= w).any() or (src[:, 1] < 0).any() or (src[:, 1] >= h).any()):
-        raise ValueError(f"source cells must lie inside the {w}x{h} grid (x in [0, {w}), y in [0, {h})); got {src.tolist()}")
+    blocked, h, w = grid_shape(blocked)
+    src = as_cells(sources_xy, h, w, "sources_xy").reshape(-1, 2)
     m = len(src)
     big = np.iinfo(np.int32).max // 2
     dist = np.full((m, h + 2, w + 2), big, dtype=np.int32)  # padded border stays blocked

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from coopsim.errors import ConfigError, MapFormatError
+from coopsim.scenarios.mapf.grid import as_cells, grid_shape
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 """Directory of the shipped MovingAI maps and scen files (see ``data/SOURCES.txt``)."""
@@ -369,15 +370,13 @@ def octile_distances(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
         float64 ``[M, H, W]`` distances in cells (diagonal sqrt 2); ``inf`` where unreachable or blocked.
 
     Raises:
-        ValueError: a source outside the grid.
+        ValueError: ``blocked`` not 2-D, or a source that is not a whole-number cell inside the grid (the message
+            names the cell and the grid size: :func:`coopsim.scenarios.mapf.grid.as_cells`).
     """
     from scipy.sparse.csgraph import dijkstra
 
-    blocked = np.asarray(blocked, dtype=bool)
-    h, w = blocked.shape
-    src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
-    if len(src) and ((src[:, 0] < 0) | (src[:, 0] >= w) | (src[:, 1] < 0) | (src[:, 1] >= h)).any():
-        raise ValueError(f"source cells must lie inside the {w}x{h} grid; got {src.tolist()}")
+    blocked, h, w = grid_shape(blocked)
+    src = as_cells(sources_xy, h, w, "sources_xy").reshape(-1, 2)
     d = dijkstra(octile_graph(blocked), directed=False, indices=src[:, 1] * w + src[:, 0])
     d = d.reshape(len(src), h, w)
     d[:, blocked] = np.inf
@@ -395,9 +394,10 @@ def octile_pair_distances(blocked: np.ndarray, start_xy: np.ndarray, goal_xy: np
     ``scipy.sparse.csgraph.dijkstra`` call (memory ``chunk * free_cells`` float64).
 
     Args:
-        blocked: bool ``[H, W]``.
-        start_xy, goal_xy: int ``[M, 2]`` cells (x, y).
-        chunk: roots per Dijkstra call.
+        blocked: bool ``[H, W]`` (indexed ``[y, x]``).
+        start_xy, goal_xy: int ``[M, 2]`` cells (x, y) inside the grid, pair ``i`` = ``(start_xy[i], goal_xy[i])``
+            (any integer dtype, or floats holding whole numbers).
+        chunk: roots per Dijkstra call (>= 1).
         max_length: optional float ``[M]``: pair ``i`` may be reported as ``inf`` when its distance exceeds
             ``max_length[i]``. The searches then stop early (roots sorted by their largest bound, each
             chunk limited to it); a check ``d == expected`` with ``max_length = expected + tol`` stays exact,
@@ -405,13 +405,24 @@ def octile_pair_distances(blocked: np.ndarray, start_xy: np.ndarray, goal_xy: np
 
     Returns:
         float64 ``[M]`` distances (``inf`` if unreachable, a cell is blocked, or beyond ``max_length``).
+
+    Raises:
+        ValueError: ``blocked`` not 2-D; a cell that is not a whole number or lies outside the grid (naming the
+            cell and the grid size, as :func:`octile_distances`); ``start_xy`` and ``goal_xy`` (or ``max_length``) of
+            different lengths; ``chunk < 1``.
     """
     from scipy.sparse.csgraph import dijkstra
 
-    blocked = np.asarray(blocked, dtype=bool)
-    h, w = blocked.shape
-    s = np.asarray(start_xy, dtype=np.int64).reshape(-1, 2)
-    g = np.asarray(goal_xy, dtype=np.int64).reshape(-1, 2)
+    blocked, h, w = grid_shape(blocked)
+    s = as_cells(start_xy, h, w, "start_xy").reshape(-1, 2)
+    g = as_cells(goal_xy, h, w, "goal_xy").reshape(-1, 2)
+    if len(s) != len(g):
+        raise ValueError(f"start_xy and goal_xy must pair up, one goal per start: got {len(s)} start cell(s) and "
+                         f"{len(g)} goal cell(s) (shapes {np.shape(start_xy)} and {np.shape(goal_xy)})")
+    if max_length is not None and np.size(max_length) != len(s):
+        raise ValueError(f"max_length must hold one bound per pair, float [{len(s)}]; got shape {np.shape(max_length)}")
+    if int(chunk) < 1:
+        raise ValueError(f"chunk must be >= 1 (roots per Dijkstra call); got {chunk}")
     free_idx = np.flatnonzero(~blocked.ravel())
     node = np.full(h * w, -1, dtype=np.int64)
     node[free_idx] = np.arange(len(free_idx))

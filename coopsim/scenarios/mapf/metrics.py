@@ -20,6 +20,7 @@ import numpy as np
 EXACT_MAX_GOALS = 10
 
 from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
+from coopsim.scenarios.mapf.grid import as_cells, grid_shape
 
 
 def check_distance_memory(num_sources: int, num_unique: int, h: int, w: int) -> None:
@@ -106,17 +107,21 @@ def bfs_distances(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:
     """4-connected move distances from each source to every cell (breadth-first search in C via scipy).
 
     Args:
-        blocked: bool ``[H, W]``.
-        sources_xy: int ``[M, 2]`` cells (x, y), inside the grid.
+        blocked: bool ``[H, W]`` (indexed ``[y, x]``).
+        sources_xy: int ``[M, 2]`` cells (x, y) inside the grid (any integer dtype, or floats holding whole numbers).
 
     Returns:
         float64 ``[M, H, W]`` distances in moves; ``inf`` where unreachable (and on obstacles).
+
+    Raises:
+        ValueError: ``blocked`` not 2-D, or a source that is not a whole-number cell inside the grid (naming the cell
+            and the grid size: :func:`coopsim.scenarios.mapf.grid.as_cells`).
+        ConfigError: the distance maps would not fit the memory (:func:`check_distance_memory`).
     """
     from scipy.sparse.csgraph import shortest_path
 
-    blocked = np.asarray(blocked, dtype=bool)
-    h, w = blocked.shape
-    src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
+    blocked, h, w = grid_shape(blocked)
+    src = as_cells(sources_xy, h, w, "sources_xy").reshape(-1, 2)
     uniq, inv = np.unique(src[:, 1] * w + src[:, 0], return_inverse=True)
     check_distance_memory(len(src), len(uniq), h, w)
     dist = shortest_path(_grid_graph(blocked), method="D", directed=True, unweighted=True, indices=uniq)
@@ -132,19 +137,33 @@ def bfs_pair_distances(blocked: np.ndarray, sources_xy: np.ndarray, targets_xy: 
     ``chunk * H * W`` floats whatever the number of sources.
 
     Args:
-        blocked: bool ``[H, W]``.
-        sources_xy: int ``[M, 2]`` (x, y).
-        targets_xy: int ``[M, T, 2]`` (x, y).
+        blocked: bool ``[H, W]`` (indexed ``[y, x]``).
+        sources_xy: int ``[M, 2]`` (x, y) inside the grid.
+        targets_xy: int ``[M, T, 2]`` (x, y) inside the grid, row ``i`` the targets of source ``i`` (``[M, 2]`` is
+            taken as ``T = 1``). Cells of any integer dtype, or floats holding whole numbers.
+        chunk: sources per scipy call (>= 1).
 
     Returns:
         float64 ``[M, T]``; ``inf`` where unreachable or a cell is blocked.
+
+    Raises:
+        ValueError: ``blocked`` not 2-D; a cell that is not a whole number or lies outside the grid (naming the cell
+            and the grid size); ``targets_xy`` without one row per source; ``chunk < 1``.
     """
     from scipy.sparse.csgraph import shortest_path
 
-    blocked = np.asarray(blocked, dtype=bool)
-    h, w = blocked.shape
-    src = np.asarray(sources_xy, dtype=np.int64).reshape(-1, 2)
-    tgt = np.asarray(targets_xy, dtype=np.int64).reshape(len(src), -1, 2)
+    blocked, h, w = grid_shape(blocked)
+    src = as_cells(sources_xy, h, w, "sources_xy").reshape(-1, 2)
+    tgt = as_cells(targets_xy, h, w, "targets_xy")
+    if tgt.ndim == 2 and len(tgt) == len(src):
+        tgt = tgt[:, None, :]
+    if tgt.ndim != 3 or len(tgt) != len(src):
+        if not (tgt.size == 0 and len(src) == 0):
+            raise ValueError(f"targets_xy must be [M, T, 2] with one row per source (M = {len(src)}); got shape "
+                             f"{np.shape(targets_xy)}")
+        tgt = tgt.reshape(0, 0, 2)
+    if int(chunk) < 1:
+        raise ValueError(f"chunk must be >= 1 (sources per scipy call); got {chunk}")
     tflat = tgt[..., 1] * w + tgt[..., 0]
     uniq, inv = np.unique(src[:, 1] * w + src[:, 0], return_inverse=True)
     inv = inv.ravel()
@@ -201,21 +220,32 @@ def tour_lower_bound(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
     """Per-agent shortest tour through its goals from its start, in 4-connected moves.
 
     Args:
-        blocked: bool ``[H, W]``.
-        starts_xy: int ``[N, 2]`` (x, y).
-        goals_xy: int ``[N, K, 2]`` (x, y), in the given order.
+        blocked: bool ``[H, W]`` (indexed ``[y, x]``).
+        starts_xy: int ``[N, 2]`` (x, y) inside the grid.
+        goals_xy: int ``[N, K, 2]`` (x, y) inside the grid, in the given order (``[N, 2]`` is taken as ``K = 1``).
+            Cells of any integer dtype, or floats holding whole numbers.
         goal_order: ``"fixed"`` (the given order) or ``"free"`` (best order; exact for K <= 10).
 
     Returns:
-        float64 ``[N]`` tour lengths in moves (``inf`` if a goal is unreachable).
+        float64 ``[N]`` tour lengths in moves (``inf`` if a goal is unreachable from the start or from another goal:
+        walls separate them, so no plan finishes that agent and the bound is undefined).
 
     Raises:
-        ValueError: unknown ``goal_order``.
+        ValueError: unknown ``goal_order``; ``blocked`` not 2-D; a cell that is not a whole number or lies outside
+            the grid (naming the cell and the grid size); ``goals_xy`` without one row per start.
     """
     if goal_order not in ("fixed", "free"):
         raise ValueError(f"goal_order must be 'fixed' or 'free'; got {goal_order!r}")
-    starts = np.asarray(starts_xy, dtype=np.int64).reshape(-1, 2)
-    goals = np.asarray(goals_xy, dtype=np.int64)
+    blocked, h, w = grid_shape(blocked)
+    starts = as_cells(starts_xy, h, w, "starts_xy").reshape(-1, 2)
+    goals = as_cells(goals_xy, h, w, "goals_xy")
+    if goals.ndim == 2 and len(goals) == len(starts) and len(starts):
+        goals = goals[:, None, :]
+    if goals.ndim != 3 or len(goals) != len(starts):
+        if len(starts) == 0 and goals.size == 0:
+            return np.zeros(0)
+        raise ValueError(f"goals_xy must be [N, K, 2] with one row per start (N = {len(starts)}); got shape "
+                         f"{np.shape(goals_xy)}")
     n, k = goals.shape[:2]
     if n == 0:
         return np.zeros(0)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from coopsim.errors import ConfigError
-from coopsim.scenarios.mapf.grid import components
+from coopsim.scenarios.mapf.grid import as_cells, components, grid_shape
 from coopsim.scenarios.mapf.loaders import MapData, ScenData
 
 
@@ -41,18 +41,20 @@ def sample_extra_goals(blocked: np.ndarray, starts_xy: np.ndarray, taken_xy: np.
         int32 ``[N, count, 2]`` cells (x, y), pairwise distinct and distinct from ``taken_xy``.
 
     Raises:
-        ConfigError: a region has fewer free cells than its agents need (names the region size and demand).
+        ConfigError: a region has fewer free cells than its agents need (names the region size and demand), or a
+            start lies on an obstacle.
+        ValueError: ``blocked`` not 2-D, or a start or taken cell that is not a whole-number cell inside the grid
+            (naming the cell and the grid size: :func:`coopsim.scenarios.mapf.grid.as_cells`).
     """
-    blocked = np.asarray(blocked, dtype=bool)
-    h, w = blocked.shape
-    starts = np.asarray(starts_xy, dtype=np.int64).reshape(-1, 2)
+    blocked, h, w = grid_shape(blocked)
+    starts = as_cells(starts_xy, h, w, "starts_xy").reshape(-1, 2)
     n = len(starts)
+    taken = as_cells(taken_xy, h, w, "taken_xy").reshape(-1, 2)
     if count <= 0 or n == 0:
         return np.zeros((n, max(count, 0), 2), dtype=np.int32)
     labels = components(blocked) if labels is None else labels
     lab_flat = labels.ravel()
     avail = ~blocked.ravel()
-    taken = np.asarray(taken_xy, dtype=np.int64).reshape(-1, 2)
     avail[taken[:, 1] * w + taken[:, 0]] = False
     cells = np.flatnonzero(avail)
     cell_lab = lab_flat[cells]
