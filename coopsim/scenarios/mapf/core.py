@@ -193,7 +193,7 @@ def _cached_map(path: str) -> MapData:
 @functools.lru_cache(maxsize=256)
 def _cached_scen(path: str, map_path: str):
     sc = load_scen(path, _cached_map(map_path))
-    for arr in (sc.bucket, sc.start_xy, sc.goal_xy, sc.optimal_length):
+    for arr in (sc.bucket, sc.start_xy, sc.goal_xy, sc.optimal_length, sc.line):
         arr.setflags(write=False)  # shared by every core through the cache
     return sc
 

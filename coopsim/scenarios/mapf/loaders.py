@@ -81,6 +81,8 @@ class ScenData:
         goal_xy: int32 ``[M, 2]`` goal cells (x, y).
         optimal_length: float64 ``[M]`` octile distance start -> goal (cells; diagonal sqrt 2).
         path: the file it was read from.
+        line: int32 ``[M]`` 1-based line of each row in the file (blank lines are skipped, so row ``i`` is not always
+            line ``i + 2``); None for rows built in Python, which messages then name by row (line ``i + 2``).
     """
 
     map_name: str
@@ -91,9 +93,14 @@ class ScenData:
     goal_xy: np.ndarray
     optimal_length: np.ndarray
     path: Path | None = None
+    line: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(len(self.bucket))
+
+    def line_of(self, row: int) -> int:
+        """The 1-based file line of row ``row`` (``row + 2`` when the lines are not known)."""
+        return int(self.line[row]) if self.line is not None else int(row) + 2
 
 
 def _lines(path: Path) -> list[str]:
@@ -218,7 +225,7 @@ def load_scen(path: str | Path, expected_map: MapData | str | None = None) -> Sc
         exp_name, exp_w, exp_h, blocked = expected_map.name, expected_map.width, expected_map.height, expected_map.blocked
     else:
         exp_name, exp_w, exp_h, blocked = (_map_stem(expected_map) if expected_map else None), None, None, None
-    buckets, starts, goals, lengths = [], [], [], []
+    buckets, starts, goals, lengths, line_no = [], [], [], [], []
     for i, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -252,6 +259,7 @@ def load_scen(path: str | Path, expected_map: MapData | str | None = None) -> Sc
         starts.append((sx, sy))
         goals.append((gx, gy))
         lengths.append(opt)
+        line_no.append(i)
     if not buckets:
         raise MapFormatError("scen file has no scenario rows", file=str(path), line=len(lines))
     return ScenData(
@@ -261,6 +269,7 @@ def load_scen(path: str | Path, expected_map: MapData | str | None = None) -> Sc
         goal_xy=np.asarray(goals, dtype=np.int32).reshape(-1, 2),
         optimal_length=np.asarray(lengths, dtype=np.float64),
         path=path,
+        line=np.asarray(line_no, dtype=np.int32),
     )
 
 

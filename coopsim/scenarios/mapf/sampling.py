@@ -98,8 +98,8 @@ def instance_from_scen(map_data: MapData, scen: ScenData, num_agents: int, num_g
         ``(starts_xy int32 [N, 2], goals_xy int32 [N, K, 2])``; ``goals_xy[:, 0]`` are the scen goals.
 
     Raises:
-        ConfigError: the scen file has fewer rows than agents, two agents share a start, or the regions
-            cannot hold the sampled goals.
+        ConfigError: the scen file has fewer rows than agents, two agents share a start (naming the file, both
+            lines and the cell), or the regions cannot hold the sampled goals.
     """
     if num_agents > len(scen):
         raise ConfigError(f"num_agents={num_agents} exceeds the {len(scen)} rows of scen file "
@@ -108,9 +108,16 @@ def instance_from_scen(map_data: MapData, scen: ScenData, num_agents: int, num_g
     first = scen.goal_xy[:num_agents].astype(np.int32)
     w = map_data.width
     sflat = starts[:, 1].astype(np.int64) * w + starts[:, 0]
-    if len(np.unique(sflat)) != len(sflat):
-        raise ConfigError(f"two of the first {num_agents} rows of the scen file share a start cell", key="scen",
-                          value=str(scen.path))
+    _, first_row, which = np.unique(sflat, return_index=True, return_inverse=True)
+    later = np.flatnonzero(first_row[which.ravel()] != np.arange(len(sflat)))
+    if len(later):
+        j = int(later[0])
+        i = int(first_row[which.ravel()[j]])
+        x, y = (int(v) for v in starts[j])
+        where = str(scen.path) if scen.path else f"scen file of map {scen.map_name!r}"
+        raise ConfigError(f"{where}, lines {scen.line_of(i)} and {scen.line_of(j)}: agents {i} and {j} both start at "
+                          f"({x}, {y}); two agents cannot start on one cell: use fewer agents (num_agents <= {j}) or "
+                          f"fix the file", key="scen", value=str(scen.path) if scen.path else None, also=("num_agents",))
     taken = np.concatenate([starts, first])
     extra = sample_extra_goals(map_data.blocked, starts, taken, num_goals - 1, rng, labels)
     goals = np.concatenate([first[:, None, :], extra], axis=1)
