@@ -19,6 +19,15 @@ Description:
     map (side in ``random_size``, obstacle fraction ``random_density``) and random starts and goals; a map
     given by path without ``scen`` gets random starts too.
 
+    Unreachable goals: sampled goals (every goal of a random instance, goals 2..K of a scen instance) are drawn from
+    the start's region, so only a scen row's goal (or a goal of a :meth:`MGMAPFCore.from_instance` instance) can lie
+    where walls separate it from the start; MovingAI's own scen files (the shipped ones) have none. Such an instance
+    is still played, since an unsolvable instance is a valid input for a study of failures, but the scenario warns
+    (``RuntimeWarning``, once per scen file or instance, at the first reset that uses it, resp. at ``from_instance``)
+    naming the scen file, the line, the agent, its start and goal: no policy can finish that agent, so every episode
+    runs to ``max_steps`` with ``success`` 0, and ``lb`` is inf (undefined), which the results leave out as they
+    do ``soc_over_lb``.
+
 Movement rules (applied simultaneously to all agents of an env; ``conflicts="block"``):
     1. Actions: 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1); x is the column, y the row.
     2. A move off the map or into an obstacle is a wait (counted in ``invalid_moves``).
@@ -103,6 +112,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -115,7 +125,7 @@ from coopsim.errors import ConfigError
 from coopsim.platform.scenario import (STEP_BEFORE_RESET, RebindsViews, ScenarioCore, ScenarioParams, StepResult,
                                        check_num_envs, discrete_joint_actions, reset_ids)
 from coopsim.scenarios.mapf.generator import MAX_DENSITY, MIN_DENSITY, random_bars_map, random_map
-from coopsim.scenarios.mapf.grid import components
+from coopsim.scenarios.mapf.grid import components, unreachable_goals
 from coopsim.scenarios.mapf.loaders import DATA_DIR, MapData, load_map, load_scen, resolve_map, resolve_scen, shipped_scens
 from coopsim.scenarios.mapf.metrics import EXACT_MAX_GOALS, check_replay_memory, tour_lower_bound
 from coopsim.scenarios.mapf.render import draw_frame
@@ -245,6 +255,10 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         Raises:
             ConfigError: starts or goals outside the grid or on obstacles, or two agents sharing a start.
 
+        Warns:
+            RuntimeWarning: a goal that walls separate from its agent's start (no episode can be solved; ``lb`` is
+                inf), naming the agent, its start and goal (see "Unreachable goals" in the module docstring).
+
         Example (conformance check of such a core: pass a factory, since ``params`` alone do not hold the
         instance)::
 
@@ -262,6 +276,9 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         self.params = cls.Params(num_agents=len(starts), num_goals=goals.shape[1], **params)
         self._fixed = (MapData(name=name, blocked=blocked), starts, goals)
         self._init(num_envs)
+        cut = unreachable_goals(components(blocked), starts, goals)
+        if cut.any():  # once per instance: every reset plays it
+            warnings.warn(unreachable_message(self._fixed[0], starts, goals, cut), RuntimeWarning, stacklevel=2)
         return self
 
     def _init(self, num_envs: int) -> None:
@@ -629,6 +646,12 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         path = self._scen_paths[i]
         sc = _cached_scen(path, self._map_path)
         s, g = instance_from_scen(md, sc, p.num_agents, p.num_goals, rng, labels)
+        checked = self.__dict__.setdefault("_reach_checked", set())
+        if path not in checked:  # once per scen file: only its rows' goals can be cut off (sampled ones never are)
+            checked.add(path)
+            cut = unreachable_goals(labels, s, g)
+            if cut.any():
+                warnings.warn(unreachable_message(md, s, g, cut, sc), RuntimeWarning, stacklevel=3)
         return md, s, g, path
 
     def _load_env(self, e: int, inst: tuple) -> None:
@@ -794,7 +817,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
 
     def lower_bound(self, env_index: int = 0) -> float:
         """LB of env ``env_index``'s instance: sum over agents of the shortest tour through its goals
-        (see :func:`coopsim.scenarios.mapf.metrics.tour_lower_bound`); cached per episode."""
+        (see :func:`coopsim.scenarios.mapf.metrics.tour_lower_bound`); cached per episode. ``inf`` (undefined) when
+        walls separate a goal from its agent's start (the scenario warned at reset)."""
         if self._lb[env_index] is None:
             md = self.map_data(env_index)
             self._lb[env_index] = float(tour_lower_bound(md.blocked, self._starts[env_index], self._goals_xy[env_index],
@@ -810,7 +834,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             every agent finished, else 0.0, ``goal_fraction`` visited goals / (N K) in [0, 1], ``throughput``
             goals visited per step, ``blocked_moves`` moves turned into waits by conflicts, ``invalid_moves``
             moves off the map or into obstacles, ``collisions`` conflict pairs (``conflicts='allow'``), ``lb`` the
-            instance's lower bound on SoC (steps, :meth:`lower_bound`; nan before the first reset),
+            instance's lower bound on SoC (steps, :meth:`lower_bound`; nan before the first reset; inf when a goal
+            is unreachable from its agent's start, which the run summary leaves out as a missing value),
             ``soc_over_lb`` = soc / lb (>= 1) on a *solved* episode (``success == 1``) only, else nan: an
             unfinished agent's ``max_steps`` is no cost of a solution, and a short cut-off would put the ratio
             below 1 (better than optimal); nan too when ``lb`` is 0 (every goal on its agent's start).
@@ -883,6 +908,41 @@ def _instance_arrays(inst: Any):
         raise ConfigError("two agents share a start cell", key="starts")
     blocked.setflags(write=False)
     return blocked, starts, goals, order, name
+
+
+def unreachable_message(md: MapData, starts: np.ndarray, goals: np.ndarray, cut: np.ndarray, scen: Any = None) -> str:
+    """The warning for an instance with goals that walls separate from their agent's start (``cut`` bool ``[N, K]``,
+    :func:`~coopsim.scenarios.mapf.grid.unreachable_goals`): the scen file and line (``scen``, a
+    :class:`~coopsim.scenarios.mapf.loaders.ScenData`; else the instance's map), the first such agent, its start and
+    goal, the others, and what it means for the episode and its ``lb``."""
+    agents = np.flatnonzero(cut.any(1))
+    i = int(agents[0])
+    k = int(np.argmax(cut[i]))
+    (sx, sy), (gx, gy) = (int(v) for v in starts[i]), (int(v) for v in goals[i, k])
+    shown = [int(a) for a in agents[1:6]]
+    rest = f" and {len(agents) - 6} more" if len(agents) > 6 else ""
+    if scen is not None:
+        where = f"{scen.path}, line {scen.line_of(i)}" if scen.path else f"scen file of map {md.name!r}, row {i}"
+        head = (f"{where}: agent {i}'s goal ({gx}, {gy}) is not reachable from its start ({sx}, {sy}) on map "
+                f"{md.name!r}: walls separate them (the row's optimal_length column says "
+                f"{float(scen.optimal_length[i]):g}, which no path achieves)")
+        listed = ", ".join(f"{a} (line {scen.line_of(a)})" for a in shown) + rest
+        more = (f"; so {'is the goal of agent' if len(agents) == 2 else 'are the goals of agents'} {listed}"
+                if shown else "")
+        source = "this scen file"
+        fix = (f"; fix the row{'s' if shown else ''} of the scen file"
+               + (f", or use only the agents before it (scenario.params.num_agents <= {i})" if i else ""))
+    else:
+        goal = "goal" if goals.shape[1] == 1 else f"goal {k}"
+        head = (f"MGMAPFCore.from_instance (map {md.name!r}): agent {i}'s {goal} ({gx}, {gy}) is not reachable from "
+                f"its start ({sx}, {sy}): walls separate them")
+        more = (f"; so {'is a goal of agent' if len(agents) == 2 else 'are goals of agents'} "
+                f"{', '.join(map(str, shown))}{rest}" if shown else "")
+        source, fix = "this instance", ""
+    who = "this agent" if len(agents) == 1 else f"these {len(agents)} agents"
+    return (f"{head}{more}. No policy can finish {who}: every episode on {source} runs to max_steps with success 0, "
+            f"and its lb (the lower bound on soc) is undefined (inf), so lb and soc_over_lb are left out of the "
+            f"results{fix}")
 
 
 def _make_instance(md: MapData, starts: np.ndarray, goals: np.ndarray, goal_order: str) -> MAPFInstance:

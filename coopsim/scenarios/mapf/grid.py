@@ -123,3 +123,16 @@ def components(blocked: np.ndarray) -> np.ndarray:
 
     labels, _ = ndimage.label(~np.asarray(blocked, bool), structure=[[0, 1, 0], [1, 1, 1], [0, 1, 0]])
     return labels.astype(np.int32) - 1
+
+
+def unreachable_goals(labels: np.ndarray, starts_xy: np.ndarray, goals_xy: np.ndarray) -> np.ndarray:
+    """bool ``[N, K]``: goals in another 4-connected region of free cells than their agent's start (walls separate
+    them, so no path reaches the goal and the agent can never finish).
+
+    Args:
+        labels: int ``[H, W]`` regions as :func:`components` gives them (-1 on obstacles).
+        starts_xy: int ``[N, 2]`` (x, y) free cells inside the grid; goals_xy: int ``[N, K, 2]`` (x, y).
+    """
+    starts = np.asarray(starts_xy, dtype=np.int64).reshape(-1, 2)
+    goals = np.asarray(goals_xy, dtype=np.int64).reshape(len(starts), -1, 2)
+    return labels[goals[..., 1], goals[..., 0]] != labels[starts[:, 1], starts[:, 0]][:, None]
