@@ -253,7 +253,10 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
                 ``map``, ``scen``, ``num_agents`` and ``num_goals`` come from the instance.
 
         Raises:
-            ConfigError: starts or goals outside the grid or on obstacles, or two agents sharing a start.
+            ConfigError: starts or goals outside the grid or on obstacles, or two agents sharing a start; an invalid
+                param, checked as ``MGMAPFCore(...)`` checks it (names the key and the value; for ``num_agents``,
+                ``num_goals`` and ``goal_order`` taken from the instance, says so), or ``map``, ``scen``,
+                ``num_agents`` or ``num_goals`` passed.
 
         Warns:
             RuntimeWarning: a goal that walls separate from its agent's start (no episode can be solved; ``lb`` is
@@ -270,16 +273,36 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         for k in ("map", "scen", "num_agents", "num_goals"):
             if k in params:
                 raise ConfigError(f"'{k}' comes from the instance in from_instance(); do not pass it", key=k, value=params[k])
-        if order is not None:
-            params.setdefault("goal_order", order)
+        from coopsim.platform.registry import checked_params
+
+        derived = {"num_agents": f"its starts have shape {tuple(starts.shape)}",
+                   "num_goals": f"its goals have shape {tuple(goals.shape)}"}
+        if order is not None and "goal_order" not in params:
+            params["goal_order"] = order
+            derived["goal_order"] = f"its goal_order is {order!r}"
         self = cls.__new__(cls)
-        self.params = cls.Params(num_agents=len(starts), num_goals=goals.shape[1], **params)
+        try:  # as MGMAPFCore(...) and the registry check them: a ConfigError naming the key, not pydantic's error
+            self.params = checked_params(cls.Params, {"num_agents": len(starts), "num_goals": goals.shape[1], **params},
+                                         f"{cls.__name__}.from_instance")
+        except ConfigError as exc:
+            if exc.key not in derived:
+                raise
+            raise ConfigError(f"{exc.message}; the value comes from the instance ({name!r}): {derived[exc.key]}",
+                              key=exc.key, value=exc.value) from None
         self._fixed = (MapData(name=name, blocked=blocked), starts, goals)
         self._init(num_envs)
         cut = unreachable_goals(components(blocked), starts, goals)
         if cut.any():  # once per instance: every reset plays it
             warnings.warn(unreachable_message(self._fixed[0], starts, goals, cut), RuntimeWarning, stacklevel=2)
         return self
+
+    def _label(self) -> str:
+        """``MGMAPFCore (map 'random-32-32-10')`` for messages: the instance's map for a :meth:`from_instance` core
+        (whose ``params.map`` is the unused default)."""
+        fixed = getattr(self, "_fixed", None)
+        if fixed is not None:
+            return f"{type(self).__name__}.from_instance (map {fixed[0].name!r})"
+        return f"{type(self).__name__} (map {self.params.map!r})"
 
     def _init(self, num_envs: int) -> None:
         p = self.params
@@ -423,7 +446,7 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             raise RuntimeError(STEP_BEFORE_RESET)
         E, N = self.num_envs, self.num_agents
         a = discrete_joint_actions(actions, (E, N), 5, "0..4 (wait, up, down, left, right)",
-                                   scenario=f"MGMAPFCore (map {self.params.map!r})")
+                                   scenario=self._label())
         active = ~self._done
         all_active = bool(active.all())
         if not all_active:
