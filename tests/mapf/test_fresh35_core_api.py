@@ -59,3 +59,39 @@ def test_from_instance_errors_name_the_instance_map():
     plain.reset(seed=0)
     with pytest.raises(ValueError, match=r"^MGMAPFCore \(map 'random-32-32-10'\): actions must be integers"):
         plain.step(np.zeros((1, 2)))
+
+
+def test_env_index_out_of_range_names_the_valid_range():
+    core = MGMAPFCore(num_envs=2, num_agents=4, num_goals=1)
+    core.reset(seed=0)
+    # used to be a bare "IndexError: index 5 is out of bounds"; instance(-1) returned env 1's instance
+    with pytest.raises(IndexError, match=r"^replay\(\): env_index 5 is out of range: this core has 2 envs, valid 0\.\.1$"):
+        core.replay(5)
+    with pytest.raises(IndexError, match=r"^instance\(\): env_index -1 is out of range: this core has 2 envs, valid 0\.\.1$"):
+        core.instance(-1)
+    for call, name in ((core.lower_bound, "lower_bound"), (core.map_data, "map_data"), (core.scen_file, "scen_file"),
+                       (core.render, "render")):
+        with pytest.raises(IndexError, match=rf"^{name}\(\): env_index 2 is out of range"):
+            call(2)
+    with pytest.raises(ValueError, match=r"^replay\(\): env_index must be an integer in 0\.\.1; got True$"):
+        core.replay(True)
+    assert core.replay(np.int64(1))["positions"].shape == (1, 4, 2)
+    with pytest.raises(IndexError, match=r"this core has 1 env, valid 0\.\.0$"):
+        MGMAPFCore(num_agents=4, num_goals=1).instance(1)
+
+
+def test_step_after_a_partial_first_reset_names_the_env():
+    core = MGMAPFCore(num_envs=2, num_agents=4, num_goals=1)
+    core.reset(seed=0, env_ids=[1])
+    # used to step: env 0 then reported agent_xy (-5, -5), off the map, and soc 1024
+    with pytest.raises(RuntimeError) as info:
+        core.step(np.zeros((2, 4), np.int64))
+    assert str(info.value) == ("step(): env 0 has not been reset (the resets so far covered only env_ids [1] of 2 envs), "
+                               "so it has no instance to step; call reset() for every env, or reset(env_ids=[0]) first")
+    with pytest.raises(RuntimeError, match=r"^instance\(\): env 0 has not been reset yet"):
+        core.instance(0)
+    with pytest.raises(RuntimeError, match=r"^replay\(\) needs reset\(\) first$"):
+        MGMAPFCore(num_agents=4, num_goals=1).replay(0)
+    core.reset(seed=0, env_ids=[0])
+    assert core.step(np.zeros((2, 4), np.int64)).reward.shape == (2, 4)
+    assert (core.agent_xy() >= 0).all()

@@ -231,6 +231,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
     Params = MGMAPFParams
     metadata = {"name": "mgmapf_v0", "render_modes": ["rgb_array"], "is_parallelizable": True}
     noop_action = 0
+    #: envs never reset since the core was built (after a first ``reset(env_ids=...)`` of some envs only)
+    _unreset: tuple[int, ...] = ()
 
     def __init__(self, num_envs: int = 1, **params: Any):
         from coopsim.platform.registry import checked_params
@@ -430,6 +432,8 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             if seed is not None:
                 self._rngs[e] = self.env_rng(seed, e)
             self._load_env(e, self._new_instance(e, seed))
+        if self._never_reset or self._unreset:  # a first reset of some envs only: step() refuses until all are reset
+            self._unreset = tuple(i for i, m in enumerate(self._maps) if m is None)
         self._never_reset = False
         return self._observe()
 
@@ -440,10 +444,17 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
             ValueError: wrong shape, a dtype that is not an integer one (bools, floats, strings and objects are
                 refused, not cast: ``'3'`` moved as 3), or an action outside 0..4 (naming env and agent;
                 :func:`~coopsim.platform.scenario.discrete_joint_actions`).
-            RuntimeError: before the first :meth:`reset`.
+            RuntimeError: before the first :meth:`reset`, or while some env has never been reset (the first resets
+                covered other ``env_ids`` only); naming the env.
         """
         if self._never_reset:
             raise RuntimeError(STEP_BEFORE_RESET)
+        if self._unreset:
+            e, E = self._unreset[0], self.num_envs
+            done = [i for i in range(E) if i not in self._unreset]
+            raise RuntimeError(f"step(): env {e} has not been reset (the resets so far covered only env_ids {done} of "
+                               f"{E} envs), so it has no instance to step; call reset() for every env, or "
+                               f"reset(env_ids={list(self._unreset)}) first")
         E, N = self.num_envs, self.num_agents
         a = discrete_joint_actions(actions, (E, N), 5, "0..4 (wait, up, down, left, right)",
                                    scenario=self._label())
@@ -787,24 +798,42 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         ``MGMAPFCore.from_instance(core.instance(e))`` replays it.
 
         Raises:
-            RuntimeError: before the first ``reset``.
+            IndexError: ``env_index`` outside ``0..num_envs-1`` (negative indices too); ValueError: not an integer.
+            RuntimeError: before the first ``reset`` of that env.
         """
-        md = self._maps[env_index]
-        if md is None:
-            raise RuntimeError("instance() needs reset() first")
-        return _make_instance(md, self._starts[env_index].copy(), self._goals_xy[env_index].astype(np.int32),
+        e = self._env(env_index, "instance()")
+        return _make_instance(self._maps[e], self._starts[e].copy(), self._goals_xy[e].astype(np.int32),
                               self.params.goal_order)
 
     def map_data(self, env_index: int = 0) -> MapData:
-        """The :class:`MapData` of env ``env_index`` (blocked ``[H, W]``)."""
-        md = self._maps[env_index]
-        if md is None:
-            raise RuntimeError("map_data() needs reset() first")
-        return md
+        """The :class:`MapData` of env ``env_index`` (blocked ``[H, W]``); raises as :meth:`instance`."""
+        return self._maps[self._env(env_index, "map_data()")]
 
     def scen_file(self, env_index: int = 0) -> Optional[str]:
-        """Path of the scen file env ``env_index`` took its starts and first goals from (None if sampled)."""
-        return self._scen_used[env_index]
+        """Path of the scen file env ``env_index`` took its starts and first goals from (None if sampled or not reset
+        yet). Raises IndexError / ValueError for an env index as :meth:`instance`."""
+        return self._scen_used[self._env(env_index, "scen_file()", loaded=False)]
+
+    def _env(self, env_index: Any, what: str, *, loaded: bool = True) -> int:
+        """``env_index`` as an int in ``0..num_envs-1`` (with ``loaded``: of an env that has been reset).
+
+        Raises:
+            ValueError: not an integer (a bool, float or string). IndexError: outside ``0..num_envs-1``; a negative
+                index is refused, not counted from the end. RuntimeError: with ``loaded``, the env was never reset.
+        """
+        E = self.num_envs
+        if isinstance(env_index, (bool, np.bool_)) or not isinstance(env_index, (int, np.integer)):
+            raise ValueError(f"{what}: env_index must be an integer in 0..{E - 1}; got {env_index!r}")
+        e = int(env_index)
+        if not 0 <= e < E:
+            raise IndexError(f"{what}: env_index {e} is out of range: this core has {E} env{'s' if E != 1 else ''}, "
+                             f"valid 0..{E - 1}")
+        if loaded and self._maps[e] is None:
+            if self._never_reset:
+                raise RuntimeError(f"{what} needs reset() first")
+            raise RuntimeError(f"{what}: env {e} has not been reset yet (the resets so far covered other envs): call "
+                               f"reset() or reset(env_ids=[{e}]) first")
+        return e
 
     def replay(self, env_index: int = 0) -> dict[str, np.ndarray]:
         """Replay arrays of env ``env_index``'s episode so far (saved by the runner as ``replays/*.npz``).
@@ -812,7 +841,11 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         Returns:
             ``positions`` int32 ``[T+1, N, 2]`` (x, y) per step, ``goals`` int32 ``[N, K, 2]``,
             ``goal_reached_at`` int32 ``[N, K]`` (first-visit step, -1 never), ``blocked`` bool ``[H, W]``.
+
+        Raises:
+            IndexError / ValueError / RuntimeError: a bad or not yet reset ``env_index``, as :meth:`instance`.
         """
+        env_index = self._env(env_index, "replay()")
         T = int(min(self._t[env_index], self.params.max_steps))
         fl = self._traj[:T + 1, env_index]  # int32 canvas cells >= 0: x, y computed in int32 (8 bytes per agent-step)
         pos = np.empty(fl.shape + (2,), np.int32)
@@ -841,7 +874,9 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
     def lower_bound(self, env_index: int = 0) -> float:
         """LB of env ``env_index``'s instance: sum over agents of the shortest tour through its goals
         (see :func:`coopsim.scenarios.mapf.metrics.tour_lower_bound`); cached per episode. ``inf`` (undefined) when
-        walls separate a goal from its agent's start (the scenario warned at reset)."""
+        walls separate a goal from its agent's start (the scenario warned at reset). Raises for a bad or not yet
+        reset ``env_index`` as :meth:`instance`."""
+        env_index = self._env(env_index, "lower_bound()")
         if self._lb[env_index] is None:
             md = self.map_data(env_index)
             self._lb[env_index] = float(tour_lower_bound(md.blocked, self._starts[env_index], self._goals_xy[env_index],
@@ -893,7 +928,9 @@ class MGMAPFCore(RebindsViews, ScenarioCore):
         return out
 
     def render(self, env_index: int = 0, cell_px: int = 8) -> np.ndarray | None:
-        """RGB uint8 ``[H * cell_px, W * cell_px, 3]`` of env ``env_index`` (agents coloured, remaining goals)."""
+        """RGB uint8 ``[H * cell_px, W * cell_px, 3]`` of env ``env_index`` (agents coloured, remaining goals); None
+        before the env's first reset. Raises IndexError / ValueError for an env index as :meth:`instance`."""
+        env_index = self._env(env_index, "render()", loaded=False)
         if self._maps[env_index] is None:
             return None
         return draw_frame(self._maps[env_index].blocked, self._xy[env_index], self._goals_xy[env_index],
