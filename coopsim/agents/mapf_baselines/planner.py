@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from coopsim.agents.mapf_baselines.common import distance_rows
+from coopsim.scenarios.mapf.grid import whole_cells
 from coopsim.scenarios.mapf.validate import goal_visits
 
 INF = 1 << 60
@@ -354,8 +355,9 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
 
     Args:
         blocked: bool ``[H, W]`` obstacles, indexed ``[y, x]``.
-        starts_xy: int ``[N, 2]`` start cells (x, y), distinct and free.
-        goals_xy: int ``[N, K, 2]`` goal cells (x, y) per agent.
+        starts_xy: int ``[N, 2]`` start cells (x, y), distinct and free (any integer dtype, or floats holding whole
+            numbers).
+        goals_xy: int ``[N, K, 2]`` goal cells (x, y) per agent (``[N, 2]``: one goal each), as ``starts_xy``.
         goal_order: ``"fixed"`` (visit in the given order) or ``"free"`` (nearest-neighbour tour by true distance).
         horizon: last step any path may reach (steps, >= 1).
         priority: initial order: ``"tour_desc"`` (longest goal tour first, ties by index), ``"index"`` or ``"random"``.
@@ -368,13 +370,13 @@ def plan_prioritized(blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.nd
         :class:`PlanResult`; its paths are conflict-free in every case (failed agents wait at their start).
 
     Raises:
-        ValueError: bad shapes, unknown ``goal_order``/``priority``, a start or goal off the map or on an obstacle,
-            or two agents sharing a start.
+        ValueError: bad shapes, unknown ``goal_order``/``priority``, a cell that is not a whole number (``0.7``:
+            naming the entry), a start or goal off the map or on an obstacle, or two agents sharing a start.
     """
     t_start = time.perf_counter()
     blocked = np.asarray(blocked, dtype=bool)
-    starts = np.asarray(starts_xy, dtype=np.int64)
-    goals = np.asarray(goals_xy, dtype=np.int64)
+    starts = whole_cells(starts_xy, "starts_xy")  # a float cell is refused, not truncated to another cell
+    goals = whole_cells(goals_xy, "goals_xy")
     if blocked.ndim != 2:
         raise ValueError(f"blocked must be [H, W]; got shape {blocked.shape}")
     if goals.ndim == 2:

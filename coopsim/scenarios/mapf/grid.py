@@ -43,20 +43,7 @@ def as_cells(cells, h: int, w: int, name: str = "cells") -> np.ndarray:
     if arr.ndim == 0 or arr.shape[-1] != 2:
         raise ValueError(f"{name} must be cells (x, y) along a last axis of length 2, e.g. int [M, 2]; got shape "
                          f"{arr.shape}")
-    if arr.dtype.kind in "iu":
-        out = arr.astype(np.int64, copy=False)
-    elif arr.dtype.kind == "f":
-        with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
-        if bad.any():
-            i = np.unravel_index(int(np.argmax(bad.reshape(-1))), arr.shape)
-            at = ", ".join(str(int(v)) for v in i[:-1])
-            raise ValueError(f"{name} must be whole-number cells (x, y); {name}{f'[{at}]' if at else ''} = "
-                             f"({', '.join(repr(float(v)) for v in arr[i[:-1]])}) is not (dtype {arr.dtype}; a "
-                             f"fraction would be cut to another cell)")
-        out = arr.astype(np.int64)
-    else:
-        raise ValueError(f"{name} must be integer cells (x, y); got dtype {arr.dtype}")
+    out = whole_cells(arr, name)
     flat = out.reshape(-1, 2)
     off = (flat[:, 0] < 0) | (flat[:, 0] >= w) | (flat[:, 1] < 0) | (flat[:, 1] >= h)
     if off.any():
@@ -67,6 +54,35 @@ def as_cells(cells, h: int, w: int, name: str = "cells") -> np.ndarray:
         raise ValueError(f"{where} = ({int(flat[j, 0])}, {int(flat[j, 1])}) lies outside the {w}x{h} grid "
                          f"(x in [0, {w}), y in [0, {h})){more}")
     return out
+
+
+def whole_cells(cells, name: str = "cells") -> np.ndarray:
+    """``cells`` (x, y) as int64 of the same shape: any integer dtype as is, floats only when every value is a whole
+    number (``2.0``; ``2.7`` would be truncated to another cell). No bounds check (:func:`as_cells` adds one).
+
+    Raises:
+        ValueError: a value that is not a whole number (naming ``name``, the entry and the dtype), or a dtype that is
+            not numeric (bools, strings, objects).
+    """
+    arr = np.asarray(cells)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64, copy=False)
+    if arr.dtype.kind == "f":
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+        if bad.any():
+            i = np.unravel_index(int(np.argmax(bad.reshape(-1))), arr.shape)
+            if arr.shape[-1] == 2:  # name the whole cell (x, y)
+                cell, shown = i[:-1], f"({', '.join(repr(float(v)) for v in arr[i[:-1]])})"
+            else:
+                cell, shown = i, repr(float(arr[i]))
+            at = ", ".join(str(int(v)) for v in cell)
+            raise ValueError(f"{name} must be whole-number cells (x, y); {name}{f'[{at}]' if at else ''} = {shown} is "
+                             f"not (dtype {arr.dtype}; a fraction would be cut to another cell)")
+        return arr.astype(np.int64)
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    raise ValueError(f"{name} must be integer cells (x, y); got dtype {arr.dtype}")
 
 
 def distance_maps(blocked: np.ndarray, sources_xy: np.ndarray) -> np.ndarray:

@@ -134,7 +134,12 @@ def goal_visits(paths: np.ndarray, goals: np.ndarray, goal_order: str = "free") 
 
     Returns:
         int32 ``[N, K]``: step of the first (for ``fixed``: first in-sequence) visit, -1 if never.
+
+    Raises:
+        ValueError: unknown ``goal_order`` (as :func:`coopsim.scenarios.mapf.metrics.tour_lower_bound`).
     """
+    if goal_order not in ("fixed", "free"):
+        raise ValueError(f"goal_order must be 'fixed' or 'free'; got {goal_order!r}")
     paths = np.asarray(paths, dtype=np.int64)
     goals = np.asarray(goals, dtype=np.int64)
     n, k = goals.shape[:2]

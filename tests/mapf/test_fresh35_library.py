@@ -1,0 +1,33 @@
+"""fresh35 F7: MG-MAPF library functions refuse what they would otherwise silently misread (an unknown goal order,
+fractional cells, a bool scen index, an out-of-range confidence)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coopsim.agents.mapf_baselines import plan_prioritized
+from coopsim.scenarios.mapf.validate import goal_visits
+
+BLOCKED = np.zeros((4, 6), bool)
+STARTS = np.array([[0, 0], [1, 0]])
+GOALS = np.array([[[5, 3]], [[4, 3]]])
+
+
+def test_goal_visits_refuses_an_unknown_order_like_tour_lower_bound():
+    paths = np.zeros((3, 2, 2), int)
+    # used to treat "any" as "fixed"
+    with pytest.raises(ValueError, match=r"^goal_order must be 'fixed' or 'free'; got 'any'$"):
+        goal_visits(paths, GOALS, "any")
+    assert goal_visits(paths, GOALS, "free").shape == (2, 1)
+
+
+def test_plan_prioritized_refuses_fractional_cells():
+    # used to truncate 0.7 to 0 and plan from another cell than asked
+    with pytest.raises(ValueError, match=r"^starts_xy must be whole-number cells \(x, y\); starts_xy\[0\] = \(0\.7, 0\.7\) "
+                                         r"is not \(dtype float64; a fraction would be cut to another cell\)$"):
+        plan_prioritized(BLOCKED, STARTS + 0.7, GOALS)
+    with pytest.raises(ValueError, match=r"^goals_xy must be whole-number cells \(x, y\); goals_xy\[1, 0\] = \(4\.0, 2\.5\)"):
+        plan_prioritized(BLOCKED, STARTS, GOALS + np.array([0, 0.0]) + np.array([[[0, 0]], [[0, -0.5]]]))
+    whole = plan_prioritized(BLOCKED, STARTS.astype(float), GOALS.astype(float))  # whole-number floats are cells
+    assert whole.failed.sum() == 0
+    assert (whole.paths == plan_prioritized(BLOCKED, STARTS, GOALS).paths).all()
