@@ -150,7 +150,7 @@ class IMMPAgent(PPOAgent):
                            intent_last_move=p.intent_last_move, intent_depth=p.intent_depth)
         self.value_norm = ValueNorm()
         self.hl = ScenarioPlanner(scenario, p.highlevel)
-        self.reset(p.seed)
+        self.reset()  # params.seed for the sampling generator; the planner's generator from the high level's seed
         if p.checkpoint is not None:
             if p.checkpoint not in ("shipped", "shipped-ppo") and not Path(p.checkpoint).exists():
                 raise ConfigError(f"checkpoint {p.checkpoint!r} not found: give 'shipped' (this variant's shipped "
@@ -318,7 +318,7 @@ class IMMPAgent(PPOAgent):
         self._best = self._stall = self._nvis = None
         self._inertia = InertiaCalibration(self.params.intent_adapt_lr) if self.params.intent_adapt_lr > 0 else None
         self.last_intent_logits = None
-        self.hl.invalidate()
+        self.hl.reset(seed)  # full replan, group shuffles reseeded from the episode seed (independent of earlier episodes)
 
     def runtime_state(self) -> bytes:
         """What this agent keeps between the steps of an episode in progress, pickled: the one-step window memory

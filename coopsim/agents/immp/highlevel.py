@@ -73,7 +73,8 @@ class HighLevelParams(BaseModel):
     spatial_weight: float = Field(0.5, ge=0, le=1, description="weight of the 4 neighbour cells in the smoothing, 0..1")
     path_stride: int = Field(2, ge=1, le=8, description="tour cells sampled every this many steps for the order cost, 1..8")
     num_waypoints: int = Field(4, ge=1, le=16, description="waypoints given to the low level, 1..16")
-    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the group shuffles, 0 .. 2**32-1")
+    seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the group shuffles, 0 .. 2**32-1 (combined with "
+                      "the episode seed that the agent's reset(seed) passes on)")
 
 
 def neighbour_table(blocked: np.ndarray) -> np.ndarray:
@@ -150,8 +151,15 @@ class TeamPlanner:
     def __init__(self, params: HighLevelParams | None = None):
         self.p = params or HighLevelParams()
         self.envs: list[EnvPlan | None] = []
-        self.rng = np.random.default_rng([self.p.seed, 17])
+        self.reseed(None)
         self.stats = {"full_replans": 0, "agent_replans": 0}
+
+    def reseed(self, seed: int | None = None) -> None:
+        """Restart the generator of the best-response group shuffles: from ``params.seed`` alone (``None``, as at
+        construction), or from it and an episode seed. The agents call this from ``reset(seed)``, so an episode's
+        plans depend on its own seed only, not on the episodes run before it (the platform's rule: episode ``e`` of
+        seed ``s`` resets every component with ``s * episodes + e``)."""
+        self.rng = np.random.default_rng([self.p.seed, 17] if seed is None else [self.p.seed, 17, int(seed)])
 
     # ----------------------------------------------------------------------------------------------
     def reset_env(self, e: int, blocked: np.ndarray, starts_xy: np.ndarray, goals_xy: np.ndarray, visited: np.ndarray,
@@ -461,6 +469,12 @@ class ScenarioPlanner:
     def invalidate(self) -> None:
         """Mark every env for a full replan (call after ``core.reset``)."""
         self.force[:] = True
+
+    def reset(self, seed: int | None = None) -> None:
+        """New episodes: every env is replanned from scratch at the next :meth:`sync`, with the planner's generator
+        reseeded from ``seed`` (:meth:`TeamPlanner.reseed`; ``None``: from the high level's own seed)."""
+        self.planner.reseed(seed)
+        self.invalidate()
 
     def step_counters(self) -> np.ndarray:
         ms = self.core.params.max_steps

@@ -186,7 +186,7 @@ class PIBTAgent(_BaselineFollower):
         e, n = self.scenario.num_envs, self.scenario.num_agents
         self.rng = np.random.default_rng([self.params.seed if seed is None else int(seed), 23])
         self.prios = PIBTPriorities(e, n)
-        self.hl.invalidate()
+        self.hl.reset(seed)
 
     def preference_keys(self, env, cur: np.ndarray) -> np.ndarray:
         """float ``[N, 5]``: distance to the current goal after each action plus a random tie-break in [0, 0.5)."""
@@ -225,7 +225,7 @@ class GreedyWaitsAgent(_BaselineFollower):
     def reset(self, seed: int | None = None) -> None:
         self.rng = np.random.default_rng([self.params.seed if seed is None else int(seed), 29])
         self.waited = np.zeros((self.scenario.num_envs, self.scenario.num_agents), np.int64)
-        self.hl.invalidate()
+        self.hl.reset(seed)
 
     def act(self, obs, inbox=None):
         core = self.scenario
