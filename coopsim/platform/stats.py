@@ -85,6 +85,9 @@ def t_interval(values: Iterable[float], confidence: float = 0.95, *,
 
     Returns:
         ``(mean, low, high)``; with fewer than two finite values the interval is ``(nan, nan)`` (never clipped).
+
+    Raises:
+        ValueError: ``confidence`` not strictly between 0 and 1 (:func:`check_confidence`).
     """
     mean, half = t_half_width(values, confidence)
     low, high = mean - half, mean + half
@@ -93,10 +96,32 @@ def t_interval(values: Iterable[float], confidence: float = 0.95, *,
     return mean, low, high
 
 
+def check_confidence(confidence: float) -> float:
+    """``confidence`` as a float if it is a probability strictly between 0 and 1 (0.95: a 95% interval).
+
+    Raises:
+        ValueError: a bool, a non-number, nan, or a value outside (0, 1): 1 or more would give an infinite or nan
+            interval, 0 or less a zero-width or negative one; the message names the value (and suggests 0.95 for a
+            value that looks like a percentage, 50 to 100, e.g. 95).
+    """
+    ok = isinstance(confidence, (int, float, np.integer, np.floating)) and not isinstance(confidence, (bool, np.bool_))
+    if not ok or not 0.0 < float(confidence) < 1.0:
+        hint = (f" (a percentage? give {float(confidence) / 100:g} for {float(confidence):g}%)"
+                if ok and 50.0 <= float(confidence) < 100.0 else "")
+        raise ValueError(f"confidence must be a probability strictly between 0 and 1, e.g. 0.95 for a 95% interval; "
+                         f"got {confidence!r}{hint}")
+    return float(confidence)
+
+
 def t_half_width(values: Iterable[float], confidence: float = 0.95) -> tuple[float, float]:
     """:func:`t_interval` as ``(mean, half_width)``: the interval is ``mean -+ half_width`` (the half-width is
     nan with fewer than two finite values; None and non-finite values are left out, as there). Never clipped: for
-    a bounded quantity (a rate) use :func:`t_interval` with ``bounds``."""
+    a bounded quantity (a rate) use :func:`t_interval` with ``bounds``.
+
+    Raises:
+        ValueError: ``confidence`` not strictly between 0 and 1 (:func:`check_confidence`).
+    """
+    check_confidence(confidence)
     x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
     if len(x) == 0:
         return math.nan, math.nan

@@ -2,6 +2,8 @@
 fractional cells, a bool scen index, an out-of-range confidence)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -31,3 +33,25 @@ def test_plan_prioritized_refuses_fractional_cells():
     whole = plan_prioritized(BLOCKED, STARTS.astype(float), GOALS.astype(float))  # whole-number floats are cells
     assert whole.failed.sum() == 0
     assert (whole.paths == plan_prioritized(BLOCKED, STARTS, GOALS).paths).all()
+
+
+@pytest.mark.parametrize("confidence", [1.5, 1, 0, -0.1, float("nan"), True, "0.9"])
+def test_t_interval_refuses_a_confidence_outside_0_1(confidence):
+    from coopsim.platform import stats
+
+    # used to return (2.0, nan, nan) for 1.5 and a zero-width interval for 0
+    with pytest.raises(ValueError, match=r"^confidence must be a probability strictly between 0 and 1, e\.g\. 0\.95 for "
+                                         rf"a 95% interval; got {re.escape(repr(confidence))}$"):
+        stats.t_interval([1, 2, 3], confidence=confidence)
+    with pytest.raises(ValueError, match=r"^confidence must be"):
+        stats.t_half_width([1, 2, 3], confidence)
+
+
+def test_t_interval_percentage_hint_and_valid_values():
+    from coopsim.platform import stats
+
+    with pytest.raises(ValueError, match=r"got 95 \(a percentage\? give 0\.95 for 95%\)$"):
+        stats.t_interval([1, 2, 3], confidence=95)
+    mean, lo, hi = stats.t_interval([1, 2, 3], confidence=0.95)
+    assert mean == 2.0 and lo == pytest.approx(2 - 2.4841377) and hi == pytest.approx(2 + 2.4841377)
+    assert stats.t_interval([1, 2, 3], confidence=np.float32(0.5))[1] < 2.0
