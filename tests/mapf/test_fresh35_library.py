@@ -55,3 +55,37 @@ def test_t_interval_percentage_hint_and_valid_values():
     mean, lo, hi = stats.t_interval([1, 2, 3], confidence=0.95)
     assert mean == 2.0 and lo == pytest.approx(2 - 2.4841377) and hi == pytest.approx(2 + 2.4841377)
     assert stats.t_interval([1, 2, 3], confidence=np.float32(0.5))[1] < 2.0
+
+
+def test_resolve_scen_refuses_bools_and_indices_below_1():
+    from coopsim.errors import ConfigError
+    from coopsim.scenarios.mapf.loaders import load_map, resolve_map, resolve_scen
+
+    md = load_map(resolve_map("random-32-32-10"))
+    # used to resolve True to scen 1
+    with pytest.raises(ConfigError, match=r"^key 'scen': scen must be an index 1\.\.25 of a shipped scen file or a path "
+                                          r"to a \.scen file; got True \(bool\)$"):
+        resolve_scen(md, True)
+    with pytest.raises(ConfigError, match=r"^key 'scen': scen index -1 is out of range: the shipped scen files of map "
+                                          r"'random-32-32-10' are numbered from 1"):
+        resolve_scen(md, -1)  # used to look for a file 'random-32-32-10-random--1.scen'
+    with pytest.raises(ConfigError, match=r"got 3\.5 \(float\)$"):
+        resolve_scen(md, 3.5)
+    assert resolve_scen(md, np.int64(3)).name == "random-32-32-10-random-3.scen"
+
+
+@pytest.mark.parametrize("value, text", [
+    (3.5, "scen must be an integer index 1..25 of a shipped scen file or a path to a .scen file, not a float (3.5)"),
+    ([1, 2], "scen must be an integer index 1..25 of a shipped scen file or a path to a .scen file, not a list ([1, 2])"),
+    (-1, "scen index -1 is out of range: the shipped scen files of a map are numbered 1..25"),
+])
+def test_scen_param_errors_name_the_key_not_the_union_branch(value, text):
+    from coopsim.errors import ConfigError
+    from coopsim.scenarios.mapf.core import MGMAPFCore
+
+    with pytest.raises(ConfigError) as info:
+        MGMAPFCore(scen=value)
+    # used to be "key 'scen.int'" (pydantic's union branch) for 3.5 and [1, 2]
+    assert info.value.key == "scen" and "scen.int" not in str(info.value)
+    assert text in str(info.value)
+    assert MGMAPFCore(scen=2.0, num_agents=4, num_goals=1).params.scen == 2  # a whole number as YAML may give it

@@ -172,6 +172,32 @@ class MGMAPFParams(ScenarioParams):
                 raise ValueError(str(exc).split(f"unknown map {v!r}: ", 1)[-1]) from None
         return v
 
+    @field_validator("scen", mode="before")
+    @classmethod
+    def _scen_is_index_or_path(cls, v: Any) -> Any:
+        """An index (an int, or a whole float as YAML may give it) >= 1 or a path; anything else is refused here, so
+        the error names the key ``scen`` (pydantic's union would name its branch, ``scen.int``)."""
+        import os
+
+        from coopsim.errors import short_repr
+
+        if v is None or isinstance(v, str):
+            return v
+        if isinstance(v, os.PathLike):
+            return os.fspath(v)
+        if isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"scen must be an integer index 1..25 of a shipped scen file or a path to a .scen file, "
+                             f"not a boolean ({v!r})")
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        if isinstance(v, (int, np.integer)):
+            if v < 1:
+                raise ValueError(f"scen index {int(v)} is out of range: the shipped scen files of a map are numbered "
+                                 f"1..25 (or give a path to a .scen file)")
+            return int(v)
+        raise ValueError(f"scen must be an integer index 1..25 of a shipped scen file or a path to a .scen file, not "
+                         f"a {type(v).__name__} ({short_repr(v)})")
+
     @field_validator("random_size", mode="before")
     @classmethod
     def _size_is_a_pair(cls, v: Any) -> Any:

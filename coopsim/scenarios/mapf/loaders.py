@@ -312,10 +312,17 @@ def resolve_scen(map_data: MapData, scen: str | Path | int) -> Path:
     """The scen file for ``scen``: an index ``i`` (1..25, the shipped ``<map>-random-<i>.scen``) or a path.
 
     Raises:
-        ConfigError: the index has no shipped file for this map, or the path does not exist.
+        ConfigError: the index is below 1 or has no shipped file for this map, the path does not exist, or ``scen``
+            is neither (a bool, which Python would take as the index 0 or 1, a float, a list); key ``scen``.
     """
+    if isinstance(scen, (bool, np.bool_)) or not isinstance(scen, (int, np.integer, str, Path)):
+        raise ConfigError(f"scen must be an index 1..25 of a shipped scen file or a path to a .scen file; got "
+                          f"{scen!r} ({type(scen).__name__})", key="scen", value=scen)
     if isinstance(scen, (int, np.integer)) or (isinstance(scen, str) and scen.isdigit()):
         i = int(scen)
+        if i < 1:
+            raise ConfigError(f"scen index {i} is out of range: the shipped scen files of map {map_data.name!r} are "
+                              f"numbered from 1 (or give a path to a .scen file)", key="scen", value=scen)
         p = DATA_DIR / f"{map_data.name}-random-{i}.scen"
         if p.is_file():
             return p
