@@ -294,6 +294,14 @@ class PPOAgent(AgentPlugin):
             theirs_k, mine_k = ck["params"].get(k, PPOAgentParams.model_fields[k].default), mine["params"].get(k)
             if k == "comm":  # a comm param missing from an older file takes the module's default too
                 theirs_k, mine_k = self._comm_spec_filled(theirs_k), self._comm_spec_filled(mine_k)
+            if theirs_k != mine_k and k == "critic" and {theirs_k, mine_k} <= set(CRITIC_IDS):
+                # the critic is fixed by the agent id (ppo/mappo-v0 central, ppo/ippo-v0 local), so no param can
+                # change it: the fix is the id the checkpoint was trained with (blamed on agents.id, not its params)
+                raise ConfigError(f"checkpoint was trained with critic={theirs_k!r}, i.e. agent {CRITIC_IDS[theirs_k]}; "
+                                  f"this agent is {CRITIC_IDS[mine_k]} (critic={mine_k!r}), and each id fixes its critic "
+                                  f"(the network's critic input differs): use agents.id={CRITIC_IDS[theirs_k]}, the id "
+                                  f"the checkpoint was trained with", file=str(path), key="agents.id",
+                                  value=CRITIC_IDS[mine_k])
             if theirs_k != mine_k:
                 raise ConfigError(f"checkpoint was trained with {k}={ck['params'].get(k)!r}; the config says "
                                   f"{mine['params'].get(k)!r}", file=str(path), key=f"agents.params.{k}")
@@ -373,6 +381,9 @@ def sticky_logp(logp_all: torch.Tensor, act: torch.Tensor, prev: torch.Tensor, e
     stick = torch.where(same, torch.log(eps.clamp(min=1e-30)), torch.full_like(logp, -float("inf")))
     return torch.logaddexp(logp + torch.log1p(-eps), stick)
 
+
+#: the registered id that fixes each critic (named when a checkpoint's critic differs from the agent's)
+CRITIC_IDS = {"central": "ppo/mappo-v0", "local": "ppo/ippo-v0"}
 
 MAPPO = Variant(PPOAgent, defaults={"critic": "central"}, fixed=("critic",))
 """``ppo/mappo-v0``: centralised critic on the global state."""
