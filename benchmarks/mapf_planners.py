@@ -8,16 +8,21 @@ compare on a shared machine (wall time includes waiting for a core).
     .venv/bin/python benchmarks/mapf_planners.py                  # main job (64 x 3 on random-32-32-10, 5 seeds)
                                                                   # and 100 agents x K=1..3 on every shipped map
     .venv/bin/python benchmarks/mapf_planners.py --maps maze-32-32-2 --agents 100 --goals 3 --seeds 0 1 2
+
+A combination that cannot be built (more agents than the scen file's rows, more goals than a region holds) prints a
+``skipped:`` row; when every combination asked for is skipped the script exits with code 2 (nothing was measured).
+An unknown or unreadable ``--maps`` entry is refused (exit 2) before the first plan.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 from coopsim.agents.mapf_baselines import plan_prioritized
-from coopsim.errors import ConfigError, CoopsimError, int_at_least, run_script
+from coopsim.errors import ConfigError, CoopsimError, MapFormatError, int_at_least, run_script
 from coopsim.scenarios.mapf.core import MGMAPFCore, MGMAPFParams
-from coopsim.scenarios.mapf.loaders import resolve_map, shipped_maps
+from coopsim.scenarios.mapf.loaders import load_map, resolve_map, shipped_maps
 from coopsim.scenarios.mapf.validate import validate_plan
 
 
@@ -76,11 +81,13 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"plan step limit, {rng['--horizon']} (default 512)")
     a = ap.parse_args(argv)
     check_ranges({"--agents": [a.agents], "--goals": a.goals, "--horizon": [a.horizon]})  # before the header
-    for m in a.maps or ():  # every name before the first plan, not when its row comes
+    for m in a.maps or ():  # every name and file before the first plan, not when its row comes
         try:
-            resolve_map(m)
+            load_map(resolve_map(m))
         except ConfigError as exc:
             raise ConfigError(exc.message, key="--maps", value=m) from None
+        except MapFormatError as exc:  # a file that is no MovingAI map: names the file and line
+            raise ConfigError(f"{m!r} cannot be read: {exc}", key="--maps", value=m) from None
     jobs = []
     if a.maps is None:
         jobs += [("random-32-32-10", 64, 3, s) for s in range(5)]
@@ -91,15 +98,25 @@ def main(argv: list[str] | None = None) -> None:
     head = f"{'map':<24}{'N':>4}{'K':>3}{'seed':>5}{'cpu s':>8}{'wall s':>8}{'fail':>5}{'att':>4}{'expans.':>9}{'SoC':>7}{'LB':>7}{'SoC/LB':>7}  valid"
     print(head)
     print("-" * len(head))
+    skipped = 0
     for job in jobs:
         try:
             r = run(*job, horizon=a.horizon)
-        except CoopsimError as exc:  # e.g. more goals than a region can hold
-            print(f"{job[0]:<24}{job[1]:>4}{job[2]:>3}{job[3]:>5}  skipped: {exc}")
+        except CoopsimError as exc:  # e.g. more goals than a region can hold, more agents than the scen rows
+            print(f"{job[0]:<24}{job[1]:>4}{job[2]:>3}{job[3]:>5}  skipped: {exc}", flush=True)
+            skipped += 1
             continue
         print(f"{r['map']:<24}{r['N']:>4}{r['K']:>3}{r['seed']:>5}{r['cpu_s']:>8.2f}{r['wall_s']:>8.2f}{r['failed']:>5}"
               f"{r['attempts']:>4}{r['expansions']:>9}{r['soc']:>7}{r['lb']:>7.0f}{r['ratio']:>7.3f}  "
               f"{'yes' if r['valid'] else 'NO'}{'' if r['complete'] else ' (incomplete)'}", flush=True)
+    if jobs and skipped == len(jobs):  # nothing measured: a failure for a script or CI job, not exit 0
+        what = ("the only (map, agents, goals, seed) combination asked for was" if len(jobs) == 1 else
+                f"all {len(jobs)} (map, agents, goals, seed) combinations asked for were")
+        raise CoopsimError(f"{what} skipped (reasons above), so nothing was planned; change --maps, --agents or "
+                           f"--goals")
+    if skipped:
+        print(f"note: {skipped} of {len(jobs)} combinations {'was' if skipped == 1 else 'were'} skipped (reasons above)",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":
