@@ -1,0 +1,27 @@
+"""The README's issue-7 table for the smoothly changing network states what the committed compact results hold
+(benchmarks/results/ns3_ddacom_smooth_{24,200}seeds.json), so a rerun that changes them cannot leave the README
+behind unnoticed. No ns-3 needed."""
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def row(name: str) -> dict:
+    d = json.loads((ROOT / "benchmarks" / "results" / name).read_text())
+    return d["summary"]["rows"]["ns3/ddacom"]
+
+
+def test_readme_smooth_network_numbers_are_the_committed_results():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    r24, r200 = row("ns3_ddacom_smooth_24seeds.json"), row("ns3_ddacom_smooth_200seeds.json")
+    util, util_ci = r24["utilization"]
+    assert f"| utilization | {util:.3f} ± {util_ci:.3f}" in readme
+    loss, loss_ci = r200["loss"]
+    assert f"| loss | {100 * loss:.3f}% ± {100 * loss_ci:.3f}" in readme
+    nr, nr_ci = r200["normalized_return"]
+    assert f"| normalized return | {nr:.3f} ± {nr_ci:.3f}" in readme
+    assert f"lower end is {nr - nr_ci:.3f}" in readme
+    assert f"| messages / full broadcast | {r200['messages_vs_broadcast'][0]:.3f}" in readme
+    # the targets the table calls met are met by these numbers
+    assert util >= 0.95 and loss <= 0.003 and r200["messages_vs_broadcast"][0] <= 0.5 and nr >= 0.95
