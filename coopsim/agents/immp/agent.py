@@ -149,7 +149,7 @@ class IMMPAgent(PPOAgent):
         self.net = IMMPNet(self.s, self.wp_dim, self.num_actions, list(p.hidden), p.activation, p.intent, p.intent_channels,
                            intent_last_move=p.intent_last_move, intent_depth=p.intent_depth)
         self.value_norm = ValueNorm()
-        self.hl = ScenarioPlanner(scenario, p.highlevel)
+        self.hl = ScenarioPlanner(scenario, p.highlevel, horizon_key="agents.params.highlevel.horizon")
         self.reset()  # params.seed for the sampling generator; the planner's generator from the high level's seed
         if p.checkpoint is not None:
             if p.checkpoint not in ("shipped", "shipped-ppo") and not Path(p.checkpoint).exists():

@@ -7,10 +7,15 @@ What it does for one environment (all arrays numpy, vectorized over agents; cell
    (wait, up, down, left, right; ``H*W`` marks a blocked move).
 2. **Shared space-time density map.** Every agent's plan -- the cells it will occupy at steps
    ``t_now .. t_now + horizon`` when it follows shortest paths through its goals in its chosen order -- is
-   added to ``counts float32 [T_abs, H*W]`` (agents per cell per absolute step). The planners read a
-   smoothed version ``S = K_time * K_space * counts`` (box filter of half-width ``time_window`` steps,
-   5-point spatial cross with neighbour weight ``spatial_weight``): the expected number of *other* agents
-   near a cell around a step.
+   added to ``counts float32 [L, H*W]`` (agents per cell per step, for the window of absolute steps
+   ``t_base .. t_base + L - 1``). The planners read a smoothed version ``S = K_time * K_space * counts``
+   (box filter of half-width ``time_window`` steps, 5-point spatial cross with neighbour weight
+   ``spatial_weight``): the expected number of *other* agents near a cell around a step. Only steps
+   ``t_now - time_window .. t_now + horizon + time_window`` are ever read, so the window holds
+   :func:`density_rows` steps (``horizon + 2 * time_window + 18``, whatever ``max_steps``) and slides forward
+   as the episode advances; the counts it drops are never read again (the same numbers as a map over every
+   step of the episode, which took ``(max_steps + horizon + 2) x H*W`` floats: GBs on large maps).
+   :func:`check_planner_memory` refuses, before allocating, arrays that do not fit.
 3. **Spatially-balanced goal ordering.** An agent with free-order goals picks, among all orders of its
    remaining goals (exhaustive, ``K <= 6``), the one minimizing
    ``tour length + order_weight * sum over the tour's cells of S[t, cell]`` (cells sampled every
@@ -46,13 +51,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from scipy import sparse
 from scipy.sparse.csgraph import dijkstra
 
+from coopsim.errors import ConfigError
 from coopsim.platform.agent import AGENT_SEED_MAX
+from coopsim.platform.memory import MEMORY_FRACTION, gib, over_limit
 from coopsim.scenarios.mapf.metrics import bfs_distances
 
 #: action id -> (dx, dy): 0 wait, 1 up (y-1), 2 down (y+1), 3 left (x-1), 4 right (x+1)
 DELTAS = np.array([[0, 0], [0, -1], [0, 1], [-1, 0], [1, 0]], dtype=np.int64)
 BIG = np.float32(1e9)
 MAX_PERM_GOALS = 6
+#: steps the density window holds beyond the ones read (``horizon + 2 * time_window + 1``): it slides every
+#: ``DENSITY_SLACK + 1`` steps or so, moving ``L`` rows of ``H*W`` floats
+DENSITY_SLACK = 17
 
 
 class HighLevelParams(BaseModel):
@@ -75,6 +85,53 @@ class HighLevelParams(BaseModel):
     num_waypoints: int = Field(4, ge=1, le=16, description="waypoints given to the low level, 1..16")
     seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the group shuffles, 0 .. 2**32-1 (combined with "
                       "the episode seed that the agent's reset(seed) passes on)")
+
+
+def density_rows(horizon: int, time_window: int, max_steps: int) -> int:
+    """Steps ``L`` of the density window: ``horizon + 2 * time_window + 1`` read around the current step plus
+    :data:`DENSITY_SLACK`, or the whole episode (``max_steps + horizon + 2``) if that is shorter."""
+    return int(min(max_steps + horizon + 2, horizon + 2 * time_window + 1 + DENSITY_SLACK))
+
+
+def planner_bytes(h: int, w: int, num_agents: int, num_goals: int, params: "HighLevelParams", max_steps: int) -> int:
+    """Peak bytes of one environment's high-level arrays: the density window (``float32 [L, H*W]``), the goal
+    distance tables (``float32 [N, K, H*W + 1]``, plus two float64 ``[N*K, H*W]`` while they are built from
+    :func:`bfs_distances`), the cost-to-go fields (``float32 [N, H*W + 1]``) and, when the congestion term is on,
+    the smoothed density with its temporaries (at most three ``float32 [horizon + 2 * time_window + 2, H*W + 1]``
+    at a time, :meth:`TeamPlanner.smoothed`)."""
+    hw = h * w
+    p = params
+    rows = density_rows(p.horizon, p.time_window, max_steps)
+    need = 4 * rows * hw + (4 + 16) * num_agents * num_goals * (hw + 1) + 4 * num_agents * (hw + 1)
+    if (p.ordering == "balanced" and p.order_weight > 0) or p.path_weight > 0:
+        need += 3 * 4 * (p.horizon + 2 * p.time_window + 2) * (hw + 1)
+    return int(need)
+
+
+def check_planner_memory(h: int, w: int, num_agents: int, num_goals: int, params: "HighLevelParams", max_steps: int,
+                         horizon_key: str | None = None) -> None:
+    """Refuse, before allocating, high-level arrays (:func:`planner_bytes`) larger than :data:`MEMORY_FRACTION` of
+    the available memory.
+
+    Raises:
+        ConfigError: key ``scenario.params.map``; names the map size, the bytes needed and the limit, and what to
+            lower (``horizon_key``, e.g. ``agents.params.highlevel.horizon``, when the agent exposes the horizon).
+    """
+    need = planner_bytes(h, w, num_agents, num_goals, params, max_steps)
+    over = over_limit(need)
+    if over is None:
+        return
+    limit, avail = over
+    rows = density_rows(params.horizon, params.time_window, max_steps)
+    lower = "scenario.params.num_agents or num_goals, or use a smaller map"
+    if horizon_key:
+        lower = f"{horizon_key} (now {params.horizon}), {lower}"
+    raise ConfigError(
+        f"the high-level planner of one environment needs {gib(need)} on a {h}x{w} map ({h * w} cells): a density "
+        f"window of {rows} steps (horizon {params.horizon} + 2 x time_window {params.time_window} + {DENSITY_SLACK + 1}) "
+        f"x cells x 4 bytes, distance tables of {num_agents} agents x {num_goals} goals x cells and the "
+        f"cost-to-go fields; that is more than {MEMORY_FRACTION:.0%} of the available memory ({gib(limit)} of "
+        f"{gib(avail)}): lower {lower}", key="scenario.params.map")
 
 
 def neighbour_table(blocked: np.ndarray) -> np.ndarray:
@@ -129,13 +186,14 @@ class EnvPlan:
     dgoal: np.ndarray        # float32 [N, K, HW + 1] BFS distance from goal (BIG unreachable / sentinel)
     order: np.ndarray        # int64 [N, K] goal indices in visiting order
     visited: np.ndarray      # bool [N, K]
-    counts: np.ndarray       # float32 [T_abs, HW] planned agents per cell per absolute step
+    counts: np.ndarray       # float32 [L, HW] planned agents per cell, row r = absolute step t_base + r
     plan: np.ndarray         # int64 [N, horizon + 1] planned cells from plan_t0
     plan_t0: np.ndarray      # int64 [N]
     fields: np.ndarray       # float32 [N, HW + 1] cost-to-go to the current goal (0 when finished)
     target: np.ndarray       # int64 [N] current goal index (-1 finished)
     t_last: int = -1
     replans: int = 0
+    t_base: int = 0          # absolute step of counts' first row (the window slides forward, TeamPlanner._advance)
 
 
 class TeamPlanner:
@@ -148,8 +206,10 @@ class TeamPlanner:
         params: :class:`HighLevelParams`.
     """
 
-    def __init__(self, params: HighLevelParams | None = None):
+    def __init__(self, params: HighLevelParams | None = None, *, horizon_key: str | None = None):
         self.p = params or HighLevelParams()
+        #: the config key of this planner's horizon, named by the memory check (None: the agent does not expose it)
+        self.horizon_key = horizon_key
         self.envs: list[EnvPlan | None] = []
         self.reseed(None)
         self.stats = {"full_replans": 0, "agent_replans": 0}
@@ -175,16 +235,19 @@ class TeamPlanner:
         h, w = blocked.shape
         n, k = goals_xy.shape[:2]
         hw = h * w
+        check_planner_memory(h, w, n, k, self.p, max_steps, getattr(self, "horizon_key", None))
         nbr = np.concatenate([neighbour_table(blocked), np.full((1, 5), hw, np.int64)])
         goals = (goals_xy[..., 1].astype(np.int64) * w + goals_xy[..., 0])
         d = bfs_distances(blocked, goals_xy.reshape(-1, 2)).reshape(n, k, hw)
         dgoal = np.full((n, k, hw + 1), BIG, np.float32)
         dgoal[..., :hw] = np.where(np.isfinite(d), d, BIG)
-        hz = self.p.horizon
+        hz, tw = self.p.horizon, self.p.time_window
+        rows = density_rows(hz, tw, max_steps)
         env = EnvPlan(h=h, w=w, nbr=nbr, goals=goals, dgoal=dgoal, order=np.tile(np.arange(k), (n, 1)),
-                      visited=np.asarray(visited, bool).copy(), counts=np.zeros((max_steps + hz + 2, hw), np.float32),
+                      visited=np.asarray(visited, bool).copy(), counts=np.zeros((rows, hw), np.float32),
                       plan=np.zeros((n, hz + 1), np.int64), plan_t0=np.full(n, t_now, np.int64),
-                      fields=np.zeros((n, hw + 1), np.float32), target=np.full(n, -1, np.int64), t_last=t_now)
+                      fields=np.zeros((n, hw + 1), np.float32), target=np.full(n, -1, np.int64), t_last=t_now,
+                      t_base=max(t_now - tw, 0))
         while len(self.envs) <= e:
             self.envs.append(None)
         self.envs[e] = env
@@ -215,6 +278,7 @@ class TeamPlanner:
             int64 indices of the replanned agents.
         """
         env = self.envs[e]
+        self._advance(env, t_now)
         visited = np.asarray(visited, bool)
         changed = np.flatnonzero((visited & ~env.visited).any(1))
         env.visited = visited.copy()
@@ -232,6 +296,30 @@ class TeamPlanner:
         return changed
 
     # --- density map ------------------------------------------------------------------------------
+    def _advance(self, env: EnvPlan, t_now: int) -> None:
+        """Slide the density window so that it holds steps ``t_now - time_window .. t_now + horizon`` (what a
+        plan written now reaches; later steps hold no plan yet, so reading past the window's end reads zeros, as
+        the full map did). Dropped rows are steps before ``t_now - time_window``, which nothing reads again."""
+        hz, tw = self.p.horizon, self.p.time_window
+        rows = len(env.counts)
+        if t_now + hz < env.t_base + rows:
+            return
+        base = max(t_now - tw, 0)
+        d = base - env.t_base
+        if d >= rows:
+            env.counts[:] = 0.0
+        else:
+            env.counts[:rows - d] = env.counts[d:].copy()
+            env.counts[rows - d:] = 0.0
+        env.t_base = base
+
+    def density_at(self, e: int, t: int) -> np.ndarray:
+        """float32 ``[H*W]``: planned agents per cell at absolute step ``t`` of env ``e`` (zeros outside the window:
+        steps before ``t_now - time_window`` are dropped, steps after ``t_now + horizon`` have no plan yet)."""
+        env = self.envs[e]
+        r = t - env.t_base
+        return env.counts[r].copy() if 0 <= r < len(env.counts) else np.zeros(env.counts.shape[1], np.float32)
+
     def _plan_cells(self, env: EnvPlan, agents: np.ndarray, cells: np.ndarray) -> np.ndarray:
         """int64 ``[G, horizon + 1]``: cells along unweighted shortest paths through the remaining goals in order."""
         hz = self.p.horizon
@@ -267,30 +355,37 @@ class TeamPlanner:
         plan = self._plan_cells(env, agents, cells)
         env.plan[agents] = plan
         env.plan_t0[agents] = t_now
-        t = t_now + np.arange(plan.shape[1])
-        np.add.at(env.counts, (np.broadcast_to(t, plan.shape), plan), 1.0)
+        self._advance(env, t_now)
+        r = t_now - env.t_base + np.arange(plan.shape[1])
+        np.add.at(env.counts, (np.broadcast_to(r, plan.shape), plan), 1.0)
 
     def _erase_plans(self, env: EnvPlan, agents: np.ndarray) -> None:
         plan = env.plan[agents]
-        t = env.plan_t0[agents][:, None] + np.arange(plan.shape[1])[None, :]
-        np.subtract.at(env.counts, (t, plan), 1.0)
+        r = env.plan_t0[agents][:, None] - env.t_base + np.arange(plan.shape[1])[None, :]
+        keep = r >= 0                                                    # steps before the window: dropped already
+        np.subtract.at(env.counts, (r[keep], plan[keep]), 1.0)
 
     def smoothed(self, env: EnvPlan, t_now: int) -> np.ndarray:
         """float32 ``[horizon + 1, H*W + 1]``: smoothed density of the plans now in the map, steps ``t_now..``
         (last column 0, the blocked sentinel)."""
         hz, tw = self.p.horizon, self.p.time_window
         lo = max(t_now - tw, 0)
-        c = env.counts[lo:t_now + hz + tw + 1]
-        cs = np.concatenate([np.zeros((1, c.shape[1]), np.float32), np.cumsum(c, 0)])
+        c = env.counts[lo - env.t_base:t_now + hz + tw + 1 - env.t_base]
+        cs = np.zeros((len(c) + 1, c.shape[1]), np.float32)
+        np.cumsum(c, 0, out=cs[1:])
         idx = np.arange(t_now, t_now + hz + 1) - lo
         a = np.clip(idx - tw, 0, len(c))
         b = np.clip(idx + tw + 1, 0, len(c))
-        tb = cs[b] - cs[a]                                               # [hz+1, HW]
-        out = np.zeros((hz + 1, tb.shape[1] + 1), np.float32)
-        out[:, :-1] = tb
+        out = np.zeros((hz + 1, c.shape[1] + 1), np.float32)
+        out[:, :-1] = cs[b]
+        out[:, :-1] -= cs[a]                                             # box filter over time: [hz+1, HW]
+        del cs                                                           # (at most three such arrays at a time)
         if self.p.spatial_weight > 0:
             nb = env.nbr[:-1, 1:]                                        # [HW, 4]
-            out[:, :-1] += self.p.spatial_weight * out[:, nb].sum(-1)
+            side = out[:, nb[:, 0]]                                      # one neighbour at a time: [hz+1, HW], not
+            for j in (1, 2, 3):                                          # [hz+1, HW, 4] (integer counts: exact sums)
+                side += out[:, nb[:, j]]
+            out[:, :-1] += self.p.spatial_weight * side
         out[:, -1] = 0.0
         return out
 
@@ -385,7 +480,7 @@ class TeamPlanner:
         # others' time-aggregated density (own plan subtracted exactly)
         hz = self.p.horizon
         t_now = int(env.plan_t0[agents].max()) if len(agents) else 0
-        total = env.counts[t_now:t_now + hz + 1].sum(0)                # [HW]
+        total = env.counts[t_now - env.t_base:t_now + hz + 1 - env.t_base].sum(0)   # [HW]
         src = np.repeat(np.arange(hw), 4)
         dst = env.nbr[:-1, 1:].reshape(-1)
         ok = dst < hw
@@ -461,9 +556,9 @@ class ScenarioPlanner:
     are planned from scratch, the others replan the agents that visited a goal since the last call.
     """
 
-    def __init__(self, core, params: HighLevelParams | None = None):
+    def __init__(self, core, params: HighLevelParams | None = None, *, horizon_key: str | None = None):
         self.core = core
-        self.planner = TeamPlanner(params)
+        self.planner = TeamPlanner(params, horizon_key=horizon_key)
         self.force = np.ones(core.num_envs, bool)
 
     def invalidate(self) -> None:
