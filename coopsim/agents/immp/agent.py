@@ -98,7 +98,9 @@ class IMMPParams(AgentParams):
                                                                              "finished all their goals")
     seed: int = Field(0, ge=0, le=AGENT_SEED_MAX, description="seed of the sampling generator, 0 .. 2**32-1")
     checkpoint: Optional[str] = Field(None, description="policy file loaded at construction (so `coopsim run` evaluates "
-                                                        "it); 'shipped' = the checkpoint shipped for this variant; "
+                                                        "it); 'shipped' = the checkpoint shipped for this variant (IMMP "
+                                                        "and its intent-module variants, or the PPO baseline; none for "
+                                                        "the no-intent ablation); "
                                                         "'shipped-ppo' = IMMP's shipped policy before the intent "
                                                         "module's fine-tuning on CS-PIBT rollouts; a relative path "
                                                         "is found in the working folder or beside the config",
@@ -158,19 +160,43 @@ class IMMPAgent(PPOAgent):
                                   key="agents.params.checkpoint", value=p.checkpoint)
             self.load(self.shipped_checkpoint() if p.checkpoint in ("shipped", "shipped-ppo") else p.checkpoint)
 
-    def shipped_checkpoint(self) -> Path:
-        """The policy shipped for this configuration: the baseline's for an agent without the intent module
-        and with individual reward, IMMP's otherwise (the no-intent ablation has none shipped).
+    def shipped_checkpoint(self, which: str | None = None) -> Path:
+        """The policy shipped for this configuration (``which``: 'shipped' or 'shipped-ppo'; default the
+        ``checkpoint`` param): IMMP's for an agent with the intent module (``immp-v0.pt``; 'shipped-ppo': its
+        PPO-trained original ``immp-v0-ppo.pt``), the decentralized-PPO baseline's (``dppo-v0.pt``) for an agent
+        without the intent module and with individual reward (``team_weight`` 0); nothing else is shipped (the
+        no-intent ablation, trained with the team reward, has no shipped policy).
 
         Raises:
-            ConfigError: no shipped checkpoint matches.
+            ConfigError: key ``agents.params.checkpoint``; no shipped policy matches (names the configuration,
+                the shipped ones and the training command), or the file is missing.
         """
-        p: IMMPParams = self.params
-        path = (SHIPPED_PPO if p.checkpoint == "shipped-ppo" else SHIPPED_CHECKPOINT) if p.intent else SHIPPED_BASELINE
+        which = self.params.checkpoint if which is None else which
+        path = self._shipped_file(which)
         if not path.is_file():
             raise ConfigError(f"no shipped checkpoint {path.name}; train one with coopsim train configs/mapf/immp-train-*.yaml",
-                              key="agents.params.checkpoint", value=p.checkpoint)
+                              key="agents.params.checkpoint", value=which)
         return path
+
+    def _shipped_file(self, which: str) -> Path:
+        """:meth:`shipped_checkpoint`'s choice of file (not checked to exist)."""
+        p: IMMPParams = self.params
+        if p.intent:
+            return SHIPPED_PPO if which == "shipped-ppo" else SHIPPED_CHECKPOINT
+        if which == "shipped-ppo":
+            raise ConfigError("'shipped-ppo' is IMMP's shipped policy before its intent module was fine-tuned; this "
+                              "agent has no intent module (intent=false): the decentralized-PPO baseline "
+                              "(mapf/dppo-v0) has its policy as 'shipped', the no-intent ablation "
+                              "(mapf/immp-nointent-v0) has none shipped (train one with `coopsim train "
+                              "configs/mapf/immp-train-immp-nointent.yaml`)", key="agents.params.checkpoint", value=which)
+        if p.team_weight == 0:
+            return SHIPPED_BASELINE
+        raise ConfigError(
+                f"no shipped policy for mapf/immp-nointent-v0 (the no-intent ablation: intent=false, team_weight="
+                f"{p.team_weight:g}); shipped are IMMP's (intent=true: immp-v0.pt, immp-v0-ppo.pt) and the "
+                "decentralized-PPO baseline's (mapf/dppo-v0: intent=false, team_weight=0, dppo-v0.pt). Train one with "
+                "`coopsim train configs/mapf/immp-train-immp-nointent.yaml` and give its seed directory as "
+                "agents.params.checkpoint", key="agents.params.checkpoint", value=which)
 
     # --- inputs -------------------------------------------------------------------------------
     def _sync(self) -> np.ndarray:
@@ -365,8 +391,9 @@ class IMMPAgent(PPOAgent):
 
         path = Path(path)
         if path.is_dir() and not (path / POLICY_NAME).is_file():   # a shipped seed directory (checkpoints/seed-<s>/)
-            shipped = path / (SHIPPED_CHECKPOINT.name if self.params.intent else SHIPPED_BASELINE.name)
-            path = shipped if shipped.is_file() else path
+            names = {f.name for f in (SHIPPED_CHECKPOINT, SHIPPED_BASELINE)}
+            if any((path / f).is_file() for f in names):
+                path = path / self._shipped_file("shipped").name   # the file this configuration matches, or why none
         ck, path = load_policy(path)   # a policy file, a training checkpoint.pt or seed directory
         if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
             raise ConfigError(f"not an IMMP policy file (format {CHECKPOINT_FORMAT})", file=str(path))
