@@ -7,9 +7,10 @@ shipped checkpoint counts as training seed 0); an instance is then a (training s
 methods without a checkpoint (heuristics, the planner) are the same on every training seed. Per map and
 (N, K) it prints:
 
-* per method: instances run, solved, SoC/LB and makespan (mean and 95% CI, Student t over instances; an
-  unsolved instance counts ``max_steps`` for every unfinished agent), SoC and excess SoC - LB on the
-  instances that IMMP, decentralized PPO, PIBT and the prioritized planner (those run) all solved;
+* per method: instances run, solved, SoC/LB (mean and 95% CI, Student t over the *solved* instances:
+  ``soc_over_lb`` is defined on solved episodes only; nan when none is solved) and makespan (over every instance,
+  an unsolved one at ``max_steps``), SoC and excess SoC - LB on the instances that IMMP, decentralized PPO, PIBT
+  and the prioritized planner (those run) all solved;
 * the targets at 64 agents: IMMP's SoC reduction vs the decentralized PPO baseline on the instances both
   solve (per map, per training seed and pooled), IMMP's excess cost (SoC - LB) vs PIBT's, and the success
   rates; the mean reduction over maps per K.
@@ -423,13 +424,15 @@ def plot(table: dict, path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("roots", nargs="*", help="folders holding run directories (none with --plot-only)")
-    ap.add_argument("--out", default=None, help="folder for immp_eval.png / immp_eval.json")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("roots", nargs="*", default=argparse.SUPPRESS,
+                    help="folders holding run directories (none with --plot-only)")
+    ap.add_argument("--out", default=None, help="folder for immp_eval.png / immp_eval.json (unset: print the tables only)")
     ap.add_argument("--plot-only", metavar="JSON", default=None,
                     help="redraw the figure from an immp_eval.json this script wrote (its \"table\"), without reading "
-                         "any run: writes immp_eval.png in --out (default: the JSON's folder); no roots")
+                         "any run: writes immp_eval.png in --out (unset: the JSON's folder); give no roots")
     a = ap.parse_args(argv)
+    a.roots = getattr(a, "roots", [])
     if a.plot_only:
         if a.roots:
             ap.error("--plot-only reads the JSON alone; give no roots")

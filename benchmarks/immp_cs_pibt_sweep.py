@@ -2,8 +2,8 @@
 
 Runs ``mapf/immp-v0`` (shipped checkpoint unless ``--checkpoint``) with CS-PIBT and each given order setting on
 random-32-32-10, room-32-32-4 and warehouse-10-20-10-2-1 at 64 agents and 3 goals, scen files 11-20 by default
-(``--first-seed 10``; the evaluation uses scen files 1-5), and prints the mean SoC/LB (an unsolved instance
-counts ``max_steps`` for each unfinished agent) and the solved count per map. Settings:
+(``--first-seed 10``; the evaluation uses scen files 1-5), and prints the mean SoC/LB over the solved instances
+(``soc_over_lb`` is defined on solved episodes only) and the solved count per map. Settings:
 
 * ``sorted``: actions by decreasing policy probability (the published CS-PIBT order);
 * ``sampled:T``: a sample without replacement from softmax(logits / T) for every agent, every step;
@@ -67,14 +67,18 @@ def setting_arg(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("settings", nargs="+", type=setting_arg, help=SETTINGS)
-    ap.add_argument("--first-seed", type=int_at_least(0), default=10)
+    ap.add_argument("--first-seed", type=int_at_least(0), default=10,
+                    help="episode seed of the first instance (seed s reads scen file s+1); the default, 10 with 10 "
+                         "instances, is scen files 11-20, held out from the evaluation (scen files 1-5)")
     ap.add_argument("--instances", type=int_at_least(1), default=10, help="instances (seeds) per map (>= 1)")
-    ap.add_argument("--agents", type=int_at_least(1), default=64)
-    ap.add_argument("--goals", type=int_at_least(1), default=3)
-    ap.add_argument("--checkpoint", default="shipped")
-    ap.add_argument("--agent", default="mapf/immp-v0")
+    ap.add_argument("--agents", type=int_at_least(1), default=64, help="agents per instance (>= 1)")
+    ap.add_argument("--goals", type=int_at_least(1), default=3, help="goals per agent (>= 1)")
+    ap.add_argument("--checkpoint", default="shipped",
+                    help="policy: 'shipped' (IMMP's fine-tuned policy, training seed 0), 'shipped-ppo' (before the "
+                         "intent fine-tune), a policy file or a training run's seed directory")
+    ap.add_argument("--agent", default="mapf/immp-v0", help="registered agent id (an IMMP variant)")
     a = ap.parse_args(argv)
     # every setting's agent params, before the first episode (a bad one used to stop the sweep after the others)
     if a.checkpoint not in ("shipped", "shipped-ppo") and not Path(a.checkpoint).exists():

@@ -3,7 +3,8 @@
 The low level is ``mapf/pibt-v0`` (deterministic for a seed), so differences come from the high level only:
 ``nearest`` (the baselines' nearest-neighbour order, unweighted paths), ``nocong`` (optimal tours, unweighted
 paths), and balanced orders / congestion-weighted paths with the given ``order_weight`` / ``path_weight``.
-Prints SoC/LB per instance, the mean and the solved count, per map, at 64 agents and 3 goals.
+Prints SoC/LB per instance, the mean over the solved instances (``soc_over_lb`` is defined on solved episodes
+only) and the solved count, per map, at 64 agents and 3 goals.
 Scen files 11-15 (``--first-seed 10``) are held out from the evaluation (scen files 1-5).
 
     .venv/bin/python benchmarks/immp_highlevel_sweep.py [--first-seed 10] [--weights 0.1:0.02 0.3:0]
@@ -54,15 +55,24 @@ def weight_pair(text: str) -> tuple[float, float]:
     return ow, pw
 
 
+class Weights(list):
+    """The ``--weights`` default, shown by ``--help`` as typed (``1:0.5 0.3:0 ...``)."""
+
+    def __str__(self) -> str:
+        return " ".join(f"{ow:g}:{pw:g}" for ow, pw in self)
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--first-seed", type=int_at_least(0), default=10)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--first-seed", type=int_at_least(0), default=10,
+                    help="episode seed of the first instance (seed s reads scen file s+1); the default, 10 with 5 "
+                         "instances, is scen files 11-15, held out from the evaluation (scen files 1-5)")
     ap.add_argument("--instances", type=int_at_least(1), default=5, help="instances (seeds) per map (>= 1)")
-    ap.add_argument("--agents", type=int_at_least(1), default=64)
-    ap.add_argument("--goals", type=int_at_least(1), default=3)
-    ap.add_argument("--weights", nargs="*", type=weight_pair,
-                    default=[(1.0, 0.5), (0.3, 0.0), (0.3, 0.02), (0.2, 0.02), (0.1, 0.02)],
-                    help="order_weight:path_weight pairs (default 1:0.5 0.3:0 0.3:0.02 0.2:0.02 0.1:0.02)")
+    ap.add_argument("--agents", type=int_at_least(1), default=64, help="agents per instance (>= 1)")
+    ap.add_argument("--goals", type=int_at_least(1), default=3, help="goals per agent (>= 1)")
+    ap.add_argument("--weights", nargs="*", type=weight_pair, metavar="OW:PW",
+                    default=Weights([(1.0, 0.5), (0.3, 0.0), (0.3, 0.02), (0.2, 0.02), (0.1, 0.02)]),
+                    help="order_weight:path_weight pairs of IMMP's high level, each a row after 'nearest' and 'nocong'")
     a = ap.parse_args(argv)
     check_maps(MAPS, a.agents, a.goals)
     seeds = range(a.first_seed, a.first_seed + a.instances)

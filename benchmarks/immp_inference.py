@@ -62,9 +62,9 @@ def time_agent(agent_id: str, mp: str, n: int, k: int, steps: int, params: dict)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agents", type=int_at_least(1), default=128)
-    ap.add_argument("--goals", type=int_at_least(1), default=5)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--agents", type=int_at_least(1), default=128, help="agents (>= 1)")
+    ap.add_argument("--goals", type=int_at_least(1), default=5, help="goals per agent (>= 1)")
     ap.add_argument("--map", default="random-32-32-10", help="a shipped map name or a MovingAI .map file")
     ap.add_argument("--steps", type=int_at_least(1), default=60, help="timed decision steps (>= 1)")
     a = ap.parse_args(argv)

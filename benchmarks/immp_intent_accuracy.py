@@ -96,12 +96,12 @@ def agent_lr(a) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--map", nargs="+", default=["random-32-32-10"],
                     help="MovingAI map(s); with several, the accuracy over the maps follows (mean over maps per "
                          "policy, and pooled over every scored neighbour-step)")
-    ap.add_argument("--agents", type=int_at_least(1), default=64)
-    ap.add_argument("--goals", type=int_at_least(1), default=3)
+    ap.add_argument("--agents", type=int_at_least(1), default=64, help="agents per episode (>= 1)")
+    ap.add_argument("--goals", type=int_at_least(1), default=3, help="goals per agent (>= 1)")
     ap.add_argument("--steps", type=int_at_least(1), default=150, help="steps per episode at most (>= 1)")
     ap.add_argument("--seeds", type=int_at_least(1), default=2, help="episodes per map and policy (>= 1)")
     ap.add_argument("--checkpoint", nargs="+", default=["shipped"],
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-cs-pibt", action="store_true", help="act on the policy's own samples (the ablation's low level)")
     ap.add_argument("--intent-adapt-lr", type=float, default=None,
                     help="agents.params.intent_adapt_lr (online inertia calibration; 0 = the module as trained; "
-                         "default: the agent's)")
+                         "unset: the agent's own default, 0)")
     ap.add_argument("--seed0", type=int_at_least(0), default=0, help="first episode seed (scen file seed0+1)")
     a = ap.parse_args(argv)
     # every map, policy and parameter before the first episode (a bad later one used to stop after the others)

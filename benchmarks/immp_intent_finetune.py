@@ -76,28 +76,31 @@ def collect(agent_params: dict, state: dict | None, episodes: int, seed0: int, a
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkpoint", default="shipped-ppo", help="policy to start from (default: the PPO-trained shipped one)")
-    ap.add_argument("--out", required=True, help="policy file to write")
-    ap.add_argument("--rounds", type=int_at_least(1), default=3)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--checkpoint", default="shipped-ppo", help="policy to start from: 'shipped-ppo' = IMMP's PPO-trained shipped one, 'shipped', a "
+                         "policy file or a training run's seed directory")
+    ap.add_argument("--out", required=True, default=argparse.SUPPRESS, help="policy file to write (required)")
+    ap.add_argument("--rounds", type=int_at_least(1), default=3, help="DAgger rounds: rollouts, then training (>= 1)")
     ap.add_argument("--episodes", type=int_at_least(1), default=12, help="rollout episodes per round")
-    ap.add_argument("--epochs", type=int_at_least(1), default=6)
+    ap.add_argument("--epochs", type=int_at_least(1), default=6, help="passes over the labelled data per round (>= 1)")
     ap.add_argument("--lr", type=float_at_least(0, exclusive=True), default=2e-3, help="Adam step size (> 0)")
-    ap.add_argument("--seed", type=int_at_least(0), default=0)
+    ap.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the rollouts, the maps and the training (>= 0)")
     ap.add_argument("--last-move", action="store_true",
                     help="give the intent module each neighbour's last move as input (intent_last_move; the new "
                          "input weights start at zero, so round 0 starts from the checkpoint's predictions)")
     ap.add_argument("--agents", type=int_at_least(1), nargs="+", default=[24, 48],
-                    help="team sizes of the rollout episodes, cycled over episodes (the training config's is 24)")
+                    help="team sizes of the rollout episodes, cycled over episodes (the PPO training config's is 24)")
     ap.add_argument("--densities", type=float, nargs="+", default=[0.2],
                     help="obstacle fractions of the generated maps (0.1..0.3), cycled after each pass over --agents")
     ap.add_argument("--styles", nargs="+", choices=["cells", "bars"], default=["cells"],
                     help="generated map styles (scenario random_style: scattered cells, or straight bars that leave "
                          "corridors), cycled after each pass over --agents")
     ap.add_argument("--depth", type=int_at_least(0), default=0,
-                    help="3x3 conv layers of the intent module; another depth than the checkpoint's starts a fresh module")
+                    help="3x3 conv layers of the intent module (0: the checkpoint's); another depth than the "
+                         "checkpoint's starts a fresh module")
     ap.add_argument("--channels", type=int_at_least(0), default=0,
-                    help="conv width of the intent module; another width than the checkpoint's starts a fresh module")
+                    help="conv width of the intent module (0: the checkpoint's); another width than the "
+                         "checkpoint's starts a fresh module")
     a = ap.parse_args(argv)
     if not 0.1 <= min(a.densities) <= max(a.densities) <= 0.3:
         ap.error(f"--densities {a.densities}: obstacle fractions must be in [0.1, 0.3]")

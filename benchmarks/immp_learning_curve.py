@@ -25,7 +25,7 @@ REWARD, ENTROPY, ACC = "reward/extrinsic", "loss/entropy", "aux/IntentLoss/accur
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("roots", nargs="+", help="folders holding `coopsim train` run directories")
     ap.add_argument("--bin", type=int_at_least(1), default=2560, help="env steps per bin (>= 1)")
     a = ap.parse_args(argv)
