@@ -62,6 +62,23 @@ def ci95(x) -> tuple[float, float]:
     return t_half_width(x)
 
 
+#: shown for a SoC/LB over no solved instance
+DASH = "\u2014"
+
+
+def fmt_ratio(x: float) -> str:
+    """SoC/LB to 3 decimals, or an em dash when it is undefined (no solved instance: ``soc_over_lb`` is nan)."""
+    return f"{x:.3f}" if np.isfinite(x) else DASH
+
+
+def mean_ci(mean: float, half: float) -> str:
+    """``mean±half`` in a 16-character column; the mean alone when the half-width is undefined (one solved value),
+    an em dash when the mean is (none solved)."""
+    if not np.isfinite(mean):
+        return f"{DASH:>8s}{'':8s}"
+    return f"{mean:8.3f}±{half:<7.3f}" if np.isfinite(half) else f"{mean:8.3f}{'':8s}"
+
+
 def plural(n: int, word: str) -> str:
     """``1 seed``, ``2 seeds``."""
     return f"{n} {word}{'' if n == 1 else 's'}"
@@ -198,12 +215,15 @@ def table(data: dict) -> dict:
                 cell[m]["per_train_seed"] = sd
                 sm, sh = ci95([v["soc_over_lb"] for v in sd.values()])
                 cell[m]["soc_over_lb_over_train_seeds"], cell[m]["soc_over_lb_over_train_seeds_ci"] = sm, sh
-                over = (f"{sm:8.3f}±{sh:<7.3f} ({len(sd)} seeds)" if len(sd) > 1 else
-                        f"{sm:8.3f} (1 seed; no interval)")
-                pts = "  ".join(f"s{t}:{v['soc_over_lb']:.3f}({v['solved']}/{v['n']})" for t, v in sd.items())
+                fin = sum(np.isfinite(v["soc_over_lb"]) for v in sd.values())   # seeds that solve an instance
+                cell[m]["train_seeds_solving"] = int(fin)
+                over = (f"{mean_ci(sm, sh)} ({fin} seeds)" if fin == len(sd) > 1 else
+                        f"{fmt_ratio(sm):>8s} (1 seed; no interval)" if fin == len(sd) == 1 else
+                        f"{mean_ci(sm, sh)} ({fin} of {len(sd)} seeds solve)")
+                pts = "  ".join(f"s{t}:{fmt_ratio(v['soc_over_lb'])}({v['solved']}/{v['n']})" for t, v in sd.items())
             else:
                 over, pts = f"{'-':>23s}", "(no policy: same on every training seed)"
-            print(f"{m:24s} {solved:>3d}/{len(ms):<3d} {r:8.3f}±{rh:<7.3f} {mk:9.1f}±{mkh:<7.1f} {soc_c:12.1f} {exc_c:14.1f}  "
+            print(f"{m:24s} {solved:>3d}/{len(ms):<3d} {mean_ci(r, rh)} {mk:9.1f}±{mkh:<7.1f} {soc_c:12.1f} {exc_c:14.1f}  "
                   f"{over:>23s}  {pts}")
         out[f"{mp}|{n}|{k}"] = cell
     return out
