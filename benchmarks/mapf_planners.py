@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--agents", type=int_at_least(1), default=100, help=f"agents N, {rng['--agents']} (default 100)")
     ap.add_argument("--goals", type=int_at_least(1), nargs="+", default=[1, 2, 3],
                     help=f"goals per agent K, each {rng['--goals']} (default 1 2 3)")
-    ap.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0], help="reset seeds (>= 0)")
+    ap.add_argument("--seeds", type=int_at_least(0), nargs="+", default=[0], help="reset seeds (>= 0; default 0)")
     ap.add_argument("--horizon", type=int_at_least(1), default=512,
                     help=f"plan step limit, {rng['--horizon']} (default 512)")
     a = ap.parse_args(argv)

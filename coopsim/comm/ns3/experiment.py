@@ -32,7 +32,7 @@ them), so a rerun with other senders or sender params runs only its ns-3 seeds.
 ``--out`` is rewritten after every ns-3 seed. A rerun into a ``--out`` that holds a result with the same settings
 (senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
 finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
-seeds than it holds, or has finished. An existing ``--out`` that is not a results file of this command (the experiment
+seeds than it holds (until then the new result goes to a partial file beside it). An existing ``--out`` that is not a results file of this command (the experiment
 file itself, a text file, another tool's JSON, a results file of ``ddacom.evaluate``) is refused, not replaced, as
 ``ddacom.evaluate`` refuses it (:func:`check_out`); with ``--calibrate`` too. Each tool's results file names it in its
 ``writer`` field (files written before that field are told by their keys:
@@ -873,7 +873,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=DEFAULT_OUT,
                     help="the results JSON, rewritten after every ns-3 seed; when it holds a result with the same "
                          "settings, the run resumes from its finished seeds, and a result with other settings is kept "
-                         f"until this run has more seeds or has finished; an existing file that is not a results "
+                         f"until this run has finished more seeds than it holds (meanwhile this run writes a partial "
+                         f"file beside it); an existing file that is not a results "
                          f"file of this command is refused (default {DEFAULT_OUT})")
     ap.add_argument("--plot", default=None,
                     help="write the time-series figure here, an image file whose suffix names its format (.png, "
