@@ -25,3 +25,22 @@ def test_readme_smooth_network_numbers_are_the_committed_results():
     assert f"| messages / full broadcast | {r200['messages_vs_broadcast'][0]:.3f}" in readme
     # the targets the table calls met are met by these numbers
     assert util >= 0.95 and loss <= 0.003 and r200["messages_vs_broadcast"][0] <= 0.5 and nr >= 0.95
+
+
+def test_a_committed_compact_copy_is_refused_as_out(tmp_path):
+    """fresh35b N3: a compact copy (benchmarks/results/ns3_*.json) given as --out was 'a result with other settings,
+    written before resuming existed', and a run with more seeds would have replaced it without a word."""
+    import shutil
+
+    import pytest
+
+    from coopsim.comm.ns3.experiment import check_out, compact_copy, previous_result
+    from coopsim.errors import ConfigError
+
+    for f in sorted((ROOT / "benchmarks" / "results").glob("ns3_*.json")):
+        assert compact_copy(previous_result(f)), f  # every committed copy is told apart
+    copy = tmp_path / "copy.json"
+    shutil.copy(ROOT / "benchmarks" / "results" / "ns3_ddacom_smooth_200seeds.json", copy)
+    with pytest.raises(ConfigError) as ei:
+        check_out(str(copy), str(ROOT / "configs" / "ns3" / "ddacom-spread-smooth.yaml"))
+    assert "is a compact copy of a results file" in ei.value.message and ei.value.key == "--out"

@@ -622,9 +622,20 @@ def check_out(out: str, config: str) -> None:
         return
     if p.is_file() and p.stat().st_size == 0:
         return
-    if previous_result(p) is None and not _calibration_output(p):
+    prev = previous_result(p)
+    if prev is None and not _calibration_output(p):
         raise ConfigError(f"{out} exists and is not a results file of coopsim.comm.ns3.experiment{foreign_note(p)}; "
                           "give another --out or remove it", key="--out", value=out)
+    if prev is not None and compact_copy(prev):
+        raise ConfigError(f"{out} is a compact copy of a results file (summary and per-seed figures, no settings or "
+                          f"time series, as committed under benchmarks/results/): a run can neither resume from it nor "
+                          f"should replace it; give another --out (e.g. runs/...json)", key="--out", value=out)
+
+
+def compact_copy(d: dict) -> bool:
+    """Whether the result ``d`` is a compact copy (``note`` "compact copy ...": the committed
+    ``benchmarks/results/ns3_*.json``), which keeps the summary and per-seed figures but no settings."""
+    return isinstance(d.get("note"), str) and d["note"].startswith("compact copy") and "settings" not in d
 
 
 def _same_path(a: str | Path, b: str | Path) -> bool:
