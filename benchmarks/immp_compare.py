@@ -337,7 +337,9 @@ METHOD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564
 K_MARKERS = ["o", "s", "^", "D", "v"]
 PLOT_NOTE = ("learned methods: mean over training seeds of each seed's mean over its scen files; bars: 95% Student-t "
              "CI over training seeds (as in the README table).\nMethods without a policy (PIBT, the planner): mean over "
-             "scen files, no bar. Intervals clipped to SoC/LB >= 1, makespan >= 0, success in [0, 1]")
+             "scen files, no bar. SoC/LB over solved instances only: a cell where none is solved has no point, a\n"
+             "learned method's point is over the training seeds that solve one (no bar when only one does). Intervals "
+             "clipped to SoC/LB >= 1, makespan >= 0, success in [0, 1]")
 
 
 def method_colour(m: str, others: list[str]) -> str:
