@@ -1,5 +1,5 @@
 """The README's issue-7 table for the smoothly changing network states what the committed compact results hold
-(benchmarks/results/ns3_ddacom_smooth_{24,200}seeds.json), so a rerun that changes them cannot leave the README
+(benchmarks/results/ns3_ddacom_smooth_{24,200}seeds.json, _fine45_12seeds.json), so a rerun that changes them cannot leave the README
 behind unnoticed. No ns-3 needed."""
 import json
 from pathlib import Path
@@ -17,6 +17,9 @@ def test_readme_smooth_network_numbers_are_the_committed_results():
     r24, r200 = row("ns3_ddacom_smooth_24seeds.json"), row("ns3_ddacom_smooth_200seeds.json")
     util, util_ci = r24["utilization"]
     assert f"| utilization | {util:.3f} ± {util_ci:.3f}" in readme
+    fine, fine_ci = row("ns3_ddacom_smooth_fine45_12seeds.json")["utilization"]  # a grid twice as fine (fresh35b N1)
+    assert f"**{fine:.3f} ± {fine_ci:.3f}** against a grid twice as fine" in readme
+    assert fine < 0.95 and "≥ 0.95: **not shown met**" in readme  # so the utilization target is not claimed
     loss, loss_ci = r200["loss"]
     assert f"| loss | {100 * loss:.3f}% ± {100 * loss_ci:.3f}" in readme
     nr, nr_ci = r200["normalized_return"]
@@ -24,7 +27,7 @@ def test_readme_smooth_network_numbers_are_the_committed_results():
     assert f"lower end is {nr - nr_ci:.3f}" in readme
     assert f"| messages / full broadcast | {r200['messages_vs_broadcast'][0]:.3f}" in readme
     # the targets the table calls met are met by these numbers
-    assert util >= 0.95 and loss <= 0.003 and r200["messages_vs_broadcast"][0] <= 0.5 and nr >= 0.95
+    assert loss <= 0.003 and r200["messages_vs_broadcast"][0] <= 0.5 and nr >= 0.95
 
 
 def test_a_committed_compact_copy_is_refused_as_out(tmp_path):
