@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
+from immp_runs import write_immp_run  # noqa: E402
 from scipy import stats
 
 from coopsim.errors import ConfigError
@@ -161,14 +161,7 @@ def _immp_runs(root: Path, seeds=(0,)) -> Path:
     """`coopsim run`-like directories on one (map, N=64, K=1) cell: IMMP and decentralized PPO per training seed,
     PIBT once; 2 scen files each, all solved."""
     def mk(name, aid, ck, socs):
-        d = root / name
-        d.mkdir(parents=True)
-        cfg = {"scenario": {"params": {"map": "random-32-32-10", "num_agents": 64, "num_goals": 1}},
-               "agents": {"id": aid, "params": {"checkpoint": ck} if ck else {}}}
-        (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-        (d / "metrics.jsonl").write_text("".join(json.dumps(
-            {"episode_seed": i + 1, "success": 1.0, "soc": s, "lb": 100.0, "soc_over_lb": s / 100, "makespan": 50.0})
-            + "\n" for i, s in enumerate(socs)))
+        write_immp_run(root, name, aid, ck, [(s, True) for s in socs])
 
     for t in seeds:
         mk(f"immp-{t}", "mapf/immp-v0", f"runs/t/seed-{t}/policy.pt", [110.0 + t, 120.0])

@@ -7,19 +7,12 @@ from pathlib import Path
 
 import yaml
 from bench_loader import load_benchmark  # noqa: E402  (tests/ is on sys.path under pytest)
+from immp_runs import write_immp_run  # noqa: E402
 
 
 def _runs(root: Path) -> Path:
     def mk(name, aid, ck, rows):
-        d = root / name
-        d.mkdir(parents=True)
-        cfg = {"scenario": {"params": {"map": "random-32-32-10", "num_agents": 64, "num_goals": 1}},
-               "agents": {"id": aid, "params": {"checkpoint": ck} if ck else {}}}
-        (d / "config.yaml").write_text(yaml.safe_dump(cfg))
-        (d / "metrics.jsonl").write_text("".join(json.dumps(
-            {"episode_seed": i + 1, "success": float(ok), "soc": soc, "lb": 100.0,
-             "soc_over_lb": soc / 100 if ok else float("nan"), "makespan": 50.0 if ok else 384.0}) + "\n"
-            for i, (soc, ok) in enumerate(rows)))
+        write_immp_run(root, name, aid, ck, rows)
 
     for t in (0, 1, 2):
         mk(f"immp-{t}", "mapf/immp-v0", f"runs/t/seed-{t}/policy.pt", [(110.0, 1), (120.0, 1)])
