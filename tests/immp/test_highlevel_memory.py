@@ -77,3 +77,21 @@ def test_immp_names_its_horizon_key():
     assert registry.make_component("agent", "mapf/immp-v0", core).hl.planner.horizon_key == \
         "agents.params.highlevel.horizon"
     assert registry.make_component("agent", "mapf/pibt-v0", core).hl.planner.horizon_key is None
+
+
+@pytest.mark.parametrize("d", [1, 2, 17, 40, 60, 80, 200])
+def test_the_density_window_slides_in_place_by_any_step(d):
+    """fresh35b N8: sliding copied the whole window first (a second window's memory, 1 GiB on a 2048x2048 map,
+    raised mid-run). Rows now move in blocks; the result is the same shift, zeros behind."""
+    from coopsim.agents.immp.highlevel import EnvPlan, TeamPlanner
+
+    tp = TeamPlanner()
+    rows = tp.p.horizon + tp.p.time_window + 1  # short enough that a move to step d + time_window slides by d
+    a = np.random.default_rng(d).random((rows, 7)).astype(np.float32)
+    env = EnvPlan.__new__(EnvPlan)
+    env.counts, env.t_base = a.copy(), 0
+    tp._advance(env, d + tp.p.time_window)  # the window's new first row is step d
+    want = np.zeros_like(a)
+    if d < rows:
+        want[:rows - d] = a[d:]
+    assert env.t_base == d and np.array_equal(env.counts, want)

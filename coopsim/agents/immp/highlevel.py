@@ -308,8 +308,10 @@ class TeamPlanner:
         d = base - env.t_base
         if d >= rows:
             env.counts[:] = 0.0
-        else:
-            env.counts[:rows - d] = env.counts[d:].copy()
+        else:  # rows move down by d in blocks of d, each block's source and target apart: no temporary copy
+            for i in range(0, rows - d, d):  # (a whole-window copy was a second window's memory, fresh35b N8)
+                j = min(i + d, rows - d)
+                env.counts[i:j] = env.counts[i + d:j + d]
             env.counts[rows - d:] = 0.0
         env.t_base = base
 
