@@ -990,8 +990,14 @@ def _instance_arrays(inst: Any):
         on = blocked[c[:, 1], c[:, 0]]
         if on.any():
             raise ConfigError(f"{what} {c[on][0].tolist()} lies on an obstacle", key=what + "s")
-    if len(np.unique(starts[:, 1] * w + starts[:, 0])) != n:
-        raise ConfigError("two agents share a start cell", key="starts")
+    idx = starts[:, 1] * w + starts[:, 0]
+    if len(np.unique(idx)) != n:
+        order_ = np.argsort(idx, kind="stable")
+        dup = np.flatnonzero(idx[order_][1:] == idx[order_][:-1])[0]
+        a, b = sorted((int(order_[dup]), int(order_[dup + 1])))
+        x, y = (int(v) for v in starts[a])
+        raise ConfigError(f"two agents share a start cell: agents {a} and {b} both start at ({x}, {y}); every agent "
+                          "needs its own start cell", key="starts")
     blocked.setflags(write=False)
     return blocked, starts, goals, order, name
 

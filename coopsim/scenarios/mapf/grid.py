@@ -65,6 +65,11 @@ def whole_cells(cells, name: str = "cells") -> np.ndarray:
             not numeric (bools, strings, objects).
     """
     arr = np.asarray(cells)
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        # no grid is that large, and the int64 cast would show a wrapped (negative) value in the bounds message
+        i = np.unravel_index(int(np.argmax(arr.reshape(-1))), arr.shape)
+        raise ValueError(f"{name}[{', '.join(str(int(v)) for v in i)}] = {int(arr[i])} lies outside any grid (dtype {arr.dtype}; cells are "
+                         f"0 <= x < width, 0 <= y < height)")
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64, copy=False)
     if arr.dtype.kind == "f":
@@ -82,6 +87,11 @@ def whole_cells(cells, name: str = "cells") -> np.ndarray:
         return arr.astype(np.int64)
     if arr.size == 0:
         return arr.astype(np.int64)
+    if arr.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in arr.reshape(-1)):
+        # Python ints too large for int64 (numpy keeps them as objects): name the value, not the dtype
+        i = np.unravel_index(int(np.argmax([abs(v) for v in arr.reshape(-1)])), arr.shape)
+        raise ValueError(f"{name}[{', '.join(str(int(v)) for v in i)}] = {arr[i]} lies outside any grid (too large for int64; cells are "
+                         f"0 <= x < width, 0 <= y < height)")
     raise ValueError(f"{name} must be integer cells (x, y); got dtype {arr.dtype}")
 
 
