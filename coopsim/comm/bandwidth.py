@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coopsim.comm.token_bucket import SCALE, seconds_to_us
 from coopsim.comm.traces import MAX_RATE_BPS, VALID_RATE, ConstantTrace, Trace
@@ -46,6 +46,8 @@ HORIZON_STEPS_MAX = 1_000_000
 CAPACITY_VALUES_MAX = 2**26
 #: most bit-microseconds of service per step (``rate * dt_us``): the queue's sums of bits stay far from int64's 2**63
 _CREDIT_MAX = 2**62
+#: largest delay_s / latency_bound_s (s): 1e15 us, far from int64 in the queue's time arithmetic
+TIME_MAX_S = 1e9
 
 
 class GilbertElliottParams(BaseModel):
@@ -63,13 +65,30 @@ class BandwidthParams(ChannelParams):
     trace: Trace = Field(default_factory=lambda: ConstantTrace(rate=1e6),
                          description="per-sender capacity trace (bit/s): constant, step, sinusoid, markov or csv")
     queue_packets: int = Field(64, ge=1, description="FIFO queue size per sender (copies), >= 1")
-    delay_s: float = Field(0.0, ge=0, description="fixed propagation/processing delay added to every copy (s), >= 0")
-    latency_bound_s: Optional[float] = Field(None, gt=0, description="latency past which a copy is lost (s), > 0; None = no bound")
+    delay_s: float = Field(0.0, ge=0, le=TIME_MAX_S, allow_inf_nan=False,
+                           description="fixed propagation/processing delay added to every copy (s), a whole number of "
+                                       "microseconds in [0, 1e9]")
+    latency_bound_s: Optional[float] = Field(None, gt=0, le=TIME_MAX_S, allow_inf_nan=False,
+                                             description="latency past which a copy is lost (s), a whole number of "
+                                                         "microseconds in (0, 1e9]; None = no bound")
     gilbert_elliott: Optional[GilbertElliottParams] = Field(None, description="burst loss model, None = no burst loss")
     horizon_steps: int = Field(4096, ge=1, le=HORIZON_STEPS_MAX,
                                description=f"steps of trace drawn at reset, 1 .. {HORIZON_STEPS_MAX:,}; the trace "
                                            "repeats after it; horizon_steps x num_envs x num_agents must be at most "
                                            f"{CAPACITY_VALUES_MAX:,} (2**26, a 512 MiB capacity table)")
+
+    @field_validator("delay_s", "latency_bound_s")
+    @classmethod
+    def _whole_us(cls, v, info):
+        """The channel keeps time in whole microseconds: a value between two is refused here (at `coopsim validate`),
+        not at the first ``reset``."""
+        if v is not None:
+            try:
+                seconds_to_us(v, info.field_name)
+            except ValueError:
+                raise ValueError("must be a whole number of microseconds (at most 6 decimals, e.g. 0.1 or "
+                                 "0.000001)") from None
+        return v
 
 
 def _channel_key(exc: ConfigError) -> ConfigError:
@@ -111,9 +130,20 @@ class BandwidthChannel(Channel):
 
     # ------------------------------------------------------------------ lifecycle
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
+        """Start an episode: draw the trace and empty the queues.
+
+        Args:
+            dt_s: step length (s), a finite whole number of microseconds > 0 (at most 1e9).
+
+        Raises:
+            ValueError: ``dt_s`` not > 0, not finite or not whole microseconds.
+            ConfigError: a trace that does not fit the sizes or the step (see the module docstring).
+        """
         p = self.params
+        self.dt_us = seconds_to_us(dt_s, "dt_s")
+        if not 0 < self.dt_us <= TIME_MAX_S * 1e6:
+            raise ValueError(f"dt_s={dt_s!r} must be > 0 and at most {TIME_MAX_S:g} s (time advances by it each step)")
         self.E, self.N, self.dt_s = int(num_envs), int(num_agents), float(dt_s)
-        self.dt_us = seconds_to_us(dt_s)
         cells = p.horizon_steps * self.E * self.N
         if cells > CAPACITY_VALUES_MAX:
             fit = max(CAPACITY_VALUES_MAX // max(self.E * self.N, 1), 1)
@@ -137,8 +167,8 @@ class BandwidthChannel(Channel):
                               f"with this step the capacity must be at most {_CREDIT_MAX // self.dt_us:g} bit/s",
                               key="channel.params.trace", value=peak)
         self.capacity = np.floor(cap).astype(np.int64)
-        self.bound_us = None if p.latency_bound_s is None else seconds_to_us(p.latency_bound_s)
-        self.delay_us = seconds_to_us(p.delay_s)
+        self.bound_us = None if p.latency_bound_s is None else seconds_to_us(p.latency_bound_s, "latency_bound_s")
+        self.delay_us = seconds_to_us(p.delay_s, "delay_s")
         self._qa = np.zeros((len(_FIELDS), 0), np.int64)
         self._gone = False  # some columns of _qa are lost copies awaiting compaction
         self._payload = None

@@ -1,0 +1,74 @@
+"""Bad input to the channels that used to be accepted silently or fail late with a traceback (fresh36 F5-F9)."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coopsim.comm.bandwidth import BandwidthChannel
+from coopsim.errors import ConfigError
+from coopsim.platform.config import load_config
+from coopsim.platform.registry import make_scenario
+
+ROOT = Path(__file__).resolve().parents[2]
+MARKOV = str(ROOT / "configs" / "mpe" / "spread-po-ddacom-markov.yaml")
+REFERENCE = str(ROOT / "configs" / "mpe" / "simple_reference-bandwidth.yaml")
+WHOLE_US = "must be a whole number of microseconds (at most 6 decimals, e.g. 0.1 or 0.000001)"
+
+
+# ------------------------------------------------------------------ F5: times that are not whole microseconds
+
+@pytest.mark.parametrize("override, key", [
+    ("channel.params.latency_bound_s=0.1000001", "channel.params.latency_bound_s"),
+    ("channel.params.delay_s=0.0000005", "channel.params.delay_s"),
+])
+def test_a_time_between_microseconds_is_a_config_error_naming_the_key(override, key):
+    with pytest.raises(ConfigError) as ei:
+        load_config(MARKOV, [override])
+    assert ei.value.key == key
+    assert WHOLE_US in str(ei.value) and "dt_s" not in str(ei.value)
+
+
+@pytest.mark.parametrize("params, key, text", [
+    ({"latency_bound_s": 0.10000001}, "comm_channel.params.latency_bound_s", WHOLE_US),
+    ({"delay_s": 1.5e-7}, "comm_channel.params.delay_s", WHOLE_US),
+    ({"latency_bound_s": float("inf")}, "comm_channel.params.latency_bound_s", "must be a finite number"),
+    ({"delay_s": float("inf")}, "comm_channel.params.delay_s", "must be a finite number"),
+    ({"delay_s": float("nan")}, "comm_channel.params.delay_s", "must be a finite number"),
+])
+def test_bad_times_in_the_scenarios_channel_are_refused_as_the_run_channels_are(params, key, text):
+    with pytest.raises(ConfigError) as ei:
+        make_scenario("mpe/simple_reference-v0", comm_channel={"id": "bandwidth-v0", "params": params})
+    assert ei.value.key == key and text in str(ei.value)
+
+
+@pytest.mark.parametrize("cfg, override", [
+    (MARKOV, "channel.params.latency_bound_s=0.1000001"),
+    (REFERENCE, "scenario.params.comm_channel.params.latency_bound_s=0.10000001"),
+])
+def test_coopsim_validate_reports_the_key_without_a_traceback(cfg, override):
+    r = subprocess.run([sys.executable, "-m", "coopsim", "validate", cfg, override],
+                       capture_output=True, text=True, cwd="/tmp", timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    key, value = override.split("=")
+    assert f"key '{key}': invalid value {value}: " + WHOLE_US in " ".join(r.stderr.split())
+
+
+def test_python_api_refuses_bad_times_when_built_and_bad_steps_at_reset():
+    with pytest.raises(ConfigError, match="key 'latency_bound_s': invalid value inf: must be a finite number"):
+        BandwidthChannel(latency_bound_s=float("inf"))
+    with pytest.raises(ConfigError, match=re.escape(f"key 'delay_s': invalid value 5e-07: {WHOLE_US}")):
+        BandwidthChannel(delay_s=5e-7)
+    ch = BandwidthChannel(latency_bound_s=0.000001, delay_s=0.25)  # whole microseconds: fine
+    ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1)
+    assert (ch.bound_us, ch.delay_us) == (1, 250_000)
+    with pytest.raises(ValueError, match="dt_s=nan must be a finite"):
+        ch.reset(0, num_envs=1, num_agents=2, dt_s=float("nan"))
+    with pytest.raises(ValueError, match=r"dt_s=0.0 must be > 0"):
+        ch.reset(0, num_envs=1, num_agents=2, dt_s=0.0)
+    with pytest.raises(ValueError, match="dt_s=1.5e-07 must be a non-negative whole number of microseconds"):
+        ch.reset(0, num_envs=1, num_agents=2, dt_s=1.5e-7)
