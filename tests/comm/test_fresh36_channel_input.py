@@ -72,3 +72,34 @@ def test_python_api_refuses_bad_times_when_built_and_bad_steps_at_reset():
         ch.reset(0, num_envs=1, num_agents=2, dt_s=0.0)
     with pytest.raises(ValueError, match="dt_s=1.5e-07 must be a non-negative whole number of microseconds"):
         ch.reset(0, num_envs=1, num_agents=2, dt_s=1.5e-7)
+
+
+# ------------------------------------------------------------------ F10: the scenario's comm_channel schema
+
+def test_a_misspelled_comm_channel_key_is_refused_not_replaced_by_the_default_channel():
+    with pytest.raises(ConfigError) as ei:
+        make_scenario("mpe/simple_reference-v0", comm_channel={"id": "bandwidth-v0", "parms": {"queue_packets": 2}})
+    assert ei.value.key == "comm_channel.parms"
+    assert "(did you mean 'params'?); valid keys of 'comm_channel': id, params" in str(ei.value)
+    with pytest.raises(ConfigError) as ei:
+        make_scenario("mpe/simple_reference-v0", comm_channel={"idd": "bandwidth-v0"})
+    assert ei.value.key == "comm_channel.id"
+    assert "missing required key 'comm_channel.id' ('comm_channel' is given, so it needs its 'id' too)" in str(ei.value)
+    ok = make_scenario("mpe/simple_reference-v0", comm_channel={"id": "bandwidth-v0", "params": {"queue_packets": 2}})
+    assert ok.channel.params.queue_packets == 2
+    assert make_scenario("mpe/simple_reference-v0", comm_channel={"id": "ideal-v0", "params": None}).channel is not None
+
+
+@pytest.mark.parametrize("old, new, key, text", [
+    ("      params: {trace", "      parms: {trace", "scenario.params.comm_channel.parms", "did you mean 'params'?"),
+    ("      id: bandwidth-v0", "      idd: bandwidth-v0", "scenario.params.comm_channel.id",
+     "missing required key 'comm_channel.id'"),
+])
+def test_coopsim_validate_refuses_a_comm_channel_typo(tmp_path, old, new, key, text):
+    src = Path(REFERENCE).read_text()
+    assert old in src
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(src.replace(old, new))
+    with pytest.raises(ConfigError) as ei:
+        load_config(bad)
+    assert ei.value.key == key and text in str(ei.value)

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from coopsim.platform.comm import BROADCAST, Channel, MessageBatch
+from coopsim.platform.config import ComponentConfig
 from coopsim.platform.scenario import (STEP_BEFORE_RESET, ScenarioCore, ScenarioParams, StepResult,
                                        discrete_joint_actions, reset_ids)
 
@@ -36,8 +37,9 @@ MOVES = np.array([[0.0, 0.0], [-1.0, 0.0], [1.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
 
 class MPEParams(ScenarioParams):
     max_steps: int = Field(25, ge=1, le=1_000_000, description="episode length (steps of dt_s = 0.1 s), 1..1e6")
-    comm_channel: Optional[dict[str, Any]] = Field(
-        None, description="channel for the task's own utterances: {'id': 'bandwidth-v0', 'params': {...}}; None = direct (as MPE)")
+    comm_channel: Optional[ComponentConfig] = Field(
+        None, description="channel for the task's own utterances: {'id': 'bandwidth-v0', 'params': {...}} (these two "
+                          "keys only, as a run config's channel); None = direct (as MPE)")
 
 
 class MPECore(ScenarioCore):
@@ -87,7 +89,7 @@ class MPECore(ScenarioCore):
 
             cc = self.params.comm_channel
             try:
-                channel = make_component("channel", cc["id"], **cc.get("params", {}))
+                channel = make_component("channel", cc.id, **cc.params)
             except ConfigError as exc:  # the channel names its own keys: address them inside comm_channel
                 rel = exc.key.removeprefix("channel.params.") if exc.key else None
                 key = f"comm_channel.params.{rel}" if rel and rel != "channel.id" else "comm_channel"
