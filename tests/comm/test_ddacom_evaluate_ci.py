@@ -60,7 +60,7 @@ def test_sender_params_reach_the_sender_and_bad_ones_fail_before_any_run(tmp_pat
     from coopsim.errors import ConfigError
 
     def msgs(*extra):
-        out = tmp_path / "e.json"
+        out = tmp_path / f"e{len(extra)}.json"  # other settings, as many seeds: each its own --out (fresh36 F11)
         evaluate.main(["--seeds", "1", "--num-envs", "2", "--episodes", "2", "--senders", "novelty", *extra,
                        "--out", str(out)])
         rows = json.loads(out.read_text())["summary"]["rows"]

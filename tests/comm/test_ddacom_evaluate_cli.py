@@ -59,19 +59,49 @@ def test_an_interrupted_rerun_never_replaces_more_finished_seeds_by_fewer(tmp_pa
     assert code == 130 and out.read_bytes() == before
     (partial,) = tmp_path.glob("e.partial-*.json")
     assert json.loads(partial.read_text())["seeds_done"] == 1
-    assert f"{out} holds 2 finished seed(s), of other settings: it is kept until this run has as many; the partial " \
+    assert f"note: {out} holds a result of 2 seed(s) with other settings; it is replaced only when this run has " \
+           f"finished more seeds than that; until then this run's result goes to {partial}" in cap.out
+    assert f"{out} holds 2 finished seed(s), of other settings: it is kept until this run has more; the partial " \
            f"result goes to {partial}" in cap.out
     (line,) = [ln for ln in cap.err.splitlines() if ln.startswith("interrupted; kept: ")]
     assert line == (f"interrupted; kept: {partial} with 1 of 2 seed(s) (seeds 0..0), a valid JSON file; {out} kept as "
                     f"it was, with its 2 finished seed(s)")
 
-    # the same command again: resumes from the partial file and, with as many seeds, replaces --out
+    # the same command again: resumes from the partial file; as many seeds as --out's result of other settings do not
+    # replace it (fresh36 F11, coopsim.comm.ns3.experiment's rule): the partial file holds both seeds, as it says
     evaluate.main(argv)
     out_text = capsys.readouterr().out
     assert f"reusing 1 finished seed(s) from {partial}" in out_text and "seed 0 done" not in out_text
+    assert out.read_bytes() == before
+    assert json.loads(partial.read_text())["seeds_done"] == 2
+    assert f"this run's result (2 seed(s)) is in {partial}; {out} kept as it was (2 seed(s), other settings)" in out_text
+
+    # one seed more than --out holds: resumes from the partial file, replaces --out and says so
+    argv3 = ["--seeds", "3", *argv[2:]]
+    evaluate.main(argv3)
+    out_text = capsys.readouterr().out
+    assert f"reusing 2 finished seed(s) from {partial}" in out_text
+    assert f"{out} held 2 seed(s) of other settings; replaced by this run's result (3 seed(s))" in out_text
     d = json.loads(out.read_text())
-    assert d["seeds_done"] == 2 and d["settings"]["episodes"] == 2 and not partial.exists()
-    assert sorted({r["seed"] for r in d["runs"]}) == [0, 1]
+    assert d["seeds_done"] == 3 and d["settings"]["episodes"] == 2 and not partial.exists()
+    assert sorted({r["seed"] for r in d["runs"]}) == [0, 1, 2]
+
+
+def test_a_run_of_other_settings_and_as_many_seeds_does_not_replace_out(tmp_path, capsys):
+    """fresh36 F11: N=3 with two senders, then N=4 with one sender and the same seed count into the same --out."""
+    out = tmp_path / "r2.json"
+    evaluate.main(["--seeds", "1", "--num-envs", "2", "--episodes", "1", "--senders", "none,broadcast", "--out", str(out)])
+    before = out.read_bytes()
+    capsys.readouterr()
+    evaluate.main(["--seeds", "1", "--num-envs", "2", "--episodes", "1", "--senders", "broadcast", "--num-agents", "4",
+                   "--out", str(out)])
+    text = capsys.readouterr().out
+    assert out.read_bytes() == before  # the N=3 table is still there
+    (partial,) = tmp_path.glob("r2.partial-*.json")
+    d = json.loads(partial.read_text())
+    assert d["settings"]["num_agents"] == 4 and d["seeds_done"] == 1
+    assert f"note: {out} holds a result of 1 seed(s) with other settings" in text
+    assert f"this run's result (1 seed(s)) is in {partial}; {out} kept as it was (1 seed(s), other settings)" in text
 
 
 def test_a_rerun_with_more_seeds_computes_only_the_missing_ones(tmp_path, monkeypatch, capsys):
@@ -99,13 +129,19 @@ def test_seeds_of_other_code_are_not_reused(tmp_path, monkeypatch, capsys):
     out = tmp_path / "e.json"
     evaluate.main(["--seeds", "1", *FAST, "--out", str(out)])
     assert json.loads(out.read_text())["settings"]["code"] == evaluate.code_fingerprint()
+    old = out.read_bytes()
     capsys.readouterr()
     monkeypatch.setattr(evaluate, "code_fingerprint", lambda: "0123456789abcdef")  # as after an edit of the code
     stop = _Stop(at=0)  # counts only
     monkeypatch.setattr(evaluate, "run", stop)
     evaluate.main(["--seeds", "1", *FAST, "--out", str(out)])
     assert stop.calls == PER_SEED and "reusing" not in capsys.readouterr().out
-    assert json.loads(out.read_text())["settings"]["code"] == "0123456789abcdef"
+    # other code is other settings: as many seeds go beside --out, which keeps its result (fresh36 F11)
+    assert out.read_bytes() == old
+    (partial,) = tmp_path.glob("e.partial-*.json")
+    assert json.loads(partial.read_text())["settings"]["code"] == "0123456789abcdef"
+    evaluate.main(["--seeds", "2", *FAST, "--out", str(out)])  # more seeds: the new code's result replaces it
+    assert json.loads(out.read_text())["settings"]["code"] == "0123456789abcdef" and not partial.exists()
 
 
 @pytest.mark.parametrize("argv, message", [

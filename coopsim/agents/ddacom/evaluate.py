@@ -14,9 +14,11 @@ table warns in one line when that anchor gap is not larger than three 95% CI hal
 radius check, :func:`anchor_check`), where the ratio is noise.
 
 A rerun into the same ``--out`` reuses the finished seeds the file holds when every setting (seeds aside) is
-the same, and computes only the missing ones; a file of other settings, or with more finished seeds than this run
-has so far, is never replaced by fewer: the new result goes to ``<out>.partial-<settings hash>.json`` until it holds
-as many seeds (a rerun of the same command resumes from there too). An existing ``--out`` that is not a results file
+the same, and computes only the missing ones; a file of the same settings is never replaced by fewer seeds, and a
+file of other settings is kept until this run has finished more seeds than it holds (the rule of
+``coopsim.comm.ns3.experiment``): until then the new result goes to ``<out>.partial-<settings hash>.json`` beside it
+(a rerun of the same command resumes from there too), and the output says where each result is. Give each setting
+its own ``--out`` to keep them apart. An existing ``--out`` that is not a results file
 of this tool (say ``--out README.md``, or a results file of ``coopsim.comm.ns3.experiment``) is refused, not replaced
 (:func:`results_writer` tells the two tools' files apart).
 
@@ -316,8 +318,10 @@ def main(argv: list[str] | None = None) -> None:
                          "none,broadcast,periodic,novelty,ddacom)")
     ap.add_argument("--out", default="runs/ddacom_eval.json",
                     help="the results JSON, rewritten after every seed; a rerun with the same settings reuses its "
-                         "finished seeds; an existing file that is not a results file of this command (e.g. an "
-                         "ns-3 experiment's) is refused (default runs/ddacom_eval.json)")
+                         "finished seeds; a result of other settings there is kept until this run has finished more "
+                         "seeds than it holds (meanwhile this run writes a partial file beside it); an existing file "
+                         "that is not a results file of this command (e.g. an ns-3 experiment's) is refused (default "
+                         "runs/ddacom_eval.json)")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="a sender param (repeatable, each param once), e.g. ddacom.resend_lost=true or "
                          "novelty.threshold_m=0.2; periodic's period_steps is 4 unless given")
@@ -345,6 +349,12 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"{out} exists and is not a results file of ddacom.evaluate{foreign_note(out)}; give "
                           "another --out or remove it", key="--out", value=a.out)
     prev_done = previous["seeds_done"] if previous is not None else 0  # never replaced by a result with fewer
+    # a result of other settings is replaced only by one of more seeds (coopsim.comm.ns3.experiment's rule)
+    other = previous is not None and previous.get("settings") != settings
+    if other:
+        print(f"note: {out} holds a result of {prev_done} seed(s) with other settings; it is replaced only when this "
+              f"run has finished more seeds than that; until then this run's result goes to {partial} (give another "
+              f"--out to keep both apart)", flush=True)
     results, source = [], out
     for path, d in ((out, previous), (partial, _read_results(partial))):
         runs = _reusable_runs(d, settings, a.first_seed, a.seeds, per_seed)
@@ -361,7 +371,8 @@ def main(argv: list[str] | None = None) -> None:
         _PROGRESS.update(summary=summary)
     t0 = time.time()
     kw = dict(num_agents=a.num_agents, obs_radius_m=a.radius, num_envs=a.num_envs, episodes=a.episodes)
-    told = False
+    told = replaced = False
+    target = None
     for seed in range(a.first_seed + reused, a.first_seed + a.seeds):
         for snd in ("none", "broadcast"):  # the normalization anchors, over the ideal channel
             r = run(snd, "ideal-v0", {}, seed=seed, oracle=False, **kw)
@@ -375,7 +386,8 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(r)
         summary = summarize(results, radius=radius)  # written after every seed: an interrupted sweep keeps its seeds
         done = seed - a.first_seed + 1
-        target = out if done >= prev_done else partial  # a file with more finished seeds is not replaced by fewer
+        # a file with more finished seeds is not replaced by fewer, nor one of other settings by as many
+        target = out if done > prev_done or (done == prev_done and not other) else partial
         atomic_write_json(target, {"writer": WRITER, "args": vars(a), "settings": settings, "seeds_done": done,
                                    "summary": summary,
                                    "runs": [{k: v for k, v in r.items()
@@ -383,11 +395,15 @@ def main(argv: list[str] | None = None) -> None:
                                              if k != "return_per_env_episode" or r["channel_name"] == "ideal"}
                                             for r in results]}, indent=1)
         if target == partial and not told:
-            other = "" if (previous or {}).get("settings") == settings else ", of other settings"
-            print(f"{out} holds {prev_done} finished seed(s){other}: it is kept until this run has as many; the "
-                  f"partial result goes to {partial}", flush=True)
+            kept = (", of other settings: it is kept until this run has more" if other
+                    else ": it is kept until this run has as many")
+            print(f"{out} holds {prev_done} finished seed(s){kept}; the partial result goes to {partial}", flush=True)
             told = True
-        elif target == out and partial.exists():
+        elif target == out and other and not replaced:
+            print(f"{out} held {prev_done} seed(s) of other settings; replaced by this run's result ({done} seed(s))",
+                  flush=True)
+            replaced = True
+        if target == out and partial.exists():
             partial.unlink()  # --out now holds at least as much
             if told or source == partial:
                 print(f"{out} now holds {done} seed(s); removed the partial result {partial}", flush=True)
@@ -397,6 +413,9 @@ def main(argv: list[str] | None = None) -> None:
     if reused == a.seeds and source == out and prev_done > a.seeds:
         print(f"{out} kept: it holds {prev_done} finished seeds with these settings, more than the {a.seeds} asked "
               f"for (the table is of seeds {a.first_seed}..{a.first_seed + a.seeds - 1})", flush=True)
+    if target == partial or (target is None and source == partial):  # this run's result is not in --out
+        print(f"this run's result ({a.seeds} seed(s)) is in {partial}; {out} kept as it was ({prev_done} seed(s)"
+              f"{', other settings' if other else ''})", flush=True)
     print_table(summary)
 
 
