@@ -14,7 +14,8 @@ Kinds:
         (a switch moves to one of the other levels uniformly), started at a uniform level
         (or ``start_level``); the Markov-modulated capacity of trace-driven network emulation.
     ``csv``: a UTF-8 file (a byte-order mark, as Excel writes, is allowed) with header ``time_s,rate`` (one rate
-        for all senders) or ``time_s,rate_0,...,rate_{N-1}`` (one per sender); the rate at time t is the last row
+        for all senders) or ``time_s,rate_0,...,rate_{N-1}`` (one per sender, named so and in this order: another
+        header is refused, as columns are taken by position); the rate at time t is the last row
         with ``time_s <= t`` (and the first row before it). Times must be finite and increasing.
 
 Every rate (a trace's own values, ``scale_bps``, every CSV value, and each value times ``scale_bps``) must be a
@@ -278,6 +279,15 @@ class CsvTrace(_Trace):
             raise ConfigError(f"line 1: header must be 'time_s,rate' or 'time_s,rate_0,...'; got {','.join(header)!r}",
                               file=f, key="trace.path")
         names = [c.strip() for c in header]
+        want = [f"rate_{i}" for i in range(len(names) - 1)]
+        if names[1:] == ["rate"]:  # one rate for all senders (a single rate_0 is taken as that too)
+            want = ["rate"]
+        if names[1:] != want:  # columns are taken by position: a reordered or misnamed one would feed the wrong sender
+            bad = next(i for i, (g, w) in enumerate(zip(names[1:], want)) if g != w)
+            raise ConfigError(f"line 1: rate column {bad + 2} is named {names[bad + 1]!r}, expected {want[bad]!r}: the "
+                              f"header must be 'time_s,rate' (one rate for all senders) or 'time_s,rate_0,...,"
+                              f"rate_{{N-1}}' in this order (sender i's rate in column rate_i); got {','.join(names)!r}",
+                              file=f, key="trace.path")
         times, rates = [], []
         for lineno, row in enumerate(rows[1:], start=2):
             if not row or all(not c.strip() for c in row):

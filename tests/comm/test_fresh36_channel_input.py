@@ -103,3 +103,34 @@ def test_coopsim_validate_refuses_a_comm_channel_typo(tmp_path, old, new, key, t
     with pytest.raises(ConfigError) as ei:
         load_config(bad)
     assert ei.value.key == key and text in str(ei.value)
+
+
+# ------------------------------------------------------------------ F6: CSV rate columns by name
+
+@pytest.mark.parametrize("header, col, got, want", [
+    ("time_s,rate_1,rate_0", 2, "rate_1", "rate_0"),
+    ("time_s,rate_0,rate_2", 3, "rate_2", "rate_1"),
+    ("time_s,bw", 2, "bw", "rate_0"),
+    ("time_s,rate,rate_1", 2, "rate", "rate_0"),
+])
+def test_a_csv_header_other_than_rate_or_rate_0_to_n_is_refused(tmp_path, header, col, got, want):
+    path = tmp_path / "cap.csv"
+    path.write_text(f"{header}\n0,1000,2000\n" if header.count(",") == 2 else f"{header}\n0,1000\n")
+    with pytest.raises(ConfigError) as ei:
+        BandwidthChannel(trace={"kind": "csv", "path": str(path)})
+    assert ei.value.key == "channel.params.trace.path" and ei.value.file == str(path)
+    assert f"line 1: rate column {col} is named {got!r}, expected {want!r}" in str(ei.value)
+    assert f"got {header!r}" in str(ei.value)
+
+
+def test_a_csv_in_order_gives_sender_i_its_column(tmp_path):
+    path = tmp_path / "cap.csv"
+    path.write_text("time_s, rate_0 ,rate_1\n0,1000,2000\n")
+    ch = BandwidthChannel(trace={"kind": "csv", "path": str(path)}, horizon_steps=2)
+    ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1)
+    assert ch.capacity[0, 0].tolist() == [1000, 2000]
+    one = tmp_path / "one.csv"
+    one.write_text("time_s,rate_0\n0,700\n")  # a single column, named rate or rate_0: every sender's
+    ch = BandwidthChannel(trace={"kind": "csv", "path": str(one)}, horizon_steps=2)
+    ch.reset(0, num_envs=1, num_agents=3, dt_s=0.1)
+    assert ch.capacity[0, 0].tolist() == [700, 700, 700]
