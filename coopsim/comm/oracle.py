@@ -94,21 +94,48 @@ class _CBR:
                             np.zeros((m, self.width), np.float32), np.full(m, t * self.dt_s))
 
 
+ESTIMATORS = ("max", "isotonic")
+
+
 def window_safe_rate(offered: np.ndarray, lost: np.ndarray, rates_bps: np.ndarray, *, window: int = 10,
-                     max_loss: float = 0.003) -> np.ndarray:
+                     max_loss: float = 0.003, estimator: str = "max") -> np.ndarray:
     """Highest rate whose loss over steps ``[t, t + window)`` is at most ``max_loss``, float64 ``[T, E]``.
 
     Args:
         offered, lost: bytes offered at each step and lost of those, float ``[T, R, E]`` (rate r of ``rates_bps``).
-        rates_bps: increasing ``[R]``. Windows are cut at ``T``; 0 where no rate is safe.
+        rates_bps: increasing ``[R]``. Windows are cut at ``T``; 0 where no rate is safe; a rate that offered nothing
+            in a window counts as lossless there (both estimators).
+        estimator: ``"max"``: the highest rate whose own window loss is at most ``max_loss`` (exact for a
+            deterministic trace, such as ``bandwidth-v0``'s). ``"isotonic"``: the window loss as a function of the
+            rate is first fitted non-decreasing by weighted isotonic regression (weights: the window's offered bytes;
+            Barlow et al. 1972, the pool-adjacent-violators fit), then the highest rate whose fitted loss is at most
+            ``max_loss``. For a stochastic channel (``ns3-v0``: one run per rate, each a different realization) a
+            rate above a lossy one may be lossless by luck, and ``"max"`` takes such a rate, more of them the finer
+            the grid; the monotone fit pools neighbouring rates instead, so it converges as the grid is refined
+            (docs/ns3.md, "The oracle's grid").
+
+    Raises:
+        ValueError: an unknown ``estimator``.
     """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}; got {estimator!r}")
     T = offered.shape[0]
     cs_o = np.concatenate([np.zeros((1,) + offered.shape[1:]), np.cumsum(offered, 0)])
     cs_l = np.concatenate([np.zeros((1,) + lost.shape[1:]), np.cumsum(lost, 0)])
     hi = np.minimum(np.arange(T) + window, T)
     wo = cs_o[hi] - cs_o[:T]
     wl = cs_l[hi] - cs_l[:T]
-    safe = wl <= max_loss * wo  # [T, R, E]
+    if estimator == "max":
+        safe = wl <= max_loss * wo  # [T, R, E]
+    else:
+        # the isotonic fit f (min-max form: f(r) = max_{i<=r} min_{j>=r} weighted mean of y over [i, j], y = wl/wo,
+        # weights wo) has f(r) <= max_loss iff every i <= r has a j >= r with sum_{i..j}(wl - max_loss*wo) <= 0,
+        # i.e. min_{i<=r} D[i] >= min_{k>r} D[k] for the prefix sums D[k] = sum_{m<k}(wl - max_loss*wo)_m
+        d = wl - max_loss * wo
+        D = np.concatenate([np.zeros((T, 1) + d.shape[2:]), np.cumsum(d, 1)], 1)  # [T, R + 1, E]
+        pre = np.minimum.accumulate(D[:, :-1], axis=1)
+        suf = np.minimum.accumulate(D[:, :0:-1], axis=1)[:, ::-1]
+        safe = pre >= suf
     R = safe.shape[1]
     idx = np.where(safe.any(axis=1), R - 1 - np.argmax(safe[:, ::-1, :], axis=1), -1)
     return np.where(idx >= 0, np.asarray(rates_bps, np.float64)[np.maximum(idx, 0)], 0.0)
@@ -116,14 +143,14 @@ def window_safe_rate(offered: np.ndarray, lost: np.ndarray, rates_bps: np.ndarra
 
 def safe_rate_sweep(channel: Channel, *, seed: int, num_envs: int, num_agents: int, dt_s: float, num_steps: int,
                     copy_bytes: int, rates_bps: np.ndarray, scenario=None, drain_steps: int = 12, window: int = 10,
-                    max_loss: float = 0.003, progress=None) -> dict[str, np.ndarray]:
+                    max_loss: float = 0.003, progress=None, estimator: str = "max") -> dict[str, np.ndarray]:
     """The same oracle for a channel without a closed-form trace (``ns3-v0``): one run per rate.
 
     For every rate of the grid the channel is reset with the same ``seed`` (so the same background
     traffic and random streams), every sender of every env runs the constant-rate source of
     :func:`safe_rate_oracle` for ``num_steps`` steps, then nothing is sent for ``drain_steps`` steps so every
     copy's fate is decided; losses are attributed to their send step with the channel's
-    ``lost_bytes_by_send_step``.
+    ``lost_bytes_by_send_step``. ``estimator``: how the safe rate is read from the runs (:func:`window_safe_rate`).
 
     Returns:
         ``safe_bps`` float64 ``[T, E]``, and ``offered_bytes`` / ``lost_bytes`` float64 ``[R, T, E]``.
@@ -145,7 +172,7 @@ def safe_rate_sweep(channel: Channel, *, seed: int, num_envs: int, num_agents: i
         if progress is not None:
             progress(r, rate, lost[r].sum() / max(offered[r].sum(), 1))
     safe = window_safe_rate(offered.transpose(1, 0, 2), lost.transpose(1, 0, 2), rates, window=window,
-                            max_loss=max_loss)
+                            max_loss=max_loss, estimator=estimator)
     return {"safe_bps": safe, "offered_bytes": offered, "lost_bytes": lost}
 
 

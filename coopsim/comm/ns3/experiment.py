@@ -55,7 +55,7 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 import yaml
@@ -63,9 +63,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from coopsim.agents.comm_baselines.team import SENDER_NAMES, check_sender_params, check_senders, parse_sender_params, sender_class
 from coopsim.agents.ddacom.evaluate import (NS3_EXPERIMENT_WRITER, check_sender_param_repeats, code_fingerprint,
-                                            foreign_note, partial_path, results_writer, run, summarize)
+                                            ci95, foreign_note, partial_path, results_writer, run, summarize)
 from coopsim.agents.ppo.curves import check_image_path
-from coopsim.comm.oracle import _CBR, safe_rate_sweep
+from coopsim.comm.oracle import _CBR, safe_rate_sweep, window_safe_rate
 from coopsim.errors import ConfigError, CoopsimError, int_in_range, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, check_writable
@@ -104,6 +104,11 @@ class OracleSection(BaseModel):
                                         ">= min_frac")
     drain_steps: int = Field(12, ge=0, le=1000, description="steps without sending after each run, so every copy's "
                                                             "fate is decided, 0..1000")
+    estimator: Literal["max", "isotonic"] = Field(
+        "max", description="how the safe rate is read from the grid's runs (coopsim.comm.oracle.window_safe_rate): "
+        "max, the highest rate whose own window loss is at most 0.3 %; isotonic, the highest rate whose window loss, "
+        "fitted non-decreasing in the rate over the grid, is at most 0.3 % (converges as the grid is refined; "
+        "docs/ns3.md, \"The oracle's grid\")")
 
     @field_validator("max_frac")
     @classmethod
@@ -466,10 +471,17 @@ def _canonical_oracle(oracle: dict | None) -> dict:
     return OracleSection(**(oracle or {})).model_dump()
 
 
+def _sweep_setting(oracle: dict | None) -> dict:
+    """The oracle's settings the sweep's ns-3 runs depend on (the cache key's): all but the ``estimator``, which
+    only reads the cached runs, so that one sweep serves both estimators (and caches written before the estimator
+    existed keep their key)."""
+    return {k: v for k, v in _canonical_oracle(oracle).items() if k != "estimator"}
+
+
 def oracle_cache_key(cfg: dict, kw: dict, seed: int, rates: np.ndarray, num_steps: int) -> str:
     """Hash (sha1 hex) of everything the oracle's sweep for one seed depends on; never of the senders."""
     what = {"v": ORACLE_CACHE_VERSION, "channel": canonical_channel(cfg["channel"]),
-            "oracle": _canonical_oracle(cfg.get("oracle")),
+            "oracle": _sweep_setting(cfg.get("oracle")),
             "scenario": {k: kw[k] for k in ("num_agents", "obs_radius_m", "num_envs", "payload_floats")},
             "steps": int(num_steps), "seed": int(seed), "rates_bps": [float(r) for r in rates]}
     return hashlib.sha1(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -701,21 +713,35 @@ def reusable_seeds(prev: dict, cur: dict, seeds: int, T: int, E: int) -> tuple[l
     return runs, safe, []
 
 
-def _read_cached_oracle(path: Path) -> np.ndarray | None:
+def _read_cached_oracle(path: Path, estimator: str = "max") -> np.ndarray | None:
+    """The safe rates ``[T, E]`` (bit/s) of a cached sweep, read with ``estimator``: from the grid's per-rate runs
+    (``offered_bytes`` / ``lost_bytes`` ``[R, T, E]``, kept since 2026-12-07) when the file has them; a file with
+    the ``max`` safe rates only serves ``max``. None: absent, unreadable or lacking what ``estimator`` needs (the
+    sweep then runs again and the file is rewritten with its runs)."""
     try:
-        return np.asarray(json.loads(path.read_text())["safe_bps"], np.float64)
+        d = json.loads(path.read_text())
+        if "offered_bytes" in d and "lost_bytes" in d:
+            off = np.asarray(d["offered_bytes"], np.float64)
+            lost = np.asarray(d["lost_bytes"], np.float64)
+            rates = np.asarray(d["rates_bps"], np.float64)
+            if off.ndim != 3 or off.shape != lost.shape or off.shape[0] != len(rates):
+                return None
+            return window_safe_rate(off.transpose(1, 0, 2), lost.transpose(1, 0, 2), rates, estimator=estimator)
+        if estimator != "max":
+            return None
+        return np.asarray(d["safe_bps"], np.float64)
     except (OSError, ValueError, KeyError, TypeError):
         return None  # absent or unreadable: recompute (and overwrite it)
 
 
-def _usable_cache(path: Path | None, T: int, E: int) -> bool:
+def _usable_cache(path: Path | None, T: int, E: int, estimator: str = "max") -> bool:
     """Whether ``path`` holds a cached oracle sweep the run would use (else it computes and writes one)."""
     try:
         if path is None or not path.is_file():
             return False
     except OSError:  # a folder we may not look into: check_writable says so
         return False
-    cached = _read_cached_oracle(path)
+    cached = _read_cached_oracle(path, estimator)
     return cached is not None and cached.shape == (T, E)
 
 
@@ -734,6 +760,9 @@ def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]
     for key, row in out["rows"].items():
         cname, snd = key.split("/", 1)
         if cname == "ns3":
+            mine = [r for r in results if r["channel_name"] == "ns3" and r["sender"] == snd and "utilization" in r]
+            if mine and all("utilization_fb_demand" in r for r in mine):  # (runs resumed from an older file lack it)
+                row["utilization_fb_demand"] = ci95([r["utilization_fb_demand"] for r in mine])
             rs = {r["seed"]: r["return"] for r in results if r["channel_name"] == "ns3" and r["sender"] == snd}
             row["normalized_return"] = normalized_return(rs, anchors["none"], anchors["broadcast"])
             row["normalized_return_judged"] = out["anchor_gap_ns3_seeds"]["judged"]  # its denominator's check
@@ -804,6 +833,12 @@ def print_results(summary: dict) -> None:
         nr = f(row["normalized_return"]) + ("*" if row.get("normalized_return_judged") is False else " ")
         marked |= nr.endswith("*")
         print(f"{key:<24} {nr:>17} {u:>16} {f(row['loss'], 100):>14} {f(row['messages_vs_broadcast']):>14}")
+    fbd = {k: row["utilization_fb_demand"] for k, row in summary["rows"].items() if "utilization_fb_demand" in row}
+    if fbd:
+        print("utilization with the per-step full-broadcast demand (min(safe rate_t, the copies full broadcast offers "
+              "at step t over ideal-v0 from the same initial states), not the constant (1 + N)(N - 1) copies: "
+              "where the team knows few landmarks, at episode starts, no sender has the constant demand to send): "
+              + ", ".join(f"{k} {f(m).strip()}" for k, m in fbd.items()))
     if marked:
         print("* not judged: the anchor gap over the ns-3 seeds (this ratio's denominator) does not exceed 3 of its "
               "95% CI half-widths (the warning above)")
@@ -996,15 +1031,16 @@ def main(argv: list[str] | None = None) -> dict:
 
     todo = range(start, S)  # the ns-3 seeds this run computes
     if a.cached_oracle_only and not a.no_oracle:   # checked before the anchors' runs, so a missing cache fails at once
-        missing = [str(cache_path(s)) for s in todo if cache_path(s) is None or not cache_path(s).exists()]
+        missing = [str(cache_path(s)) for s in todo if not _usable_cache(cache_path(s), T, E, orc["estimator"])]
         if missing:
             raise ConfigError(f"no cached oracle for {len(missing)} of {len(todo)} seeds (--cached-oracle-only): "
                               f"{missing[0]}{' ...' if len(missing) > 1 else ''}; run once without "
-                              "--cached-oracle-only to fill the cache (23 ns-3 runs per seed: 2-3 min, up to ~15 min "
-                              "on a heavily loaded machine)",
+                              f"--cached-oracle-only to fill the cache ({orc['rates']} ns-3 runs per seed: about "
+                              f"{max(1, round(orc['rates'] * 6 / 60))} min, several times that on a heavily loaded "
+                              "machine)",
                               key="--oracle-cache", value=a.oracle_cache)
     if not a.no_oracle and not a.cached_oracle_only and a.oracle_cache and not all(
-            _usable_cache(cache_path(s), T, E) for s in todo):
+            _usable_cache(cache_path(s), T, E, orc["estimator"]) for s in todo):
         # a seed's sweep (minutes) is written there when it ends: a folder that cannot take it fails now, not then
         try:
             check_writable("--oracle-cache", a.oracle_cache, folder=True)
@@ -1026,6 +1062,8 @@ def main(argv: list[str] | None = None) -> dict:
           f"({time.time() - t0:.0f} s{cached_note})", flush=True)
     results += reused
     written = 0
+    fb_offered = {r["seed"]: r["series"]["offered_copies"] for r in results if r.get("channel_name") == "ideal"
+                  and r["sender"] == "broadcast" and "series" in r}
 
     def record(done: int) -> dict:
         """The summary of the seeds done so far, written where :func:`target` says (--out or the partial file)."""
@@ -1055,12 +1093,15 @@ def main(argv: list[str] | None = None) -> dict:
         for seed in todo:
             if not a.no_oracle:  # --no-oracle: return, loss and messages only (no sweep, no safe rate)
                 cache = cache_path(seed)
-                cached = _read_cached_oracle(cache) if cache is not None and cache.exists() else None
+                cached = (_read_cached_oracle(cache, orc["estimator"]) if cache is not None and cache.exists()
+                          else None)
                 if cached is not None and cached.shape == (T, E):
                     safe[seed] = cached
                     print(f"seed {seed} oracle: cached {cache}", flush=True)
                 elif a.cached_oracle_only:
-                    raise ConfigError(f"seed {seed}: no cached oracle {cache} (--cached-oracle-only)",
+                    why = (" (it holds the max estimator's safe rates only, not the grid's runs the isotonic "
+                           "estimator reads)" if cache is not None and cache.exists() else "")
+                    raise ConfigError(f"seed {seed}: no cached oracle {cache}{why} (--cached-oracle-only)",
                                       key="--oracle-cache")
                 else:
                     core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N,
@@ -1068,11 +1109,17 @@ def main(argv: list[str] | None = None) -> dict:
                     core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
                     orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=DT_S, num_steps=T,
                                               copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
-                                              drain_steps=orc["drain_steps"])
+                                              drain_steps=orc["drain_steps"], estimator=orc["estimator"])
                     safe[seed] = orc_out["safe_bps"]
-                    if cache is not None:
+                    if cache is not None:  # the grid's runs too (whole bytes), so either estimator reads the file
+                        max_safe = window_safe_rate(orc_out["offered_bytes"].transpose(1, 0, 2),
+                                                    orc_out["lost_bytes"].transpose(1, 0, 2), rates)
                         atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed, "rates_bps": rates.tolist(),
-                                                  "safe_bps": safe[seed].tolist()})
+                                                  "safe_bps": max_safe.tolist(),
+                                                  "offered_bytes": np.rint(orc_out["offered_bytes"]).astype(
+                                                      np.int64).tolist(),
+                                                  "lost_bytes": np.rint(orc_out["lost_bytes"]).astype(
+                                                      np.int64).tolist()})
                 sf = np.minimum(safe[seed], demand) / demand
                 print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max "
                       f"{sf.max():.3f} ({time.time() - t0:.0f} s)", flush=True)
@@ -1084,6 +1131,10 @@ def main(argv: list[str] | None = None) -> dict:
                 if not a.no_oracle:
                     delivered = np.asarray(r["series"]["delivered_bits"])
                     r["utilization"] = float(delivered.sum() / np.sum(N * np.minimum(safe[seed], demand) * 0.1))
+                    fb = fb_offered.get(seed)  # full broadcast's copies per step over ideal-v0, same initial states
+                    if fb is not None and np.shape(fb) == delivered.shape:
+                        den = np.minimum(N * safe[seed] * 0.1, np.asarray(fb, np.float64) * copy_bytes * 8)
+                        r["utilization_fb_demand"] = float(delivered.sum() / den.sum()) if den.sum() > 0 else math.nan
                 r["latency_p95_s"] = ch.stats().get("comm/latency_p95_s", float("nan"))
                 results.append(r)
                 util = f"util {r['utilization']:.3f}" if "utilization" in r else "util - (no oracle)"
