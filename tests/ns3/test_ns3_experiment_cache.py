@@ -136,3 +136,34 @@ def test_a_resumed_run_equals_a_run_in_one_go(ns3_bridge, tmp_path, capsys):
     once, resumed = (json.loads((tmp_path / n).read_text()) for n in ("once.json", "resumed.json"))
     for k in ("seeds_done", "settings", "safe_bps", "summary", "time_series", "runs"):
         assert resumed[k] == once[k], k
+
+
+def test_the_cache_keeps_the_grids_runs_for_either_estimator(ns3_bridge, tmp_path, capsys):
+    # real ns-3: one sweep (max), then an isotonic run of the same grid reads the same cache file (no second sweep)
+    # and its safe rates are the isotonic fit of the cached runs; both runs' per-step-demand utilization is
+    # delivered bits / sum_t min(N * safe_t * dt, full broadcast's copies at t over ideal-v0 * copy bits)
+    from coopsim.comm.oracle import window_safe_rate
+
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump(SMALL))
+    cache = tmp_path / "cache"
+    main([str(cfg), "--oracle-cache", str(cache), "--out", str(tmp_path / "max.json")])
+    (entry,) = cache.glob("oracle-seed0-*.json")
+    e = json.loads(entry.read_text())
+    off, lost = np.asarray(e["offered_bytes"], float), np.asarray(e["lost_bytes"], float)
+    assert off.shape == (3, 25, 1) and lost.shape == off.shape and off.sum() > 0
+    iso = {**SMALL, "oracle": {**SMALL["oracle"], "estimator": "isotonic"}}
+    cfg.write_text(yaml.safe_dump(iso))
+    capsys.readouterr()
+    main([str(cfg), "--oracle-cache", str(cache), "--cached-oracle-only", "--out", str(tmp_path / "iso.json")])
+    assert f"cached {entry}" in capsys.readouterr().out and len(list(cache.glob("oracle-seed0-*.json"))) == 1
+    for name, est in (("max.json", "max"), ("iso.json", "isotonic")):
+        d = json.loads((tmp_path / name).read_text())
+        want = window_safe_rate(off.transpose(1, 0, 2), lost.transpose(1, 0, 2), np.asarray(e["rates_bps"]),
+                                estimator=est)
+        np.testing.assert_array_equal(np.asarray(d["safe_bps"]["0"]), want)
+        (r,) = [r for r in d["runs"] if r["channel_name"] == "ns3"]
+        (fb,) = [r for r in d["runs"] if r["channel_name"] == "ideal" and r["sender"] == "broadcast"]
+        den = np.minimum(3 * want * 0.1, np.asarray(fb["series"]["offered_copies"], float) * d["copy_bytes"] * 8)
+        assert r["utilization_fb_demand"] == pytest.approx(np.sum(r["series"]["delivered_bits"]) / den.sum(), rel=1e-12)
+        assert d["summary"]["rows"]["ns3/ddacom"]["utilization_fb_demand"][0] == pytest.approx(r["utilization_fb_demand"])
