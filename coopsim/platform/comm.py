@@ -22,16 +22,44 @@ DEFAULT_HEADER_BYTES = 28
 HEADER_BYTES_MAX = 65535
 
 
+_INT32 = np.iinfo(np.int32)
+
+
+def _index_field(name: str, value: Any) -> np.ndarray:
+    """``value`` as int32 ``[M]``: int32 arrays as they are (no copy), other integer arrays cast after a range check;
+    floats (0.7 would be truncated to 0), booleans, text and other ranks refused with a ValueError."""
+    a = np.asarray(value)
+    if a.dtype == np.int32 and a.ndim == 1:
+        return a
+    if a.ndim != 1:
+        raise ValueError(f"MessageBatch.{name} must be a 1-D int32 array [M]; got shape {a.shape}")
+    if a.dtype.kind not in "iu":
+        raise ValueError(f"MessageBatch.{name} must hold integers (int32 [M]; a {a.dtype} value such as 0.7 is no "
+                         f"{'env' if name == 'env' else 'agent'} index); got dtype {a.dtype}")
+    if a.size and (a.min() < _INT32.min or a.max() > _INT32.max):
+        raise ValueError(f"MessageBatch.{name} must fit int32; got values in [{a.min()}, {a.max()}]")
+    return a.astype(np.int32)
+
+
 @dataclass
 class MessageBatch:
     """Messages of one step, struct of arrays; ``M`` messages with payload width ``P``.
+
+    Arrays of the documented dtypes are kept as given (no copy); others are converted once when the batch is built:
+    integer ``env``/``src``/``dst`` of another width to int32, a numeric payload (e.g. numpy's default float64) to
+    float32, so a message's size is always ``P * 4`` payload bytes plus the header (:meth:`size_bytes`).
 
     Attributes:
         env: int32 ``[M]`` env index.
         src: int32 ``[M]`` sender slot.
         dst: int32 ``[M]`` receiver slot, or ``BROADCAST`` (-1).
-        payload: float32 ``[M, P]``.
+        payload: float32 ``[M, P]`` (4 bytes per value).
         t_sent_s: float64 ``[M]`` send time (s).
+
+    Raises:
+        ValueError: lengths that differ from ``len(src)``, a payload not ``[M, P]``, ``env``/``src``/``dst`` that
+            are not 1-D integers within int32 (floats, booleans, text), a payload or ``t_sent_s`` that is not real
+            numbers (text, complex).
     """
 
     env: np.ndarray
@@ -41,12 +69,47 @@ class MessageBatch:
     t_sent_s: np.ndarray
 
     def __post_init__(self) -> None:
+        self.env = _index_field("env", self.env)
+        self.src = _index_field("src", self.src)
+        self.dst = _index_field("dst", self.dst)
         m = len(self.src)
+        pay = np.asarray(self.payload)
+        if pay.dtype != np.float32:
+            if pay.dtype.kind not in "fiub":
+                raise ValueError(f"MessageBatch.payload must be float32 [M, P] (real numbers); got dtype {pay.dtype}")
+            pay = pay.astype(np.float32)  # 4 bytes per value, as documented and counted
+        self.payload = pay
+        ts = np.asarray(self.t_sent_s)
+        if ts.dtype != np.float64:
+            if ts.dtype.kind not in "fiu":
+                raise ValueError(f"MessageBatch.t_sent_s must be float64 [M] (seconds); got dtype {ts.dtype}")
+            ts = ts.astype(np.float64)
+        if ts.ndim != 1:
+            raise ValueError(f"MessageBatch.t_sent_s must be a 1-D float64 array [M]; got shape {ts.shape}")
+        self.t_sent_s = ts
         for name in ("env", "dst", "t_sent_s"):
             if len(getattr(self, name)) != m:
                 raise ValueError(f"MessageBatch.{name} has length {len(getattr(self, name))}, expected {m} (len(src))")
         if self.payload.ndim != 2 or self.payload.shape[0] != m:
             raise ValueError(f"MessageBatch.payload must be [M={m}, P]; got shape {self.payload.shape}")
+
+    def check_indices(self, num_envs: int, num_agents: int) -> None:
+        """Raise a ValueError unless every ``env`` is in ``[0, num_envs)``, every ``src`` in ``[0, num_agents)`` and
+        every ``dst`` a receiver in ``[0, num_agents)`` other than ``src``, or ``BROADCAST`` (the check each channel's
+        ``send`` makes; vectorized)."""
+        if len(self) == 0:
+            return
+        bad = ((self.src < 0) | (self.src >= num_agents) | (self.env < 0) | (self.env >= num_envs)
+               | (self.dst < BROADCAST) | (self.dst >= num_agents))
+        if bad.any():
+            i = int(bad.argmax())
+            raise ValueError(f"message batch has env/src/dst outside [0, {num_envs}) x [0, {num_agents}) (dst may be "
+                             f"-1 = broadcast): message {i} has env {self.env[i]}, src {self.src[i]}, dst {self.dst[i]}")
+        own = self.dst == self.src
+        if own.any():
+            i = int(own.argmax())
+            raise ValueError(f"message {i} is sent by agent {self.src[i]} to itself (dst == src) in env {self.env[i]}; "
+                             f"a message goes to another agent, or to all others with dst = -1 (broadcast)")
 
     @classmethod
     def empty(cls, payload_dim: int = 0) -> "MessageBatch":
