@@ -35,7 +35,7 @@ from coopsim.comm.token_bucket import SCALE, seconds_to_us
 from coopsim.comm.traces import MAX_RATE_BPS, VALID_RATE, ConstantTrace, Trace
 from coopsim.errors import ConfigError
 from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
-from coopsim.platform.comm import BROADCAST, ChannelParams, Channel, Feedback, MessageBatch
+from coopsim.platform.comm import ChannelParams, Channel, Feedback, MessageBatch
 
 CAUSES = ("overflow", "late", "burst")
 _EPS_US = 1e-3  # tolerance on arrival-time comparisons (microseconds)
@@ -353,9 +353,7 @@ class BandwidthChannel(Channel):
         self._step_events = []
         if batch is None or len(batch) == 0:
             return
-        if ((batch.src < 0) | (batch.src >= self.N) | (batch.env < 0) | (batch.env >= self.E)
-                | (batch.dst < BROADCAST) | (batch.dst >= self.N)).any():
-            raise ValueError(f"message batch has env/src/dst outside [0, {self.E}) x [0, {self.N}) (dst may be -1)")
+        batch.check_indices(self.E, self.N)
         self._messages += len(batch)
         c = batch.expand_broadcast(self.N)
         m = len(c)

@@ -40,8 +40,15 @@ class IdealChannel(Channel):
         np.add.at(into[f"{key}_bytes"], idx, copies.size_bytes(self.params.header_bytes))
 
     def send(self, t, batch):
+        """Offer the messages of step ``t`` (they arrive at ``t + 1``).
+
+        Raises:
+            ValueError: an env, sender or receiver outside the sizes given to ``reset``, or a copy to oneself
+                (:meth:`~coopsim.platform.comm.MessageBatch.check_indices`, as ``bandwidth-v0`` checks them).
+        """
         if batch is None or len(batch) == 0:
             return
+        batch.check_indices(self._num_envs, self.num_agents)
         copies = batch.expand_broadcast(self.num_agents)
         self._messages += len(batch)
         self._count("offered", copies)

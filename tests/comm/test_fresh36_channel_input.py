@@ -134,3 +134,71 @@ def test_a_csv_in_order_gives_sender_i_its_column(tmp_path):
     ch = BandwidthChannel(trace={"kind": "csv", "path": str(one)}, horizon_steps=2)
     ch.reset(0, num_envs=1, num_agents=3, dt_s=0.1)
     assert ch.capacity[0, 0].tolist() == [700, 700, 700]
+
+
+# ------------------------------------------------------------------ F7: MessageBatch dtypes
+
+from coopsim.comm.ideal import IdealChannel  # noqa: E402
+from coopsim.platform.comm import MessageBatch  # noqa: E402
+
+
+def _one(payload, src=(0,), env=(0,), dst=(1,)):
+    return MessageBatch(np.asarray(env, np.int32), np.asarray(src, np.int32), np.asarray(dst, np.int32), payload,
+                        np.zeros(len(src)))
+
+
+@pytest.mark.parametrize("payload", [np.zeros((1, 3)), np.zeros((1, 3), np.float16), np.zeros((1, 3), np.int64)])
+def test_a_payload_of_another_dtype_counts_4_bytes_per_value(payload):
+    ch = BandwidthChannel()
+    ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1)
+    b = _one(payload)
+    assert b.payload.dtype == np.float32 and b.size_bytes().tolist() == [3 * 4 + 28]
+    ch.send(0, b)
+    assert ch.stats()["comm/offered_bytes"] == 40.0  # P * 4 + 28, as documented (was 52 for float64, 34 for float16)
+
+
+def test_documented_dtypes_are_kept_without_a_copy_and_bad_ones_refused():
+    env, src, dst = np.zeros(2, np.int32), np.array([0, 1], np.int32), np.array([1, 0], np.int32)
+    pay, ts = np.zeros((2, 3), np.float32), np.zeros(2)
+    b = MessageBatch(env, src, dst, pay, ts)
+    assert b.env is env and b.src is src and b.dst is dst and b.payload is pay and b.t_sent_s is ts
+    b64 = MessageBatch(env.astype(np.int64), src.astype(np.int64), dst.astype(np.int64), pay, ts)
+    assert b64.src.dtype == np.int32 and b64.src.tolist() == [0, 1]
+    with pytest.raises(ValueError, match=r"MessageBatch.payload must be float32 \[M, P\] \(real numbers\); got dtype <U1"):
+        MessageBatch(np.zeros(1, np.int32), np.zeros(1, np.int32), np.ones(1, np.int32), np.array([["a", "b"]]),
+                     np.zeros(1))
+    with pytest.raises(ValueError, match="MessageBatch.src must hold integers .* got dtype float64"):
+        MessageBatch(np.zeros(1, np.int32), np.array([0.7]), np.ones(1, np.int32), np.zeros((1, 2)), np.zeros(1))
+    with pytest.raises(ValueError, match=r"MessageBatch.env must be a 1-D int32 array \[M\]; got shape \(1, 1\)"):
+        MessageBatch(np.zeros((1, 1), np.int32), np.zeros(1, np.int32), np.ones(1, np.int32), np.zeros((1, 2)),
+                     np.zeros(1))
+    with pytest.raises(ValueError, match="MessageBatch.dst must fit int32"):
+        MessageBatch(np.zeros(1, np.int32), np.zeros(1, np.int32), np.array([2**32], np.int64), np.zeros((1, 2)),
+                     np.zeros(1))
+    with pytest.raises(ValueError, match="MessageBatch.t_sent_s must be float64 .* got dtype <U"):
+        MessageBatch(np.zeros(1, np.int32), np.zeros(1, np.int32), np.ones(1, np.int32), np.zeros((1, 2)),
+                     np.array(["0"]))
+
+
+# ------------------------------------------------------------------ F8: the ideal channel checks indices as bandwidth-v0
+
+OUTSIDE = r"message batch has env/src/dst outside \[0, 1\) x \[0, 3\) \(dst may be -1 = broadcast\)"
+
+
+@pytest.mark.parametrize("channel", [IdealChannel, BandwidthChannel])
+@pytest.mark.parametrize("env, src, dst, match", [
+    (0, -2, 1, OUTSIDE + ": message 0 has env 0, src -2, dst 1"),
+    (0, 0, -2, OUTSIDE + ": message 0 has env 0, src 0, dst -2"),
+    (-1, 0, 1, OUTSIDE + ": message 0 has env -1, src 0, dst 1"),
+    (1, 0, 1, OUTSIDE),
+    (0, 3, 1, OUTSIDE),
+    (0, 1, 1, r"message 0 is sent by agent 1 to itself \(dst == src\) in env 0; a message goes to another agent"),
+])
+def test_bad_indices_are_refused_by_every_channel(channel, env, src, dst, match):
+    ch = channel()
+    ch.reset(0, num_envs=1, num_agents=3, dt_s=0.1)
+    with pytest.raises(ValueError, match=match):
+        ch.send(0, _one(np.zeros((1, 2), np.float32), src=[src], env=[env], dst=[dst]))
+    assert ch.stats()["comm/offered_copies"] == 0.0  # nothing counted
+    ch.send(0, _one(np.zeros((1, 2), np.float32), src=[2], env=[0], dst=[-1]))  # a good broadcast still goes
+    assert ch.stats()["comm/offered_copies"] == 2.0
