@@ -184,6 +184,7 @@ class BandwidthChannel(Channel):
         self._messages = 0
         self._latencies: list[np.ndarray] = []
         self._fb: dict[int, Feedback] = {}
+        self._latest_step = 0
 
     def capacity_bps(self, t: int) -> np.ndarray:
         """int64 ``[E, N]``: each sender's capacity during step ``t`` (bit/s), for metrics and oracles."""
@@ -219,6 +220,7 @@ class BandwidthChannel(Channel):
     @property
     def totals(self) -> dict[str, np.ndarray]:
         """Run totals since ``reset``, int64 ``[E, N, N]`` per counter (``offered_bytes``, ``lost/late_copies``, ...)."""
+        self._started("totals")
         self._flush()
         return self._totals
 
@@ -349,6 +351,7 @@ class BandwidthChannel(Channel):
     # ------------------------------------------------------------------ Channel API
     def send(self, t: int, batch: MessageBatch | None) -> None:
         """Offer the messages of step ``t`` (serves every earlier interval first)."""
+        t = self._step("send", t)
         self._advance_to(t)
         self._step_events = []
         if batch is None or len(batch) == 0:
@@ -407,6 +410,7 @@ class BandwidthChannel(Channel):
 
     def deliver(self, t: int) -> MessageBatch:
         """Copies that arrived by ``t * dt_s`` (serves every interval before step ``t`` first)."""
+        t = self._step("deliver", t)
         self._advance_to(t, compact=False)  # the lost columns go with the delivered ones, in one compaction
         q = self._qa
         arrived = (q[_INFL] == _INFLIGHT) & (q[_ARR] <= t * self.dt_us)
@@ -432,12 +436,14 @@ class BandwidthChannel(Channel):
         Call after ``deliver(t)``: the fate of a copy sent at step ``s`` with latency within one step is
         reported at ``feedback(s + 1)``.
         """
+        t = self._step("feedback", t)
         self._advance_to(t)
         return pop_feedback(self._fb, t, self.E, self.N)
 
     # ------------------------------------------------------------------ accounting
     def queued(self) -> dict[str, np.ndarray]:
         """int64 ``[E, N, N]`` copies and bytes waiting in queues or in flight."""
+        self._started("queued")
         q = self._qa  # every public call leaves the queue compacted: no lost (_GONE) columns in it
         out = {"queued_bytes": np.zeros((self.E, self.N, self.N), np.int64)}
         out["queued_copies"] = np.zeros_like(out["queued_bytes"])
@@ -447,12 +453,15 @@ class BandwidthChannel(Channel):
 
     def per_copy(self) -> dict[str, np.ndarray]:
         """Run totals per (env, sender, receiver): offered/delivered/lost-by-cause/queued, bytes and copies."""
+        self._started("per_copy")
         return per_copy_view(self.totals, self.queued(), CAUSES)
 
     def latencies_s(self) -> np.ndarray:
         """float64 latencies (s) of every delivered copy since reset."""
+        self._started("latencies_s")
         return np.concatenate(self._latencies) if self._latencies else np.zeros(0)
 
     def stats(self) -> dict[str, float]:
+        self._started("stats")
         s = flat_stats(self.per_copy(), CAUSES, self._messages, self.latencies_s())
         return s

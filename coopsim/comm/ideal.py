@@ -20,6 +20,7 @@ class IdealChannel(Channel):
 
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
         self.num_agents, self.dt_s = num_agents, dt_s
+        self._latest_step = 0
         self._pending: dict[int, list[MessageBatch]] = {}
         self._num_envs = num_envs
         self._fb = Feedback.zeros(num_envs, num_agents)
@@ -44,8 +45,10 @@ class IdealChannel(Channel):
 
         Raises:
             ValueError: an env, sender or receiver outside the sizes given to ``reset``, or a copy to oneself
-                (:meth:`~coopsim.platform.comm.MessageBatch.check_indices`, as ``bandwidth-v0`` checks them).
+                (:meth:`~coopsim.platform.comm.MessageBatch.check_indices`, as ``bandwidth-v0`` checks them); a step
+                before the latest one. ChannelError: not reset.
         """
+        t = self._step("send", t)
         if batch is None or len(batch) == 0:
             return
         batch.check_indices(self._num_envs, self.num_agents)
@@ -55,6 +58,7 @@ class IdealChannel(Channel):
         self._pending.setdefault(t + 1, []).append(copies)
 
     def deliver(self, t):
+        t = self._step("deliver", t)
         out = concat(self._pending.pop(t, []))
         if len(out):
             self._count("delivered", out)
@@ -65,11 +69,13 @@ class IdealChannel(Channel):
 
     def feedback(self, t):
         """Per-sender delivered counts of copies delivered up to ``deliver(t)`` (nothing is ever lost)."""
+        self._step("feedback", t)
         out, self._fb = self._fb, Feedback.zeros(self._num_envs, self.num_agents)
         return out
 
     def per_copy(self) -> dict[str, np.ndarray]:
         """Run totals per (env, sender, receiver): ``{offered,delivered,lost,queued}_{bytes,copies}``."""
+        self._started("per_copy")
         out = self._zeros() if self._totals is None else {k: v.copy() for k, v in self._totals.items()}
         queued = {k.replace("offered", "queued"): np.zeros_like(v) for k, v in out.items() if k.startswith("offered")}
         for bs in self._pending.values():
@@ -79,6 +85,7 @@ class IdealChannel(Channel):
         return out
 
     def stats(self):
+        self._started("stats")
         names = [f"{k}_{u}" for k in _FLOWS + ("queued",) for u in ("bytes", "copies")]
         if self._totals is None:  # nothing ever sent since reset (the pending copies are counted as offered)
             s = {f"comm/{k}": 0.0 for k in names}

@@ -199,7 +199,9 @@ class Channel(ABC):
 
     Lifecycle: ``reset(...)`` at each episode start, then per step ``send(t, batch)`` and
     ``deliver(t + 1)``. ``stats()`` returns totals since the last reset (per copy:
-    ``offered_bytes = delivered_bytes + lost_bytes + queued_bytes``).
+    ``offered_bytes = delivered_bytes + lost_bytes + queued_bytes``). The built-in channels refuse a call before
+    ``reset`` (:class:`~coopsim.errors.ChannelError`) and a step that is not an integer >= 0 or is earlier than the
+    latest step given to ``send``/``deliver``/``feedback`` (ValueError).
     """
 
     Params: ClassVar[type[ChannelParams]] = ChannelParams
@@ -207,6 +209,31 @@ class Channel(ABC):
     def __init__(self, **params: Any):
         from coopsim.platform.registry import checked_params
         self.params = checked_params(self.Params, params, type(self).__name__)
+        self._latest_step: int | None = None  # None: not reset yet; else the latest step of send/deliver/feedback
+
+    def _started(self, call: str) -> None:
+        """Raise a :class:`~coopsim.errors.ChannelError` if ``reset`` was never called (``call`` names the method)."""
+        if getattr(self, "_latest_step", None) is None:
+            from coopsim.errors import ChannelError
+            raise ChannelError(f"{type(self).__name__}.{call} before reset: call reset(seed, num_envs=..., "
+                               f"num_agents=..., dt_s=...) first")
+
+    def _step(self, call: str, t: Any) -> int:
+        """The step ``t`` of ``send``/``deliver``/``feedback`` as an int, once the channel is reset, never before the
+        latest step given to any of them (time does not go back; ``reset`` starts again at 0).
+
+        Raises:
+            ChannelError: not reset. ValueError: ``t`` not an integer >= 0 (a float, a bool), or before the latest
+                step.
+        """
+        self._started(call)
+        if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) or t < 0:
+            raise ValueError(f"{type(self).__name__}.{call}(t): t must be an integer >= 0 (the step); got {t!r}")
+        if t < self._latest_step:
+            raise ValueError(f"{type(self).__name__}.{call}({t}) after a call at step {self._latest_step}: steps never "
+                             f"go back (per step: send(t), deliver(t + 1), feedback(t + 1); reset starts again)")
+        self._latest_step = t = int(t)
+        return t
 
     @abstractmethod
     def reset(self, seed: int | None, *, num_envs: int, num_agents: int, dt_s: float, scenario: Any = None) -> None:

@@ -202,3 +202,35 @@ def test_bad_indices_are_refused_by_every_channel(channel, env, src, dst, match)
     assert ch.stats()["comm/offered_copies"] == 0.0  # nothing counted
     ch.send(0, _one(np.zeros((1, 2), np.float32), src=[2], env=[0], dst=[-1]))  # a good broadcast still goes
     assert ch.stats()["comm/offered_copies"] == 2.0
+
+
+# ------------------------------------------------------------------ F9: lifecycle misuse
+
+from coopsim.errors import ChannelError  # noqa: E402
+
+
+@pytest.mark.parametrize("channel", [IdealChannel, BandwidthChannel])
+def test_calls_before_reset_and_steps_that_go_back_are_refused(channel):
+    name = channel.__name__
+    ch = channel()
+    for call, f in (("deliver", lambda: ch.deliver(1)), ("stats", ch.stats), ("per_copy", ch.per_copy),
+                    ("send", lambda: ch.send(0, None)), ("feedback", lambda: ch.feedback(1))):
+        with pytest.raises(ChannelError, match=rf"{name}\.{call} before reset: call reset\(seed, num_envs="):
+            f()
+    ch.reset(0, num_envs=1, num_agents=2, dt_s=0.1)
+    b = _one(np.zeros((1, 2), np.float32))
+    ch.send(0, b)
+    ch.deliver(5)
+    with pytest.raises(ValueError, match=rf"{name}\.send\(3\) after a call at step 5: steps never go back"):
+        ch.send(3, b)
+    for t in (-1, 2.5, True, "6"):
+        with pytest.raises(ValueError, match=rf"{name}\.send\(t\): t must be an integer >= 0 \(the step\); got "):
+            ch.send(t, b)
+    with pytest.raises(ValueError, match=rf"{name}\.deliver\(t\): t must be an integer >= 0"):
+        ch.deliver(-5)
+    assert ch.stats()["comm/offered_copies"] == 1.0  # the refused sends counted nothing
+    ch.send(np.int64(5), b)  # the same step again, as a numpy integer: fine
+    ch.feedback(6)
+    ch.reset(1, num_envs=1, num_agents=2, dt_s=0.1)  # a reset starts again at step 0
+    ch.send(0, b)
+    assert ch.stats()["comm/offered_copies"] == 1.0
