@@ -55,8 +55,9 @@ from __future__ import annotations
 import numpy as np
 from typing import Annotated, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from coopsim.comm.traces import MAX_RATE_BPS
 from coopsim.platform.comm import Feedback
 
 # The cross-traffic margin's options, declared once: SafeRateProbeParams and DDACOMSenderParams (which passes
@@ -75,10 +76,20 @@ XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtr
 
 
 class SafeRateProbeParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    initial_rate_bps: float = Field(..., gt=0, description="starting probing rate and estimate (bit/s), > 0")
-    min_rate_bps: float = Field(..., gt=0, description="lowest rate (bit/s), > 0")
-    max_rate_bps: float = Field(..., gt=0, description="highest rate (bit/s), e.g. the full-broadcast demand")
+    """The probe's parameters; every number finite (no nan or inf), the cross-constraints below checked.
+
+    Raises (through :func:`~coopsim.platform.registry.checked_params`, as :class:`SafeRateProbe` builds them):
+        ConfigError: a value out of its range, nan or inf; ``min_rate_bps <= initial_rate_bps <= max_rate_bps``,
+            ``max_up_factor >= up_factor`` or ``max_hold_steps >= hold_steps`` not met (naming the key).
+    """
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # (min and max first: initial_rate_bps's check names them)
+    min_rate_bps: float = Field(..., gt=0, le=MAX_RATE_BPS, description="lowest rate (bit/s), in (0, 1e12]")
+    max_rate_bps: float = Field(..., gt=0, le=MAX_RATE_BPS, description="highest rate (bit/s), in [min_rate_bps, "
+                                "1e12] (1 Tbit/s, the traces' and token buckets' bound), e.g. the full-broadcast demand")
+    initial_rate_bps: float = Field(..., gt=0, le=MAX_RATE_BPS, description="starting probing rate and estimate "
+                                    "(bit/s), in [min_rate_bps, max_rate_bps]")
     up_factor: float = Field(1.05, gt=1, description="probing step up (ratio), > 1")
     max_up_factor: float = Field(1.05, gt=1, description="step up after consecutive confirmed probes grows "
                                  "geometrically (x up_factor each time) up to this ratio (>= up_factor)")
@@ -120,6 +131,40 @@ class SafeRateProbeParams(BaseModel):
     xtraffic_ref_window: XTrafficRefWindow
     xtraffic_min_utilization: XTrafficMinUtilization
 
+    # cross-constraints, each on the later field so the message names its key (the earlier one is in info.data
+    # when it was valid itself)
+    @field_validator("max_rate_bps")
+    @classmethod
+    def _max_ge_min(cls, v, info):
+        lo = info.data.get("min_rate_bps")
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= min_rate_bps ({lo:g})")
+        return v
+
+    @field_validator("initial_rate_bps")
+    @classmethod
+    def _initial_in_range(cls, v, info):
+        lo, hi = info.data.get("min_rate_bps"), info.data.get("max_rate_bps")
+        if lo is not None and hi is not None and not lo <= v <= hi:
+            raise ValueError(f"must be in [min_rate_bps, max_rate_bps] = [{lo:g}, {hi:g}]")
+        return v
+
+    @field_validator("max_up_factor")
+    @classmethod
+    def _max_up_ge_up(cls, v, info):
+        up = info.data.get("up_factor")
+        if up is not None and v < up:
+            raise ValueError(f"must be >= up_factor ({up:g})")
+        return v
+
+    @field_validator("max_hold_steps")
+    @classmethod
+    def _max_hold_ge_hold(cls, v, info):
+        hold = info.data.get("hold_steps")
+        if hold is not None and v < hold:
+            raise ValueError(f"must be >= hold_steps ({hold})")
+        return v
+
 
 class SafeRateProbe:
     """Vectorized safe-rate prober (see module docstring).
@@ -127,6 +172,9 @@ class SafeRateProbe:
     Args:
         shape: sender array shape, e.g. ``(num_envs, num_agents)``.
         **params: :class:`SafeRateProbeParams`.
+
+    Raises:
+        ConfigError: a bad parameter (see :class:`SafeRateProbeParams`), naming the key and what is valid.
 
     Attributes:
         rate_bps: float64 ``shape``: current probing rate (bit/s).
@@ -136,11 +184,9 @@ class SafeRateProbe:
     Params = SafeRateProbeParams
 
     def __init__(self, shape: tuple[int, ...], **params):
-        self.params = SafeRateProbeParams(**params)
+        from coopsim.platform.registry import checked_params
+        self.params = checked_params(SafeRateProbeParams, params, "SafeRateProbe")  # ConfigError, not pydantic's
         p = self.params
-        if not p.min_rate_bps <= p.initial_rate_bps <= p.max_rate_bps:
-            raise ValueError(f"need min_rate_bps <= initial_rate_bps <= max_rate_bps; got {p.min_rate_bps}, "
-                             f"{p.initial_rate_bps}, {p.max_rate_bps}")
         self.shape = tuple(shape)
         self.rate_bps = np.full(self.shape, p.initial_rate_bps)
         self.estimate_bps = np.full(self.shape, p.initial_rate_bps)
@@ -159,6 +205,20 @@ class SafeRateProbe:
         self.capacity_smooth_bps = np.full(self.shape, np.nan)  # cross-traffic margin: EWMA of the capacity
         self.capacity_ref_bps = np.full(self.shape, np.nan)  # cross-traffic margin: its decaying maximum
 
+    def _check_feedback(self, fb) -> None:
+        if not isinstance(fb, Feedback):
+            what = ("None: the channel gives no feedback (Channel.feedback returned None), which the probe needs"
+                    if fb is None else f"a {type(fb).__name__}")
+            raise ValueError(f"SafeRateProbe.update(fb): fb must be a coopsim.platform.comm.Feedback; got {what}")
+        for name in ("delivered_bytes", "lost_bytes"):
+            a = getattr(fb, name)
+            if np.shape(a) != self.shape:
+                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} has shape {np.shape(a)}, the probe's senders "
+                                 f"{self.shape}")
+            if (np.asarray(a) < 0).any():
+                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} must be >= 0 (byte counts); got a minimum of "
+                                 f"{np.min(a)}")
+
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
 
@@ -166,7 +226,12 @@ class SafeRateProbe:
             fb: the channel's feedback (``[E, N]`` per-sender byte counts are used).
             active: bool ``shape``: senders whose offered load was limited by the probing rate
                 (an application-limited sender learns nothing about higher rates); None = all.
+
+        Raises:
+            ValueError: ``fb`` is None (a channel without feedback) or not a Feedback, its arrays are not of the
+                probe's ``shape``, or its byte counts are negative.
         """
+        self._check_feedback(fb)
         p = self.params
         total = fb.delivered_bytes + fb.lost_bytes
         has = total > 0
