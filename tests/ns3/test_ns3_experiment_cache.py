@@ -167,3 +167,30 @@ def test_the_cache_keeps_the_grids_runs_for_either_estimator(ns3_bridge, tmp_pat
         den = np.minimum(3 * want * 0.1, np.asarray(fb["series"]["offered_copies"], float) * d["copy_bytes"] * 8)
         assert r["utilization_fb_demand"] == pytest.approx(np.sum(r["series"]["delivered_bits"]) / den.sum(), rel=1e-12)
         assert d["summary"]["rows"]["ns3/ddacom"]["utilization_fb_demand"][0] == pytest.approx(r["utilization_fb_demand"])
+    # benchmarks/ns3_oracle_grid.py reads the same cache: its full-grid rows are the two runs' utilizations
+    from bench_loader import load_benchmark
+
+    grid = load_benchmark("ns3_oracle_grid")
+    rows = {(r["rates"], r["estimator"]): r for r in grid.main([str(cfg), str(tmp_path / "max.json"),
+                                                                "--oracle-cache", str(cache)])}
+    assert set(rows) == {(1, "max"), (1, "isotonic"), (2, "max"), (2, "isotonic"), (3, "max"), (3, "isotonic")}
+    for name, est in (("max.json", "max"), ("iso.json", "isotonic")):
+        d = json.loads((tmp_path / name).read_text())
+        (r,) = [r for r in d["runs"] if r["channel_name"] == "ns3"]
+        assert rows[(3, est)]["ddacom"][0] == pytest.approx(r["utilization"], rel=1e-12)
+    out = capsys.readouterr().out
+    assert "utilization against each grid and estimator, 1 seed(s)" in out and "    3  isotonic" in out
+    # no cache for the seed: exit 2 naming it; a compact copy (no series): exit 2 saying so
+    from coopsim.errors import run_script
+
+    with pytest.raises(SystemExit) as info:
+        run_script(grid.main, [str(cfg), str(tmp_path / "max.json"), "--oracle-cache", str(tmp_path / "none")])
+    assert info.value.code == 2 and "seed 0: no cached oracle" in capsys.readouterr().err
+    compact = tmp_path / "compact.json"
+    d = json.loads((tmp_path / "max.json").read_text())
+    for r in d["runs"]:
+        r.pop("series", None)
+    compact.write_text(json.dumps(d))
+    with pytest.raises(SystemExit) as info:
+        run_script(grid.main, [str(cfg), str(compact), "--oracle-cache", str(cache)])
+    assert info.value.code == 2 and "has no ns-3 runs with their series" in capsys.readouterr().err

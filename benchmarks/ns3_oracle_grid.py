@@ -1,0 +1,120 @@
+"""How the ns-3 safe-rate oracle's grid and estimator move a sender's utilization (docs/ns3.md, "The oracle's grid").
+
+The ns-3 oracle runs every rate of its grid once (:func:`coopsim.comm.oracle.safe_rate_sweep`); since 2026-12-07
+its cache keeps those runs. This script reads them back for an experiment file (its ``oracle.rates`` grid) and, for
+the full grid and every coarser one inside it (every 2nd, 4th and 8th rate), reads the safe rate with both
+estimators of :func:`coopsim.comm.oracle.window_safe_rate`:
+
+- ``max``: the highest rate whose own loss over ``[t, t + 10)`` is at most 0.3 %;
+- ``isotonic``: the same cut after the window loss is fitted non-decreasing in the rate.
+
+It prints, per (grid, estimator), the mean safe rate as a fraction of demand and each sender's utilization (mean
+and 95 % Student-t interval over seeds) from the ns-3 runs of a results file of
+``python -m coopsim.comm.ns3.experiment``. A row whose value keeps moving as the grid is refined has not converged:
+with one ns-3 run per rate, ``max`` picks rates that are lossless by luck, more of them on a finer grid.
+
+    .venv/bin/python benchmarks/ns3_oracle_grid.py configs/ns3/ddacom-spread-smooth.yaml runs/ns3-ddacom-smooth-24.json
+
+Needs the oracle cache the experiment filled (``--oracle-cache``, default ``runs/ns3-oracle-cache``) for every
+seed of the results file; exits 2 naming the first missing seed otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from coopsim.agents.ddacom.evaluate import ci95
+from coopsim.comm.ns3 import experiment as X
+from coopsim.comm.oracle import ESTIMATORS, window_safe_rate
+from coopsim.errors import ConfigError, run_script
+
+
+def grid_runs(cfg: dict, seed: int, folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rates [R], offered [R, T, E], lost [R, T, E])`` of ``seed``'s cached sweep for the experiment ``cfg``.
+
+    Raises:
+        ConfigError: key ``--oracle-cache``: no cache file for the seed, or one without the grid's runs.
+    """
+    kw = X._scenario_kw(cfg)
+    _, demand = X._demand(kw)
+    orc = cfg["oracle"]
+    rates = np.linspace(orc["min_frac"], orc["max_frac"], orc["rates"]) * demand
+    path = Path(folder) / f"oracle-seed{seed}-{X.oracle_cache_key(cfg, kw, seed, rates, kw['episodes'] * 25)}.json"
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise ConfigError(f"seed {seed}: no cached oracle {path}; run the experiment on this seed first (it fills the "
+                          "cache)", key="--oracle-cache", value=folder) from None
+    if "offered_bytes" not in d:
+        raise ConfigError(f"seed {seed}: {path} holds safe rates only, not the grid's runs (written before "
+                          "2026-12-07); delete it and run the experiment again to refill it", key="--oracle-cache",
+                          value=folder)
+    return rates, np.asarray(d["offered_bytes"], np.float64), np.asarray(d["lost_bytes"], np.float64)
+
+
+def table(cfg: dict, results: dict, folder: str, strides=(8, 4, 2, 1)) -> list[dict]:
+    """One row per (stride, estimator): the grid of every ``stride``-th rate, the mean safe rate / demand over
+    steps, envs and seeds, and per sender the utilization ``(mean, 95% half-width)`` over seeds."""
+    N = cfg["scenario"]["num_agents"]
+    demand = results["demand_bps"]
+    runs = [r for r in results["runs"] if r.get("channel_name") == "ns3"]
+    seeds = sorted({r["seed"] for r in runs})
+    sweeps = {s: grid_runs(cfg, s, folder) for s in seeds}
+    rows, grids = [], set()
+    for stride in strides:
+        R = len(sweeps[seeds[0]][0])
+        if len(range(0, R, stride)) in grids:  # a small grid: a coarser stride gives the same rates
+            continue
+        grids.add(len(range(0, R, stride)))
+        for est in ESTIMATORS:
+            safe = {}
+            for s, (rates, off, lost) in sweeps.items():
+                idx = np.arange(0, len(rates), stride)
+                safe[s] = window_safe_rate(off[idx].transpose(1, 0, 2), lost[idx].transpose(1, 0, 2), rates[idx],
+                                           estimator=est)
+            row = {"rates": len(range(0, len(sweeps[seeds[0]][0]), stride)), "estimator": est,
+                   "safe_frac": float(np.mean([np.minimum(v, demand).mean() / demand for v in safe.values()]))}
+            for snd in dict.fromkeys(r["sender"] for r in runs):
+                u = [float(np.sum(r["series"]["delivered_bits"])
+                           / np.sum(N * np.minimum(safe[r["seed"]], demand) * 0.1)) for r in runs if r["sender"] == snd]
+                row[snd] = ci95(u)
+            rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(prog="benchmarks/ns3_oracle_grid.py", description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("config", help="the experiment file whose oracle grid was run, e.g. "
+                                   "configs/ns3/ddacom-spread-smooth.yaml")
+    ap.add_argument("results", help="a results JSON of python -m coopsim.comm.ns3.experiment with that file (its "
+                                    "ns-3 runs' delivered bits are used)")
+    ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache", help="the experiment's oracle cache folder")
+    a = ap.parse_args(argv)
+    cfg = X.load(a.config)
+    try:
+        results = json.loads(Path(a.results).read_text())
+        results["runs"], results["demand_bps"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ConfigError(f"{a.results} is not a results file of coopsim.comm.ns3.experiment (with its runs)",
+                          key="results", value=a.results) from None
+    if not any(r.get("channel_name") == "ns3" and "series" in r for r in results["runs"]):
+        raise ConfigError(f"{a.results} has no ns-3 runs with their series (a compact copy keeps none)",
+                          key="results", value=a.results)
+    rows = table(cfg, results, a.oracle_cache)
+    senders = [k for k in rows[0] if k not in ("rates", "estimator", "safe_frac")]
+    seeds = len({r["seed"] for r in results["runs"] if r.get("channel_name") == "ns3"})
+    print(f"{a.config}: utilization against each grid and estimator, {seeds} seed(s) (mean +- 95% CI half-width)")
+    print(f"{'rates':>5} {'estimator':>9} {'safe/demand':>11} " + " ".join(f"{s:>15}" for s in senders))
+    for row in rows:
+        cells = " ".join(f"{row[s][0]:7.3f}+-{row[s][1]:5.3f}" if np.isfinite(row[s][1]) else f"{row[s][0]:15.3f}"
+                         for s in senders)
+        print(f"{row['rates']:>5} {row['estimator']:>9} {row['safe_frac']:>11.4f} {cells}")
+    return rows
+
+
+if __name__ == "__main__":
+    run_script(main)
