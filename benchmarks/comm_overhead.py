@@ -9,7 +9,7 @@ bucket (refill, consume) plus the channel (send, deliver, feedback); building th
 from the allowed counts (the agents' own message production, random receivers here) is timed apart and
 printed as ``batch ms`` (``overhead+batch`` counts it too).
 
-Usage: .venv/bin/python benchmarks/comm_overhead.py [--steps 200]
+Usage: .venv/bin/python benchmarks/comm_overhead.py [--steps 200] [--copies 4]
 """
 from __future__ import annotations
 
@@ -20,11 +20,15 @@ import numpy as np
 
 from coopsim.comm.bandwidth import BandwidthChannel
 from coopsim.comm.token_bucket import TokenBucket
-from coopsim.errors import int_at_least, run_script
+from coopsim.errors import int_in_range, run_script
 from coopsim.platform.comm import MessageBatch
 from coopsim.platform.registry import make_scenario
 
 N = 32
+#: most --copies: 64 copies per agent is 524,288 copies per step at batch 256 (a minute or more per batch size)
+COPIES_MAX = 64
+#: most --steps
+STEPS_MAX = 100_000
 
 
 def measure(E: int, steps: int, copies: int) -> tuple[float, float, float, float]:
@@ -34,7 +38,7 @@ def measure(E: int, steps: int, copies: int) -> tuple[float, float, float, float
     ch = BandwidthChannel(trace={"kind": "markov", "levels": [0.15, 0.3, 0.5], "switch_prob": 0.02,
                                  "scale_bps": copies * 320 / 0.1}, queue_packets=16, latency_bound_s=0.1)
     ch.reset(0, num_envs=E, num_agents=N, dt_s=0.1)
-    bucket = TokenBucket(copies * 320 / 0.1 * 0.4, copies * 40 * 0.4, shape=(E, N), full=False)
+    bucket = TokenBucket(copies * 320 / 0.1 * 0.4, copies * 16, shape=(E, N), full=False)  # 0.4 x one step
     rng = np.random.default_rng(0)
     acts = rng.integers(0, 5, (steps, E, N))
     offs = rng.integers(1, N, (steps, E, N, copies))
@@ -71,8 +75,11 @@ def measure(E: int, steps: int, copies: int) -> tuple[float, float, float, float
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int_at_least(1), default=200, help="timed steps per batch size (>= 1)")
-    ap.add_argument("--copies", type=int_at_least(1), default=4, help="copies each agent would send per step (>= 1)")
+    ap.add_argument("--steps", type=int_in_range(1, STEPS_MAX), default=200,
+                    help=f"timed steps per batch size, 1..{STEPS_MAX} (default 200)")
+    ap.add_argument("--copies", type=int_in_range(1, COPIES_MAX), default=4,
+                    help=f"copies each agent would send per step, 1..{COPIES_MAX} (default 4; at batch 256 each copy "
+                         f"per agent is {256 * N:,} copies per step)")
     a = ap.parse_args(argv)
     print(f"{'batch':>5} {'agents':>6} {'copies/step':>11} {'core step ms':>12} {'comm ms':>8} {'overhead':>9} "
           f"{'batch ms':>8} {'overhead+batch':>14}")

@@ -156,7 +156,7 @@ def test_evaluate_bad_radius_names_the_option_and_range(value, capsys):
 def test_evaluate_too_many_agents_names_the_option_and_range(tmp_path):
     r = py(EVAL, "--num-agents", "100", "--seeds", "1", "--out", str(tmp_path / "e.json"))
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "invalid value 100 for --num-agents: an integer in 2..64 is required" in r.stderr
+    assert "argument --num-agents: invalid value '100': an integer in 2..64 is required" in r.stderr
     assert not (tmp_path / "e.json").exists()
 
 

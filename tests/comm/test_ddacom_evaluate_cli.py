@@ -179,3 +179,11 @@ def test_a_radius_that_hides_nothing_is_named_as_the_cause(tmp_path, capsys):
     evaluate.main(["--seeds", "1", *FAST, "--out", str(tmp_path / "d.json")])
     out = capsys.readouterr().out
     assert "--num-envs or --episodes" in out and "radius is the cause" not in out
+
+
+@pytest.mark.parametrize("value", ["1", "65"])
+def test_num_agents_below_and_above_the_range_get_the_same_message(value, capsys):
+    """fresh36 F13: N=1 said 'an integer >= 2', N=65 'an integer in 2..64' (two checks in two places)."""
+    with pytest.raises(SystemExit):
+        evaluate.main(["--num-agents", value])
+    assert f"argument --num-agents: invalid value '{value}': an integer in 2..64 is required" in capsys.readouterr().err
