@@ -30,6 +30,7 @@ from coopsim.agents.ddacom.evaluate import ci95
 from coopsim.comm.ns3 import experiment as X
 from coopsim.comm.oracle import ESTIMATORS, window_safe_rate
 from coopsim.errors import ConfigError, run_script
+from coopsim.platform.recorder import atomic_write_json, check_writable
 
 
 def grid_runs(cfg: dict, seed: int, folder: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -93,7 +94,10 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("results", help="a results JSON of python -m coopsim.comm.ns3.experiment with that file (its "
                                     "ns-3 runs' delivered bits are used)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache", help="the experiment's oracle cache folder")
+    ap.add_argument("--out", default=None, help="also write the table as JSON here (written atomically)")
     a = ap.parse_args(argv)
+    if a.out:
+        check_writable("--out", a.out)
     cfg = X.load(a.config)
     try:
         results = json.loads(Path(a.results).read_text())
@@ -113,6 +117,16 @@ def main(argv: list[str] | None = None) -> list[dict]:
         cells = " ".join(f"{row[s][0]:7.3f}+-{row[s][1]:5.3f}" if np.isfinite(row[s][1]) else f"{row[s][0]:15.3f}"
                          for s in senders)
         print(f"{row['rates']:>5} {row['estimator']:>9} {row['safe_frac']:>11.4f} {cells}")
+    if a.out:
+        atomic_write_json(Path(a.out), {"config": a.config, "results": a.results, "seeds": seeds,
+                                        "seed_list": sorted({r["seed"] for r in results["runs"]
+                                                             if r.get("channel_name") == "ns3"}),
+                                        "command": "benchmarks/ns3_oracle_grid.py " + " ".join(
+                                            [a.config, a.results] + (["--oracle-cache", a.oracle_cache]
+                                                                     if a.oracle_cache != "runs/ns3-oracle-cache"
+                                                                     else [])),
+                                        "rows": rows}, indent=1)
+        print(f"wrote {a.out}")
     return rows
 
 

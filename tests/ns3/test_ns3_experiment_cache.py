@@ -172,7 +172,11 @@ def test_the_cache_keeps_the_grids_runs_for_either_estimator(ns3_bridge, tmp_pat
 
     grid = load_benchmark("ns3_oracle_grid")
     rows = {(r["rates"], r["estimator"]): r for r in grid.main([str(cfg), str(tmp_path / "max.json"),
-                                                                "--oracle-cache", str(cache)])}
+                                                                "--oracle-cache", str(cache),
+                                                                "--out", str(tmp_path / "grid.json")])}
+    saved = json.loads((tmp_path / "grid.json").read_text())["rows"]  # (a 1-seed half-width, nan, is written null)
+    assert [(r["rates"], r["estimator"], r["safe_frac"], r["ddacom"][0]) for r in saved] == [
+        (r["rates"], r["estimator"], r["safe_frac"], r["ddacom"][0]) for r in rows.values()]
     assert set(rows) == {(1, "max"), (1, "isotonic"), (2, "max"), (2, "isotonic"), (3, "max"), (3, "isotonic")}
     for name, est in (("max.json", "max"), ("iso.json", "isotonic")):
         d = json.loads((tmp_path / name).read_text())
