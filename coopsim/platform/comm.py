@@ -26,11 +26,14 @@ _INT32 = np.iinfo(np.int32)
 
 
 def _index_field(name: str, value: Any) -> np.ndarray:
-    """``value`` as int32 ``[M]``: int32 arrays as they are (no copy), other integer arrays cast after a range check;
-    floats (0.7 would be truncated to 0), booleans, text and other ranks refused with a ValueError."""
+    """``value`` as int32 ``[M]``: int32 arrays as they are (no copy), other integer arrays cast after a range check,
+    an empty numeric ``[0]`` array of any dtype (``[]`` and ``np.array([])`` are float64) as an empty int32 one;
+    non-empty floats (0.7 would be truncated to 0), booleans, text and other ranks refused with a ValueError."""
     a = np.asarray(value)
     if a.dtype == np.int32 and a.ndim == 1:
         return a
+    if a.size == 0 and a.ndim == 1 and a.dtype.kind in "fiub":
+        return np.zeros(0, np.int32)  # no value to truncate: [] and np.array([]) are float64, an empty step is fine
     if a.ndim != 1:
         raise ValueError(f"MessageBatch.{name} must be a 1-D int32 array [M]; got shape {a.shape}")
     if a.dtype.kind not in "iu":
@@ -47,7 +50,9 @@ class MessageBatch:
 
     Arrays of the documented dtypes are kept as given (no copy); others are converted once when the batch is built:
     integer ``env``/``src``/``dst`` of another width to int32, a numeric payload (e.g. numpy's default float64) to
-    float32, so a message's size is always ``P * 4`` payload bytes plus the header (:meth:`size_bytes`).
+    float32, so a message's size is always ``P * 4`` payload bytes plus the header (:meth:`size_bytes`). An empty
+    batch may be built from plain empty lists (``MessageBatch([], [], [], [], [])``: empty arrays take the
+    documented dtypes, the payload ``[0, 0]``).
 
     Attributes:
         env: int32 ``[M]`` env index.
@@ -74,6 +79,8 @@ class MessageBatch:
         self.dst = _index_field("dst", self.dst)
         m = len(self.src)
         pay = np.asarray(self.payload)
+        if pay.shape == (0,) and m == 0:
+            pay = pay.reshape(0, 0)  # a payload of plain [] in an empty batch: no message, no value
         if pay.dtype != np.float32:
             if pay.dtype.kind not in "fiub":
                 raise ValueError(f"MessageBatch.payload must be float32 [M, P] (real numbers); got dtype {pay.dtype}")
