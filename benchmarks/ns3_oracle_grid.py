@@ -1,22 +1,23 @@
 """How the ns-3 safe-rate oracle's grid and estimator move a sender's utilization (docs/ns3.md, "The oracle's grid").
 
 The ns-3 oracle runs every rate of its grid once (:func:`coopsim.comm.oracle.safe_rate_sweep`); since 2026-12-07
-its cache keeps those runs. This script reads them back for an experiment file (its ``oracle.rates`` grid) and, for
-the full grid and every coarser one inside it (every 2nd, 4th and 8th rate), reads the safe rate with both
-estimators of :func:`coopsim.comm.oracle.window_safe_rate`:
+its cache keeps those runs. This script reads them back for a results file of ``python -m
+coopsim.comm.ns3.experiment`` (the experiment's settings, as that run read them, come from the file itself) and,
+for its grid and every coarser one inside it (every 2nd, 4th and 8th rate, while at least 2 rates are left), reads
+the safe rate with both estimators of :func:`coopsim.comm.oracle.window_safe_rate`:
 
 - ``max``: the highest rate whose own loss over ``[t, t + 10)`` is at most 0.3 %;
 - ``isotonic``: the same cut after the window loss is fitted non-decreasing in the rate.
 
 It prints, per (grid, estimator), the mean safe rate as a fraction of demand and each sender's utilization (mean
-and 95 % Student-t interval over seeds) from the ns-3 runs of a results file of
-``python -m coopsim.comm.ns3.experiment``. A row whose value keeps moving as the grid is refined has not converged:
+and 95 % Student-t interval over seeds) from the file's ns-3 runs. A row whose value keeps moving as the grid is refined has not converged:
 with one ns-3 run per rate, ``max`` picks rates that are lossless by luck, more of them on a finer grid.
 
-    .venv/bin/python benchmarks/ns3_oracle_grid.py configs/ns3/ddacom-spread-smooth.yaml runs/ns3-ddacom-smooth-24.json
+    .venv/bin/python benchmarks/ns3_oracle_grid.py runs/ns3-ddacom-smooth.json
 
 Needs the oracle cache the experiment filled (``--oracle-cache``, default ``runs/ns3-oracle-cache``) for every
-seed of the results file; exits 2 naming the first missing seed otherwise.
+seed of the results file; exits 2 naming the first missing seed otherwise (or the bad input: no such file, a
+compact copy, a run without the oracle).
 """
 from __future__ import annotations
 
@@ -53,7 +54,13 @@ def grid_runs(cfg: dict, seed: int, folder: str) -> tuple[np.ndarray, np.ndarray
         raise ConfigError(f"seed {seed}: {path} holds safe rates only, not the grid's runs (written before "
                           "2026-12-07); delete it and run the experiment again to refill it", key="--oracle-cache",
                           value=folder)
-    return rates, np.asarray(d["offered_bytes"], np.float64), np.asarray(d["lost_bytes"], np.float64)
+    off, lost = np.asarray(d["offered_bytes"], np.float64), np.asarray(d["lost_bytes"], np.float64)
+    want = (len(rates), kw["episodes"] * 25, kw["num_envs"])
+    if off.shape != want or lost.shape != want or not np.allclose(d.get("rates_bps", []), rates, rtol=1e-12, atol=0):
+        raise ConfigError(f"seed {seed}: {path} is not this run's sweep (its runs are {off.shape}, its grid "
+                          f"{len(d.get('rates_bps', []))} rates; the run's are {want}); delete it and run the "
+                          "experiment again", key="--oracle-cache", value=folder)
+    return rates, off, lost
 
 
 def table(cfg: dict, results: dict, folder: str, strides=(8, 4, 2, 1)) -> list[dict]:
@@ -67,7 +74,7 @@ def table(cfg: dict, results: dict, folder: str, strides=(8, 4, 2, 1)) -> list[d
     rows, grids = [], set()
     for stride in strides:
         R = len(sweeps[seeds[0]][0])
-        if len(range(0, R, stride)) in grids:  # a small grid: a coarser stride gives the same rates
+        if len(range(0, R, stride)) in grids or len(range(0, R, stride)) < 2:  # the same grid again, or no grid
             continue
         grids.add(len(range(0, R, stride)))
         for est in ESTIMATORS:
@@ -79,6 +86,7 @@ def table(cfg: dict, results: dict, folder: str, strides=(8, 4, 2, 1)) -> list[d
             row = {"rates": len(range(0, len(sweeps[seeds[0]][0]), stride)), "estimator": est,
                    "safe_frac": float(np.mean([np.minimum(v, demand).mean() / demand for v in safe.values()]))}
             for snd in dict.fromkeys(r["sender"] for r in runs):
+                # (delivered bits [T, E] of a run of this very file's settings, so of the sweep's shape)
                 u = [float(np.sum(r["series"]["delivered_bits"])
                            / np.sum(N * np.minimum(safe[r["seed"]], demand) * 0.1)) for r in runs if r["sender"] == snd]
                 row[snd] = ci95(u)
@@ -86,45 +94,63 @@ def table(cfg: dict, results: dict, folder: str, strides=(8, 4, 2, 1)) -> list[d
     return rows
 
 
+def read_results(path: str) -> dict:
+    """The results file ``path`` of ``python -m coopsim.comm.ns3.experiment``, with its settings and runs' series.
+
+    Raises:
+        ConfigError: key ``results``: no such file, not such a results file, a compact copy (no settings or series),
+            or a run without the oracle.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"no such file {path}; give a results JSON of python -m coopsim.comm.ns3.experiment "
+                          "(its --out)", key="results", value=path)
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        d = None
+    if not isinstance(d, dict) or "runs" not in d:
+        raise ConfigError(f"{path} is not a results file of python -m coopsim.comm.ns3.experiment",
+                          key="results", value=path)
+    if X.compact_copy(d) or not any(isinstance(r, dict) and r.get("channel_name") == "ns3" and "series" in r
+                                    for r in d["runs"]):
+        raise ConfigError(f"{path} is a compact copy (summary and per-seed figures; no settings or per-step series, "
+                          "as committed under benchmarks/results/); give the full results file its command wrote "
+                          "(runs/...json)", key="results", value=path)
+    if not isinstance(d.get("config"), dict) or not d.get("oracle"):
+        raise ConfigError(f"{path} was run without the oracle (--no-oracle): there is no grid to read back",
+                          key="results", value=path)
+    return d
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(prog="benchmarks/ns3_oracle_grid.py", description=__doc__.splitlines()[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("config", help="the experiment file whose oracle grid was run, e.g. "
-                                   "configs/ns3/ddacom-spread-smooth.yaml")
-    ap.add_argument("results", help="a results JSON of python -m coopsim.comm.ns3.experiment with that file (its "
-                                    "ns-3 runs' delivered bits are used)")
+    ap.add_argument("results", help="a results JSON of python -m coopsim.comm.ns3.experiment (its --out; the "
+                                    "experiment's settings and its ns-3 runs' delivered bits are read from it)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache", help="the experiment's oracle cache folder")
     ap.add_argument("--out", default=None, help="also write the table as JSON here (written atomically)")
     a = ap.parse_args(argv)
+    X.check_cache_folder(a.oracle_cache)
     if a.out:
         check_writable("--out", a.out)
-    cfg = X.load(a.config)
-    try:
-        results = json.loads(Path(a.results).read_text())
-        results["runs"], results["demand_bps"]
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ConfigError(f"{a.results} is not a results file of coopsim.comm.ns3.experiment (with its runs)",
-                          key="results", value=a.results) from None
-    if not any(r.get("channel_name") == "ns3" and "series" in r for r in results["runs"]):
-        raise ConfigError(f"{a.results} has no ns-3 runs with their series (a compact copy keeps none)",
-                          key="results", value=a.results)
+    results = read_results(a.results)
+    cfg = results["config"]
     rows = table(cfg, results, a.oracle_cache)
-    senders = [k for k in rows[0] if k not in ("rates", "estimator", "safe_frac")]
-    seeds = len({r["seed"] for r in results["runs"] if r.get("channel_name") == "ns3"})
-    print(f"{a.config}: utilization against each grid and estimator, {seeds} seed(s) (mean +- 95% CI half-width)")
+    senders = [k for k in rows[0] if k not in ("rates", "estimator", "safe_frac")] if rows else []
+    seed_list = sorted({r["seed"] for r in results["runs"] if r.get("channel_name") == "ns3"})
+    print(f"{a.results}: utilization against each grid and estimator, {len(seed_list)} seed(s) (mean +- 95% CI "
+          "half-width)")
     print(f"{'rates':>5} {'estimator':>9} {'safe/demand':>11} " + " ".join(f"{s:>15}" for s in senders))
     for row in rows:
         cells = " ".join(f"{row[s][0]:7.3f}+-{row[s][1]:5.3f}" if np.isfinite(row[s][1]) else f"{row[s][0]:15.3f}"
                          for s in senders)
         print(f"{row['rates']:>5} {row['estimator']:>9} {row['safe_frac']:>11.4f} {cells}")
     if a.out:
-        atomic_write_json(Path(a.out), {"config": a.config, "results": a.results, "seeds": seeds,
-                                        "seed_list": sorted({r["seed"] for r in results["runs"]
-                                                             if r.get("channel_name") == "ns3"}),
+        atomic_write_json(Path(a.out), {"results": a.results, "seeds": len(seed_list), "seed_list": seed_list,
                                         "command": "benchmarks/ns3_oracle_grid.py " + " ".join(
-                                            [a.config, a.results] + (["--oracle-cache", a.oracle_cache]
-                                                                     if a.oracle_cache != "runs/ns3-oracle-cache"
-                                                                     else [])),
+                                            [a.results] + (["--oracle-cache", a.oracle_cache]
+                                                           if a.oracle_cache != "runs/ns3-oracle-cache" else [])),
                                         "rows": rows}, indent=1)
         print(f"wrote {a.out}")
     return rows

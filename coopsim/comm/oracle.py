@@ -103,8 +103,9 @@ def window_safe_rate(offered: np.ndarray, lost: np.ndarray, rates_bps: np.ndarra
 
     Args:
         offered, lost: bytes offered at each step and lost of those, float ``[T, R, E]`` (rate r of ``rates_bps``).
-        rates_bps: increasing ``[R]``. Windows are cut at ``T``; 0 where no rate is safe; a rate that offered nothing
-            in a window counts as lossless there (both estimators).
+        rates_bps: increasing ``[R]``. Windows are cut at ``T``; 0 where no rate is safe. A rate that offered nothing
+            in a window adds no evidence there: ``max`` counts it lossless, ``isotonic`` gives it the fitted level
+            of the rates below it.
         estimator: ``"max"``: the highest rate whose own window loss is at most ``max_loss`` (exact for a
             deterministic trace, such as ``bandwidth-v0``'s). ``"isotonic"``: the window loss as a function of the
             rate is first fitted non-decreasing by weighted isotonic regression (weights: the window's offered bytes;
@@ -115,10 +116,27 @@ def window_safe_rate(offered: np.ndarray, lost: np.ndarray, rates_bps: np.ndarra
             (docs/ns3.md, "The oracle's grid").
 
     Raises:
-        ValueError: an unknown ``estimator``.
+        ValueError: an unknown ``estimator``; ``offered``/``lost`` not both 3-D of one shape ``[T, R, E]``, negative,
+            NaN or with more lost than offered; ``rates_bps`` not ``R`` finite increasing values; ``window`` < 1.
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}; got {estimator!r}")
+    offered, lost = np.asarray(offered, np.float64), np.asarray(lost, np.float64)
+    rates = np.asarray(rates_bps, np.float64)
+    if offered.ndim != 3 or offered.shape != lost.shape:
+        raise ValueError(f"offered and lost must both be [T, R, E] (steps, rates, envs); got shapes {offered.shape} "
+                         f"and {lost.shape}")
+    if rates.shape != (offered.shape[1],) or not np.all(np.isfinite(rates)) or np.any(np.diff(rates) <= 0):
+        raise ValueError(f"rates_bps must be {offered.shape[1]} finite increasing rates (bit/s), one per column of "
+                         f"offered; got {rates.tolist()[:8]}{' ...' if rates.size > 8 else ''}")
+    bad = ~np.isfinite(offered) | ~np.isfinite(lost) | (offered < 0) | (lost < 0) | (lost > offered)
+    if bad.any():
+        t, r, e = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"offered/lost bytes must be finite, >= 0, lost <= offered; at step {t}, rate {r}, env {e}: "
+                         f"offered {float(offered[t, r, e])!r}, lost {float(lost[t, r, e])!r}")
+    if int(window) != window or window < 1:
+        raise ValueError(f"window must be a whole number of steps >= 1; got {window!r}")
+    window = int(window)
     T = offered.shape[0]
     cs_o = np.concatenate([np.zeros((1,) + offered.shape[1:]), np.cumsum(offered, 0)])
     cs_l = np.concatenate([np.zeros((1,) + lost.shape[1:]), np.cumsum(lost, 0)])

@@ -119,3 +119,44 @@ def test_a_cached_sweep_serves_both_estimators_and_an_old_file_only_max(tmp_path
     assert X._read_cached_oracle(old, "max").tolist() == [[2e5, 2e5]]
     assert X._read_cached_oracle(old, "isotonic") is None  # the sweep runs again (and keeps its runs)
     assert X._usable_cache(old, 1, 2, "max") and not X._usable_cache(old, 1, 2, "isotonic")
+
+
+def test_a_rate_without_copies_in_a_window_takes_the_level_below_it():
+    # (fresh36b N10: the docstring said "lossless for both") rate 2 offered nothing: max counts it lossless; the
+    # isotonic fit gives it the level of the rates below it
+    off, lost = one_window([1000, 0, 1000, 1000], [10, 0, 0, 0])
+    assert window_safe_rate(off, lost, RATES)[0, 0] == 4.0
+    assert window_safe_rate(off, lost, RATES, estimator="isotonic")[0, 0] == 0.0  # pooled with rate 1's 1 %
+    off, lost = one_window([1000, 0, 1000, 1000], [0, 0, 10, 10])
+    assert window_safe_rate(off, lost, RATES, estimator="isotonic")[0, 0] == 2.0
+
+
+@pytest.mark.parametrize("kwargs, text", [
+    (dict(offered=np.ones((2, 4, 1)), lost=np.zeros((2, 4, 2))), r"both be \[T, R, E\].*\(2, 4, 1\) and \(2, 4, 2\)"),
+    (dict(offered=np.ones((2, 4)), lost=np.zeros((2, 4))), r"both be \[T, R, E\]"),
+    (dict(rates_bps=[1.0, 3.0, 2.0, 4.0]), "4 finite increasing rates"),
+    (dict(rates_bps=[1.0, 2.0, 3.0]), "4 finite increasing rates"),
+    (dict(lost=np.full((2, 4, 1), np.nan)), r"at step 0, rate 0, env 0: offered 1.0, lost nan"),
+    (dict(lost=np.full((2, 4, 1), 2.0)), "lost <= offered"),
+    (dict(window=0), "window must be a whole number of steps >= 1; got 0"),
+])
+def test_bad_oracle_input_is_named(kwargs, text):
+    args = dict(offered=np.ones((2, 4, 1)), lost=np.zeros((2, 4, 1)), rates_bps=RATES)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=text):
+        window_safe_rate(args.pop("offered"), args.pop("lost"), args.pop("rates_bps"), **args, estimator="isotonic")
+
+
+def test_cached_oracle_only_says_why_a_cache_file_cannot_serve(tmp_path):
+    # fresh36b N7: "no cached oracle for 1 of 1 seeds: <path>" for a file that exists
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"rates_bps": [1e5, 2e5], "safe_bps": [[2e5, 2e5]]}))
+    assert X.cache_problem(old, 1, 2, "max") is None
+    assert "holds the max estimator's safe rates only" in X.cache_problem(old, 1, 2, "isotonic")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert X.cache_problem(bad, 1, 2, "max") == "unreadable (not JSON)"
+    assert X.cache_problem(tmp_path / "none.json", 1, 2, "max") == "no such file"
+    # a file of another grid (hand-edited: the key covers the grid) is not used
+    assert X._read_cached_oracle(old, "max", np.array([1e5, 3e5])) is None
+    assert X.cache_problem(old, 1, 2, "max", np.array([1e5, 3e5])) == "unreadable or of another run size or grid"

@@ -171,24 +171,25 @@ def test_the_cache_keeps_the_grids_runs_for_either_estimator(ns3_bridge, tmp_pat
     from bench_loader import load_benchmark
 
     grid = load_benchmark("ns3_oracle_grid")
-    rows = {(r["rates"], r["estimator"]): r for r in grid.main([str(cfg), str(tmp_path / "max.json"),
+    rows = {(r["rates"], r["estimator"]): r for r in grid.main([str(tmp_path / "max.json"),
                                                                 "--oracle-cache", str(cache),
                                                                 "--out", str(tmp_path / "grid.json")])}
     saved = json.loads((tmp_path / "grid.json").read_text())["rows"]  # (a 1-seed half-width, nan, is written null)
     assert [(r["rates"], r["estimator"], r["safe_frac"], r["ddacom"][0]) for r in saved] == [
         (r["rates"], r["estimator"], r["safe_frac"], r["ddacom"][0]) for r in rows.values()]
-    assert set(rows) == {(1, "max"), (1, "isotonic"), (2, "max"), (2, "isotonic"), (3, "max"), (3, "isotonic")}
+    assert set(rows) == {(2, "max"), (2, "isotonic"), (3, "max"), (3, "isotonic")}  # (no 1-rate "grid")
     for name, est in (("max.json", "max"), ("iso.json", "isotonic")):
         d = json.loads((tmp_path / name).read_text())
         (r,) = [r for r in d["runs"] if r["channel_name"] == "ns3"]
         assert rows[(3, est)]["ddacom"][0] == pytest.approx(r["utilization"], rel=1e-12)
     out = capsys.readouterr().out
     assert "utilization against each grid and estimator, 1 seed(s)" in out and "    3  isotonic" in out
+    assert "    1  " not in out
     # no cache for the seed: exit 2 naming it; a compact copy (no series): exit 2 saying so
     from coopsim.errors import run_script
 
     with pytest.raises(SystemExit) as info:
-        run_script(grid.main, [str(cfg), str(tmp_path / "max.json"), "--oracle-cache", str(tmp_path / "none")])
+        run_script(grid.main, [str(tmp_path / "max.json"), "--oracle-cache", str(tmp_path / "none")])
     assert info.value.code == 2 and "seed 0: no cached oracle" in capsys.readouterr().err
     compact = tmp_path / "compact.json"
     d = json.loads((tmp_path / "max.json").read_text())
@@ -196,5 +197,18 @@ def test_the_cache_keeps_the_grids_runs_for_either_estimator(ns3_bridge, tmp_pat
         r.pop("series", None)
     compact.write_text(json.dumps(d))
     with pytest.raises(SystemExit) as info:
-        run_script(grid.main, [str(cfg), str(compact), "--oracle-cache", str(cache)])
-    assert info.value.code == 2 and "has no ns-3 runs with their series" in capsys.readouterr().err
+        run_script(grid.main, [str(compact), "--oracle-cache", str(cache)])
+    assert info.value.code == 2 and "is a compact copy" in capsys.readouterr().err
+    # the results file's own settings are used (fresh36b N6: a config of 1 env against a run of 2 gave twice the
+    # utilization); a cache file of another run size is refused, not divided by
+    entry.write_text(json.dumps({**e, "offered_bytes": np.concatenate([off, off], 2).tolist(),
+                                 "lost_bytes": np.concatenate([lost, lost], 2).tolist()}))
+    with pytest.raises(SystemExit) as info:
+        run_script(grid.main, [str(tmp_path / "max.json"), "--oracle-cache", str(cache)])
+    assert info.value.code == 2 and "is not this run's sweep (its runs are (3, 25, 2)" in capsys.readouterr().err
+    # no such file; a file given as the cache folder
+    for argv, text in (([str(tmp_path / "nope.json")], "no such file"),
+                       ([str(tmp_path / "max.json"), "--oracle-cache", str(cfg)], "not a folder")):
+        with pytest.raises(SystemExit) as info:
+            run_script(grid.main, argv)
+        assert info.value.code == 2 and text in capsys.readouterr().err

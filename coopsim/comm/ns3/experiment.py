@@ -713,13 +713,16 @@ def reusable_seeds(prev: dict, cur: dict, seeds: int, T: int, E: int) -> tuple[l
     return runs, safe, []
 
 
-def _read_cached_oracle(path: Path, estimator: str = "max") -> np.ndarray | None:
+def _read_cached_oracle(path: Path, estimator: str = "max", rates: np.ndarray | None = None) -> np.ndarray | None:
     """The safe rates ``[T, E]`` (bit/s) of a cached sweep, read with ``estimator``: from the grid's per-rate runs
     (``offered_bytes`` / ``lost_bytes`` ``[R, T, E]``, kept since 2026-12-07) when the file has them; a file with
     the ``max`` safe rates only serves ``max``. None: absent, unreadable or lacking what ``estimator`` needs (the
-    sweep then runs again and the file is rewritten with its runs)."""
+    sweep then runs again and the file is rewritten with its runs). ``rates``: the run's grid (bit/s); a file of
+    another grid (edited by hand: the key covers the grid) is not used either."""
     try:
         d = json.loads(path.read_text())
+        if rates is not None and not np.allclose(np.asarray(d["rates_bps"], np.float64), rates, rtol=1e-12, atol=0):
+            return None
         if "offered_bytes" in d and "lost_bytes" in d:
             off = np.asarray(d["offered_bytes"], np.float64)
             lost = np.asarray(d["lost_bytes"], np.float64)
@@ -734,15 +737,33 @@ def _read_cached_oracle(path: Path, estimator: str = "max") -> np.ndarray | None
         return None  # absent or unreadable: recompute (and overwrite it)
 
 
-def _usable_cache(path: Path | None, T: int, E: int, estimator: str = "max") -> bool:
+def _usable_cache(path: Path | None, T: int, E: int, estimator: str = "max", rates: np.ndarray | None = None) -> bool:
     """Whether ``path`` holds a cached oracle sweep the run would use (else it computes and writes one)."""
+    return cache_problem(path, T, E, estimator, rates) is None
+
+
+def cache_problem(path: Path | None, T: int, E: int, estimator: str = "max",
+                  rates: np.ndarray | None = None) -> str | None:
+    """Why the cached oracle sweep ``path`` cannot serve a run (None: it can): absent, unreadable, of another size or
+    grid, or (``isotonic``) holding the ``max`` safe rates only, not the grid's runs."""
     try:
         if path is None or not path.is_file():
-            return False
+            return "no such file"
     except OSError:  # a folder we may not look into: check_writable says so
-        return False
-    cached = _read_cached_oracle(path, estimator)
-    return cached is not None and cached.shape == (T, E)
+        return "cannot be read"
+    cached = _read_cached_oracle(path, estimator, rates)
+    if cached is not None and cached.shape == (T, E):
+        return None
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return "unreadable (not JSON)"
+    if not isinstance(d, dict):
+        return "unreadable (not an oracle cache)"
+    if estimator != "max" and "safe_bps" in d and "offered_bytes" not in d:
+        return ("it holds the max estimator's safe rates only (written before 2026-12-07), not the grid's runs the "
+                f"{estimator} estimator reads")
+    return "unreadable or of another run size or grid"
 
 
 def _summary(results: list[dict], gap: dict, anchors: dict[str, dict[int, float]]) -> dict:
@@ -1031,16 +1052,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     todo = range(start, S)  # the ns-3 seeds this run computes
     if a.cached_oracle_only and not a.no_oracle:   # checked before the anchors' runs, so a missing cache fails at once
-        missing = [str(cache_path(s)) for s in todo if not _usable_cache(cache_path(s), T, E, orc["estimator"])]
+        why = {s: cache_problem(cache_path(s), T, E, orc["estimator"], rates) for s in todo}
+        missing = [str(cache_path(s)) for s in todo if why[s] is not None]
         if missing:
+            first = next(why[s] for s in todo if why[s] is not None)
             raise ConfigError(f"no cached oracle for {len(missing)} of {len(todo)} seeds (--cached-oracle-only): "
-                              f"{missing[0]}{' ...' if len(missing) > 1 else ''}; run once without "
+                              f"{missing[0]} ({first}){' ...' if len(missing) > 1 else ''}; run once without "
                               f"--cached-oracle-only to fill the cache ({orc['rates']} ns-3 runs per seed: about "
                               f"{max(1, round(orc['rates'] * 6 / 60))} min, several times that on a heavily loaded "
                               "machine)",
                               key="--oracle-cache", value=a.oracle_cache)
     if not a.no_oracle and not a.cached_oracle_only and a.oracle_cache and not all(
-            _usable_cache(cache_path(s), T, E, orc["estimator"]) for s in todo):
+            _usable_cache(cache_path(s), T, E, orc["estimator"], rates) for s in todo):
         # a seed's sweep (minutes) is written there when it ends: a folder that cannot take it fails now, not then
         try:
             check_writable("--oracle-cache", a.oracle_cache, folder=True)
@@ -1093,7 +1116,7 @@ def main(argv: list[str] | None = None) -> dict:
         for seed in todo:
             if not a.no_oracle:  # --no-oracle: return, loss and messages only (no sweep, no safe rate)
                 cache = cache_path(seed)
-                cached = (_read_cached_oracle(cache, orc["estimator"]) if cache is not None and cache.exists()
+                cached = (_read_cached_oracle(cache, orc["estimator"], rates) if cache is not None and cache.exists()
                           else None)
                 if cached is not None and cached.shape == (T, E):
                     safe[seed] = cached
