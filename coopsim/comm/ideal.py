@@ -1,4 +1,5 @@
-"""The ideal channel: every copy sent at step t arrives at step t + 1, nothing is lost."""
+"""The ideal channel: every copy sent at step t arrives at step t + 1 (``deliver(t')`` with ``t' > t`` returns it),
+nothing is lost."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,11 +11,12 @@ _FLOWS = ("offered", "delivered", "lost")
 
 
 class IdealChannel(Channel):
-    """Lossless, unlimited-bandwidth channel with a one-step delay.
+    """Lossless, unlimited-bandwidth channel with a one-step delay: ``deliver(t)`` returns every copy sent before
+    step ``t`` not delivered yet (also after skipped ``deliver`` steps).
 
     Accounting: :meth:`per_copy` (int64 ``[E, N, N]`` per (env, sender, receiver), run totals since ``reset``) and
-    ``stats()``: ``comm/{offered,delivered,lost,queued}_{bytes,copies}`` (lost always 0, queued = sent at the latest
-    step, arriving at the next) and ``comm/messages_sent`` (rows offered; a broadcast is one message and one copy per
+    ``stats()``: ``comm/{offered,delivered,lost,queued}_{bytes,copies}`` (lost always 0, queued = sent but not delivered
+    yet: sent at the latest step, or at earlier ones whose ``deliver`` was skipped) and ``comm/messages_sent`` (rows offered; a broadcast is one message and one copy per
     receiver); per copy offered = delivered + lost + queued, the names of ``bandwidth-v0`` and ``ns3-v0``.
     """
 
@@ -58,8 +60,12 @@ class IdealChannel(Channel):
         self._pending.setdefault(t + 1, []).append(copies)
 
     def deliver(self, t):
+        """Every copy sent before step ``t`` and not delivered yet (sent at ``s``, a copy arrives at ``s + 1``), so a
+        ``deliver`` call skipped at some step strands nothing: the next one returns those copies too (as
+        ``bandwidth-v0`` does). Raises as :meth:`send` for a bad step."""
         t = self._step("deliver", t)
-        out = concat(self._pending.pop(t, []))
+        due = [k for k in self._pending if k <= t]  # arrival steps (at most a few: one per step since the last call)
+        out = concat([b for k in sorted(due) for b in self._pending.pop(k)])
         if len(out):
             self._count("delivered", out)
             size = out.size_bytes(self.params.header_bytes)

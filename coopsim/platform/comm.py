@@ -4,7 +4,8 @@ One step's messages are one struct-of-arrays :class:`MessageBatch`. A message's 
 computed from its payload (``payload_bytes`` of its row) plus a fixed header, never declared.
 A broadcast (``dst == BROADCAST``) counts as one copy per receiver in the accounting.
 Timing: a message sent at step ``t`` leaves at ``t * dt_s`` seconds; :meth:`Channel.deliver` at step
-``t`` returns the copies that have arrived by then (the ideal channel: everything sent at ``t - 1``).
+``t`` returns the copies that have arrived by then (the ideal channel: everything sent
+before ``t`` and not delivered yet, i.e. at ``t - 1`` when ``deliver`` is called every step).
 """
 from __future__ import annotations
 
