@@ -31,7 +31,7 @@ from typing import Optional
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from coopsim.comm.token_bucket import SCALE, seconds_to_us
+from coopsim.comm.token_bucket import SCALE, STEP_MAX_S, seconds_to_us, step_us
 from coopsim.comm.traces import MAX_RATE_BPS, VALID_RATE, ConstantTrace, Trace
 from coopsim.errors import ConfigError
 from coopsim.comm.accounting import flat_stats, per_copy_view, pop_feedback, scatter_add
@@ -46,8 +46,8 @@ HORIZON_STEPS_MAX = 1_000_000
 CAPACITY_VALUES_MAX = 2**26
 #: most bit-microseconds of service per step (``rate * dt_us``): the queue's sums of bits stay far from int64's 2**63
 _CREDIT_MAX = 2**62
-#: largest delay_s / latency_bound_s (s): 1e15 us, far from int64 in the queue's time arithmetic
-TIME_MAX_S = 1e9
+#: largest delay_s / latency_bound_s (s), as of a step: 1e15 us, far from int64 in the queue's time arithmetic
+TIME_MAX_S = STEP_MAX_S
 
 
 class GilbertElliottParams(BaseModel):
@@ -76,6 +76,15 @@ class BandwidthParams(ChannelParams):
                                description=f"steps of trace drawn at reset, 1 .. {HORIZON_STEPS_MAX:,}; the trace "
                                            "repeats after it; horizon_steps x num_envs x num_agents must be at most "
                                            f"{CAPACITY_VALUES_MAX:,} (2**26, a 512 MiB capacity table)")
+
+    @field_validator("delay_s", "latency_bound_s", mode="before")
+    @classmethod
+    def _numpy_float(cls, v):
+        """A numpy float32 (``np.float32(0.1)``) is read by its decimal text ('0.1'), as ``reset`` reads ``dt_s``; as a
+        Python float it would be 0.10000000149 (no whole number of microseconds)."""
+        if isinstance(v, np.floating) and not isinstance(v, float):
+            return float(str(v))
+        return v
 
     @field_validator("delay_s", "latency_bound_s")
     @classmethod
@@ -133,16 +142,16 @@ class BandwidthChannel(Channel):
         """Start an episode: draw the trace and empty the queues.
 
         Args:
-            dt_s: step length (s), a finite whole number of microseconds > 0 (at most 1e9).
+            dt_s: step length (s), a finite whole number of microseconds > 0 (at most 1e9), checked as every
+                channel checks it (:func:`~coopsim.comm.token_bucket.step_us`; a numpy float32 read by its decimal
+                text, so ``np.float32(0.1)`` is 0.1 s).
 
         Raises:
-            ValueError: ``dt_s`` not > 0, not finite or not whole microseconds.
+            ValueError: ``dt_s`` not a number (a bool, text), not > 0, not finite or not whole microseconds.
             ConfigError: a trace that does not fit the sizes or the step (see the module docstring).
         """
         p = self.params
-        self.dt_us = seconds_to_us(dt_s, "dt_s")
-        if not 0 < self.dt_us <= TIME_MAX_S * 1e6:
-            raise ValueError(f"dt_s={dt_s!r} must be > 0 and at most {TIME_MAX_S:g} s (time advances by it each step)")
+        self.dt_us = step_us(dt_s, "dt_s")
         self.E, self.N, self.dt_s = int(num_envs), int(num_agents), float(dt_s)
         cells = p.horizon_steps * self.E * self.N
         if cells > CAPACITY_VALUES_MAX:

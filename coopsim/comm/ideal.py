@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from coopsim.comm.token_bucket import step_us
 from coopsim.platform.comm import Channel, Feedback, MessageBatch, concat
 
 #: the per-copy counters of :meth:`IdealChannel.per_copy` (every channel's names: ``<what>_{bytes,copies}``)
@@ -21,7 +22,15 @@ class IdealChannel(Channel):
     """
 
     def reset(self, seed, *, num_envs, num_agents, dt_s, scenario=None):
-        self.num_agents, self.dt_s = num_agents, dt_s
+        """Start an episode. ``dt_s`` is not used (a copy arrives one step later whatever the step's length) but
+        checked as ``bandwidth-v0`` checks it, so ``reset`` takes the same arguments on every channel.
+
+        Raises:
+            ValueError: ``dt_s`` not a number (a bool, text), not > 0 and at most 1e9 s, not finite or not whole
+                microseconds (:func:`~coopsim.comm.token_bucket.step_us`).
+        """
+        step_us(dt_s, "dt_s")
+        self.num_agents, self.dt_s = num_agents, float(dt_s)
         self._latest_step = 0
         self._pending: dict[int, list[MessageBatch]] = {}
         self._num_envs = num_envs

@@ -34,7 +34,7 @@ _DIRECT_US = 4_000_000
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=256, typed=True)  # typed: True (refused) is not a cache hit of 1, nor 1 of True
 def seconds_to_us(dt_s: float, what: str = "dt_s") -> int:
     """Exact whole microseconds of ``dt_s`` (decimal string conversion, so 0.1 -> 100000).
 
@@ -55,9 +55,33 @@ def seconds_to_us(dt_s: float, what: str = "dt_s") -> int:
     return int(frac)
 
 
+#: longest step a channel takes (s): 1e9 s = 1e15 us, far from int64 in the queue's time arithmetic
+STEP_MAX_S = 1e9
+
+
+def step_us(dt_s, what: str = "dt_s") -> int:
+    """Whole microseconds of a channel's step ``dt_s``, which every channel's ``reset`` checks the same way.
+
+    Raises:
+        ValueError: ``dt_s`` not a number (a bool, text), not finite, not whole microseconds, not > 0 or above
+            :data:`STEP_MAX_S`.
+    """
+    us = seconds_to_us(dt_s, what)
+    if not 0 < us <= STEP_MAX_S * US_PER_S:
+        raise ValueError(f"{what}={dt_s!r} must be > 0 and at most {STEP_MAX_S:g} s (time advances by it each step)")
+    return us
+
+
 def _as_rate(rate_bps, shape) -> np.ndarray:
+    a = np.asarray(rate_bps)
+    kind = a.dtype.kind
+    if kind == "O":  # Python ints beyond int64 (10**30: its range is the message) are numbers; None is not
+        kind = "f" if all(isinstance(x, (int, float, np.number)) and not isinstance(x, (bool, np.bool_))
+                          for x in a.flat) else "O"
+    if kind not in "fiu":  # text ("1000" would parse as a number), None (would be nan), bools
+        raise ValueError(f"rate_bps must be {VALID_RATE}; got {short_repr(rate_bps)} (dtype {a.dtype}), not a number")
     try:
-        r = np.broadcast_to(np.asarray(rate_bps, dtype=np.float64), shape)
+        r = np.broadcast_to(a.astype(np.float64, copy=False), shape)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"rate_bps must be {VALID_RATE}, broadcastable to shape {shape}; got "
                          f"{short_repr(rate_bps)} ({exc})") from None
@@ -79,6 +103,7 @@ def _whole(x, what: str, limit: int = MAX_BYTES, unit: str = "bytes") -> np.ndar
             raise ValueError(f"{what} must be {valid}; got {bad.item()!r}")
         return a.astype(np.int64, copy=False)
     if kind == "f":
+        a = a.astype(np.float64, copy=False)  # float16 / float32: the limit (5e11) compared exactly, no overflow
         ok = (a >= 0) & (a <= limit) & (a == np.floor(a))  # nan and inf fail
         if not ok.all():
             bad = a[~ok].flat[0]
@@ -105,12 +130,34 @@ def _elapsed(elapsed_s, elapsed_us) -> int:
     return int(us)
 
 
+def _shaped(x, what: str, shape: tuple[int, ...], dtype=None) -> np.ndarray:
+    """``x`` broadcast to the buckets' ``shape`` (a view), or a ValueError naming ``what`` and both shapes."""
+    a = np.asarray(x, dtype)
+    if a.shape == shape:
+        return a
+    try:
+        return np.broadcast_to(a, shape)
+    except ValueError:
+        raise ValueError(f"{what} of shape {a.shape} does not broadcast to the buckets' shape {shape}") from None
+
+
+def _mask(mask, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A bool ``mask`` of the buckets' ``shape`` (or broadcastable to it), None as is; ValueError otherwise."""
+    if mask is None:
+        return None
+    m = np.asarray(mask)
+    if m.dtype != bool:
+        raise ValueError(f"mask must be a bool array of the buckets' shape {shape}; got dtype {m.dtype}")
+    return _shaped(m, "mask", shape)
+
+
 class TokenBucket:
     """An array of token buckets (rate in bit/s, depth in bytes), exact to the bit-microsecond.
 
     Args:
         rate_bps: refill rate (bit/s), a finite number in ``[0, 1e12]`` (:data:`~coopsim.comm.traces.MAX_RATE_BPS`),
-            scalar or array broadcastable to ``shape``; rounded down to whole bit/s.
+            scalar or array broadcastable to ``shape``; rounded down to whole bit/s. Text (``"1000"``), None and
+            booleans are refused.
         burst_bytes: bucket depth (bytes), a whole number in ``[0, MAX_BYTES]`` (5e11), scalar or array broadcastable
             to ``shape``.
         shape: shape of the bucket array (``()`` for a single bucket).
@@ -139,8 +186,10 @@ class TokenBucket:
 
     def set_rate(self, rate_bps, mask: np.ndarray | None = None) -> None:
         """Change the refill rate (bit/s, a finite number in ``[0, 1e12]``) from now on, for all buckets or those
-        where ``mask`` is True. Raises ValueError for a rate outside that range."""
+        where ``mask`` (bool, of the buckets' shape or broadcastable to it) is True. Raises ValueError for a rate
+        outside that range or a mask of another shape or dtype."""
         r = _as_rate(rate_bps, self.shape)
+        mask = _mask(mask, self.shape)
         if mask is None:
             self.rate_bps = r.copy()
         else:
@@ -193,15 +242,16 @@ class TokenBucket:
             bool array of ``shape``: which buckets sent the packet (tokens taken only there).
 
         Raises:
-            ValueError: a negative or fractional size (which would add credit, or truncate).
+            ValueError: a negative or fractional size (which would add credit, or truncate); a size or ``mask`` (bool)
+                that does not broadcast to the buckets' shape.
         """
         return self._take(_whole(size_bytes, "size_bytes") * 8 * SCALE, mask)
 
     def _take(self, need_bits_us: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-        need = np.broadcast_to(need_bits_us, self.shape)
+        need = _shaped(need_bits_us, "size_bytes", self.shape)
         ok = self._tokens >= need
         if mask is not None:
-            ok &= mask
+            ok &= _mask(mask, self.shape)
         self._tokens = self._tokens - np.where(ok, need, 0)
         return ok
 
@@ -216,16 +266,14 @@ class TokenBucket:
             int64 array of ``shape``: packets sent, ``min(count, floor(tokens / size))`` (tokens taken).
 
         Raises:
-            ValueError: a negative or fractional count or size.
+            ValueError: a negative or fractional count or size, or one that does not broadcast to the buckets' shape.
         """
         cost = _whole(size_bytes, "size_bytes") * 8 * SCALE
-        cnt = _whole(count, "count", limit=2**62, unit="packets")
-        if cnt.shape != self.shape:
-            cnt = np.broadcast_to(cnt, self.shape)
+        cnt = _shaped(_whole(count, "count", limit=2**62, unit="packets"), "count", self.shape)
         if cost.ndim == 0 and cost > 0:  # one packet size for all buckets (the usual case)
             fit = self._tokens // cost
         else:
-            cost = np.broadcast_to(cost, self.shape)
+            cost = _shaped(cost, "size_bytes", self.shape)
             fit = np.where(cost > 0, self._tokens // np.maximum(cost, 1), cnt)
         sent = np.minimum(cnt, fit)
         self._tokens = self._tokens - sent * cost
@@ -254,13 +302,14 @@ class TwoRateThreeColorMarker:
     """
 
     def __init__(self, cir_bps, cbs_bytes, pir_bps, pbs_bytes, shape: tuple[int, ...] = ()):
-        if np.any(np.asarray(pir_bps) < np.asarray(cir_bps)):
-            raise ValueError(f"RFC 2698 needs PIR >= CIR; got PIR={pir_bps!r} < CIR={cir_bps!r}")
-        if np.any(np.asarray(cbs_bytes) <= 0) or np.any(np.asarray(pbs_bytes) <= 0):
-            raise ValueError(f"burst sizes must be > 0 bytes; got CBS={cbs_bytes!r}, PBS={pbs_bytes!r}")
+        # the buckets check each rate and burst first (a number in range), so the comparisons below are of numbers
         self.committed = TokenBucket(cir_bps, cbs_bytes, shape)
         self.peak = TokenBucket(pir_bps, pbs_bytes, shape)
         self.shape = tuple(shape)
+        if np.any(np.asarray(pir_bps, np.float64) < np.asarray(cir_bps, np.float64)):
+            raise ValueError(f"RFC 2698 needs PIR >= CIR; got PIR={pir_bps!r} < CIR={cir_bps!r}")
+        if np.any(self.committed.burst_bytes <= 0) or np.any(self.peak.burst_bytes <= 0):
+            raise ValueError(f"burst sizes must be > 0 bytes; got CBS={cbs_bytes!r}, PBS={pbs_bytes!r}")
 
     def refill(self, elapsed_s: float | None = None, *, elapsed_us: int | None = None) -> None:
         self.committed.refill(elapsed_s, elapsed_us=elapsed_us)

@@ -65,7 +65,8 @@ class MessageBatch:
     Raises:
         ValueError: lengths that differ from ``len(src)``, a payload not ``[M, P]``, ``env``/``src``/``dst`` that
             are not 1-D integers within int32 (floats, booleans, text), a payload or ``t_sent_s`` that is not real
-            numbers (text, complex).
+            numbers (text, complex), a payload value beyond float32's range (1e300: it would become inf), a
+            ``t_sent_s`` that is nan or inf.
     """
 
     env: np.ndarray
@@ -85,7 +86,14 @@ class MessageBatch:
         if pay.dtype != np.float32:
             if pay.dtype.kind not in "fiub":
                 raise ValueError(f"MessageBatch.payload must be float32 [M, P] (real numbers); got dtype {pay.dtype}")
-            pay = pay.astype(np.float32)  # 4 bytes per value, as documented and counted
+            with np.errstate(over="ignore"):
+                f32 = pay.astype(np.float32)  # 4 bytes per value, as documented and counted
+            if pay.dtype.itemsize > 4 and pay.dtype.kind == "f" and pay.size:
+                over = np.isinf(f32) & np.isfinite(pay)  # beyond float32 (3.4e38): would become inf silently
+                if over.any():
+                    raise ValueError(f"MessageBatch.payload must fit float32 (|value| <= 3.4e38); got "
+                                     f"{pay[over].flat[0].item()!r}")
+            pay = f32
         self.payload = pay
         ts = np.asarray(self.t_sent_s)
         if ts.dtype != np.float64:
@@ -94,6 +102,8 @@ class MessageBatch:
             ts = ts.astype(np.float64)
         if ts.ndim != 1:
             raise ValueError(f"MessageBatch.t_sent_s must be a 1-D float64 array [M]; got shape {ts.shape}")
+        if ts.size and not np.isfinite(ts).all():  # one vectorized pass; a latency from nan would be nan
+            raise ValueError(f"MessageBatch.t_sent_s must be finite seconds; got {ts[~np.isfinite(ts)][0].item()!r}")
         self.t_sent_s = ts
         for name in ("env", "dst", "t_sent_s"):
             if len(getattr(self, name)) != m:
