@@ -80,7 +80,8 @@ class SafeRateProbeParams(BaseModel):
 
     Raises (through :func:`~coopsim.platform.registry.checked_params`, as :class:`SafeRateProbe` builds them):
         ConfigError: a value out of its range, nan or inf; ``min_rate_bps <= initial_rate_bps <= max_rate_bps``,
-            ``max_up_factor >= up_factor`` or ``max_hold_steps >= hold_steps`` not met (naming the key).
+            ``max_up_factor >= up_factor`` or ``max_hold_steps >= hold_steps`` not met (naming the key), also when
+            the max is left at its default (``up_factor=1.2`` alone is refused: the default ``max_up_factor`` is 1.05).
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -91,13 +92,16 @@ class SafeRateProbeParams(BaseModel):
     initial_rate_bps: float = Field(..., gt=0, le=MAX_RATE_BPS, description="starting probing rate and estimate "
                                     "(bit/s), in [min_rate_bps, max_rate_bps]")
     up_factor: float = Field(1.05, gt=1, description="probing step up (ratio), > 1")
-    max_up_factor: float = Field(1.05, gt=1, description="step up after consecutive confirmed probes grows "
-                                 "geometrically (x up_factor each time) up to this ratio (>= up_factor)")
+    max_up_factor: float = Field(1.05, gt=1, validate_default=True,
+                                 description="step up after consecutive confirmed probes grows geometrically (x "
+                                 "up_factor each time) up to this ratio (>= up_factor, also at its default)")
     down_factor: float = Field(0.85, gt=0, lt=1, description="step down after loss (ratio), in (0, 1)")
     loss_threshold: float = Field(0.003, ge=0, lt=1, description="largest loss fraction counted safe, in [0, 1)")
     up_after: int = Field(3, ge=1, description="consecutive safe reports before stepping up, >= 1")
     hold_steps: int = Field(5, ge=0, description="reports without stepping up after a loss, >= 0")
-    max_hold_steps: int = Field(5, ge=0, description="hold after repeated failed probes doubles up to this (>= hold_steps)")
+    max_hold_steps: int = Field(5, ge=0, validate_default=True,
+                                description="hold after repeated failed probes doubles up to this (>= hold_steps, also "
+                                "at its default)")
     dt_s: Optional[float] = Field(None, gt=0, description="step length (s); if set, a capacity fall sets the estimate "
                                   "to at most the delivered rate of the lossy report (bytes * 8 / dt_s)")
     delay_based: bool = Field(False, description="read the link rate from feedback latency (see module docstring); "
@@ -154,7 +158,8 @@ class SafeRateProbeParams(BaseModel):
     def _max_up_ge_up(cls, v, info):
         up = info.data.get("up_factor")
         if up is not None and v < up:
-            raise ValueError(f"must be >= up_factor ({up:g})")
+            raise ValueError(f"must be >= up_factor ({up:g}); when not given it is its default, "
+                             f"{cls.model_fields['max_up_factor'].default:g}: give max_up_factor >= {up:g} with it")
         return v
 
     @field_validator("max_hold_steps")
@@ -162,7 +167,8 @@ class SafeRateProbeParams(BaseModel):
     def _max_hold_ge_hold(cls, v, info):
         hold = info.data.get("hold_steps")
         if hold is not None and v < hold:
-            raise ValueError(f"must be >= hold_steps ({hold})")
+            raise ValueError(f"must be >= hold_steps ({hold}); when not given it is its default, "
+                             f"{cls.model_fields['max_hold_steps'].default}: give max_hold_steps >= {hold} with it")
         return v
 
 
@@ -205,19 +211,35 @@ class SafeRateProbe:
         self.capacity_smooth_bps = np.full(self.shape, np.nan)  # cross-traffic margin: EWMA of the capacity
         self.capacity_ref_bps = np.full(self.shape, np.nan)  # cross-traffic margin: its decaying maximum
 
-    def _check_feedback(self, fb) -> None:
+    def _check_feedback(self, fb) -> Feedback:
+        """``fb`` with numpy arrays of the probe's ``shape`` (lists converted), or a ValueError naming the field: each
+        count a finite number >= 0; ``latency_max_s`` (read in delay-based mode only) too, or None. Vectorized: one
+        mask per field."""
         if not isinstance(fb, Feedback):
             what = ("None: the channel gives no feedback (Channel.feedback returned None), which the probe needs"
                     if fb is None else f"a {type(fb).__name__}")
             raise ValueError(f"SafeRateProbe.update(fb): fb must be a coopsim.platform.comm.Feedback; got {what}")
-        for name in ("delivered_bytes", "lost_bytes"):
-            a = getattr(fb, name)
-            if np.shape(a) != self.shape:
-                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} has shape {np.shape(a)}, the probe's senders "
+        names = ("delivered_bytes", "lost_bytes", "delivered_copies", "lost_copies")
+        if self.params.delay_based and fb.latency_max_s is not None:
+            names += ("latency_max_s",)
+        arrays = {}
+        for name in names:
+            a = np.asarray(getattr(fb, name))
+            if a.shape != self.shape:
+                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} has shape {a.shape}, the probe's senders "
                                  f"{self.shape}")
-            if (np.asarray(a) < 0).any():
-                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} must be >= 0 (byte counts); got a minimum of "
-                                 f"{np.min(a)}")
+            what = "seconds" if name == "latency_max_s" else f"{'byte' if name.endswith('bytes') else 'copy'} counts"
+            if a.dtype.kind not in "iuf":
+                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} must hold numbers >= 0 ({what}); got dtype "
+                                 f"{a.dtype}")
+            ok = (a >= 0) if a.dtype.kind != "f" else (a >= 0) & (a < np.inf)  # nan fails both
+            if not ok.all():
+                raise ValueError(f"SafeRateProbe.update(fb): fb.{name} must be finite and >= 0 ({what}); got "
+                                 f"{a[~ok].flat[0].item()!r}")
+            arrays[name] = a
+        if all(arrays[k] is getattr(fb, k) for k in arrays):
+            return fb  # the usual case: the channel's own arrays, nothing converted
+        return Feedback(**{k: arrays.get(k, getattr(fb, k)) for k in (*names[:4], "latency_max_s")})
 
     def update(self, fb: Feedback, active: np.ndarray | None = None) -> np.ndarray:
         """Fold one feedback report in; returns the new estimate (bit/s).
@@ -228,10 +250,20 @@ class SafeRateProbe:
                 (an application-limited sender learns nothing about higher rates); None = all.
 
         Raises:
-            ValueError: ``fb`` is None (a channel without feedback) or not a Feedback, its arrays are not of the
-                probe's ``shape``, or its byte counts are negative.
+            ValueError: ``fb`` is None (a channel without feedback) or not a Feedback; its arrays (lists are
+                converted) not of the probe's ``shape``, or its counts (and, delay-based, ``latency_max_s``) negative,
+                nan or inf; ``active`` not broadcastable to ``shape``. Nothing is changed then.
         """
-        self._check_feedback(fb)
+        fb = self._check_feedback(fb)
+        if active is not None:
+            act = np.asarray(active, bool)
+            if act.shape != self.shape:
+                try:
+                    act = np.broadcast_to(act, self.shape)
+                except ValueError:
+                    raise ValueError(f"SafeRateProbe.update(fb, active): active has shape {act.shape}, the probe's "
+                                     f"senders {self.shape}") from None
+            active = act
         p = self.params
         total = fb.delivered_bytes + fb.lost_bytes
         has = total > 0

@@ -42,6 +42,59 @@ def test_bad_feedback_is_refused_before_it_changes_anything():
         p.update(Feedback.zeros(2, 2))
     fb = Feedback.zeros(1, 2)
     fb.lost_bytes[0, 0] = -5
-    with pytest.raises(ValueError, match=r"fb.lost_bytes must be >= 0 \(byte counts\); got a minimum of -5"):
+    with pytest.raises(ValueError, match=r"fb.lost_bytes must be finite and >= 0 \(byte counts\); got -5"):
         p.update(fb)
     assert p.estimate_bps.tolist() == [[3200.0, 3200.0]]
+
+
+# ------------------------------------------------------------------ fresh36b N5: defaults in the cross-checks, feedback
+
+@pytest.mark.parametrize("kw, key, text", [
+    ({"up_factor": 1.2}, "max_up_factor", "invalid value 1.05: must be >= up_factor (1.2); when not given it is its "
+                                          "default, 1.05: give max_up_factor >= 1.2 with it"),
+    ({"hold_steps": 10}, "max_hold_steps", "invalid value 5: must be >= hold_steps (10); when not given it is its "
+                                           "default, 5: give max_hold_steps >= 10 with it"),
+])
+def test_a_factor_above_the_default_max_is_refused_when_the_max_is_not_given(kw, key, text):
+    with pytest.raises(ConfigError) as e:
+        SafeRateProbe((1, 2), **{**BASE, **kw})
+    assert e.value.key == key and text in str(e.value)
+    SafeRateProbe((1, 2), **BASE, up_factor=1.05, hold_steps=5)  # at the defaults: fine
+
+
+def _fb(**kw):
+    fb = Feedback.zeros(1, 2)
+    fb.delivered_copies[...] = 1
+    fb.delivered_bytes[...] = 400
+    fb.latency_max_s[...] = 0.05
+    for k, v in kw.items():
+        setattr(fb, k, v)
+    return fb
+
+
+@pytest.mark.parametrize("kw, text", [
+    ({"latency_max_s": np.zeros((3, 3))}, r"fb.latency_max_s has shape \(3, 3\), the probe's senders \(1, 2\)"),
+    ({"latency_max_s": np.array([[-0.1, 0.05]])}, r"fb.latency_max_s must be finite and >= 0 \(seconds\); got -0.1"),
+    ({"latency_max_s": np.array([[np.nan, 0.05]])}, r"fb.latency_max_s must be finite and >= 0 \(seconds\); got nan"),
+    ({"delivered_copies": np.array([[-1, 1]])}, r"fb.delivered_copies must be finite and >= 0 \(copy counts\); got -1"),
+    ({"delivered_bytes": np.array([[np.nan, 400.0]])}, r"fb.delivered_bytes must be finite and >= 0 \(byte counts\); "
+                                                       r"got nan"),
+    ({"lost_copies": np.array([["a", "b"]])}, r"fb.lost_copies must hold numbers >= 0 \(copy counts\); got dtype <U1"),
+])
+def test_bad_feedback_values_are_refused_by_name_and_change_nothing(kw, text):
+    p = SafeRateProbe((1, 2), **BASE, dt_s=0.1, delay_based=True)
+    with pytest.raises(ValueError, match=text):
+        p.update(_fb(**kw))
+    assert p.estimate_bps.tolist() == [[3200.0, 3200.0]] and np.isnan(p.capacity_bps).all()
+
+
+def test_active_of_another_shape_is_refused_and_feedback_from_lists_is_read():
+    p = SafeRateProbe((1, 2), **BASE, dt_s=0.1, delay_based=True)
+    with pytest.raises(ValueError, match=r"active has shape \(3,\), the probe's senders \(1, 2\)"):
+        p.update(_fb(), active=np.ones(3, bool))
+    q = SafeRateProbe((1, 2), **BASE, dt_s=0.1, delay_based=True)
+    fb = _fb()
+    lists = Feedback(*(getattr(fb, k).tolist() for k in ("delivered_copies", "lost_copies", "delivered_bytes",
+                                                         "lost_bytes", "latency_max_s")))
+    assert p.update(fb, active=[[True, True]]).tolist() == q.update(lists).tolist()
+    assert np.isfinite(q.capacity_bps).all()  # the delay-based path read the lists' latency
