@@ -59,10 +59,12 @@ def test_an_interrupted_rerun_never_replaces_more_finished_seeds_by_fewer(tmp_pa
     assert code == 130 and out.read_bytes() == before
     (partial,) = tmp_path.glob("e.partial-*.json")
     assert json.loads(partial.read_text())["seeds_done"] == 1
-    assert f"note: {out} holds a result of 2 seed(s) with other settings; it is replaced only when this run has " \
-           f"finished more seeds than that; until then this run's result goes to {partial}" in cap.out
-    assert f"{out} holds 2 finished seed(s), of other settings: it is kept until this run has more; the partial " \
-           f"result goes to {partial}" in cap.out
+    # (fresh36b N4: the rule, kept, is said in full once: the other settings, that the result is deleted, and when)
+    assert f"note: {out} holds a result of 2 seed(s) with other settings (differs in: episodes); by the rule of " \
+           f"coopsim.comm.ns3.experiment that result is DELETED, replaced by this run's, once this run has finished " \
+           f"more seeds than it holds (this run asks for 2, so not in this run); until then this run's result goes " \
+           f"to {partial}. Give another --out to keep both" in cap.out
+    assert "partial result goes to" not in cap.out  # the same thing once, not twice
     (line,) = [ln for ln in cap.err.splitlines() if ln.startswith("interrupted; kept: ")]
     assert line == (f"interrupted; kept: {partial} with 1 of 2 seed(s) (seeds 0..0), a valid JSON file; {out} kept as "
                     f"it was, with its 2 finished seed(s)")
@@ -81,7 +83,9 @@ def test_an_interrupted_rerun_never_replaces_more_finished_seeds_by_fewer(tmp_pa
     evaluate.main(argv3)
     out_text = capsys.readouterr().out
     assert f"reusing 2 finished seed(s) from {partial}" in out_text
-    assert f"{out} held 2 seed(s) of other settings; replaced by this run's result (3 seed(s))" in out_text
+    assert "so --out is replaced when its seed 2 is done" in out_text
+    assert f"{out} held 2 seed(s) of other settings; deleted and replaced by this run's result (3 seed(s)), as the " \
+           "note at the start said" in out_text
     d = json.loads(out.read_text())
     assert d["seeds_done"] == 3 and d["settings"]["episodes"] == 2 and not partial.exists()
     assert sorted({r["seed"] for r in d["runs"]}) == [0, 1, 2]
@@ -100,7 +104,8 @@ def test_a_run_of_other_settings_and_as_many_seeds_does_not_replace_out(tmp_path
     (partial,) = tmp_path.glob("r2.partial-*.json")
     d = json.loads(partial.read_text())
     assert d["settings"]["num_agents"] == 4 and d["seeds_done"] == 1
-    assert f"note: {out} holds a result of 1 seed(s) with other settings" in text
+    assert f"note: {out} holds a result of 1 seed(s) with other settings (differs in: channels, num_agents, senders)" in text
+    assert text.count(str(partial)) == 2  # the note and the end: no line in between repeating the note
     assert f"this run's result (1 seed(s)) is in {partial}; {out} kept as it was (1 seed(s), other settings)" in text
 
 
@@ -187,3 +192,12 @@ def test_num_agents_below_and_above_the_range_get_the_same_message(value, capsys
     with pytest.raises(SystemExit):
         evaluate.main(["--num-agents", value])
     assert f"argument --num-agents: invalid value '{value}': an integer in 2..64 is required" in capsys.readouterr().err
+
+
+def test_help_says_a_result_of_other_settings_is_deleted_once_this_run_has_more_seeds(capsys):
+    """fresh36b N4: the rule (the ns-3 experiment's) is kept and said where a user looks."""
+    with pytest.raises(SystemExit):
+        evaluate.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "is DELETED, replaced by this run's, once this run has finished more seeds than it holds" in text
+    assert "give each setting its own --out to keep it" in text

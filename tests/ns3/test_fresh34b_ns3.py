@@ -123,7 +123,8 @@ def test_own_files_still_resume_or_are_kept_with_other_settings(tiny, tmp_path, 
     code, stdout, err = run_main(evaluate.main, [*EVAL_FAST, "--out", str(ev)])
     assert code == 0, err
     # (fresh36 F11: a result of other settings is kept until this run has more seeds, the ns-3 experiment's rule)
-    assert f"note: {ev} holds a result of 5 seed(s) with other settings; it is replaced only when this run" in stdout
+    assert f"note: {ev} holds a result of 5 seed(s) with other settings (differs in: its settings are not recorded); " \
+           "by the rule of coopsim.comm.ns3.experiment that result is DELETED" in stdout
     assert ev.read_text() == before
     (partial,) = tmp_path.glob("ev.partial-*.json")
     assert json.loads(partial.read_text())["writer"] == "coopsim.agents.ddacom.evaluate"

@@ -15,10 +15,11 @@ radius check, :func:`anchor_check`), where the ratio is noise.
 
 A rerun into the same ``--out`` reuses the finished seeds the file holds when every setting (seeds aside) is
 the same, and computes only the missing ones; a file of the same settings is never replaced by fewer seeds, and a
-file of other settings is kept until this run has finished more seeds than it holds (the rule of
-``coopsim.comm.ns3.experiment``): until then the new result goes to ``<out>.partial-<settings hash>.json`` beside it
-(a rerun of the same command resumes from there too), and the output says where each result is. Give each setting
-its own ``--out`` to keep them apart. An existing ``--out`` that is not a results file
+file of other settings is kept until this run has finished more seeds than it holds, then deleted and replaced by
+this run's result, whatever settings it had (the rule of ``coopsim.comm.ns3.experiment``; a note at the start says
+so, naming the settings that differ and the seed at which it happens): until then the new result goes to
+``<out>.partial-<settings hash>.json`` beside it (a rerun of the same command resumes from there too), and the output
+says where each result is. Give each setting its own ``--out`` to keep them apart. An existing ``--out`` that is not a results file
 of this tool (say ``--out README.md``, or a results file of ``coopsim.comm.ns3.experiment``) is refused, not replaced
 (:func:`results_writer` tells the two tools' files apart).
 
@@ -319,10 +320,11 @@ def main(argv: list[str] | None = None) -> None:
                          "none,broadcast,periodic,novelty,ddacom)")
     ap.add_argument("--out", default="runs/ddacom_eval.json",
                     help="the results JSON, rewritten after every seed; a rerun with the same settings reuses its "
-                         "finished seeds; a result of other settings there is kept until this run has finished more "
-                         "seeds than it holds (meanwhile this run writes a partial file beside it); an existing file "
-                         "that is not a results file of this command (e.g. an ns-3 experiment's) is refused (default "
-                         "runs/ddacom_eval.json)")
+                         "finished seeds; a result of other settings there (another --num-agents, --senders, ...) is "
+                         "DELETED, replaced by this run's, once this run has finished more seeds than it holds (the "
+                         "rule of coopsim.comm.ns3.experiment; until then this run writes a partial file beside it): "
+                         "give each setting its own --out to keep it; an existing file that is not a results file of "
+                         "this command (e.g. an ns-3 experiment's) is refused (default runs/ddacom_eval.json)")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="a sender param (repeatable, each param once), e.g. ddacom.resend_lost=true or "
                          "novelty.threshold_m=0.2; periodic's period_steps is 4 unless given")
@@ -347,18 +349,26 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError(f"{out} exists and is not a results file of ddacom.evaluate{foreign_note(out)}; give "
                           "another --out or remove it", key="--out", value=a.out)
     prev_done = previous["seeds_done"] if previous is not None else 0  # never replaced by a result with fewer
-    # a result of other settings is replaced only by one of more seeds (coopsim.comm.ns3.experiment's rule)
+    # a result of other settings is replaced only by one of more seeds (coopsim.comm.ns3.experiment's rule): it is
+    # then deleted, whatever it held; the note says so up front, and when
     other = previous is not None and previous.get("settings") != settings
-    if other:
-        print(f"note: {out} holds a result of {prev_done} seed(s) with other settings; it is replaced only when this "
-              f"run has finished more seeds than that; until then this run's result goes to {partial} (give another "
-              f"--out to keep both apart)", flush=True)
     results, source = [], out
     for path, d in ((out, previous), (partial, _read_results(partial))):
         runs = _reusable_runs(d, settings, a.first_seed, a.seeds, per_seed)
         if len(runs) > len(results):
             results, source = runs, path
     reused = len(results) // per_seed
+    if other:
+        old = previous.get("settings")
+        diff = (", ".join(sorted(k for k in {*old, *settings} if old.get(k) != settings.get(k)))
+                if isinstance(old, dict) else "its settings are not recorded")
+        when = (f"this run asks for {a.seeds}, so --out is replaced when its seed {a.first_seed + max(prev_done, reused)} is "
+                f"done"
+                if a.seeds > max(prev_done, reused) else f"this run asks for {a.seeds}, so not in this run")
+        print(f"note: {out} holds a result of {prev_done} seed(s) with other settings (differs in: {diff}); by the "
+              f"rule of coopsim.comm.ns3.experiment that result is DELETED, replaced by this run's, once this run has "
+              f"finished more seeds than it holds ({when}); until then this run's result goes to {partial}. Give "
+              f"another --out to keep both", flush=True)
     _PROGRESS.update(out=str(source) if reused else a.out, seeds=a.seeds, first_seed=a.first_seed, seeds_done=reused)
     summary = None
     radius = a.radius
@@ -393,13 +403,13 @@ def main(argv: list[str] | None = None) -> None:
                                              if k != "return_per_env_episode" or r["channel_name"] == "ideal"}
                                             for r in results]}, indent=1)
         if target == partial and not told:
-            kept = (", of other settings: it is kept until this run has more" if other
-                    else ": it is kept until this run has as many")
-            print(f"{out} holds {prev_done} finished seed(s){kept}; the partial result goes to {partial}", flush=True)
+            if not other:  # (of other settings, the note at the start said where this run's result goes)
+                print(f"{out} holds {prev_done} finished seed(s): it is kept until this run has as many; the partial "
+                      f"result goes to {partial}", flush=True)
             told = True
         elif target == out and other and not replaced:
-            print(f"{out} held {prev_done} seed(s) of other settings; replaced by this run's result ({done} seed(s))",
-                  flush=True)
+            print(f"{out} held {prev_done} seed(s) of other settings; deleted and replaced by this run's result "
+                  f"({done} seed(s)), as the note at the start said", flush=True)
             replaced = True
         if target == out and partial.exists():
             partial.unlink()  # --out now holds at least as much
