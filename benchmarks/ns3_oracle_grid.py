@@ -1,4 +1,6 @@
-"""How the ns-3 safe-rate oracle's grid and estimator move a sender's utilization (docs/ns3.md, "The oracle's grid").
+"""How the ns-3 safe-rate oracle's grid and estimator move a sender's utilization (docs/ns3.md, oracle section).
+
+docs/ns3.md, "The oracle's grid and estimator", has the results and why.
 
 The ns-3 oracle runs every rate of its grid once (:func:`coopsim.comm.oracle.safe_rate_sweep`); since 2026-12-07
 its cache keeps those runs. This script reads them back for a results file of ``python -m

@@ -113,7 +113,7 @@ def window_safe_rate(offered: np.ndarray, lost: np.ndarray, rates_bps: np.ndarra
             ``max_loss``. For a stochastic channel (``ns3-v0``: one run per rate, each a different realization) a
             rate above a lossy one may be lossless by luck, and ``"max"`` takes such a rate, more of them the finer
             the grid; the monotone fit pools neighbouring rates instead, so it converges as the grid is refined
-            (docs/ns3.md, "The oracle's grid").
+            (docs/ns3.md, "The oracle's grid and estimator").
 
     Raises:
         ValueError: an unknown ``estimator``; ``offered``/``lost`` not both 3-D of one shape ``[T, R, E]``, negative,

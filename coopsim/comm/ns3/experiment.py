@@ -108,7 +108,7 @@ class OracleSection(BaseModel):
         "max", description="how the safe rate is read from the grid's runs (coopsim.comm.oracle.window_safe_rate): "
         "max, the highest rate whose own window loss is at most 0.3 %; isotonic, the highest rate whose window loss, "
         "fitted non-decreasing in the rate over the grid, is at most 0.3 % (converges as the grid is refined; "
-        "docs/ns3.md, \"The oracle's grid\")")
+        "docs/ns3.md, \"The oracle's grid and estimator\")")
 
     @field_validator("max_frac")
     @classmethod
