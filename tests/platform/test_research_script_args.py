@@ -14,9 +14,9 @@ def py(*args):
 @pytest.mark.parametrize("args, needle", [
     (["coopsim.agents.ddacom.evaluate", "--seeds", "-1"], "argument --seeds: invalid value '-1': an integer in 1..1000 is required"),
     (["coopsim.agents.ddacom.evaluate", "--seeds", "0"], "argument --seeds: invalid value '0': an integer in 1..1000 is required"),
-    (["coopsim.agents.ddacom.evaluate", "--num-agents", "0"], "argument --num-agents: invalid value '0': an integer >= 2 is required"),
+    (["coopsim.agents.ddacom.evaluate", "--num-agents", "0"], "argument --num-agents: invalid value '0': an integer in 2..64 is required"),
     (["coopsim.agents.ddacom.evaluate", "--num-agents", "100", "--seeds", "1", "--out", "{tmp}/e.json"],
-     "error: key 'num_agents': invalid value 100"),
+     "argument --num-agents: invalid value '100': an integer in 2..64 is required"),
     (["coopsim.agents.ddacom.train", "--seeds", "-1", "--steps", "10"], "argument --seeds: invalid value '-1': an integer in 1..1000 is required"),
     (["coopsim.agents.ddacom.train", "--seeds", "1", "--steps", "-10"], "argument --steps: invalid value '-10': an integer >= 1 is required"),
     (["coopsim.agents.ddacom.train", "--variants", "nope"], "unknown variant(s) 'nope'; valid: no_comm"),

@@ -319,12 +319,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="comma-separated senders to compare on every channel, each once (default "
                          "none,broadcast,periodic,novelty,ddacom)")
     ap.add_argument("--out", default="runs/ddacom_eval.json",
-                    help="the results JSON, rewritten after every seed; a rerun with the same settings reuses its "
+                    help="the results JSON (default runs/ddacom_eval.json), rewritten after every seed; a rerun "
+                         "with the same settings reuses its "
                          "finished seeds; a result of other settings there (another --num-agents, --senders, ...) is "
                          "DELETED, replaced by this run's, once this run has finished more seeds than it holds (the "
                          "rule of coopsim.comm.ns3.experiment; until then this run writes a partial file beside it): "
                          "give each setting its own --out to keep it; an existing file that is not a results file of "
-                         "this command (e.g. an ns-3 experiment's) is refused (default runs/ddacom_eval.json)")
+                         "this command (e.g. an ns-3 experiment's) is refused")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="a sender param (repeatable, each param once), e.g. ddacom.resend_lost=true or "
                          "novelty.threshold_m=0.2; periodic's period_steps is 4 unless given")
