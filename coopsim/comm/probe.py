@@ -37,7 +37,9 @@ in a report with loss above the threshold, to at most the rate delivered in it. 
 capacity does not explain (the offered bits fit within one step of it: queue overflow, collision, burst
 loss) sets a *loss ceiling* at the delivered rate; ``max_growth`` caps the estimate at that multiple of
 the rate offered in the report plus one copy (on a shared medium a few copies pass quickly without showing what a
-sustained rate would meet); probed upward by the stepped rules above (hold, then
+sustained rate would meet); ``startup_growth`` raises that cap for a sender's first reports, until one whose estimate
+the measured capacity set, or one with loss (a startup phase, as TCP slow start, RFC 5681, and BBR's STARTUP: the
+initial rate is a guess, and growing from it 1.25x per step wastes the first steps); probed upward by the stepped rules above (hold, then
 ``up_factor`` per safe report, the hold doubling after each repeated failure until a report is safe at an
 offered rate above the failed one; with ``ceiling_limited_only`` only safe reports in which the ceiling limited the
 sender count for the hold and the raises, so a ceiling is not forgotten while capacity is below it). The probing rate equals
@@ -119,6 +121,12 @@ class SafeRateProbeParams(BaseModel):
                                         "rate offered in the report, plus one copy (> 1); None = no cap. "
                                         "On a shared medium (Wi-Fi) a few copies can pass quickly without showing what "
                                         "a sustained rate would meet")
+    startup_growth: Optional[float] = Field(None, gt=1, description="delay-based, with dt_s: a startup phase in "
+                                            "which the estimate may grow to this times the rate offered in the report "
+                                            "(plus one copy) instead of max_growth, until the first report in which the "
+                                            "measured capacity, not this cap, set the estimate, or one with loss above "
+                                            "the threshold; once per sender, as TCP slow start (RFC 5681) and BBR's "
+                                            "STARTUP; None = no startup phase")
     ceiling_limited_only: bool = Field(False, description="delay-based: the loss ceiling's hold counts, and its "
                                        "raises happen in, only safe reports whose offered rate was limited by it "
                                        "(one more copy would have exceeded it), so a sender that stayed below the "
@@ -208,6 +216,7 @@ class SafeRateProbe:
         self._ceil_hold_len = np.full(self.shape, p.hold_steps, np.int64)
         self._ceil_fail_bps = np.full(self.shape, np.inf)  # offered rate of the last unexplained loss
         self.target_utilization = np.full(self.shape, p.target_utilization)  # delay-based: the target in use
+        self.in_startup = np.full(self.shape, p.startup_growth is not None)  # delay-based: startup phase (startup_growth)
         self.capacity_smooth_bps = np.full(self.shape, np.nan)  # cross-traffic margin: EWMA of the capacity
         self.capacity_ref_bps = np.full(self.shape, np.nan)  # cross-traffic margin: its decaying maximum
 
@@ -385,8 +394,16 @@ class SafeRateProbe:
             beyond = safe & (offered_bps > self._ceil_fail_bps)
             self._ceil_hold_len = np.where(beyond, p.hold_steps, self._ceil_hold_len)
             self._ceil_fail_bps = np.where(beyond, np.inf, self._ceil_fail_bps)
-            if p.max_growth is not None:  # ... but always room for one more copy (of the report's mean size)
-                est = np.where(offered_bits > 0, np.minimum(est, (p.max_growth * offered_bits + copy_bits) / p.dt_s), est)
+            if p.max_growth is not None or p.startup_growth is not None:
+                # ... but always room for one more copy (of the report's mean size); in the startup phase the cap is
+                # startup_growth, left at the first report the capacity (not the cap) limited, or with loss
+                growth = np.full(self.shape, np.inf if p.max_growth is None else p.max_growth)
+                if p.startup_growth is not None:
+                    growth = np.where(self.in_startup, p.startup_growth, growth)
+                grown = (growth * offered_bits + copy_bits) / p.dt_s
+                reported = meas & (offered_bits > 0)
+                self.in_startup &= ~(reported & ((est <= grown) | bad))
+                est = np.where(offered_bits > 0, np.minimum(est, grown), est)
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)
         est = np.clip(est, p.min_rate_bps, p.max_rate_bps)

@@ -76,6 +76,10 @@ class DDACOMSenderParams(SenderParams):
                                 "held exactly (deviation 0), so the budget goes to what receivers cannot see")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
                                         "offered in the report; None = no cap")
+    startup_growth: Optional[float] = Field(None, gt=1, description="delay-based: in the startup phase (until the "
+                                            "measured capacity first limits the estimate, or a loss) the estimate may "
+                                            "grow to this times the offered rate instead of max_growth, as TCP slow "
+                                            "start; None = no startup phase (SafeRateProbeParams)")
     capacity_window: float = Field(1.0, ge=1, le=1000, description="delay-based: EWMA horizon (reports) of the measured "
                                    "capacity, averaged as time per bit; 1 = the last report, at most 1000 (SafeRateProbeParams)")
     # the probe's cross-traffic margin, passed on to it (declared once, in coopsim.comm.probe)
@@ -101,6 +105,7 @@ class DDACOMSender(Sender):
                                    up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
                                    dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
                                    base_delay_s=p.base_delay_s, max_growth=p.max_growth,
+                                   startup_growth=p.startup_growth,
                                    capacity_window=p.capacity_window,
                                    curvature=p.curvature, ceiling_limited_only=p.ceiling_limited_only,
                                    **{k: getattr(p, k) for k in XTRAFFIC_KEYS})

@@ -1,0 +1,81 @@
+"""The delay-based probe's startup phase (``startup_growth``): the growth cap is startup_growth x the offered rate
+until the first report whose estimate the measured capacity set, or one with loss; then max_growth, for good."""
+import numpy as np
+import pytest
+
+from coopsim.agents.ddacom.sender import DDACOMSenderParams
+from coopsim.comm.probe import SafeRateProbe
+from coopsim.platform.comm import Feedback
+from coopsim.errors import ConfigError
+
+COPY = 100  # bytes per copy in these reports
+
+
+def fb(delivered_bytes, latency_s, lost_bytes=(0, 0)):
+    d = np.array([delivered_bytes], np.int64)
+    lost = np.array([lost_bytes], np.int64)
+    return Feedback(d // COPY, lost // COPY, d, lost, np.array([latency_s], np.float64))
+
+
+def probe(**kw):
+    params = dict(initial_rate_bps=8_000, min_rate_bps=1_000, max_rate_bps=1e7, dt_s=0.1, delay_based=True,
+                  extrapolate=False, target_utilization=0.5, max_growth=1.25)
+    return SafeRateProbe((1, 2), **{**params, **kw})
+
+
+def test_growth_cap_is_startup_growth_until_capacity_limits():
+    p = probe(startup_growth=2.0)
+    # 1000 B in 0.01 s: capacity 800 kbit/s, target 0.5 -> 400 kbit/s wanted; offered 8 kbit (80 kbit/s):
+    # startup cap (2 * 8000 + 800) / 0.1 = 168 kbit/s (max_growth's would be (1.25 * 8000 + 800) / 0.1 = 108 kbit/s)
+    p.update(fb([1000, 1000], [0.01, 0.01]))
+    assert np.allclose(p.estimate_bps, 168_000) and p.in_startup.all()
+    # sender 0 offers 2100 B (16.8 kbit) at 0.05 s: capacity 336 kbit/s, wanted 168 kbit/s, cap (2 * 16800 + 800) /
+    # 0.1 = 344 kbit/s: the capacity set it, the startup ends; sender 1 (capacity 1.68 Mbit/s) is capped at 344 k
+    p.update(fb([2100, 2100], [0.05, 0.01]))
+    assert np.allclose(p.estimate_bps, [[168_000, 344_000]])
+    assert p.in_startup.tolist() == [[False, True]]
+    # after the startup, sender 0 grows by max_growth only: capacity 16.8 kbit / 0.0105 s = 1.6 Mbit/s, wanted
+    # 800 kbit/s, cap (1.25 * 16800 + 800) / 0.1 = 218 kbit/s; it never returns to the startup cap
+    p.update(fb([2100, 2100], [0.0105, 0.0105]))
+    assert np.allclose(p.estimate_bps[0, 0], 218_000) and not p.in_startup[0, 0]
+    assert np.allclose(p.estimate_bps[0, 1], (2 * 16_800 + 800) / 0.1)  # sender 1 still in startup: 344 kbit/s
+
+
+def test_loss_ends_the_startup():
+    p = probe(startup_growth=2.0)
+    # sender 1 loses 200 of 1000 B (20 %) with the last copy at 0.1 s: capacity 6400 bit / 0.1 s = 64 kbit/s, which
+    # explains the loss (no loss ceiling); its startup ends, the estimate is 0.5 * 64 kbit/s
+    p.update(fb([1000, 800], [0.01, 0.1], lost_bytes=(0, 200)))
+    assert p.in_startup.tolist() == [[True, False]]
+    assert np.allclose(p.estimate_bps[0, 1], 32_000)
+    # then max_growth: 800 B offered at 0.01 s, capacity 640 kbit/s -> wanted 320 k, capped at (1.25 * 6400 + 800)
+    # / 0.1 = 88 kbit/s (one copy of the report's mean size, 100 B, is 800 bit); in the startup it would be 136 k
+    p.update(fb([1000, 800], [0.01, 0.01]))
+    assert np.allclose(p.estimate_bps[0, 1], 88_000) and not p.in_startup[0, 1]
+
+
+def test_without_startup_growth_nothing_changes():
+    a, b = probe(), probe(startup_growth=None)
+    for d, lat in ((1000, 0.01), (2100, 0.05), (2100, 0.0105)):
+        ea = a.update(fb([d, d], [lat, lat])).copy()
+        eb = b.update(fb([d, d], [lat, lat])).copy()
+        assert np.array_equal(ea, eb)
+    assert not a.in_startup.any()
+    assert np.allclose(ea, (1.25 * 16_800 + 800) / 0.1)
+
+
+def test_startup_without_max_growth_is_uncapped_after():
+    p = probe(startup_growth=2.0, max_growth=None)
+    p.update(fb([1000, 1000], [0.01, 0.01]))
+    assert np.allclose(p.estimate_bps, 168_000)
+    p.update(fb([2100, 2100], [0.05, 0.05]))  # capacity-limited: startup over
+    p.update(fb([2100, 2100], [0.0105, 0.0105]))  # no cap now: 0.5 * 1.6 Mbit/s
+    assert np.allclose(p.estimate_bps, 800_000)
+
+
+@pytest.mark.parametrize("value", [1.0, 0.5, float("nan")])
+def test_bad_startup_growth_is_refused_by_name(value):
+    with pytest.raises(ConfigError, match="startup_growth"):
+        probe(startup_growth=value)
+    with pytest.raises(Exception, match="startup_growth"):
+        DDACOMSenderParams(startup_growth=value)
