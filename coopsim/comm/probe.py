@@ -74,6 +74,8 @@ XTrafficRefWindow = Annotated[float, Field(100.0, ge=1, description="cross-traff
                                            "running maximum of the smoothed capacity, decaying by "
                                            "1/xtraffic_ref_window per report")]
 XTrafficMinUtilization = Annotated[float, Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")]
+# SafeRateProbeParams' pairs of keys whose first must be at least its second
+_AT_LEAST = {"max_up_factor": "up_factor", "max_hold_steps": "hold_steps"}
 XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
 
 
@@ -161,22 +163,14 @@ class SafeRateProbeParams(BaseModel):
             raise ValueError(f"must be in [min_rate_bps, max_rate_bps] = [{lo:g}, {hi:g}]")
         return v
 
-    @field_validator("max_up_factor")
+    @field_validator(*_AT_LEAST)
     @classmethod
-    def _max_up_ge_up(cls, v, info):
-        up = info.data.get("up_factor")
-        if up is not None and v < up:
-            raise ValueError(f"must be >= up_factor ({up:g}); when not given it is its default, "
-                             f"{cls.model_fields['max_up_factor'].default:g}: give max_up_factor >= {up:g} with it")
-        return v
-
-    @field_validator("max_hold_steps")
-    @classmethod
-    def _max_hold_ge_hold(cls, v, info):
-        hold = info.data.get("hold_steps")
-        if hold is not None and v < hold:
-            raise ValueError(f"must be >= hold_steps ({hold}); when not given it is its default, "
-                             f"{cls.model_fields['max_hold_steps'].default}: give max_hold_steps >= {hold} with it")
+    def _max_ge_pair(cls, v, info):
+        lower = _AT_LEAST[info.field_name]
+        lo = info.data.get(lower)
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= {lower} ({lo:g}); when not given it is its default, "
+                             f"{cls.model_fields[info.field_name].default:g}: give {info.field_name} >= {lo:g} with it")
         return v
 
 
