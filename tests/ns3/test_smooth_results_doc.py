@@ -1,5 +1,6 @@
 """The README's issue-7 table for the smoothly changing network states what the committed compact results hold
-(benchmarks/results/ns3_ddacom_smooth_{12,24,200}seeds.json, oracle_grid_smooth_24seeds.json), so a rerun that changes them cannot leave the README
+(benchmarks/results/ns3_ddacom_smooth_{12,24,200}seeds.json, oracle_grid_smooth_24seeds.json, and the runs without
+DDACOM's startup phase, ..._before_startup.json), so a rerun that changes them cannot leave the README
 behind unnoticed. No ns-3 needed."""
 import json
 from pathlib import Path
@@ -20,8 +21,9 @@ def test_readme_smooth_network_numbers_are_the_committed_results():
     assert (f"| utilization | {util:.3f} ± {util_ci:.3f} against the config's oracle (89 rates, isotonic estimator"
             in readme)
     assert f"{fb:.3f} ± {fb_ci:.3f} against the per-step full-broadcast demand" in readme
-    assert util < 0.95 and "≥ 0.95: **not met** (met only against the per-step demand)" in readme
-    assert fb >= 0.95
+    # met by the mean only: the README says so, with the interval's lower end
+    assert util >= 0.95 and f"≥ 0.95: **met by the mean** (the interval's lower end is {util - util_ci:.3f})" in readme
+    assert fb >= util
     loss, loss_ci = r200["loss"]
     assert f"| loss | {100 * loss:.3f}% ± {100 * loss_ci:.3f}" in readme
     nr, nr_ci = r200["normalized_return"]
@@ -48,7 +50,21 @@ def test_readme_oracle_grid_numbers_are_the_committed_table():
     r24 = row("ns3_ddacom_smooth_24seeds.json")
     assert round(r24["utilization"][0], 3) == round(u[(89, "isotonic")], 3)  # the config's oracle is the 89 isotonic
     r12 = row("ns3_ddacom_smooth_12seeds.json")  # the every-sender table: the same oracle
-    assert f"| DDACOM (aim 0.84) | 0.876 ± 0.123 | {r12['utilization'][0]:.3f} ± {r12['utilization'][1]:.3f}" in readme
+    nr12, u12 = r12["normalized_return"], r12["utilization"]
+    assert (f"| DDACOM (aim 0.84, startup 1.75) | {nr12[0]:.3f} ± {nr12[1]:.3f} | {u12[0]:.3f} ± {u12[1]:.3f}"
+            in readme)
+
+
+def test_before_startup_copies_are_what_the_readme_compares_with():
+    """The startup phase's gain as the README states it: the kept runs without it (..._before_startup.json) gave
+    utilization 0.945 on 24 seeds and loss 0.266% on 200; the committed runs with it are above and below those."""
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    b24, b200 = row("ns3_ddacom_smooth_24seeds_before_startup.json"), row("ns3_ddacom_smooth_200seeds_before_startup.json")
+    r24, r200 = row("ns3_ddacom_smooth_24seeds.json"), row("ns3_ddacom_smooth_200seeds.json")
+    assert (f"lifted utilization from {b24['utilization'][0]:.3f} ± {b24['utilization'][1]:.3f} to "
+            f"{r24['utilization'][0]:.3f} ± {r24['utilization'][1]:.3f}") in readme
+    assert f"gave loss {100 * b200['loss'][0]:.3f}% ± {100 * b200['loss'][1]:.3f} over 200 seeds" in readme
+    assert r24["utilization"][0] > b24["utilization"][0] and r200["loss"][0] <= 0.003
 
 
 def test_a_committed_compact_copy_is_refused_as_out(tmp_path):
