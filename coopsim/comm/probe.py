@@ -39,7 +39,9 @@ loss) sets a *loss ceiling* at the delivered rate; ``max_growth`` caps the estim
 the rate offered in the report plus one copy (on a shared medium a few copies pass quickly without showing what a
 sustained rate would meet); ``startup_growth`` raises that cap for a sender's first reports, until one whose estimate
 the measured capacity set, or one with loss (a startup phase, as TCP slow start, RFC 5681, and BBR's STARTUP: the
-initial rate is a guess, and growing from it 1.25x per step wastes the first steps); probed upward by the stepped rules above (hold, then
+initial rate is a guess, and growing from it 1.25x per step wastes the first steps); with ``app_limited_hold`` a
+report from a sender that had less to send than its allowance (``update``'s ``active`` False) does not pull the
+estimate below its previous value through these caps (RFC 7661: a window is not reduced for not being used); probed upward by the stepped rules above (hold, then
 ``up_factor`` per safe report, the hold doubling after each repeated failure until a report is safe at an
 offered rate above the failed one; with ``ceiling_limited_only`` only safe reports in which the ceiling limited the
 sender count for the hold and the raises, so a ceiling is not forgotten while capacity is below it). The probing rate equals
@@ -129,6 +131,12 @@ class SafeRateProbeParams(BaseModel):
                                             "measured capacity, not this cap, set the estimate, or one with loss above "
                                             "the threshold; once per sender, as TCP slow start (RFC 5681) and BBR's "
                                             "STARTUP; None = no startup phase")
+    app_limited_hold: bool = Field(False, description="delay-based, with max_growth or startup_growth: in a report "
+                                   "from a sender that was not rate-limited (update's active False: it offered less "
+                                   "than its allowance) the growth cap is at least the previous estimate, so a step "
+                                   "with little to send does not pull the estimate down to growth x what it offered "
+                                   "(a window is not reduced for not being used, RFC 7661; BBR keeps app-limited "
+                                   "samples from lowering its bandwidth estimate)")
     ceiling_limited_only: bool = Field(False, description="delay-based: the loss ceiling's hold counts, and its "
                                        "raises happen in, only safe reports whose offered rate was limited by it "
                                        "(one more copy would have exceeded it), so a sender that stayed below the "
@@ -308,7 +316,7 @@ class SafeRateProbe:
                                  self.rate_bps)
         self._good = np.where(up, 0, self._good)
         if p.delay_based:
-            self._delay_update(fb, bad)
+            self._delay_update(fb, bad, active)
         return self.estimate_bps
 
     def _xtraffic_update(self, meas: np.ndarray, cap: np.ndarray) -> None:
@@ -332,7 +340,7 @@ class SafeRateProbe:
         self.target_utilization = np.maximum(p.target_utilization - p.xtraffic_gain * np.sqrt(x),
                                              min(p.xtraffic_min_utilization, p.target_utilization))
 
-    def _delay_update(self, fb: Feedback, bad: np.ndarray) -> None:
+    def _delay_update(self, fb: Feedback, bad: np.ndarray, active: np.ndarray | None = None) -> None:
         """Delay-based estimate for senders whose report has delivered copies with a latency."""
         p = self.params
         if fb.latency_max_s is None:  # the channel does not measure latency: loss-based rules only
@@ -395,6 +403,8 @@ class SafeRateProbe:
                 if p.startup_growth is not None:
                     growth = np.where(self.in_startup, p.startup_growth, growth)
                 grown = (growth * offered_bits + copy_bits) / p.dt_s
+                if p.app_limited_hold and active is not None:  # an unused allowance is not a lower rate
+                    grown = np.where(active, grown, np.maximum(grown, self.estimate_bps))
                 reported = meas & (offered_bits > 0)
                 self.in_startup &= ~(reported & ((est <= grown) | bad))
                 est = np.where(offered_bits > 0, np.minimum(est, grown), est)

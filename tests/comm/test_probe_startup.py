@@ -1,5 +1,7 @@
 """The delay-based probe's startup phase (``startup_growth``): the growth cap is startup_growth x the offered rate
-until the first report whose estimate the measured capacity set, or one with loss; then max_growth, for good."""
+until the first report whose estimate the measured capacity set, or one with loss; then max_growth, for good. And
+``app_limited_hold``: a report from a sender with less to send than its allowance keeps its estimate as the growth
+cap's floor."""
 import numpy as np
 import pytest
 
@@ -79,3 +81,26 @@ def test_bad_startup_growth_is_refused_by_name(value):
         probe(startup_growth=value)
     with pytest.raises(Exception, match="startup_growth"):
         DDACOMSenderParams(startup_growth=value)
+
+
+def test_app_limited_report_does_not_lower_the_estimate_through_the_growth_cap():
+    """app_limited_hold: a sender that offered less than its allowance (active False) keeps its previous estimate as
+    the growth cap's floor; the measured capacity still lowers it."""
+    for hold in (False, True):
+        p = probe(app_limited_hold=hold)
+        # 2000 B at 0.02 s: capacity 800 kbit/s, wanted 400 k, cap (1.25 * 16000 + 800) / 0.1 = 208 kbit/s
+        p.update(fb([2000, 2000], [0.02, 0.02]), active=np.array([[True, True]]))
+        assert np.allclose(p.estimate_bps, 208_000)
+        # 200 B (2 copies) at 0.002 s: capacity 800 kbit/s again, wanted 400 k; growth cap (1.25 * 1600 + 800) / 0.1
+        # = 28 kbit/s. Sender 0 was application-limited: with the option its cap is at least its 208 k
+        p.update(fb([200, 200], [0.002, 0.002]), active=np.array([[False, True]]))
+        assert np.allclose(p.estimate_bps, [[208_000 if hold else 28_000, 28_000]])
+        # application-limited again, but the capacity fell: 200 B at 0.02 s is 80 kbit/s, wanted 40 k, which sets
+        # sender 0's estimate with the option; sender 1's floor is its own 28 k, and without the option both stay
+        # at the 28 k cap
+        p.update(fb([200, 200], [0.02, 0.02]), active=np.array([[False, False]]))
+        assert np.allclose(p.estimate_bps, [[40_000 if hold else 28_000, 28_000]])
+    # without active (None: every sender counts as rate-limited) the option changes nothing
+    a, b = probe(), probe(app_limited_hold=True)
+    for d, lat in ((2000, 0.02), (200, 0.002)):
+        assert np.array_equal(a.update(fb([d, d], [lat, lat])), b.update(fb([d, d], [lat, lat])))

@@ -80,6 +80,9 @@ class DDACOMSenderParams(SenderParams):
                                             "measured capacity first limits the estimate, or a loss) the estimate may "
                                             "grow to this times the offered rate instead of max_growth, as TCP slow "
                                             "start; None = no startup phase (SafeRateProbeParams)")
+    app_limited_hold: bool = Field(False, description="delay-based: a step in which the sender had less to send than "
+                                   "its allowance does not lower the estimate through the growth cap (RFC 7661; "
+                                   "SafeRateProbeParams)")
     capacity_window: float = Field(1.0, ge=1, le=1000, description="delay-based: EWMA horizon (reports) of the measured "
                                    "capacity, averaged as time per bit; 1 = the last report, at most 1000 (SafeRateProbeParams)")
     # the probe's cross-traffic margin, passed on to it (declared once, in coopsim.comm.probe)
@@ -105,7 +108,7 @@ class DDACOMSender(Sender):
                                    up_after=p.up_after, hold_steps=p.hold_steps, max_hold_steps=p.max_hold_steps,
                                    dt_s=dt_s, delay_based=p.delay_based, target_utilization=p.target_utilization,
                                    base_delay_s=p.base_delay_s, max_growth=p.max_growth,
-                                   startup_growth=p.startup_growth,
+                                   startup_growth=p.startup_growth, app_limited_hold=p.app_limited_hold,
                                    capacity_window=p.capacity_window,
                                    curvature=p.curvature, ceiling_limited_only=p.ceiling_limited_only,
                                    **{k: getattr(p, k) for k in XTRAFFIC_KEYS})
