@@ -76,6 +76,30 @@ XTrafficRefWindow = Annotated[float, Field(100.0, ge=1, description="cross-traff
                                            "running maximum of the smoothed capacity, decaying by "
                                            "1/xtraffic_ref_window per report")]
 XTrafficMinUtilization = Annotated[float, Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")]
+def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
+    """The cross-checks of ``startup_growth`` and ``app_limited_hold`` (SafeRateProbeParams, DDACOMSenderParams):
+    both act on the delay-based growth cap, so they need ``delay_based`` (and the probe's ``dt_s``); the startup
+    phase raises ``max_growth``'s cap, so it needs ``max_growth`` set and below it; ``app_limited_hold`` needs one of
+    the two caps. ValueError (pydantic names the key) otherwise; ``v`` is returned."""
+    if v is None or v is False:
+        return v
+    what = f"{name} {v!r}" if name == "startup_growth" else name
+    if data.get("delay_based") is False:
+        raise ValueError(f"{what} acts on the delay-based probe's growth cap: it needs delay_based: true")
+    if needs_dt and "dt_s" in data and data.get("dt_s") is None:
+        raise ValueError(f"{what} acts on the delay-based growth cap, which needs dt_s (the step length, s)")
+    mg = data.get("max_growth")
+    if name == "startup_growth":
+        if mg is None:
+            raise ValueError(f"must come with max_growth (the cap it raises in the first reports; without max_growth "
+                             f"the estimate is not capped at all); give max_growth < {v!r}, e.g. 1.25")
+        if v <= mg:
+            raise ValueError(f"must be > max_growth ({mg!r}): the startup phase raises the growth cap")
+    elif mg is None and data.get("startup_growth") is None:
+        raise ValueError("needs max_growth or startup_growth (the growth cap whose floor it keeps)")
+    return v
+
+
 # SafeRateProbeParams' pairs of keys whose first must be at least its second
 _AT_LEAST = {"max_up_factor": "up_factor", "max_hold_steps": "hold_steps"}
 XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
@@ -170,6 +194,11 @@ class SafeRateProbeParams(BaseModel):
         if lo is not None and hi is not None and not lo <= v <= hi:
             raise ValueError(f"must be in [min_rate_bps, max_rate_bps] = [{lo:g}, {hi:g}]")
         return v
+
+    @field_validator("startup_growth", "app_limited_hold")
+    @classmethod
+    def _growth_options(cls, v, info):
+        return check_growth_option(info.field_name, v, info.data)
 
     @field_validator(*_AT_LEAST)
     @classmethod
@@ -406,7 +435,7 @@ class SafeRateProbe:
                 if p.app_limited_hold and active is not None:  # an unused allowance is not a lower rate
                     grown = np.where(active, grown, np.maximum(grown, self.estimate_bps))
                 reported = meas & (offered_bits > 0)
-                self.in_startup &= ~(reported & ((est <= grown) | bad))
+                self.in_startup &= ~((reported & (est <= grown)) | (bad & (offered_bits > 0)))
                 est = np.where(offered_bits > 0, np.minimum(est, grown), est)
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)

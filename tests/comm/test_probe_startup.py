@@ -66,13 +66,29 @@ def test_without_startup_growth_nothing_changes():
     assert np.allclose(ea, (1.25 * 16_800 + 800) / 0.1)
 
 
-def test_startup_without_max_growth_is_uncapped_after():
-    p = probe(startup_growth=2.0, max_growth=None)
-    p.update(fb([1000, 1000], [0.01, 0.01]))
-    assert np.allclose(p.estimate_bps, 168_000)
-    p.update(fb([2100, 2100], [0.05, 0.05]))  # capacity-limited: startup over
-    p.update(fb([2100, 2100], [0.0105, 0.0105]))  # no cap now: 0.5 * 1.6 Mbit/s
-    assert np.allclose(p.estimate_bps, 800_000)
+@pytest.mark.parametrize("kw, words", [
+    (dict(startup_growth=2.0, max_growth=None), "must come with max_growth"),  # fresh37 F4: it would lower the cap
+    (dict(startup_growth=1.2, max_growth=1.25), "must be > max_growth (1.25)"),  # ... and here too
+    (dict(startup_growth=2.0, delay_based=False), "needs delay_based: true"),  # fresh37 F8: it would do nothing
+    (dict(startup_growth=2.0, dt_s=None), "needs dt_s"),
+    (dict(app_limited_hold=True, max_growth=None), "needs max_growth or startup_growth"),
+    (dict(app_limited_hold=True, delay_based=False), "needs delay_based: true"),
+])
+def test_growth_options_refused_where_they_would_lower_the_cap_or_do_nothing(kw, words):
+    key = "startup_growth" if "startup_growth" in kw else "app_limited_hold"
+    with pytest.raises(ConfigError) as ei:
+        probe(**kw)
+    assert ei.value.key == key and words in ei.value.message
+    if "dt_s" not in kw:  # DDACOM's sender: its dt_s is the scenario's
+        with pytest.raises(Exception, match=words.replace("(", r"\(").replace(")", r"\)")):
+            DDACOMSenderParams(**kw)
+
+
+def test_a_report_with_every_copy_lost_ends_the_startup():
+    """fresh37 F3: no copy delivered (no capacity measurement), but loss above the threshold: the phase is over."""
+    p = probe(startup_growth=2.0)
+    p.update(fb([0, 1000], [0.0, 0.01], lost_bytes=(1000, 0)))
+    assert p.in_startup.tolist() == [[False, True]]
 
 
 @pytest.mark.parametrize("value", [1.0, 0.5, float("nan")])

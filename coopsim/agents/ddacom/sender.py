@@ -34,10 +34,10 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from coopsim.agents.comm_baselines.senders import Sender, SenderParams
-from coopsim.comm.probe import (XTRAFFIC_KEYS, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
+from coopsim.comm.probe import (XTRAFFIC_KEYS, check_growth_option, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
                                 XTrafficWindow)
 from coopsim.comm.token_bucket import TokenBucket
 
@@ -90,6 +90,12 @@ class DDACOMSenderParams(SenderParams):
     xtraffic_window: XTrafficWindow
     xtraffic_ref_window: XTrafficRefWindow
     xtraffic_min_utilization: XTrafficMinUtilization
+
+
+    @field_validator("startup_growth", "app_limited_hold")
+    @classmethod
+    def _growth_options(cls, v, info):
+        return check_growth_option(info.field_name, v, info.data, needs_dt=False)  # dt_s: the scenario's
 
 
 class DDACOMSender(Sender):
