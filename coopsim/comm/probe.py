@@ -69,7 +69,7 @@ from coopsim.platform.comm import Feedback
 XTrafficGain = Annotated[Optional[float], Field(
     None, gt=0, description="delay-based cross-traffic margin: the target utilization is target_utilization - "
     "xtraffic_gain * sqrt(x), x = max(0, 1 - smoothed capacity / its decaying maximum), the share of the sender's "
-    "clean capacity that cross traffic takes; None = off (fixed target_utilization)")]
+    "clean capacity that cross traffic takes; null (None in Python) = off (fixed target_utilization)")]
 XTrafficWindow = Annotated[float, Field(5.0, ge=1, description="cross-traffic margin: EWMA horizon of the capacity "
                                         "(reports)")]
 XTrafficRefWindow = Annotated[float, Field(100.0, ge=1, description="cross-traffic margin: the reference is the "
@@ -146,7 +146,7 @@ class SafeRateProbeParams(BaseModel):
                             "a rise that slows down (a smooth maximum) is taken as the turn it announces; a "
                             "steady fall predicts c_t + d_t as without it")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: the estimate is at most this times the "
-                                        "rate offered in the report, plus one copy (> 1); None = no cap. "
+                                        "rate offered in the report, plus one copy (> 1); null (None in Python) = no cap. "
                                         "On a shared medium (Wi-Fi) a few copies can pass quickly without showing what "
                                         "a sustained rate would meet")
     startup_growth: Optional[float] = Field(None, gt=1, description="delay-based, with dt_s: a startup phase in "
@@ -154,7 +154,7 @@ class SafeRateProbeParams(BaseModel):
                                             "(plus one copy) instead of max_growth, until the first report in which the "
                                             "measured capacity, not this cap, set the estimate, or one with loss above "
                                             "the threshold; once per sender, as TCP slow start (RFC 5681) and BBR's "
-                                            "STARTUP; None = no startup phase")
+                                            "STARTUP; null (None in Python) = no startup phase")
     app_limited_hold: bool = Field(False, description="delay-based, with max_growth or startup_growth: in a report "
                                    "from a sender that was not rate-limited (update's active False: it offered less "
                                    "than its allowance) the growth cap is at least the previous estimate, so a step "
@@ -206,8 +206,12 @@ class SafeRateProbeParams(BaseModel):
         lower = _AT_LEAST[info.field_name]
         lo = info.data.get(lower)
         if lo is not None and v < lo:
-            raise ValueError(f"must be >= {lower} ({lo:g}); when not given it is its default, "
-                             f"{cls.model_fields[info.field_name].default:g}: give {info.field_name} >= {lo:g} with it")
+            def num(x) -> str:  # as given: an int as an int, a float exactly (its shortest form that reads back)
+                return f"{x:g}" if isinstance(x, float) and float(f"{x:g}") == x else repr(x)
+
+            raise ValueError(f"must be >= {lower} ({num(lo)}); when not given it is its default, "
+                             f"{num(cls.model_fields[info.field_name].default)}: give {info.field_name} >= {num(lo)} "
+                             "with it")
         return v
 
 
