@@ -19,17 +19,19 @@ with one ns-3 run per rate, ``max`` picks rates that are lossless by luck, more 
 
 Needs the oracle cache the experiment filled (``--oracle-cache``, default ``runs/ns3-oracle-cache``) for every
 seed of the results file; exits 2 naming the first missing seed otherwise (or the bad input: no such file, a
-compact copy, a run without the oracle).
+compact copy, another command's results, a run without the oracle). ``--out`` takes a new file or a grid table this
+script wrote (replaced); it refuses the results file itself, a folder and any other existing file.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-from coopsim.agents.ddacom.evaluate import ci95
+from coopsim.agents.ddacom.evaluate import WRITER as EVALUATE_WRITER, ci95, foreign_note, results_writer
 from coopsim.comm.ns3 import experiment as X
 from coopsim.comm.oracle import ESTIMATORS, window_safe_rate
 from coopsim.errors import ConfigError, run_script
@@ -96,12 +98,54 @@ def table(cfg: dict, results: dict, folder: str, strides=(8, 4, 2, 1)) -> list[d
     return rows
 
 
+PROG = "benchmarks/ns3_oracle_grid.py"
+
+
+def grid_table(path: str | Path) -> bool:
+    """Whether ``path`` holds a grid table this script wrote (its ``--out``: ``command`` naming this script and
+    ``rows``)."""
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return (isinstance(d, dict) and isinstance(d.get("rows"), list) and isinstance(d.get("command"), str)
+            and d["command"].startswith(PROG + " "))
+
+
+def check_out(out: str, results: str) -> None:
+    """Refuse an ``--out`` that this script must not replace: the results file it reads (the same file after
+    resolving links and ``..``), a folder (also a path ending in ``/``, meant as one), or any existing file that is
+    not a grid table of this script (:func:`grid_table`); an empty file holds nothing to lose and is taken. Then
+    :func:`~coopsim.platform.recorder.check_writable`.
+
+    Raises:
+        ConfigError: key ``--out``; names the path and what would be valid.
+    """
+    valid = "give --out a new file or a grid table this script wrote, e.g. runs/oracle-grid.json"
+    if not out.strip():
+        check_writable("--out", out)  # its message for an empty path
+    if X._same_path(out, results):
+        raise ConfigError(f"{out} is the results file this command reads: the grid table would be written over it; "
+                          f"{valid}", key="--out", value=out)
+    p = Path(out)
+    if p.is_dir():
+        raise ConfigError(f"{out} is a folder; {valid}", key="--out", value=out)
+    if out.endswith(("/", os.sep)):  # Path() drops the slash: the table would become a file of that name
+        raise ConfigError(f"{out} ends with '/', so it names a folder; {valid} (the file's name after the folder)",
+                          key="--out", value=out)
+    if (p.exists() or p.is_symlink()) and not (p.is_file() and p.stat().st_size == 0) and not grid_table(p):
+        raise ConfigError(f"{out} exists and is not a grid table of {PROG}{foreign_note(p)}; {valid}, or remove it",
+                          key="--out", value=out)
+    check_writable("--out", out)
+
+
 def read_results(path: str) -> dict:
     """The results file ``path`` of ``python -m coopsim.comm.ns3.experiment``, with its settings and runs' series.
 
     Raises:
-        ConfigError: key ``results``: no such file, not such a results file, a compact copy (no settings or series),
-            or a run without the oracle.
+        ConfigError: key ``results``: no such file, not such a results file (a results file of
+            ``coopsim.agents.ddacom.evaluate`` named as such), a compact copy (no settings or series), a file without
+            ns-3 runs' series, or a run without the oracle.
     """
     p = Path(path)
     if not p.is_file():
@@ -111,14 +155,20 @@ def read_results(path: str) -> dict:
         d = json.loads(p.read_text())
     except (OSError, ValueError, UnicodeDecodeError):
         d = None
-    if not isinstance(d, dict) or "runs" not in d:
-        raise ConfigError(f"{path} is not a results file of python -m coopsim.comm.ns3.experiment",
+    give = "give a results JSON of python -m coopsim.comm.ns3.experiment (its --out)"
+    if results_writer(d) == EVALUATE_WRITER:
+        raise ConfigError(f"{path} is a results file of python -m {EVALUATE_WRITER} (its own channels, no ns-3 oracle "
+                          f"grid), not of python -m coopsim.comm.ns3.experiment; {give}", key="results", value=path)
+    if not isinstance(d, dict) or not isinstance(d.get("runs"), list):
+        raise ConfigError(f"{path} is not a results file of python -m coopsim.comm.ns3.experiment; {give}",
                           key="results", value=path)
-    if X.compact_copy(d) or not any(isinstance(r, dict) and r.get("channel_name") == "ns3" and "series" in r
-                                    for r in d["runs"]):
+    if X.compact_copy(d):
         raise ConfigError(f"{path} is a compact copy (summary and per-seed figures; no settings or per-step series, "
                           "as committed under benchmarks/results/); give the full results file its command wrote "
                           "(runs/...json)", key="results", value=path)
+    if not any(isinstance(r, dict) and r.get("channel_name") == "ns3" and "series" in r for r in d["runs"]):
+        raise ConfigError(f"{path} has no ns-3 run with its per-step series (it is not a full results file of python "
+                          f"-m coopsim.comm.ns3.experiment); {give}", key="results", value=path)
     if not isinstance(d.get("config"), dict) or not d.get("oracle"):
         raise ConfigError(f"{path} was run without the oracle (--no-oracle): there is no grid to read back",
                           key="results", value=path)
@@ -126,16 +176,17 @@ def read_results(path: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    ap = argparse.ArgumentParser(prog="benchmarks/ns3_oracle_grid.py", description=__doc__.splitlines()[0],
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("results", help="a results JSON of python -m coopsim.comm.ns3.experiment (its --out; the "
                                     "experiment's settings and its ns-3 runs' delivered bits are read from it)")
     ap.add_argument("--oracle-cache", default="runs/ns3-oracle-cache", help="the experiment's oracle cache folder")
-    ap.add_argument("--out", default=None, help="also write the table as JSON here (written atomically)")
+    ap.add_argument("--out", default=None, help="also write the table as JSON here (written atomically): a new file "
+                    "or a grid table this script wrote, never the results file or another existing file")
     a = ap.parse_args(argv)
     X.check_cache_folder(a.oracle_cache)
-    if a.out:
-        check_writable("--out", a.out)
+    if a.out is not None:
+        check_out(a.out, a.results)
     results = read_results(a.results)
     cfg = results["config"]
     rows = table(cfg, results, a.oracle_cache)
@@ -150,7 +201,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"{row['rates']:>5} {row['estimator']:>9} {row['safe_frac']:>11.4f} {cells}")
     if a.out:
         atomic_write_json(Path(a.out), {"results": a.results, "seeds": len(seed_list), "seed_list": seed_list,
-                                        "command": "benchmarks/ns3_oracle_grid.py " + " ".join(
+                                        "command": f"{PROG} " + " ".join(
                                             [a.results] + (["--oracle-cache", a.oracle_cache]
                                                            if a.oracle_cache != "runs/ns3-oracle-cache" else [])),
                                         "rows": rows}, indent=1)
