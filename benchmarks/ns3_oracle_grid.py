@@ -144,8 +144,8 @@ def read_results(path: str) -> dict:
 
     Raises:
         ConfigError: key ``results``: no such file, not such a results file (a results file of
-            ``coopsim.agents.ddacom.evaluate`` named as such), a compact copy (no settings or series), a file without
-            ns-3 runs' series, or a run without the oracle.
+            ``coopsim.agents.ddacom.evaluate`` named as such), a compact copy (no settings or series), or a run
+            without the oracle.
     """
     p = Path(path)
     if not p.is_file():
@@ -162,13 +162,11 @@ def read_results(path: str) -> dict:
     if not isinstance(d, dict) or not isinstance(d.get("runs"), list):
         raise ConfigError(f"{path} is not a results file of python -m coopsim.comm.ns3.experiment; {give}",
                           key="results", value=path)
-    if X.compact_copy(d):
+    if X.compact_copy(d) or not any(isinstance(r, dict) and r.get("channel_name") == "ns3" and "series" in r
+                                    for r in d["runs"]):
         raise ConfigError(f"{path} is a compact copy (summary and per-seed figures; no settings or per-step series, "
                           "as committed under benchmarks/results/); give the full results file its command wrote "
                           "(runs/...json)", key="results", value=path)
-    if not any(isinstance(r, dict) and r.get("channel_name") == "ns3" and "series" in r for r in d["runs"]):
-        raise ConfigError(f"{path} has no ns-3 run with its per-step series (it is not a full results file of python "
-                          f"-m coopsim.comm.ns3.experiment); {give}", key="results", value=path)
     if not isinstance(d.get("config"), dict) or not d.get("oracle"):
         raise ConfigError(f"{path} was run without the oracle (--no-oracle): there is no grid to read back",
                           key="results", value=path)
