@@ -16,13 +16,33 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coopsim.platform.comm import Feedback, MessageBatch
 
 
 class SenderParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Base of every sender's params (the subclasses inherit these rules): unknown keys refused; every number finite
+    (``inf`` or ``nan`` refused, as :class:`~coopsim.comm.probe.SafeRateProbeParams` refuses them: ``cap_m=inf``
+    would mute DDACOM); a quoted number or boolean (``"1.75"``, ``"true"``) refused where a number or a boolean is
+    taken, with the probe's message ("remove the quotes"), instead of being read as the number."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_quoted_scalars(cls, v, info):
+        # the rule of coopsim.platform.config.reject_quoted_scalars (which SafeRateProbe applies to its params)
+        from coopsim.platform.config import _quoted_scalar_at
+
+        f = cls.model_fields.get(info.field_name)
+        found = None if f is None else _quoted_scalar_at(v, f.annotation, [info.field_name])
+        if found is not None:
+            text, kind, _, write = found
+            inside = f" in {v!r}" if text is not v else ""
+            required = {"int": "an integer", "float": "a number", "bool": "a boolean (true or false)"}[kind]
+            raise ValueError(f"{required} is required, not a string{inside} (remove the quotes: {write})")
+        return v
 
 
 class Sender(ABC):

@@ -41,7 +41,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from coopsim.agents.comm_baselines.team import COPY_BYTES, SpreadCommTeam, check_senders, parse_sender_params
+from coopsim.agents.comm_baselines.team import (COPY_BYTES, SpreadCommTeam, check_sender_params, check_senders,
+                                                sender_class)
 from coopsim.comm.oracle import safe_rate_oracle, utilization
 from coopsim.errors import ConfigError, float_at_least, int_at_least, int_in_range, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
@@ -228,6 +229,116 @@ def check_sender_param_repeats(items: list[str]) -> None:
             raise ConfigError(f"{head} given twice ({first[head]} and {value.strip()}); give each sender param once",
                               key="--sender-param", value=item)
         first[head] = value.strip()
+
+
+def parse_sender_params(items: list[str], senders: list[str], *, check: bool = True) -> dict[str, dict]:
+    """``["ddacom.target_utilization=0.6", ...]`` -> ``{"ddacom": {"target_utilization": 0.6}}``: the
+    ``--sender-param`` options of this command and of ``python -m coopsim.comm.ns3.experiment``, checked before any
+    run as the sender will use them.
+
+    The forms of :func:`coopsim.agents.comm_baselines.team.parse_sender_params` (``SENDER.KEY=VALUE``, a sender the
+    run includes), each value read as a ``coopsim run`` override's (:func:`coopsim.platform.config.parse_override`:
+    ``1e3`` is a number, ``'"1.75"'`` a string, refused where a number is taken); an empty value is refused (YAML
+    would read it as null and switch an option off unseen), and ``None`` for an option that takes null says to write
+    ``null``. With ``check``, each sender's params are then checked as the sender will use them
+    (:func:`check_sender_params`, :func:`check_sender_build`); without it the caller checks them with the rest of the
+    sender's params (:func:`check_config_sender_params`: an option may need a key of the file, e.g. ``hold_steps``
+    the file's ``max_hold_steps``).
+
+    Raises:
+        ConfigError: key ``--sender-param`` (a malformed item or a sender not run) or ``--sender-param
+            SENDER.KEY`` (a refused key or value), naming the value and what is valid.
+    """
+    import typing
+
+    from coopsim.platform.config import parse_override, reject_yaml11_numbers
+
+    out: dict[str, dict] = {}
+    for item in items:
+        head, eq, value = item.partition("=")
+        snd, dot, key = head.partition(".")
+        if not (eq and dot and snd and key):
+            raise ConfigError("expected SENDER.KEY=VALUE", key="--sender-param", value=item)
+        if snd not in senders:
+            raise ConfigError(f"sender {snd!r} is not run; run senders: {senders}", key="--sender-param", value=item)
+        where = f"--sender-param {snd}.{key}"
+        f = sender_class(snd).Params.model_fields.get(key)
+        takes_null = f is not None and type(None) in typing.get_args(f.annotation)
+        if not value.strip():
+            off = f", or write null to switch the option off ({snd}.{key}=null)" if takes_null else ""
+            raise ConfigError(f"invalid value {value!r}: the value is empty (nothing after '='); give a value{off}",
+                              key=where, value=value)
+        if value.strip() == "None" and takes_null:
+            raise ConfigError(f"invalid value 'None': write null for no value (None in Python), {snd}.{key}=null",
+                              key=where, value=value)
+        out.setdefault(snd, {})[key] = parse_override(f"v={value}")[1]
+    for snd, params in (out.items() if check else ()):
+        reject_yaml11_numbers(params, sender_class(snd).Params, key_prefix=f"--sender-param {snd}.")
+        check_sender_params(snd, params, key="--sender-param")
+        check_sender_build(snd, params, key_prefix=f"--sender-param {snd}.")
+    return out
+
+
+#: the dimensions :func:`check_sender_build` resets a sender with: small, but enough to build its probe and buckets
+CHECK_DIMS = dict(num_envs=1, num_agents=2, num_entities=4, dt_s=0.1, copy_bytes=100, demand_bps=1e5)
+#: the probe's keys that DDACOM derives from its own (rates are fractions of the demand)
+_PROBE_KEYS = {"initial_rate_bps": "initial_rate_frac", "min_rate_bps": "min_rate_frac",
+               "max_rate_bps": "initial_rate_frac"}
+
+
+def check_sender_build(name: str, params: dict[str, Any], *, key_prefix: str, file: str | None = None) -> None:
+    """Build sender ``name`` with ``params`` and reset it with small dimensions (:data:`CHECK_DIMS`), so that what
+    only the sender's parts check (DDACOM's probe: the cross-constraints of
+    :class:`~coopsim.comm.probe.SafeRateProbeParams`) is refused before any anchor, oracle or ns-3 run, under the
+    key the user gave (``key_prefix`` + the sender's param) rather than the part's own.
+
+    Raises:
+        ConfigError: key ``<key_prefix><param>`` (``file`` named when given), with the value and what is valid.
+    """
+    cls = sender_class(name)
+    try:
+        cls(**params).reset(**CHECK_DIMS)
+    except ValueError as exc:  # a ConfigError too (the probe names its own key)
+        part = getattr(exc, "key", None)
+        k = part if part in cls.Params.model_fields else _PROBE_KEYS.get(part)
+        msg = getattr(exc, "message", str(exc))
+        if k is None:
+            raise ConfigError(f"refused when the sender is built: {msg}", file=file,
+                              key=key_prefix.rstrip(". "), value=params) from None
+        raise ConfigError(msg, file=file, key=f"{key_prefix}{k}", value=params.get(k, getattr(exc, "value", None))) \
+            from None
+
+
+def check_config_sender_params(name: str, config_params: dict[str, Any], cli_params: dict[str, Any], *,
+                               file: str | None) -> None:
+    """Sender ``name``'s params of an experiment file (``sender_params.<name>`` in ``file``) with the
+    ``--sender-param`` values ``cli_params`` over them, checked as the sender will use them
+    (:func:`check_sender_params`, then :func:`check_sender_build`). A refusal names the option
+    ``--sender-param <name>.<key>`` when the refused key came from it (or is at its default while options are given:
+    ``hold_steps=300`` refuses the default ``max_hold_steps``, as without a file), else the file and
+    ``sender_params.<name>.<key>``, with the options given beside it (which may be the cause: ``hold_steps=300``
+    refuses the file's ``max_hold_steps: 250``).
+
+    Raises:
+        ConfigError: as said, with the value and what is valid.
+    """
+    from coopsim.platform.config import reject_yaml11_numbers
+
+    prefix = f"sender_params.{name}."
+    merged = {**config_params, **cli_params}
+    try:
+        reject_yaml11_numbers(merged, sender_class(name).Params, file=file, key_prefix=prefix)
+        check_sender_params(name, merged, key="sender_params", file=file)
+        check_sender_build(name, merged, key_prefix=prefix, file=file)
+    except ConfigError as exc:
+        k = (exc.key or "").removeprefix(prefix)
+        if k in cli_params or (cli_params and k not in config_params):  # the option's, or at its default beside it
+            raise ConfigError(exc.message, key=f"--sender-param {name}.{k}", value=exc.value) from None
+        if cli_params:
+            given = ", ".join(f"{name}.{c}={v!r}" for c, v in cli_params.items())
+            raise ConfigError(f"{exc.message} (with --sender-param {given})", file=exc.file, key=exc.key,
+                              value=exc.value) from None
+        raise
 
 
 #: the ``writer`` field of the results files this module writes (its ``--out``)

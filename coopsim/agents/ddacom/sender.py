@@ -42,23 +42,34 @@ from coopsim.comm.probe import (XTRAFFIC_KEYS, check_growth_option, SafeRateProb
 from coopsim.comm.token_bucket import TokenBucket
 
 
+def _num(x) -> str:
+    """``x`` as written back exactly: an int as an int, a float in its shortest form that reads back as ``x``."""
+    if isinstance(x, float) and float(f"{x:g}") == x:
+        return f"{x:g}"
+    return repr(x)
+
+
 class DDACOMSenderParams(SenderParams):
     hist_weight: float = Field(0.0, ge=0, description="weight of the deviation from what the sender last sent of the "
                                "entity to anyone, >= 0 (0: the sending history counts per receiver only; module "
                                "docstring)")
     min_deviation_m: Optional[float] = Field(None, ge=0, description="copies deviating at most this from the teammate's "
-                                             "info (m) are never sent; None = fill the budget with the top-ranked")
+                                             "info (m) are never sent; null (None in Python) = fill the budget with the "
+                                             "top-ranked")
     cap_m: float = Field(4.0, gt=0, description="deviation given to unknown info (m), > 0")
     initial_rate_frac: float = Field(0.2, gt=0, le=1, description="start rate as a fraction of full-broadcast demand")
-    min_rate_frac: float = Field(0.02, gt=0, le=1, description="lowest rate, fraction of demand")
+    min_rate_frac: float = Field(0.02, gt=0, le=1, validate_default=True,
+                                 description="lowest rate, fraction of demand, <= initial_rate_frac")
     margin: float = Field(1.0, gt=0, le=1, description="fraction of the probed rate actually used, in (0, 1]")
     up_factor: float = Field(1.05, gt=1, description="probe step up (ratio)")
-    max_up_factor: float = Field(1.3, gt=1, description="largest probe step after consecutive confirmed probes (ratio)")
+    max_up_factor: float = Field(1.3, gt=1, validate_default=True, description="largest probe step after consecutive "
+                                 "confirmed probes (ratio), >= up_factor")
     down_factor: float = Field(0.8, gt=0, lt=1, description="step down when loss hits at the estimate (ratio)")
     loss_threshold: float = Field(0.003, ge=0, lt=1, description="loss fraction counted safe")
     up_after: int = Field(3, ge=1, description="safe reports before probing higher")
     hold_steps: int = Field(20, ge=0, description="reports without probing after a loss")
-    max_hold_steps: int = Field(200, ge=0, description="hold after repeated failed probes doubles up to this")
+    max_hold_steps: int = Field(200, ge=0, validate_default=True, description="hold after repeated failed probes "
+                                "doubles up to this, >= hold_steps")
     delay_based: bool = Field(True, description="probe reads the link rate from feedback latency (queueing delay, "
                               "before loss); falls back to loss-based probing where no latency is reported")
     target_utilization: float = Field(1.0, gt=0, le=1, description="delay-based: fraction of the measured capacity used")
@@ -75,11 +86,11 @@ class DDACOMSenderParams(SenderParams):
                                 "(within its observation radius, by the sender's belief of where it is) counts as "
                                 "held exactly (deviation 0), so the budget goes to what receivers cannot see")
     max_growth: Optional[float] = Field(None, gt=1, description="delay-based: estimate at most this times the rate "
-                                        "offered in the report; None = no cap")
+                                        "offered in the report; null (None in Python) = no cap")
     startup_growth: Optional[float] = Field(None, gt=1, description="delay-based: in the startup phase (until the "
                                             "measured capacity first limits the estimate, or a loss) the estimate may "
                                             "grow to this times the offered rate instead of max_growth, as TCP slow "
-                                            "start; None = no startup phase (SafeRateProbeParams)")
+                                            "start; null (None in Python) = no startup phase (SafeRateProbeParams)")
     app_limited_hold: bool = Field(False, description="delay-based: a step in which the sender had less to send than "
                                    "its allowance does not lower the estimate through the growth cap (RFC 7661; "
                                    "SafeRateProbeParams)")
@@ -91,6 +102,29 @@ class DDACOMSenderParams(SenderParams):
     xtraffic_ref_window: XTrafficRefWindow
     xtraffic_min_utilization: XTrafficMinUtilization
 
+
+    # the probe's cross-checks (SafeRateProbeParams), with this sender's defaults and keys, so that a refused value
+    # is named when the params are read, not when the probe is built at the run's start
+    @field_validator("min_rate_frac")
+    @classmethod
+    def _min_le_initial(cls, v, info):
+        hi = info.data.get("initial_rate_frac")
+        if hi is not None and v > hi:
+            raise ValueError(f"must be <= initial_rate_frac ({_num(hi)}; min_rate_frac is "
+                             f"{_num(cls.model_fields['min_rate_frac'].default)} unless given): give min_rate_frac "
+                             f"<= {_num(hi)} with it, or a larger initial_rate_frac")
+        return v
+
+    @field_validator("max_up_factor", "max_hold_steps")
+    @classmethod
+    def _max_ge_pair(cls, v, info):
+        name = info.field_name
+        lower = {"max_up_factor": "up_factor", "max_hold_steps": "hold_steps"}[name]
+        lo = info.data.get(lower)
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= {lower} ({_num(lo)}; {name} is {_num(cls.model_fields[name].default)} "
+                             f"unless given): give {name} >= {_num(lo)} with it")
+        return v
 
     @field_validator("startup_growth", "app_limited_hold")
     @classmethod
