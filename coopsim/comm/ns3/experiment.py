@@ -61,8 +61,9 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from coopsim.agents.comm_baselines.team import SENDER_NAMES, check_sender_params, check_senders, parse_sender_params, sender_class
-from coopsim.agents.ddacom.evaluate import (NS3_EXPERIMENT_WRITER, check_sender_param_repeats, code_fingerprint,
+from coopsim.agents.comm_baselines.team import SENDER_NAMES, check_senders, sender_class
+from coopsim.agents.ddacom.evaluate import (NS3_EXPERIMENT_WRITER, check_config_sender_params,
+                                            check_sender_param_repeats, code_fingerprint, parse_sender_params,
                                             ci95, foreign_note, partial_path, results_writer, run, summarize)
 from coopsim.agents.ppo.curves import check_image_path
 from coopsim.comm.oracle import _CBR, safe_rate_sweep, window_safe_rate
@@ -987,15 +988,18 @@ def main(argv: list[str] | None = None) -> dict:
         raise ConfigError(f"no senders: give senders: [...] (of {', '.join(SENDER_NAMES)}) or --senders",
                           file=a.config, key="senders")
     check_sender_param_repeats(a.sender_param)  # the last of two values would win silently
-    for snd, params in parse_sender_params(a.sender_param, list(cfg["senders"])).items():
-        cfg["sender_params"].setdefault(snd, {}).update(params)
-    # every sender's params, those of senders this run leaves out too (a typo there is a typo), before the anchors
+    cli_params = parse_sender_params(a.sender_param, list(cfg["senders"]), check=False)  # checked below
+    # every sender's params, those of senders this run leaves out too (a typo there is a typo), before the anchors:
+    # the file's with the options over them (an option may need a key of the file), as the sender (and DDACOM's
+    # probe) will take them
     for snd in list(cfg["senders"]) + [x for x in cfg["sender_params"] if x not in cfg["senders"]]:
         try:
             sender_class(snd)
         except ConfigError as exc:
             raise ConfigError(exc.message, file=a.config, key=f"sender_params.{snd}", value=snd) from None
-        check_sender_params(snd, cfg["sender_params"].get(snd) or {}, key="sender_params", file=a.config)
+        check_config_sender_params(snd, cfg["sender_params"].get(snd) or {}, cli_params.get(snd, {}), file=a.config)
+    for snd, params in cli_params.items():
+        cfg["sender_params"].setdefault(snd, {}).update(params)
     if loads is not None:
         held = previous_result(a.out)
         if held is not None:  # a calibration is another kind of output: never over an experiment's seeds
