@@ -56,30 +56,6 @@ def sender_class(name: str) -> type[Sender]:
     return SENDERS[name]
 
 
-def parse_sender_params(items: list[str], senders: list[str]) -> dict[str, dict]:
-    """``["ddacom.target_utilization=0.6", ...]`` -> ``{"ddacom": {"target_utilization": 0.6}}`` (YAML values), each
-    checked against its sender's params (so a typo fails before any run, not after minutes of anchors).
-
-    Raises:
-        ConfigError: key ``--sender-param``; an item without ``SENDER.KEY=VALUE`` form, a sender the run does not
-            include, or a key or value the sender's params refuse (naming the valid keys or range).
-    """
-    import yaml
-
-    out: dict[str, dict] = {}
-    for item in items:
-        head, eq, value = item.partition("=")
-        snd, dot, key = head.partition(".")
-        if not (eq and dot and snd and key):
-            raise ConfigError("expected SENDER.KEY=VALUE", key="--sender-param", value=item)
-        if snd not in senders:
-            raise ConfigError(f"sender {snd!r} is not run; run senders: {senders}", key="--sender-param", value=item)
-        out.setdefault(snd, {})[key] = yaml.safe_load(value)
-    for snd, params in out.items():
-        check_sender_params(snd, params, key="--sender-param")
-    return out
-
-
 def check_senders(senders: Any, *, file: str | None, key: str, given: str | None = None) -> list[str]:
     """``senders`` as a list of distinct known sender names, at least one.
 

@@ -236,8 +236,7 @@ def parse_sender_params(items: list[str], senders: list[str], *, check: bool = T
     ``--sender-param`` options of this command and of ``python -m coopsim.comm.ns3.experiment``, checked before any
     run as the sender will use them.
 
-    The forms of :func:`coopsim.agents.comm_baselines.team.parse_sender_params` (``SENDER.KEY=VALUE``, a sender the
-    run includes), each value read as a ``coopsim run`` override's (:func:`coopsim.platform.config.parse_override`:
+    Each item is ``SENDER.KEY=VALUE`` for a sender the run includes, each value read as a ``coopsim run`` override's (:func:`coopsim.platform.config.parse_override`:
     ``1e3`` is a number, ``'"1.75"'`` a string, refused where a number is taken); an empty value is refused (YAML
     would read it as null and switch an option off unseen), and ``None`` for an option that takes null says to write
     ``null``. With ``check``, each sender's params are then checked as the sender will use them
