@@ -41,7 +41,8 @@ sustained rate would meet); ``startup_growth`` raises that cap for a sender's fi
 the measured capacity set, or one with loss (a startup phase, as TCP slow start, RFC 5681, and BBR's STARTUP: the
 initial rate is a guess, and growing from it 1.25x per step wastes the first steps); with ``app_limited_hold`` a
 report from a sender that had less to send than its allowance (``update``'s ``active`` False) does not pull the
-estimate below its previous value through these caps (RFC 7661: a window is not reduced for not being used); probed upward by the stepped rules above (hold, then
+estimate below its previous value through these caps (RFC 7661: a window is not reduced for not being used);
+probed upward by the stepped rules above (hold, then
 ``up_factor`` per safe report, the hold doubling after each repeated failure until a report is safe at an
 offered rate above the failed one; with ``ceiling_limited_only`` only safe reports in which the ceiling limited the
 sender count for the hold and the raises, so a ceiling is not forgotten while capacity is below it). The probing rate equals
@@ -76,6 +77,9 @@ XTrafficRefWindow = Annotated[float, Field(100.0, ge=1, description="cross-traff
                                            "running maximum of the smoothed capacity, decaying by "
                                            "1/xtraffic_ref_window per report")]
 XTrafficMinUtilization = Annotated[float, Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")]
+XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
+
+
 def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     """The cross-checks of ``startup_growth`` and ``app_limited_hold`` (SafeRateProbeParams, DDACOMSenderParams):
     both act on the delay-based growth cap, so they need ``delay_based`` (and the probe's ``dt_s``); the startup
@@ -102,7 +106,6 @@ def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
 
 # SafeRateProbeParams' pairs of keys whose first must be at least its second
 _AT_LEAST = {"max_up_factor": "up_factor", "max_hold_steps": "hold_steps"}
-XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
 
 
 class SafeRateProbeParams(BaseModel):
