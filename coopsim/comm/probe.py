@@ -87,7 +87,11 @@ def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     the two caps. ValueError (pydantic names the key) otherwise; ``v`` is returned."""
     if v is None or v is False:
         return v
-    what = f"{name} {v!r}" if name == "startup_growth" else name
+
+    def num(x) -> str:  # as the user wrote it: 2, not 2.0
+        return f"{x:g}" if isinstance(x, float) and float(f"{x:g}") == x else repr(x)
+
+    what = f"{name} {num(v)}" if name == "startup_growth" else name
     if data.get("delay_based") is False:
         raise ValueError(f"{what} acts on the delay-based probe's growth cap: it needs delay_based: true")
     if needs_dt and "dt_s" in data and data.get("dt_s") is None:
@@ -95,10 +99,12 @@ def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     mg = data.get("max_growth")
     if name == "startup_growth":
         if mg is None:
+            example = 1.25 if v > 1.25 else (1 + v) / 2
             raise ValueError(f"must come with max_growth (the cap it raises in the first reports; without max_growth "
-                             f"the estimate is not capped at all); give max_growth < {v!r}, e.g. 1.25")
+                             f"the estimate is not capped at all); give max_growth in (1, {num(v)}), e.g. "
+                             f"{num(example)}")
         if v <= mg:
-            raise ValueError(f"must be > max_growth ({mg!r}): the startup phase raises the growth cap")
+            raise ValueError(f"must be > max_growth ({num(mg)}): the startup phase raises the growth cap")
     elif mg is None and data.get("startup_growth") is None:
         raise ValueError("needs max_growth or startup_growth (the growth cap whose floor it keeps)")
     return v
@@ -442,7 +448,10 @@ class SafeRateProbe:
                 if p.app_limited_hold and active is not None:  # an unused allowance is not a lower rate
                     grown = np.where(active, grown, np.maximum(grown, self.estimate_bps))
                 reported = meas & (offered_bits > 0)
-                self.in_startup &= ~((reported & (est <= grown)) | (bad & (offered_bits > 0)))
+                # over when the capacity, not the cap, set the estimate (or the cap reaches max_rate_bps, where
+                # it can no longer limit), or with loss above the threshold (fresh37b N6)
+                capped = (est <= grown) | (grown >= p.max_rate_bps)
+                self.in_startup &= ~((reported & capped) | (bad & (offered_bits > 0)))
                 est = np.where(offered_bits > 0, np.minimum(est, grown), est)
             est = np.where(bad, np.minimum(est, delivered_bps), est)
             est = np.minimum(est, self.loss_ceiling_bps)

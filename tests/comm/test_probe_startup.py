@@ -120,3 +120,23 @@ def test_app_limited_report_does_not_lower_the_estimate_through_the_growth_cap()
     a, b = probe(), probe(app_limited_hold=True)
     for d, lat in ((2000, 0.02), (200, 0.002)):
         assert np.array_equal(a.update(fb([d, d], [lat, lat])), b.update(fb([d, d], [lat, lat])))
+
+
+def test_startup_ends_when_the_cap_reaches_the_highest_rate():
+    """fresh37b N6: a sender whose startup cap reached max_rate_bps (the capacity above it) was never told the
+    phase was over, and regrew at startup_growth after any quiet step later in the run."""
+    p = probe(startup_growth=2.0, max_rate_bps=100_000)
+    # 1000 B at 0.01 s: capacity 800 kbit/s, wanted 400 k; cap (2 * 8000 + 800) / 0.1 = 168 k >= 100 k: over
+    p.update(fb([1000, 1000], [0.01, 0.01]))
+    assert np.allclose(p.estimate_bps, 100_000) and not p.in_startup.any()
+
+
+@pytest.mark.parametrize("v, mg, words", [
+    (2, None, "give max_growth in (1, 2), e.g. 1.25"),
+    (1.1, None, "give max_growth in (1, 1.1), e.g. 1.05"),  # fresh37b N1: the example is valid itself
+    (2, 3, "must be > max_growth (3)"),  # fresh37b N2: whole numbers as typed, not 3.0
+])
+def test_growth_option_messages_name_valid_values(v, mg, words):
+    with pytest.raises(ConfigError) as ei:
+        probe(startup_growth=v, max_growth=mg)
+    assert words in ei.value.message and "2.0" not in ei.value.message
