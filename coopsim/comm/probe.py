@@ -161,8 +161,8 @@ class SafeRateProbeParams(BaseModel):
     startup_growth: Optional[float] = Field(None, gt=1, description="delay-based, with dt_s: a startup phase in "
                                             "which the estimate may grow to this times the rate offered in the report "
                                             "(plus one copy) instead of max_growth, until the first report in which the "
-                                            "measured capacity, not this cap, set the estimate, or one with loss above "
-                                            "the threshold; once per sender, as TCP slow start (RFC 5681) and BBR's "
+                                            "measured capacity, not this cap, set the estimate (or this cap reached "
+                                            "max_rate_bps), or one with loss above the threshold; once per sender, as TCP slow start (RFC 5681) and BBR's "
                                             "STARTUP; null (None in Python) = no startup phase")
     app_limited_hold: bool = Field(False, description="delay-based, with max_growth or startup_growth: in a report "
                                    "from a sender that was not rate-limited (update's active False: it offered less "
