@@ -80,6 +80,12 @@ XTrafficMinUtilization = Annotated[float, Field(0.3, gt=0, le=1, description="cr
 XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
 
 
+def num_text(x) -> str:
+    """``x`` as written back exactly: an int as an int (2, not 2.0), a float in its shortest form that reads back as
+    ``x`` (1.0000004, not :g's 1)."""
+    return f"{x:g}" if isinstance(x, float) and float(f"{x:g}") == x else repr(x)
+
+
 def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     """The cross-checks of ``startup_growth`` and ``app_limited_hold`` (SafeRateProbeParams, DDACOMSenderParams):
     both act on the delay-based growth cap, so they need ``delay_based`` (and the probe's ``dt_s``); the startup
@@ -87,10 +93,7 @@ def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     the two caps. ValueError (pydantic names the key) otherwise; ``v`` is returned."""
     if v is None or v is False:
         return v
-
-    def num(x) -> str:  # as the user wrote it: 2, not 2.0
-        return f"{x:g}" if isinstance(x, float) and float(f"{x:g}") == x else repr(x)
-
+    num = num_text
     what = f"{name} {num(v)}" if name == "startup_growth" else name
     if data.get("delay_based") is False:
         raise ValueError(f"{what} acts on the delay-based probe's growth cap: it needs delay_based: true")
@@ -215,9 +218,7 @@ class SafeRateProbeParams(BaseModel):
         lower = _AT_LEAST[info.field_name]
         lo = info.data.get(lower)
         if lo is not None and v < lo:
-            def num(x) -> str:  # as given: an int as an int, a float exactly (its shortest form that reads back)
-                return f"{x:g}" if isinstance(x, float) and float(f"{x:g}") == x else repr(x)
-
+            num = num_text
             raise ValueError(f"must be >= {lower} ({num(lo)}); when not given it is its default, "
                              f"{num(cls.model_fields[info.field_name].default)}: give {info.field_name} >= {num(lo)} "
                              "with it")

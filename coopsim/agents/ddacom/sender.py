@@ -37,16 +37,12 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from coopsim.agents.comm_baselines.senders import Sender, SenderParams
-from coopsim.comm.probe import (XTRAFFIC_KEYS, check_growth_option, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
-                                XTrafficWindow)
+from coopsim.comm.probe import (XTRAFFIC_KEYS, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
+                                XTrafficWindow, check_growth_option, num_text)
 from coopsim.comm.token_bucket import TokenBucket
 
 
-def _num(x) -> str:
-    """``x`` as written back exactly: an int as an int, a float in its shortest form that reads back as ``x``."""
-    if isinstance(x, float) and float(f"{x:g}") == x:
-        return f"{x:g}"
-    return repr(x)
+_num = num_text  # numbers in messages as written
 
 
 class DDACOMSenderParams(SenderParams):
@@ -101,7 +97,6 @@ class DDACOMSenderParams(SenderParams):
     xtraffic_window: XTrafficWindow
     xtraffic_ref_window: XTrafficRefWindow
     xtraffic_min_utilization: XTrafficMinUtilization
-
 
     # the probe's cross-checks (SafeRateProbeParams), with this sender's defaults and keys, so that a refused value
     # is named when the params are read, not when the probe is built at the run's start
