@@ -28,5 +28,7 @@ def test_max_ge_pair_message_prints_the_bound_exactly(kw, text):
 
 def test_the_bound_named_is_accepted():
     # the value the message asks for is itself valid (F7: "give max_up_factor >= 1" named a refused value)
-    SafeRateProbe((1,), **RATES, up_factor=1.0000004, max_up_factor=1.0000004)
-    SafeRateProbe((1,), **RATES, hold_steps=1234567, max_hold_steps=1234567)
+    p = SafeRateProbe((1,), **RATES, up_factor=1.0000004, max_up_factor=1.0000004)
+    assert p.params.max_up_factor == p.params.up_factor == 1.0000004
+    p = SafeRateProbe((1,), **RATES, hold_steps=1234567, max_hold_steps=1234567)
+    assert p.params.max_hold_steps == p.params.hold_steps == 1234567
