@@ -216,3 +216,19 @@ def test_the_cache_keeps_the_grids_runs_for_either_estimator(ns3_bridge, tmp_pat
         with pytest.raises(SystemExit) as info:
             run_script(grid.main, argv)
         assert info.value.code == 2 and text in capsys.readouterr().err
+
+
+def test_jobs_gives_the_run_of_one_process_seed_for_seed(ns3_bridge, tmp_path, capsys):
+    # --jobs 2 runs seeds in two processes, each with its own ns-3 child: the file is the one a single process
+    # writes (same safe rates, runs, summary and time series), and the oracles the workers swept are cached
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump(dict(SMALL, seeds=3)))
+    main([str(cfg), "--oracle-cache", str(tmp_path / "c1"), "--out", str(tmp_path / "one.json")])
+    main([str(cfg), "--oracle-cache", str(tmp_path / "c2"), "--out", str(tmp_path / "two.json"), "--jobs", "2"])
+    out = capsys.readouterr().out
+    assert "running seeds 0..2 in 2 processes" in out
+    one, two = (json.loads((tmp_path / n).read_text()) for n in ("one.json", "two.json"))
+    for k in ("seeds_done", "settings", "safe_bps", "summary", "time_series"):
+        assert two[k] == one[k], k
+    assert two["runs"] == one["runs"] and [r["seed"] for r in two["runs"] if r["channel_name"] == "ns3"] == [0, 1, 2]
+    assert sorted(p.name.split("-")[1] for p in (tmp_path / "c2").glob("oracle-*")) == ["seed0", "seed1", "seed2"]

@@ -5,7 +5,7 @@ seeds 0..K-1 (default: ``seeds``; they need no ns-3, so many seeds are cheap), e
 episodes and reset seeds as an ns-3 run of that seed, so the two anchors and every sender of a seed start
 from the same initial states. Then for each of the ``seeds`` seeds: every sender of the config over the
 config's ns-3 channel (one ns-3 child reused, reset with the seed before each
-run), with :func:`coopsim.agents.ddacom.evaluate.run` (the runner loop plus channel feedback to the
+run; with ``--jobs N``, N seeds at a time in worker processes, one ns-3 child each, with the same results), with :func:`coopsim.agents.ddacom.evaluate.run` (the runner loop plus channel feedback to the
 senders); then the safe-rate oracle of that channel and seed, :func:`coopsim.comm.oracle.safe_rate_sweep`
 (one run per constant rate of a grid, every sender at that rate, the same seed, so the same background
 traffic; agents stand at their positions of the first episode's start). Reported per sender, mean and 95%
@@ -47,12 +47,15 @@ the background schedule.
 from __future__ import annotations
 
 import argparse
+import atexit
 import difflib
 import hashlib
 import json
 import math
+import multiprocessing
 import os
 import shlex
+import signal
 import time
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -932,6 +935,102 @@ def kept_on_interrupt() -> str:
     return f"nothing: no ns-3 seed had finished, so {out} was not written"
 
 
+#: the ns-3 channel of a worker process of ``--jobs`` (:func:`_worker_init`), reused for every seed it runs
+_WORKER_CHANNEL: Any = None
+
+
+def seed_runs(seed: int, *, cfg: dict, kw: dict, rates: np.ndarray, demand: float, copy_bytes: int, no_oracle: bool,
+              cached_only: bool, t0: float, ch: Any, cache: Path | None, fb: list | None) -> tuple[
+                  np.ndarray | None, list[dict]]:
+    """One ns-3 seed of :func:`main`: the oracle's safe rates (read from ``cache`` or swept, and then written there;
+    none with ``no_oracle``), then every sender of ``cfg`` over the channel ``ch`` (reset with the seed), with its
+    utilization against the safe rates; prints a line per step of the work.
+
+    Args:
+        fb: full broadcast's copies per step over ideal-v0 for this seed (the anchors' series), or None.
+
+    Returns:
+        ``(safe rates [T, E] in bit/s or None, one result dict per sender)``.
+
+    Raises:
+        ConfigError: ``cached_only`` and no usable cache for the seed (key ``--oracle-cache``).
+    """
+    orc = cfg["oracle"]
+    N, E, T = kw["num_agents"], kw["num_envs"], kw["episodes"] * 25
+    safe = None
+    if not no_oracle:  # --no-oracle: return, loss and messages only (no sweep, no safe rate)
+        cached = (_read_cached_oracle(cache, orc["estimator"], rates) if cache is not None and cache.exists()
+                  else None)
+        if cached is not None and cached.shape == (T, E):
+            safe = cached
+            print(f"seed {seed} oracle: cached {cache}", flush=True)
+        elif cached_only:
+            why = (" (it holds the max estimator's safe rates only, not the grid's runs the isotonic "
+                   "estimator reads)" if cache is not None and cache.exists() else "")
+            raise ConfigError(f"seed {seed}: no cached oracle {cache}{why} (--cached-oracle-only)",
+                              key="--oracle-cache")
+        else:
+            core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N,
+                                 obs_radius_m=kw["obs_radius_m"])
+            core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
+            orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=DT_S, num_steps=T,
+                                      copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
+                                      drain_steps=orc["drain_steps"], estimator=orc["estimator"])
+            safe = orc_out["safe_bps"]
+            if cache is not None:  # the grid's runs too (whole bytes), so either estimator reads the file
+                max_safe = window_safe_rate(orc_out["offered_bytes"].transpose(1, 0, 2),
+                                            orc_out["lost_bytes"].transpose(1, 0, 2), rates)
+                atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed, "rates_bps": rates.tolist(),
+                                          "safe_bps": max_safe.tolist(),
+                                          "offered_bytes": np.rint(orc_out["offered_bytes"]).astype(
+                                              np.int64).tolist(),
+                                          "lost_bytes": np.rint(orc_out["lost_bytes"]).astype(
+                                              np.int64).tolist()})
+        sf = np.minimum(safe, demand) / demand
+        print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max "
+              f"{sf.max():.3f} ({time.time() - t0:.0f} s)", flush=True)
+        top = int(np.sum(safe >= rates[-1]))
+        if top and rates[-1] < demand:  # the true safe rate may be higher: utilization is overstated there
+            print(f"note: seed {seed}: the safe rate is the grid's highest rate ({orc['max_frac']:g} x demand) "
+                  f"at {top} of {safe.size} steps x envs, so it may be higher there and utilization "
+                  "is overstated; raise oracle.max_frac", flush=True)
+    out = []
+    cid, cparams = cfg["channel"]["id"], cfg["channel"]["params"]
+    for snd in cfg["senders"]:
+        sp = cfg["sender_params"].get(snd, {})
+        r = run(snd, cid, cparams, sender_params=sp, seed=seed, oracle=False, record_series=True, channel=ch,
+                **kw)
+        r["channel_name"] = "ns3"
+        if not no_oracle:
+            delivered = np.asarray(r["series"]["delivered_bits"])
+            r["utilization"] = float(delivered.sum() / np.sum(N * np.minimum(safe, demand) * 0.1))
+            if fb is not None and np.shape(fb) == delivered.shape:  # the same initial states
+                den = np.minimum(N * safe * 0.1, np.asarray(fb, np.float64) * copy_bytes * 8)
+                r["utilization_fb_demand"] = float(delivered.sum() / den.sum()) if den.sum() > 0 else math.nan
+        r["latency_p95_s"] = ch.stats().get("comm/latency_p95_s", float("nan"))
+        out.append(r)
+        util = f"util {r['utilization']:.3f}" if "utilization" in r else "util - (no oracle)"
+        print(f"seed {seed} {snd}: return {r['return']:.2f} {util} loss {r['loss']:.4f} "
+              f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {_secs(r['latency_p95_s'])} "
+              f"({time.time() - t0:.0f} s)", flush=True)
+    return safe, out
+
+
+def _worker_init(cid: str, cparams: dict) -> None:
+    """A ``--jobs`` worker's start: one ns-3 channel for the seeds it runs (its child dies with the worker: the
+    bridge's PR_SET_PDEATHSIG and stdin EOF); Ctrl-C is left to the parent, which ends the workers."""
+    global _WORKER_CHANNEL
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which keeps what finished and ends us
+    _WORKER_CHANNEL = make_component("channel", cid, **cparams)
+    atexit.register(_WORKER_CHANNEL.close)
+
+
+def _worker_seed(arg: tuple) -> tuple[np.ndarray | None, list[dict]]:
+    """:func:`seed_runs` in a ``--jobs`` worker, over its channel."""
+    seed, cache, fb, job = arg
+    return seed_runs(seed, ch=_WORKER_CHANNEL, cache=cache, fb=fb, **job)
+
+
 def main(argv: list[str] | None = None) -> dict:
     _PROGRESS.clear()  # nothing from an earlier call in this process
     ap = argparse.ArgumentParser(prog="python -m coopsim.comm.ns3.experiment", description=__doc__.splitlines()[0])
@@ -962,6 +1061,10 @@ def main(argv: list[str] | None = None) -> dict:
                          "only, no utilization and no --plot; for tighter return intervals over many seeds")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="override a sender param of the config (repeatable), e.g. ddacom.target_utilization=0.6")
+    ap.add_argument("--jobs", type=int_in_range(0, 256), default=1,
+                    help="ns-3 seeds run at a time, each in a process of its own with its own ns-3 child (0: one per "
+                         "CPU core); the results are the same as with 1, seed for seed, and --out still holds seeds "
+                         "0..done-1 after each write (default 1)")
     a = ap.parse_args(argv)
     if a.no_oracle and (a.plot or a.cached_oracle_only):
         ap.error(f"--no-oracle runs no oracle, so {'--plot (the safe rate over time)' if a.plot else '--cached-oracle-only'}"
@@ -1114,68 +1217,31 @@ def main(argv: list[str] | None = None) -> dict:
 
     if start:
         _PROGRESS.update(summary=_summary(results, gap, anchors), finished=start)
-    ch = make_component("channel", cid, **cparams) if todo else None
-    try:
-        for seed in todo:
-            if not a.no_oracle:  # --no-oracle: return, loss and messages only (no sweep, no safe rate)
-                cache = cache_path(seed)
-                cached = (_read_cached_oracle(cache, orc["estimator"], rates) if cache is not None and cache.exists()
-                          else None)
-                if cached is not None and cached.shape == (T, E):
-                    safe[seed] = cached
-                    print(f"seed {seed} oracle: cached {cache}", flush=True)
-                elif a.cached_oracle_only:
-                    why = (" (it holds the max estimator's safe rates only, not the grid's runs the isotonic "
-                           "estimator reads)" if cache is not None and cache.exists() else "")
-                    raise ConfigError(f"seed {seed}: no cached oracle {cache}{why} (--cached-oracle-only)",
-                                      key="--oracle-cache")
-                else:
-                    core = make_scenario("mpe/simple_spread-v0", num_envs=E, num_agents=N,
-                                         obs_radius_m=kw["obs_radius_m"])
-                    core.reset(seed=seed * 100_003)  # the agents' start positions of the first episode, kept still
-                    orc_out = safe_rate_sweep(ch, seed=seed, num_envs=E, num_agents=N, dt_s=DT_S, num_steps=T,
-                                              copy_bytes=copy_bytes, rates_bps=rates, scenario=core,
-                                              drain_steps=orc["drain_steps"], estimator=orc["estimator"])
-                    safe[seed] = orc_out["safe_bps"]
-                    if cache is not None:  # the grid's runs too (whole bytes), so either estimator reads the file
-                        max_safe = window_safe_rate(orc_out["offered_bytes"].transpose(1, 0, 2),
-                                                    orc_out["lost_bytes"].transpose(1, 0, 2), rates)
-                        atomic_write_json(cache, {"channel": cfg["channel"], "seed": seed, "rates_bps": rates.tolist(),
-                                                  "safe_bps": max_safe.tolist(),
-                                                  "offered_bytes": np.rint(orc_out["offered_bytes"]).astype(
-                                                      np.int64).tolist(),
-                                                  "lost_bytes": np.rint(orc_out["lost_bytes"]).astype(
-                                                      np.int64).tolist()})
-                sf = np.minimum(safe[seed], demand) / demand
-                print(f"seed {seed} oracle: safe rate / demand min {sf.min():.3f} mean {sf.mean():.3f} max "
-                      f"{sf.max():.3f} ({time.time() - t0:.0f} s)", flush=True)
-                top = int(np.sum(safe[seed] >= rates[-1]))
-                if top and rates[-1] < demand:  # the true safe rate may be higher: utilization is overstated there
-                    print(f"note: seed {seed}: the safe rate is the grid's highest rate ({orc['max_frac']:g} x demand) "
-                          f"at {top} of {safe[seed].size} steps x envs, so it may be higher there and utilization "
-                          "is overstated; raise oracle.max_frac", flush=True)
-            for snd in cfg["senders"]:
-                sp = cfg["sender_params"].get(snd, {})
-                r = run(snd, cid, cparams, sender_params=sp, seed=seed, oracle=False, record_series=True, channel=ch,
-                        **kw)
-                r["channel_name"] = "ns3"
-                if not a.no_oracle:
-                    delivered = np.asarray(r["series"]["delivered_bits"])
-                    r["utilization"] = float(delivered.sum() / np.sum(N * np.minimum(safe[seed], demand) * 0.1))
-                    fb = fb_offered.get(seed)  # full broadcast's copies per step over ideal-v0, same initial states
-                    if fb is not None and np.shape(fb) == delivered.shape:
-                        den = np.minimum(N * safe[seed] * 0.1, np.asarray(fb, np.float64) * copy_bytes * 8)
-                        r["utilization_fb_demand"] = float(delivered.sum() / den.sum()) if den.sum() > 0 else math.nan
-                r["latency_p95_s"] = ch.stats().get("comm/latency_p95_s", float("nan"))
-                results.append(r)
-                util = f"util {r['utilization']:.3f}" if "utilization" in r else "util - (no oracle)"
-                print(f"seed {seed} {snd}: return {r['return']:.2f} {util} loss {r['loss']:.4f} "
-                      f"msgs/bcast {r['messages_vs_broadcast']:.3f} p95 latency {_secs(r['latency_p95_s'])} "
-                      f"({time.time() - t0:.0f} s)", flush=True)
-            record(seed + 1)
-    finally:
-        if ch is not None:
-            ch.close()
+    job = dict(cfg=cfg, kw=kw, rates=rates, demand=demand, copy_bytes=copy_bytes, no_oracle=a.no_oracle,
+               cached_only=a.cached_oracle_only, t0=t0)
+
+    def take(seed: int, out: tuple[np.ndarray | None, list[dict]]) -> None:
+        if out[0] is not None:
+            safe[seed] = out[0]
+        results.extend(out[1])
+        record(seed + 1)
+
+    jobs = max(1, min(a.jobs or (os.cpu_count() or 1), len(todo)))
+    if jobs == 1:  # one ns-3 child, reused for every seed (reset with the seed before each run)
+        ch = make_component("channel", cid, **cparams) if todo else None
+        try:
+            for seed in todo:
+                take(seed, seed_runs(seed, ch=ch, cache=cache_path(seed), fb=fb_offered.get(seed), **job))
+        finally:
+            if ch is not None:
+                ch.close()
+    else:  # one ns-3 child per worker process; seeds are kept in order, so --out always holds seeds 0..done-1
+        print(f"running seeds {start}..{S - 1} in {jobs} processes", flush=True)
+        ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads (torch, BLAS)
+        with ctx.Pool(jobs, initializer=_worker_init, initargs=(cid, cparams)) as pool:
+            args = [(seed, cache_path(seed), fb_offered.get(seed), job) for seed in todo]
+            for seed, out in zip(todo, pool.imap(_worker_seed, args)):
+                take(seed, out)
     summary = _PROGRESS["summary"]  # of every seed: the last record(), or the reused seeds alone
     ts = time_series(results, safe, N, demand) if not a.no_oracle else None
     print_results(summary)
