@@ -93,7 +93,7 @@ class RunConfig(BaseModel):
                     raise ValueError("is empty: give an integer (or a list of integers for seeds, e.g. seeds=[0,1,2])")
                 if t[:1] in "[{(" or t[-1:] in "]})":  # e.g. seeds=[0,1 (unclosed): YAML gave up, it is a string
                     raise ValueError(f"is not a valid list: {x!r} (check the brackets, e.g. seeds=[0,1,2])")
-                if t.lstrip("+-").isdigit():
+                if t.lstrip("+-").isdigit() and t.isascii():  # (other digits are a string unquoted too)
                     raise ValueError(f"must be an integer, not the string {x!r} (remove the quotes)")
                 raise ValueError(f"must be an integer, not the string {x!r}")
         return v
@@ -521,8 +521,9 @@ def reject_quoted_scalars(data: dict[str, Any], model: type[BaseModel], *, file:
         inside = f" in {v!r}" if text is not v else ""
         required = {"int": "an integer", "float": "a number", "bool": "a boolean (true or false)"}[kind]
         desc = f" ({f.description})" if f.description else ""  # as registry.pydantic_to_config_error's errors
-        raise ConfigError(f"invalid value {text!r}{inside}: {required} is required, not a string (remove the quotes: "
-                          f"{write}){desc}", file=file, key=key_prefix + ".".join(path), value=v)
+        raise ConfigError(f"invalid value {text!r}{inside}: {required} is required, not a string "
+                          f"({quoted_advice(text, write)}){desc}", file=file, key=key_prefix + ".".join(path),
+                          value=v)
 
 
 def _scalar_kind(annotation: Any) -> str | None:
@@ -545,6 +546,27 @@ def _scalar_kind(annotation: Any) -> str | None:
     return None
 
 
+def _plain_reading(text: str) -> Any:
+    """What ``text`` is read as when written without quotes in a config or an override (this module's loader: YAML
+    1.1's booleans, ``1e5`` a number, ``064`` a :class:`LeadingZeroInt`); the text itself when YAML refuses it (an
+    override's value is then taken as written, :func:`parse_override`)."""
+    try:
+        return yaml.load(text, Loader=_OverrideLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError:
+        return text
+
+
+def quoted_advice(text: str, write: str) -> str:
+    """The advice for the string ``text`` given where a number or a boolean is required and ``write`` is that value
+    written out (:func:`_quoted_write`): ``remove the quotes: 0.5`` when the text could only
+    have come as a string by being quoted (written plain it is a number or a boolean, or a YAML 1.1 form such as
+    ``1_000`` that is refused as such), else ``write 1e+50``: an unquoted ``1e5_0`` (Python's float reads it),
+    ``t`` (pydantic's true) or Arabic-Indic digits are strings as well, with no quotes to remove."""
+    plain = _plain_reading(text)
+    quoted = not isinstance(plain, str) or isinstance(plain, YamlNumberText)
+    return f"remove the quotes: {write}" if quoted else f"write {write}"
+
+
 def _quoted_write(text: str, kind: str) -> str | None:
     """How to write the string ``text`` without quotes as the ``kind`` (``"int"``, ``"float"``, ``"bool"``) pydantic
     reads from it (``'0.5'`` -> ``0.5``, ``'1e-3'`` -> ``1e-3``, ``'1_000'`` -> ``1000``, ``'yes'`` -> ``true``);
@@ -559,9 +581,10 @@ def _quoted_write(text: str, kind: str) -> str | None:
         return None
     if not math.isfinite(x):  # a bare nan / inf override arrives as this same text: pydantic's finite check says it
         return None
-    if _PLAIN_DECIMAL.match(t):
+    leading_zero = isinstance(_plain_reading(t), LeadingZeroInt)  # '010': write 10 (010 plain is refused)
+    if _PLAIN_DECIMAL.match(t) and not leading_zero:
         return t.lstrip("+")
-    return str(int(x)) if kind == "int" and x.is_integer() and abs(x) < 2**53 else repr(x)
+    return str(int(x)) if (kind == "int" or leading_zero) and x.is_integer() and abs(x) < 2**53 else repr(x)
 
 
 def _never_a_string(annotation: Any) -> bool:
