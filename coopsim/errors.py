@@ -53,6 +53,17 @@ class ConfigError(CoopsimError, ValueError):
         super().__init__(prefix + message)
 
 
+class CrossKeyError(ValueError):
+    """A refusal by a check across keys, raised in a pydantic validator: ``also`` names the other keys of the same
+    params that it involves (``max_growth`` for ``startup_growth``), which
+    :func:`~coopsim.platform.registry.pydantic_to_config_error` passes on as :attr:`ConfigError.also`, so that the
+    command-line override that set one of them is named (``coopsim validate``, ``coopsim run``)."""
+
+    def __init__(self, message: str, also: tuple[str, ...]):
+        super().__init__(message)
+        self.also = tuple(also)
+
+
 def in_file(exc: ConfigError, file: str | None) -> ConfigError:
     """``exc`` with ``file`` named when it names no file yet (an error raised while a component was built from
     a config, where the component knows the key but not the file), of ``exc``'s own class; ``exc`` itself

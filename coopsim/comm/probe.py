@@ -63,6 +63,7 @@ from typing import Annotated, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from coopsim.comm.traces import MAX_RATE_BPS
+from coopsim.errors import CrossKeyError
 from coopsim.platform.comm import Feedback
 
 # The cross-traffic margin's options, declared once: SafeRateProbeParams and DDACOMSenderParams (which passes
@@ -86,30 +87,45 @@ def num_text(x) -> str:
     return f"{x:g}" if isinstance(x, float) and float(f"{x:g}") == x else repr(x)
 
 
+def yaml_text(x) -> str:
+    """``x`` as a config or an option writes it: null, true / false, a number as :func:`num_text` writes it, another
+    value (a string) as its repr."""
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    return num_text(x) if isinstance(x, (int, float)) else repr(x)
+
+
 def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     """The cross-checks of ``startup_growth`` and ``app_limited_hold`` (SafeRateProbeParams, DDACOMSenderParams):
     both act on the delay-based growth cap, so they need ``delay_based`` (and the probe's ``dt_s``); the startup
     phase raises ``max_growth``'s cap, so it needs ``max_growth`` set and below it; ``app_limited_hold`` needs one of
-    the two caps. ValueError (pydantic names the key) otherwise; ``v`` is returned."""
+    the two caps. :class:`~coopsim.errors.CrossKeyError` (a ValueError: pydantic names the key; its ``also`` the
+    other key that is the reason) otherwise; ``v`` is returned."""
     if v is None or v is False:
         return v
     num = num_text
     what = f"{name} {num(v)}" if name == "startup_growth" else name
     if data.get("delay_based") is False:
-        raise ValueError(f"{what} acts on the delay-based probe's growth cap: it needs delay_based: true")
+        raise CrossKeyError(f"{what} acts on the delay-based probe's growth cap: it needs delay_based: true",
+                            ("delay_based",))
     if needs_dt and "dt_s" in data and data.get("dt_s") is None:
-        raise ValueError(f"{what} acts on the delay-based growth cap, which needs dt_s (the step length, s)")
+        raise CrossKeyError(f"{what} acts on the delay-based growth cap, which needs dt_s (the step length, s)",
+                            ("dt_s",))
     mg = data.get("max_growth")
     if name == "startup_growth":
         if mg is None:
             example = 1.25 if v > 1.25 else (1 + v) / 2
-            raise ValueError(f"must come with max_growth (the cap it raises in the first reports; without max_growth "
-                             f"the estimate is not capped at all); give max_growth in (1, {num(v)}), e.g. "
-                             f"{num(example)}")
+            raise CrossKeyError(f"must come with max_growth (the cap it raises in the first reports; without "
+                                f"max_growth the estimate is not capped at all); give max_growth in (1, {num(v)}), "
+                                f"e.g. {num(example)}", ("max_growth",))
         if v <= mg:
-            raise ValueError(f"must be > max_growth ({num(mg)}): the startup phase raises the growth cap")
+            raise CrossKeyError(f"must be > max_growth ({num(mg)}): the startup phase raises the growth cap",
+                                ("max_growth",))
     elif mg is None and data.get("startup_growth") is None:
-        raise ValueError("needs max_growth or startup_growth (the growth cap whose floor it keeps)")
+        raise CrossKeyError("needs max_growth or startup_growth (the growth cap whose floor it keeps)",
+                            ("max_growth", "startup_growth"))
     return v
 
 

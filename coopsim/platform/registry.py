@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from coopsim.errors import ConfigError, RegistryError, short_repr
+from coopsim.errors import ConfigError, CrossKeyError, RegistryError, short_repr
 
 KINDS = {"scenario": "coopsim.scenarios", "agent": "coopsim.agents", "channel": "coopsim.channels", "shield": "coopsim.shields"}
 ID_RE = re.compile(r"^(?:[\w.-]+/)?[\w.+-]+-v\d+$")
@@ -409,6 +409,11 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         elif err["type"] == "int_parsing_size":  # e.g. 1e30 for an integer: pydantic calls it an input string
             text = "is too large for an integer parameter"
         msg = f"invalid value {short_repr(value)}: {text}{desc}"
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, CrossKeyError):  # a check across keys: its other keys, addressed as this one
+            parent = "".join(f"{p}." for p in err["loc"][:-1])
+            also = tuple(f"{key_prefix}{parent}{k}" for k in cause.also)
+            return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value, also=also)
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
 
 
