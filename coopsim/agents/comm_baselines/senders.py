@@ -25,7 +25,9 @@ class SenderParams(BaseModel):
     """Base of every sender's params (the subclasses inherit these rules): unknown keys refused; every number finite
     (``inf`` or ``nan`` refused, as :class:`~coopsim.comm.probe.SafeRateProbeParams` refuses them: ``cap_m=inf``
     would mute DDACOM); a quoted number or boolean (``"1.75"``, ``"true"``) refused where a number or a boolean is
-    taken, with the probe's message ("remove the quotes"), instead of being read as the number."""
+    taken, with the probe's message ("remove the quotes"), instead of being read as the number; so is a number YAML
+    1.1 reads from other than a plain decimal (``010``, ``1_0``, ``0x10`` in a config:
+    :class:`~coopsim.platform.config.YamlNumberText`), which pydantic would read as 10, 10 and an error."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -33,15 +35,18 @@ class SenderParams(BaseModel):
     @classmethod
     def _no_quoted_scalars(cls, v, info):
         # the rule of coopsim.platform.config.reject_quoted_scalars (which SafeRateProbe applies to its params)
-        from coopsim.platform.config import _quoted_scalar_at
+        from coopsim.platform.config import _number_text_at_number, _quoted_scalar_at, quoted_advice
 
         f = cls.model_fields.get(info.field_name)
+        yaml11 = None if f is None else _number_text_at_number(v, f.annotation, [info.field_name])
+        if yaml11 is not None:  # (reject_yaml11_numbers says it first where a config's sender params are checked)
+            raise ValueError(yaml11[0].problem())
         found = None if f is None else _quoted_scalar_at(v, f.annotation, [info.field_name])
         if found is not None:
             text, kind, _, write = found
             inside = f" in {v!r}" if text is not v else ""
             required = {"int": "an integer", "float": "a number", "bool": "a boolean (true or false)"}[kind]
-            raise ValueError(f"{required} is required, not a string{inside} (remove the quotes: {write})")
+            raise ValueError(f"{required} is required, not a string{inside} ({quoted_advice(text, write)})")
         return v
 
 
@@ -52,7 +57,15 @@ class Sender(ABC):
     uses_feedback = False
 
     def __init__(self, **params):
-        self.params = self.Params(**params)
+        """The sender with its :attr:`Params` ``params``.
+
+        Raises:
+            ConfigError: a refused param, in one line naming the key, the value and what is valid (as SafeRateProbe
+                and a run config's params do; not pydantic's ValidationError).
+        """
+        from coopsim.platform.registry import checked_params
+
+        self.params = checked_params(self.Params, params, type(self).__name__)
 
     def reset(self, num_envs: int, num_agents: int, num_entities: int, dt_s: float, copy_bytes: int,
               demand_bps: float) -> None:

@@ -98,7 +98,9 @@ def check_sender_params(name: str, params: dict[str, Any], *, key: str = "sender
 
 
 def _sender_params(name: str, params: dict[str, Any], *, key_prefix: str, file: str | None = None):
-    """Sender ``name``'s params model built from ``params``: ``true`` for a number or ``1`` for a boolean refused
+    """Sender ``name``'s params model built from ``params``: a number YAML 1.1 reads from other than a plain decimal
+    (``010``, ``1_0`` in a run config's ``agents.params.sender_params``, which takes any mapping:
+    :func:`~coopsim.platform.config.reject_yaml11_numbers`), ``true`` for a number or ``1`` for a boolean refused
     (:func:`~coopsim.platform.registry.reject_bools`), then the schema.
 
     Raises:
@@ -106,9 +108,11 @@ def _sender_params(name: str, params: dict[str, Any], *, key_prefix: str, file: 
     """
     from pydantic import ValidationError
 
+    from coopsim.platform.config import reject_yaml11_numbers
     from coopsim.platform.registry import pydantic_to_config_error, reject_bools
 
     cls = sender_class(name)
+    reject_yaml11_numbers(params, cls.Params, file=file, key_prefix=key_prefix)
     reject_bools(params, cls.Params, file=file, key_prefix=key_prefix)
     try:
         return cls.Params(**params)

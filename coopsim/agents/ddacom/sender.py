@@ -38,11 +38,17 @@ from pydantic import Field, field_validator
 
 from coopsim.agents.comm_baselines.senders import Sender, SenderParams
 from coopsim.comm.probe import (XTRAFFIC_KEYS, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
-                                XTrafficWindow, check_growth_option, num_text)
+                                XTrafficWindow, check_growth_option, num_text, yaml_text)
 from coopsim.comm.token_bucket import TokenBucket
+from coopsim.errors import CrossKeyError
 
 
 _num = num_text  # numbers in messages as written
+
+#: DDACOMSenderParams' keys that only the delay-based probe reads (SafeRateProbe._delay_update): given with
+#: ``delay_based: false`` they would be ignored, so they are refused then (left at their defaults, they are not read)
+DELAY_BASED_KEYS = ("target_utilization", "base_delay_s", "curvature", "ceiling_limited_only", "max_growth",
+                    "startup_growth", "app_limited_hold", "capacity_window", *XTRAFFIC_KEYS)
 
 
 class DDACOMSenderParams(SenderParams):
@@ -105,9 +111,9 @@ class DDACOMSenderParams(SenderParams):
     def _min_le_initial(cls, v, info):
         hi = info.data.get("initial_rate_frac")
         if hi is not None and v > hi:
-            raise ValueError(f"must be <= initial_rate_frac ({_num(hi)}; min_rate_frac is "
-                             f"{_num(cls.model_fields['min_rate_frac'].default)} unless given): give min_rate_frac "
-                             f"<= {_num(hi)} with it, or a larger initial_rate_frac")
+            raise CrossKeyError(f"must be <= initial_rate_frac ({_num(hi)}; min_rate_frac is "
+                                f"{_num(cls.model_fields['min_rate_frac'].default)} unless given): give min_rate_frac "
+                                f"<= {_num(hi)} with it, or a larger initial_rate_frac", ("initial_rate_frac",))
         return v
 
     @field_validator("max_up_factor", "max_hold_steps")
@@ -117,14 +123,22 @@ class DDACOMSenderParams(SenderParams):
         lower = {"max_up_factor": "up_factor", "max_hold_steps": "hold_steps"}[name]
         lo = info.data.get(lower)
         if lo is not None and v < lo:
-            raise ValueError(f"must be >= {lower} ({_num(lo)}; {name} is {_num(cls.model_fields[name].default)} "
-                             f"unless given): give {name} >= {_num(lo)} with it")
+            raise CrossKeyError(f"must be >= {lower} ({_num(lo)}; {name} is {_num(cls.model_fields[name].default)} "
+                                f"unless given): give {name} >= {_num(lo)} with it", (lower,))
         return v
 
-    @field_validator("startup_growth", "app_limited_hold")
+    @field_validator(*DELAY_BASED_KEYS)
     @classmethod
-    def _growth_options(cls, v, info):
-        return check_growth_option(info.field_name, v, info.data, needs_dt=False)  # dt_s: the scenario's
+    def _delay_based_only(cls, v, info):
+        # run for the keys given only (none validates its default): a key left out is not read, and not refused
+        name = info.field_name
+        if info.data.get("delay_based") is False:
+            raise CrossKeyError(f"{name} {yaml_text(v)} is read by the delay-based probe only (with delay_based "
+                                f"false it would be ignored): it needs delay_based: true (DDACOM's default); remove "
+                                f"{name} or delay_based: false", ("delay_based",))
+        if name in ("startup_growth", "app_limited_hold"):
+            return check_growth_option(name, v, info.data, needs_dt=False)  # dt_s: the scenario's
+        return v
 
 
 class DDACOMSender(Sender):
