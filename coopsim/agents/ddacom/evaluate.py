@@ -44,6 +44,7 @@ import yaml
 from coopsim.agents.comm_baselines.team import (COPY_BYTES, SpreadCommTeam, check_sender_params, check_senders,
                                                 sender_class)
 from coopsim.comm.oracle import safe_rate_oracle, utilization
+from coopsim.comm.probe import yaml_text
 from coopsim.errors import ConfigError, float_at_least, int_at_least, int_in_range, run_script
 from coopsim.platform.recorder import atomic_write_json, check_writable, dumps_json
 from coopsim.platform.stats import t_half_width
@@ -231,6 +232,22 @@ def check_sender_param_repeats(items: list[str]) -> None:
         first[head] = value.strip()
 
 
+class TypedParams(dict):
+    """One sender's ``--sender-param`` values (key -> value as read) with the text each was typed as
+    (:attr:`typed`: ``{"max_growth": "null"}``), so that a message names an option as given, not as Python prints
+    its value (``None``, ``False``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.typed: dict[str, str] = {}
+
+
+def _typed(params: dict[str, Any], key: str) -> str:
+    """The value of ``params[key]`` as typed (:class:`TypedParams`), or as YAML writes it: null, true, 0.5."""
+    typed = getattr(params, "typed", {})
+    return typed[key] if key in typed else yaml_text(params[key])
+
+
 def parse_sender_params(items: list[str], senders: list[str], *, check: bool = True) -> dict[str, dict]:
     """``["ddacom.target_utilization=0.6", ...]`` -> ``{"ddacom": {"target_utilization": 0.6}}``: the
     ``--sender-param`` options of this command and of ``python -m coopsim.comm.ns3.experiment``, checked before any
@@ -243,6 +260,8 @@ def parse_sender_params(items: list[str], senders: list[str], *, check: bool = T
     (:func:`check_sender_params`, :func:`check_sender_build`); without it the caller checks them with the rest of the
     sender's params (:func:`check_config_sender_params`: an option may need a key of the file, e.g. ``hold_steps``
     the file's ``max_hold_steps``).
+
+    Each sender's params are a :class:`TypedParams` (a dict that also keeps each value's text as typed).
 
     Raises:
         ConfigError: key ``--sender-param`` (a malformed item or a sender not run) or ``--sender-param
@@ -270,7 +289,9 @@ def parse_sender_params(items: list[str], senders: list[str], *, check: bool = T
         if value.strip() == "None" and takes_null:
             raise ConfigError(f"invalid value 'None': write null for no value (None in Python), {snd}.{key}=null",
                               key=where, value=value)
-        out.setdefault(snd, {})[key] = parse_override(f"v={value}")[1]
+        given = out.setdefault(snd, TypedParams())
+        given[key] = parse_override(f"v={value}")[1]
+        given.typed[key] = value.strip()
     for snd, params in (out.items() if check else ()):
         reject_yaml11_numbers(params, sender_class(snd).Params, key_prefix=f"--sender-param {snd}.")
         check_sender_params(snd, params, key="--sender-param")
@@ -314,9 +335,11 @@ def check_config_sender_params(name: str, config_params: dict[str, Any], cli_par
     ``--sender-param`` values ``cli_params`` over them, checked as the sender will use them
     (:func:`check_sender_params`, then :func:`check_sender_build`). A refusal names the option
     ``--sender-param <name>.<key>`` when the refused key came from it (or is at its default while options are given:
-    ``hold_steps=300`` refuses the default ``max_hold_steps``, as without a file), else the file and
-    ``sender_params.<name>.<key>``, with the options given beside it (which may be the cause: ``hold_steps=300``
-    refuses the file's ``max_hold_steps: 250``).
+    ``hold_steps=300`` refuses the default ``max_hold_steps``, as without a file), with the file's key that is the
+    reason for it when there is one (``capacity_window=4`` beside the file's ``delay_based: false``); else the file and
+    ``sender_params.<name>.<key>``, with the options given beside it as typed (``ddacom.max_growth=null``, not
+    ``None``): those that the check across keys involves (``hold_steps=300`` refuses the file's
+    ``max_hold_steps: 250``), or every option given when none is.
 
     Raises:
         ConfigError: as said, with the value and what is valid.
@@ -331,12 +354,17 @@ def check_config_sender_params(name: str, config_params: dict[str, Any], cli_par
         check_sender_build(name, merged, key_prefix=prefix, file=file)
     except ConfigError as exc:
         k = (exc.key or "").removeprefix(prefix)
+        also = [a.removeprefix(prefix) for a in exc.also if a.startswith(prefix)]  # a check across keys: the others
         if k in cli_params or (cli_params and k not in config_params):  # the option's, or at its default beside it
-            raise ConfigError(exc.message, key=f"--sender-param {name}.{k}", value=exc.value) from None
+            in_file = [a for a in also if a in config_params and a not in cli_params]  # the file's key, the reason
+            why = f" ({file} sets {prefix}{in_file[0]}: {_typed(config_params, in_file[0])})" if file and in_file else ""
+            raise ConfigError(f"{exc.message}{why}", key=f"--sender-param {name}.{k}", value=exc.value,
+                              also=exc.also) from None
         if cli_params:
-            given = ", ".join(f"{name}.{c}={v!r}" for c, v in cli_params.items())
+            cause = [c for c in cli_params if c in also] or list(cli_params)
+            given = ", ".join(f"{name}.{c}={_typed(cli_params, c)}" for c in cause)
             raise ConfigError(f"{exc.message} (with --sender-param {given})", file=exc.file, key=exc.key,
-                              value=exc.value) from None
+                              value=exc.value, also=exc.also) from None
         raise
 
 
