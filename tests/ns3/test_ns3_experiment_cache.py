@@ -232,3 +232,39 @@ def test_jobs_gives_the_run_of_one_process_seed_for_seed(ns3_bridge, tmp_path, c
         assert two[k] == one[k], k
     assert two["runs"] == one["runs"] and [r["seed"] for r in two["runs"] if r["channel_name"] == "ns3"] == [0, 1, 2]
     assert sorted(p.name.split("-")[1] for p in (tmp_path / "c2").glob("oracle-*")) == ["seed0", "seed1", "seed2"]
+
+
+def test_writes_are_spaced_yet_an_interrupt_keeps_every_finished_seed(ns3_bridge, tmp_path, monkeypatch, capsys):
+    # --out is written at the first seed, then at most every WRITE_EVERY_S (here never), at the last seed, and on an
+    # interrupt: seed 1 finished after the first write, seed 2 is interrupted, so the file holds seeds 0-1; the
+    # rerun resumes from both and gives the file of a run in one go; without the oracle the anchors' per-step series
+    # are left out of the file (nothing reads them) and the ns-3 runs keep theirs (a resume checks them)
+    from coopsim.comm.ns3 import experiment
+
+    cfg = tmp_path / "small.yaml"
+    cfg.write_text(yaml.safe_dump(dict(SMALL, seeds=3)))
+    args = [str(cfg), "--oracle-cache", str(tmp_path / "cache"), "--no-oracle"]
+    main(args + ["--out", str(tmp_path / "once.json")])
+    monkeypatch.setattr(experiment, "WRITE_EVERY_S", 1e9)
+    real = experiment.seed_runs
+
+    def stop_at_2(seed, **kw):
+        if seed == 2:
+            raise KeyboardInterrupt
+        return real(seed, **kw)
+
+    monkeypatch.setattr(experiment, "seed_runs", stop_at_2)
+    with pytest.raises(KeyboardInterrupt):
+        main(args + ["--out", str(tmp_path / "cut.json")])
+    cut = json.loads((tmp_path / "cut.json").read_text())
+    assert cut["seeds_done"] == 2 and [r["seed"] for r in cut["runs"] if r["channel_name"] == "ns3"] == [0, 1]
+    assert experiment.kept_on_interrupt().startswith(f"{tmp_path / 'cut.json'} with 2 of 3 seed(s)")
+    monkeypatch.setattr(experiment, "seed_runs", real)
+    capsys.readouterr()
+    main(args + ["--out", str(tmp_path / "cut.json")])
+    assert "reusing 2 finished seed(s)" in capsys.readouterr().out
+    once, cut = (json.loads((tmp_path / n).read_text()) for n in ("once.json", "cut.json"))
+    for k in ("seeds_done", "settings", "summary", "runs"):
+        assert cut[k] == once[k], k
+    assert all("series" not in r for r in once["runs"] if r["channel_name"] == "ideal")
+    assert all("series" in r for r in once["runs"] if r["channel_name"] == "ns3")

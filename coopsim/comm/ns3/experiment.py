@@ -29,7 +29,8 @@ folder (``anchors-<hash>.json``, one file per scenario, envs and episodes, with 
 also covers the source of the code they run, so an edit of the scenario, the teams or the channels recomputes
 them), so a rerun with other senders or sender params runs only its ns-3 seeds.
 
-``--out`` is rewritten after every ns-3 seed. A rerun into a ``--out`` that holds a result with the same settings
+``--out`` is rewritten after the first ns-3 seed, then at most every 30 s, after the last and on an interrupt
+or error (so it always holds the finished seeds). A rerun into a ``--out`` that holds a result with the same settings
 (senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
 finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
 seeds than it holds (until then the new result goes to a partial file beside it). An existing ``--out`` that is not a results file of this command (the experiment
@@ -83,6 +84,10 @@ DT_S = 0.1  # simple_spread's step (s)
 DEFAULT_OUT = "runs/ns3-experiment.json"
 #: the most ns-3 seeds (``seeds``, ``--seeds``) and anchor seeds an experiment takes (each costs minutes of ns-3)
 SEEDS_MAX = 10_000
+#: --out is written at most this often (s) between its first and last seed (and on an interrupt or error)
+WRITE_EVERY_S = 30.0
+#: a results file of more runs than this is written without indentation (the C encoder: 20x faster on large files)
+_INDENT_MAX_RUNS = 600
 
 
 class ScenarioSection(BaseModel):
@@ -1037,7 +1042,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("config", help="the experiment file (YAML), e.g. configs/ns3/ddacom-spread.yaml (its keys: "
                                    "docs/ns3.md, 'Experiments')")
     ap.add_argument("--out", default=DEFAULT_OUT,
-                    help="the results JSON, rewritten after every ns-3 seed; when it holds a result with the same "
+                    help="the results JSON, rewritten as seeds finish (at most every 30 s, and on an interrupt); when it holds a result with the same "
                          "settings, the run resumes from its finished seeds, and a result with other settings is kept "
                          f"until this run has finished more seeds than it holds (meanwhile this run writes a partial "
                          f"file beside it); an existing file that is not a results "
@@ -1194,22 +1199,32 @@ def main(argv: list[str] | None = None) -> dict:
     fb_offered = {r["seed"]: r["series"]["offered_copies"] for r in results if r.get("channel_name") == "ideal"
                   and r["sender"] == "broadcast" and "series" in r}
 
-    def record(done: int) -> dict:
-        """The summary of the seeds done so far, written where :func:`target` says (--out or the partial file)."""
+    last_write = [-math.inf]  # time.monotonic() of the last write
+
+    def record(done: int, force: bool = False) -> dict:
+        """The summary of the seeds done so far, written where :func:`target` says (--out or the partial file): at
+        the first and the last seed, when ``force`` (an interrupt or an error keeps what finished), and otherwise at
+        most every :data:`WRITE_EVERY_S` s, since a file of thousands of seeds takes seconds to write."""
         nonlocal written
         summary = _summary(results, gap, anchors)
         _PROGRESS.update(summary=summary, finished=done)
         where = target(done)
-        if where is not None:
+        due = force or done == S or written == 0 or time.monotonic() - last_write[0] >= WRITE_EVERY_S
+        if where is not None and due and done > written:
             ts = time_series(results, safe, N, demand) if not a.no_oracle else None
+            def slim(r: dict) -> dict:  # without the oracle nothing reads the anchors' per-step series: left out
+                return {k: v for k, v in r.items() if k != "return_per_env_episode" and not (
+                    a.no_oracle and k == "series" and r.get("channel_name") == "ideal")}
+
             atomic_write_json(where, {
                 "writer": NS3_EXPERIMENT_WRITER, "config": cfg, "settings": cur, "seeds_done": done,
                 "oracle": not a.no_oracle, "demand_bps": demand,
                 "copy_bytes": copy_bytes,
                 "oracle_rates_bps": rates.tolist(), "safe_bps": {s: v.tolist() for s, v in safe.items()},
                 "summary": summary, "time_series": ts, "wall_s": time.time() - t0,
-                "runs": [{k: v for k, v in r.items() if k != "return_per_env_episode"} for r in results]}, indent=1)
+                "runs": [slim(r) for r in results]}, indent=1 if len(results) <= _INDENT_MAX_RUNS else None)
             written = done
+            last_write[0] = time.monotonic()
             _PROGRESS.update(written=done, written_to=str(where))  # after the write: never claims more than it has
             if where == Path(a.out) and partial.exists():  # --out holds this run's settings now
                 partial.unlink()
@@ -1226,22 +1241,27 @@ def main(argv: list[str] | None = None) -> dict:
         results.extend(out[1])
         record(seed + 1)
 
-    jobs = max(1, min(a.jobs or (os.cpu_count() or 1), len(todo)))
-    if jobs == 1:  # one ns-3 child, reused for every seed (reset with the seed before each run)
-        ch = make_component("channel", cid, **cparams) if todo else None
-        try:
-            for seed in todo:
-                take(seed, seed_runs(seed, ch=ch, cache=cache_path(seed), fb=fb_offered.get(seed), **job))
-        finally:
-            if ch is not None:
-                ch.close()
-    else:  # one ns-3 child per worker process; seeds are kept in order, so --out always holds seeds 0..done-1
-        print(f"running seeds {start}..{S - 1} in {jobs} processes", flush=True)
-        ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads (torch, BLAS)
-        with ctx.Pool(jobs, initializer=_worker_init, initargs=(cid, cparams)) as pool:
-            args = [(seed, cache_path(seed), fb_offered.get(seed), job) for seed in todo]
-            for seed, out in zip(todo, pool.imap(_worker_seed, args)):
-                take(seed, out)
+    try:
+        jobs = max(1, min(a.jobs or (os.cpu_count() or 1), len(todo)))
+        if jobs == 1:  # one ns-3 child, reused for every seed (reset with the seed before each run)
+            ch = make_component("channel", cid, **cparams) if todo else None
+            try:
+                for seed in todo:
+                    take(seed, seed_runs(seed, ch=ch, cache=cache_path(seed), fb=fb_offered.get(seed), **job))
+            finally:
+                if ch is not None:
+                    ch.close()
+        else:  # one ns-3 child per worker process; seeds are kept in order, so --out always holds seeds 0..done-1
+            print(f"running seeds {start}..{S - 1} in {jobs} processes", flush=True)
+            ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads (torch, BLAS)
+            with ctx.Pool(jobs, initializer=_worker_init, initargs=(cid, cparams)) as pool:
+                args = [(seed, cache_path(seed), fb_offered.get(seed), job) for seed in todo]
+                for seed, out in zip(todo, pool.imap(_worker_seed, args)):
+                    take(seed, out)
+    except BaseException:  # an interrupt, or an error in a seed: the finished seeds not written yet go to the file
+        if _PROGRESS.get("finished", 0) > written:
+            record(_PROGRESS["finished"], force=True)
+        raise
     summary = _PROGRESS["summary"]  # of every seed: the last record(), or the reused seeds alone
     ts = time_series(results, safe, N, demand) if not a.no_oracle else None
     print_results(summary)
