@@ -576,8 +576,12 @@ def summarize(results: list[dict], *, radius: Any = _NO_RADIUS) -> dict:
     for r in results:
         by.setdefault((r["channel_name"], r["sender"]), []).append(r)
     seeds = sorted({r["seed"] for r in results})
-    r0 = {s: next(r["return"] for r in results if r["channel_name"] == "ideal" and r["sender"] == "none" and r["seed"] == s) for s in seeds}
-    r1 = {s: next(r["return"] for r in results if r["channel_name"] == "ideal" and r["sender"] == "broadcast" and r["seed"] == s) for s in seeds}
+    anchor = {}  # (sender, seed) -> the first such anchor run's return; one pass, not one per seed (2000 seeds: 6.6 s)
+    for r in results:
+        if r["channel_name"] == "ideal" and r["sender"] in ("none", "broadcast"):
+            anchor.setdefault((r["sender"], r["seed"]), r["return"])
+    r0 = {s: anchor[("none", s)] for s in seeds}
+    r1 = {s: anchor[("broadcast", s)] for s in seeds}
     gap = [r1[s] - r0[s] for s in seeds]
     out = {"ideal_gap": ci95(gap), "no_comm_return": ci95(list(r0.values())), "broadcast_ideal_return": ci95(list(r1.values()))}
     rows = {}
