@@ -30,7 +30,8 @@ also covers the source of the code they run, so an edit of the scenario, the tea
 them), so a rerun with other senders or sender params runs only its ns-3 seeds.
 
 ``--out`` is rewritten after the first ns-3 seed, then at most every 30 s, after the last and on an interrupt
-or error (so it always holds the finished seeds). A rerun into a ``--out`` that holds a result with the same settings
+or error (so it holds every seed finished in order; a second Ctrl-C during that save is ignored; kill -9 loses the
+seeds of up to 30 s). A rerun into a ``--out`` that holds a result with the same settings
 (senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
 finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
 seeds than it holds (until then the new result goes to a partial file beside it). An existing ``--out`` that is not a results file of this command (the experiment
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import difflib
 import hashlib
 import json
@@ -918,17 +920,33 @@ def latency_text(key: str, results: list[dict]) -> str:
 _PROGRESS: dict[str, Any] = {}
 
 
-def kept_on_interrupt() -> str:
-    """What an interrupted :func:`main` keeps (``run_script``'s ``kept``): the ``--out`` file and how many seeds it
-    holds; prints the table of the finished seeds first."""
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT and SIGTERM ignored within the block, then their handlers restored: the save of an interrupt or an
+    error is not cut short by a second Ctrl-C (a file of thousands of seeds takes seconds to write). A signal that
+    arrives meanwhile is dropped. Outside the main thread (a test runner's worker) nothing changes."""
+    old = {}
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            if handler is not None:  # None: a handler set outside Python, which cannot be put back
+                signal.signal(sig, handler)
+
+
+def kept_text() -> str:
+    """What :func:`main` has kept so far: the ``--out`` file and how many seeds it holds (or that an earlier file was
+    kept as it was); "" before the arguments were read."""
     out = _PROGRESS.get("out")
     if out is None:
-        return ""  # interrupted before the arguments were read: run_script's default
-    total, written, finished = _PROGRESS.get("seeds", 0), _PROGRESS.get("written", 0), _PROGRESS.get("finished", 0)
+        return ""
+    total, written = _PROGRESS.get("seeds", 0), _PROGRESS.get("written", 0)
     prev_n, same = _PROGRESS.get("prev_seeds", 0), _PROGRESS.get("same_settings", False)
-    if finished and _PROGRESS.get("summary") is not None:
-        print(f"table of the {finished} finished ns-3 seed(s):", flush=True)
-        print_results(_PROGRESS["summary"])
     to = _PROGRESS.get("written_to", out)
     if written:
         aside = f"; {out} kept as it was, with its {prev_n} seed(s) of other settings" if to != out else ""
@@ -938,6 +956,17 @@ def kept_on_interrupt() -> str:
         settings_ = "the same settings: the same command resumes from them" if same else "other settings"
         return f"{out} as it was, with its {prev_n} seed(s) of {settings_}"
     return f"nothing: no ns-3 seed had finished, so {out} was not written"
+
+
+def kept_on_interrupt() -> str:
+    """What an interrupted :func:`main` keeps (``run_script``'s ``kept``): prints the table of the finished seeds,
+    then returns :func:`kept_text`; a second Ctrl-C meanwhile is ignored (the file is already saved)."""
+    with signals_held():
+        finished = _PROGRESS.get("finished", 0)
+        if _PROGRESS.get("out") is not None and finished and _PROGRESS.get("summary") is not None:
+            print(f"table of the {finished} finished ns-3 seed(s):", flush=True)
+            print_results(_PROGRESS["summary"])
+        return kept_text()
 
 
 #: the ns-3 channel of a worker process of ``--jobs`` (:func:`_worker_init`), reused for every seed it runs
@@ -1259,8 +1288,9 @@ def main(argv: list[str] | None = None) -> dict:
                 for seed, out in zip(todo, pool.imap(_worker_seed, args)):
                     take(seed, out)
     except BaseException:  # an interrupt, or an error in a seed: the finished seeds not written yet go to the file
-        if _PROGRESS.get("finished", 0) > written:
-            record(_PROGRESS["finished"], force=True)
+        with signals_held():  # a second Ctrl-C (or SIGTERM) must not cut this short
+            if _PROGRESS.get("finished", 0) > written:
+                record(_PROGRESS["finished"], force=True)
         raise
     summary = _PROGRESS["summary"]  # of every seed: the last record(), or the reused seeds alone
     ts = time_series(results, safe, N, demand) if not a.no_oracle else None
