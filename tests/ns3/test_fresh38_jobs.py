@@ -1,8 +1,10 @@
-"""fresh38 F1: a second Ctrl-C during the interrupt's save."""
+"""fresh38 F1, F2, F8, F11: `--jobs` workers that die, a second Ctrl-C during the interrupt's save, Ctrl-C while the
+workers start, the exit code of a failure of ns-3 or a worker."""
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 import yaml
 
 from coopsim.comm.ns3 import experiment
-from coopsim.errors import sigterm_as_interrupt
+from coopsim.errors import ChannelError, run_script, sigterm_as_interrupt
 
 SMALL = {
     "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
@@ -21,12 +23,125 @@ SMALL = {
     "oracle": {"rates": 3, "min_frac": 0.1, "max_frac": 0.5, "drain_steps": 3},
     "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
 }
+MARKS = "COOPSIM_TEST_FRESH38_MARKS"  # a folder where the workers below leave their notes
+_REAL_WORKER_SEED = experiment._worker_seed
 
 
 def _config(tmp_path: Path, seeds: int) -> Path:
     cfg = tmp_path / "small.yaml"
     cfg.write_text(yaml.safe_dump(dict(SMALL, seeds=seeds)))
     return cfg
+
+
+# --- run in the --jobs workers (spawned: they import this module by name) ---
+
+def probe_init(cid: str, cparams: dict) -> None:
+    """The worker's initializer, noting first whether SIGINT is still blocked as the parent started it (so a Ctrl-C
+    during the worker's imports was never seen)."""
+    blocked = next(int(line.split()[1], 16) for line in open("/proc/self/status") if line.startswith("SigBlk:"))
+    experiment._worker_init(cid, cparams)
+    marks = Path(os.environ[MARKS])
+    (marks / f"init-{os.getpid()}").write_text(json.dumps({
+        "sigint_blocked_at_start": bool(blocked & (1 << (signal.SIGINT - 1))),
+        "sigint_ignored_now": signal.getsignal(signal.SIGINT) == signal.SIG_IGN,
+        "bridge": experiment._WORKER_CHANNEL._proc.pid if experiment._WORKER_CHANNEL._proc else None}))
+
+
+def seed_killed_at_1(arg: tuple):
+    """Seed 1's worker is killed (kill -9) once seeds 2 and 3 have finished in the other worker; the other seeds run."""
+    seed = arg[0]
+    marks = Path(os.environ[MARKS])
+    if seed == 1:
+        t0 = time.monotonic()
+        while not all((marks / f"done-{s}").exists() for s in (2, 3)) and time.monotonic() - t0 < 120:
+            time.sleep(0.1)
+        time.sleep(1.5)  # their results reach the parent
+        os.kill(os.getpid(), signal.SIGKILL)
+    out = experiment._worker_seed(arg)
+    ch = experiment._WORKER_CHANNEL
+    (marks / f"done-{seed}").write_text(json.dumps({"worker": os.getpid(), "bridge": ch._proc.pid}))
+    return out
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = next(line.split()[1] for line in open(f"/proc/{pid}/status") if line.startswith("State:"))
+    except FileNotFoundError:
+        return True
+    return state == "Z"  # ended, not reaped yet (its parent was a worker that is gone)
+
+
+def test_a_killed_worker_is_one_error_naming_the_seed_and_the_contiguous_seeds_are_kept(
+        ns3_bridge, tmp_path, monkeypatch, capsys):
+    # F2: a worker killed by SIGKILL (here seed 1's, after seeds 2 and 3 finished in the other worker) used to make
+    # Pool.imap wait forever; now it is one error naming the seed and what --out keeps: seed 0 only, since seeds 2-3
+    # finished ahead of seed 1 and are not claimed. No worker or ns-3 bridge is left. F8: the workers started with
+    # SIGINT blocked (a Ctrl-C during their imports is not seen), then ignore it.
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv(MARKS, str(marks))
+    monkeypatch.setattr(experiment, "_worker_init", probe_init)
+    monkeypatch.setattr(experiment, "_worker_seed", seed_killed_at_1)
+    out = tmp_path / "k.json"
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, set())
+    with pytest.raises(experiment.SeedsFailed) as info:
+        experiment.main([str(_config(tmp_path, 6)), "--oracle-cache", str(tmp_path / "c"), "--no-oracle",
+                         "--out", str(out), "--jobs", "2"])
+    msg = str(info.value)
+    assert msg.startswith("seed 1 did not finish: a --jobs worker process (pid ")
+    assert "was killed by SIGKILL (kill -9, or the out-of-memory killer)" in msg
+    # seeds 1-4 were in flight (2 x jobs): 2-3 had finished, 4 too unless the pool broke first
+    assert re.search(f"; kept: {re.escape(str(out))} with 1 of 6 seed\\(s\\) \\(seeds 0..0\\), a valid JSON file; the "
+                     "same command resumes from them; [23] later seed\\(s\\) that had finished before an earlier one "
+                     "\\(--jobs\\) are not in it and run again$", msg), msg
+    assert isinstance(info.value, ChannelError) and "\n" not in msg
+    d = json.loads(out.read_text())
+    assert d["seeds_done"] == 1 and [r["seed"] for r in d["runs"] if r["channel_name"] == "ns3"] == [0]
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, set()) == mask  # the parent's mask is as it was
+    inits = [json.loads(p.read_text()) for p in marks.glob("init-*")]
+    assert len(inits) == 2 and all(i["sigint_blocked_at_start"] and i["sigint_ignored_now"] for i in inits)
+    pids = [int(p.name.split("-")[1]) for p in marks.glob("init-*")]
+    pids += [i["bridge"] for i in inits if i["bridge"]]
+    pids += [v for p in marks.glob("done-*") for v in json.loads(p.read_text()).values()]
+    t0 = time.monotonic()
+    while not all(_gone(p) for p in pids) and time.monotonic() - t0 < 10:  # a bridge ends once it sees its worker go
+        time.sleep(0.1)
+    assert all(_gone(p) for p in pids), [p for p in pids if not _gone(p)]
+    # the same command resumes from seed 1 (and runs seeds 2-3 again)
+    monkeypatch.setattr(experiment, "_worker_seed", _REAL_WORKER_SEED)
+    capsys.readouterr()
+    experiment.main([str(_config(tmp_path, 6)), "--oracle-cache", str(tmp_path / "c"), "--no-oracle",
+                     "--out", str(out), "--jobs", "2"])
+    assert "reusing 1 finished seed(s)" in capsys.readouterr().out
+    assert json.loads(out.read_text())["seeds_done"] == 6
+
+
+def test_a_failure_of_ns3_exits_1_with_what_was_kept(ns3_bridge, tmp_path, monkeypatch, capsys):
+    # F11: ns-3's bridge crashing during seed 2 is not an error of the input: one line naming the seed and what --out
+    # keeps (seeds 0-1, the same command resumes), exit code 1, not the input errors' 2
+    real = experiment.seed_runs
+
+    def crash_at_2(seed, **kw):
+        if seed == 2:
+            raise ChannelError("ns-3 bridge (pid 1234) closed its output (crashed); it exited with code -9")
+        return real(seed, **kw)
+
+    monkeypatch.setattr(experiment, "seed_runs", crash_at_2)
+    monkeypatch.setattr(experiment, "WRITE_EVERY_S", 1e9)  # seed 1 is written by the error's save
+    out = tmp_path / "b.json"
+    with pytest.raises(SystemExit) as info:
+        run_script(experiment.cli, [str(_config(tmp_path, 4)), "--oracle-cache", str(tmp_path / "c"),
+                                    "--no-oracle", "--out", str(out)], kept=experiment.kept_on_interrupt)
+    err = capsys.readouterr().err
+    assert info.value.code == 1
+    assert err == (f"error: seed 2 failed: ns-3 bridge (pid 1234) closed its output (crashed); it exited with code -9; "
+                   f"kept: {out} with 2 of 4 seed(s) (seeds 0..1), a valid JSON file; the same command resumes from "
+                   "them\n")
+    assert json.loads(out.read_text())["seeds_done"] == 2
+    # an error of the input is still 2
+    with pytest.raises(SystemExit) as info:
+        run_script(experiment.cli, [str(tmp_path / "nope.yaml"), "--out", str(tmp_path / "x.json")])
+    assert info.value.code == 2
 
 
 def test_a_second_signal_during_the_interrupts_save_does_not_cut_it(ns3_bridge, tmp_path, monkeypatch, capsys):

@@ -31,7 +31,8 @@ them), so a rerun with other senders or sender params runs only its ns-3 seeds.
 
 ``--out`` is rewritten after the first ns-3 seed, then at most every 30 s, after the last and on an interrupt
 or error (so it holds every seed finished in order; a second Ctrl-C during that save is ignored; kill -9 loses the
-seeds of up to 30 s). A rerun into a ``--out`` that holds a result with the same settings
+seeds of up to 30 s). ns-3 or a ``--jobs`` worker that fails (crashed, killed) is one line ``error: seed N ...;
+kept: ...`` and exit code 1. A rerun into a ``--out`` that holds a result with the same settings
 (senders and their params, channel, scenario, envs, episodes, oracle, and the same code) resumes: it reuses the
 finished seeds there and runs the rest. A result with other settings is kept until the new run has finished more
 seeds than it holds (until then the new result goes to a partial file beside it). An existing ``--out`` that is not a results file of this command (the experiment
@@ -59,7 +60,10 @@ import multiprocessing
 import os
 import shlex
 import signal
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -73,7 +77,7 @@ from coopsim.agents.ddacom.evaluate import (NS3_EXPERIMENT_WRITER, check_config_
                                             ci95, foreign_note, partial_path, results_writer, run, summarize)
 from coopsim.agents.ppo.curves import check_image_path
 from coopsim.comm.oracle import _CBR, safe_rate_sweep, window_safe_rate
-from coopsim.errors import ConfigError, CoopsimError, int_in_range, run_script
+from coopsim.errors import ChannelError, ConfigError, CoopsimError, int_in_range, run_script
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES
 from coopsim.platform.recorder import atomic_savefig, atomic_write_json, check_writable
 from coopsim.platform.registry import make_component, make_scenario
@@ -947,15 +951,18 @@ def kept_text() -> str:
         return ""
     total, written = _PROGRESS.get("seeds", 0), _PROGRESS.get("written", 0)
     prev_n, same = _PROGRESS.get("prev_seeds", 0), _PROGRESS.get("same_settings", False)
+    ahead = _PROGRESS.get("ahead", 0)
+    ahead_note = (f"; {ahead} later seed(s) that had finished before an earlier one (--jobs) are not in it and run "
+                  "again" if ahead else "")
     to = _PROGRESS.get("written_to", out)
     if written:
         aside = f"; {out} kept as it was, with its {prev_n} seed(s) of other settings" if to != out else ""
         return (f"{to} with {written} of {total} seed(s) (seeds 0..{written - 1}), a valid JSON file; the same "
-                f"command resumes from them{aside}")
+                f"command resumes from them{ahead_note}{aside}")
     if prev_n:
         settings_ = "the same settings: the same command resumes from them" if same else "other settings"
-        return f"{out} as it was, with its {prev_n} seed(s) of {settings_}"
-    return f"nothing: no ns-3 seed had finished, so {out} was not written"
+        return f"{out} as it was, with its {prev_n} seed(s) of {settings_}{ahead_note}"
+    return f"nothing: no ns-3 seed had finished, so {out} was not written{ahead_note}"
 
 
 def kept_on_interrupt() -> str:
@@ -967,6 +974,12 @@ def kept_on_interrupt() -> str:
             print(f"table of the {finished} finished ns-3 seed(s):", flush=True)
             print_results(_PROGRESS["summary"])
         return kept_text()
+
+
+class SeedsFailed(ChannelError):
+    """ns-3 or a ``--jobs`` worker process failed while the seeds ran (a crash, a kill, the out-of-memory killer):
+    not an error of the input, so the command exits with 1, not 2 (:func:`cli`). The message names the seed and
+    what ``--out`` keeps."""
 
 
 #: the ns-3 channel of a worker process of ``--jobs`` (:func:`_worker_init`), reused for every seed it runs
@@ -1052,9 +1065,12 @@ def seed_runs(seed: int, *, cfg: dict, kw: dict, rates: np.ndarray, demand: floa
 
 def _worker_init(cid: str, cparams: dict) -> None:
     """A ``--jobs`` worker's start: one ns-3 channel for the seeds it runs (its child dies with the worker: the
-    bridge's PR_SET_PDEATHSIG and stdin EOF); Ctrl-C is left to the parent, which ends the workers."""
+    bridge's PR_SET_PDEATHSIG and stdin EOF); Ctrl-C is left to the parent, which ends the workers. The worker was
+    started with SIGINT blocked (:class:`SeedPool`), so a Ctrl-C during its imports is never seen here: it is
+    ignored from now on, then unblocked."""
     global _WORKER_CHANNEL
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which keeps what finished and ends us
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one is dropped: it is ignored
     _WORKER_CHANNEL = make_component("channel", cid, **cparams)
     atexit.register(_WORKER_CHANNEL.close)
 
@@ -1063,6 +1079,113 @@ def _worker_seed(arg: tuple) -> tuple[np.ndarray | None, list[dict]]:
     """:func:`seed_runs` in a ``--jobs`` worker, over its channel."""
     seed, cache, fb, job = arg
     return seed_runs(seed, ch=_WORKER_CHANNEL, cache=cache, fb=fb, **job)
+
+
+class SeedPool:
+    """``--jobs``: seeds run in ``jobs`` worker processes (spawned, one ns-3 child each), at most ``2 * jobs`` of them
+    submitted at a time, and their results taken in seed order (:meth:`result`), so what the parent has taken is
+    always seeds ``todo[0]..`` without a gap.
+
+    A worker that dies (kill -9, the out-of-memory killer) breaks the pool: :meth:`result` raises
+    :class:`SeedsFailed` naming the seed, instead of waiting forever. The workers start with SIGINT blocked (a
+    Ctrl-C during their imports would print their traceback); :func:`_worker_init` ignores it, then unblocks it.
+
+    Args:
+        args_of: a seed's argument tuple for :func:`_worker_seed`.
+    """
+
+    def __init__(self, jobs: int, cid: str, cparams: dict, todo, args_of):
+        self.jobs, self.cid, self.cparams = jobs, cid, cparams
+        self.todo, self.args_of, self.window = list(todo), args_of, 2 * jobs
+        self.futures: dict[int, Any] = {}
+        self.next = 0
+        self.ex: ProcessPoolExecutor | None = None
+        self.procs: list = []
+
+    def start(self) -> None:
+        """Start the workers and submit the first seeds. A Ctrl-C meanwhile is raised when this returns (the pool
+        exists then, so :meth:`kill` ends it)."""
+        from multiprocessing import resource_tracker
+
+        ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads (torch, BLAS)
+        # the pool's locks start multiprocessing's resource tracker, whose start unblocks SIGINT in this process
+        # (it blocks, spawns, then unblocks rather than restoring the mask): started before the mask, it leaves it be
+        resource_tracker.ensure_running()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # the workers inherit the blocked mask
+        try:
+            self.ex = ProcessPoolExecutor(self.jobs, mp_context=ctx, initializer=_worker_init,
+                                          initargs=(self.cid, self.cparams))
+            try:
+                self._fill()  # starts the workers (one per submit, up to jobs)
+            finally:
+                self.procs = list(self.ex._processes.values())
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a Ctrl-C held meanwhile is raised now
+
+    def _fill(self) -> None:
+        while self.next < len(self.todo) and len(self.futures) < self.window:
+            seed = self.todo[self.next]
+            self.futures[seed] = self.ex.submit(_worker_seed, self.args_of(seed))
+            self.next += 1
+
+    def result(self, seed: int) -> tuple[np.ndarray | None, list[dict]]:
+        """Seed ``seed``'s result (the seeds before it were taken already), then the next seed submitted.
+
+        Raises:
+            SeedsFailed: a worker process died (the message without what --out keeps: :func:`main` adds it).
+            Exception: the seed's own error (a ChannelError of its ns-3 child, ...), as it was raised in the worker.
+        """
+        try:
+            out = self.futures[seed].result()
+        except BrokenProcessPool:
+            raise SeedsFailed(f"seed {seed} did not finish: {self.dead_worker()}") from None
+        del self.futures[seed]
+        self._fill()
+        return out
+
+    def dead_worker(self) -> str:
+        """Which worker process ended, and how, for the message of a broken pool."""
+        for p in self.procs:
+            p.join(timeout=1)  # the pool ends the others (SIGTERM) once it is broken
+        dead = [p for p in self.procs if p.exitcode not in (None, 0, -signal.SIGTERM)] or [
+            p for p in self.procs if p.exitcode not in (None, 0)]
+        if not dead:
+            return "a --jobs worker process ended abruptly (which ends the others too)"
+        p = dead[0]
+        if p.exitcode < 0:
+            name = signal.Signals(-p.exitcode).name
+            how = f"was killed by {name}" + (" (kill -9, or the out-of-memory killer)" if name == "SIGKILL" else "")
+        else:
+            how = f"exited with code {p.exitcode}"
+        return f"a --jobs worker process (pid {p.pid}) {how}, which ends the others too"
+
+    def ahead(self) -> int:
+        """Seeds that finished after one before them that is not taken: kept nowhere, they run again."""
+        return sum(1 for f in self.futures.values() if f.done() and not f.cancelled() and f.exception() is None)
+
+    def close(self) -> None:
+        """Every seed taken: the workers end (and close their ns-3 children)."""
+        self.ex.shutdown(wait=True)
+
+    def kill(self) -> None:
+        """An interrupt or an error: the workers are ended now (SIGTERM, then SIGKILL after 5 s), their ns-3 children
+        with them (PR_SET_PDEATHSIG), and the pool's threads are given 5 s to finish."""
+        if self.ex is None:
+            return
+        if self.ex._processes:  # started after the list was taken (not expected)
+            self.procs += [p for p in self.ex._processes.values() if p not in self.procs]
+        thread = getattr(self.ex, "_executor_manager_thread", None)  # shutdown() forgets it
+        for p in self.procs:
+            if p.exitcode is None:
+                p.terminate()
+        self.ex.shutdown(wait=False, cancel_futures=True)
+        for p in self.procs:
+            p.join(timeout=5)
+            if p.exitcode is None:
+                p.kill()
+                p.join(timeout=5)
+        if thread is not None:
+            thread.join(timeout=5)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -1270,6 +1393,8 @@ def main(argv: list[str] | None = None) -> dict:
         results.extend(out[1])
         record(seed + 1)
 
+    pool = None
+    seed = start  # the seed running (with --jobs: the first one not taken yet)
     try:
         jobs = max(1, min(a.jobs or (os.cpu_count() or 1), len(todo)))
         if jobs == 1:  # one ns-3 child, reused for every seed (reset with the seed before each run)
@@ -1280,17 +1405,24 @@ def main(argv: list[str] | None = None) -> dict:
             finally:
                 if ch is not None:
                     ch.close()
-        else:  # one ns-3 child per worker process; seeds are kept in order, so --out always holds seeds 0..done-1
+        else:  # one ns-3 child per worker process; seeds are taken in order, so --out always holds seeds 0..done-1
             print(f"running seeds {start}..{S - 1} in {jobs} processes", flush=True)
-            ctx = multiprocessing.get_context("spawn")  # not fork: the parent may hold threads (torch, BLAS)
-            with ctx.Pool(jobs, initializer=_worker_init, initargs=(cid, cparams)) as pool:
-                args = [(seed, cache_path(seed), fb_offered.get(seed), job) for seed in todo]
-                for seed, out in zip(todo, pool.imap(_worker_seed, args)):
-                    take(seed, out)
-    except BaseException:  # an interrupt, or an error in a seed: the finished seeds not written yet go to the file
+            pool = SeedPool(jobs, cid, cparams, todo,
+                            lambda s: (s, cache_path(s), fb_offered.get(s), job))
+            pool.start()
+            for seed in todo:
+                take(seed, pool.result(seed))
+            pool.close()
+    except BaseException as exc:  # an interrupt, or an error in a seed: the finished seeds not written yet go to the file
         with signals_held():  # a second Ctrl-C (or SIGTERM) must not cut this short
+            if pool is not None:
+                _PROGRESS["ahead"] = pool.ahead()
+                pool.kill()
             if _PROGRESS.get("finished", 0) > written:
                 record(_PROGRESS["finished"], force=True)
+        if isinstance(exc, ChannelError):  # ns-3 or a worker failed: not the input's fault (exit 1, not 2)
+            what = str(exc) if isinstance(exc, SeedsFailed) else f"seed {seed} failed: {exc}"
+            raise SeedsFailed(f"{what}; kept: {kept_text()}") from None
         raise
     summary = _PROGRESS["summary"]  # of every seed: the last record(), or the reused seeds alone
     ts = time_series(results, safe, N, demand) if not a.no_oracle else None
@@ -1315,5 +1447,16 @@ def main(argv: list[str] | None = None) -> dict:
     return summary
 
 
+def cli(argv: list[str] | None = None) -> dict:
+    """:func:`main` for the command line: a :class:`SeedsFailed` (ns-3 or a worker process failed) is one line
+    ``error: ...`` with what --out keeps, and exit code 1 (a failure of the run; 2 is for the input's errors, which
+    ``run_script`` prints)."""
+    try:
+        return main(argv)
+    except SeedsFailed as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 if __name__ == "__main__":
-    run_script(main, kept=kept_on_interrupt)
+    run_script(cli, kept=kept_on_interrupt)
