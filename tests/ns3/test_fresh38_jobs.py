@@ -1,5 +1,5 @@
-"""fresh38 F1, F2, F8, F11: `--jobs` workers that die, a second Ctrl-C during the interrupt's save, Ctrl-C while the
-workers start, the exit code of a failure of ns-3 or a worker."""
+"""fresh38 F1, F2, F8, F9, F11: `--jobs` workers that die, a second Ctrl-C during the interrupt's save, Ctrl-C while the
+workers start, the exit code of a failure of ns-3 or a worker, and the --jobs notes."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from coopsim.comm.ns3 import experiment
-from coopsim.errors import ChannelError, run_script, sigterm_as_interrupt
+from coopsim.errors import ChannelError, ConfigError, run_script, sigterm_as_interrupt
 
 SMALL = {
     "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
@@ -194,3 +194,27 @@ def test_signals_held_restores_the_handlers():
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_jobs_help_and_notes(tmp_path, monkeypatch, capsys):
+    # F9: --help gives the range and the cap; --calibrate says it ignores --jobs
+    with pytest.raises(SystemExit):
+        experiment.main(["--help"])
+    text = "".join(capsys.readouterr().out.split())  # as wrapped at any width (argparse breaks at ns-|3 too)
+    for part in ("--jobs N ns-3 seeds run at a time, 0..256,", "at most the number of seeds to run",
+                 "it helps only with idle cores", "not used by --calibrate"):
+        assert "".join(part.split()) in text, part
+    with pytest.raises(ConfigError):  # the note comes first
+        experiment.main([str(tmp_path / "nope.yaml"), "--calibrate", "0", "--jobs", "2", "--out",
+                         str(tmp_path / "r.json")])
+    assert "note: --jobs 2 is ignored with --calibrate" in capsys.readouterr().out
+
+
+def test_jobs_above_the_cores_and_the_seeds_say_so(ns3_bridge, tmp_path, monkeypatch, capsys):
+    # F9: more processes than cores: a note; more than the seeds to run: capped, and the line says so
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    experiment.main([str(_config(tmp_path, 2)), "--oracle-cache", str(tmp_path / "c"), "--no-oracle",
+                     "--out", str(tmp_path / "j.json"), "--jobs", "64"])
+    out = capsys.readouterr().out
+    assert "running seeds 0..1 in 2 processes (--jobs 64, at most one per seed to run)" in out
+    assert "note: 2 processes on 1 CPU core(s): they share the cores" in out

@@ -1218,15 +1218,20 @@ def main(argv: list[str] | None = None) -> dict:
                          "only, no utilization and no --plot; for tighter return intervals over many seeds")
     ap.add_argument("--sender-param", action="append", default=[], metavar="SENDER.KEY=VALUE",
                     help="override a sender param of the config (repeatable), e.g. ddacom.target_utilization=0.6")
-    ap.add_argument("--jobs", type=int_in_range(0, 256), default=1,
-                    help="ns-3 seeds run at a time, each in a process of its own with its own ns-3 child (0: one per "
-                         "CPU core); the results are the same as with 1, seed for seed, and --out still holds seeds "
-                         "0..done-1 after each write (default 1)")
+    ap.add_argument("--jobs", type=int_in_range(0, 256), default=1, metavar="N",
+                    help="ns-3 seeds run at a time, 0..256, each in a process of its own with its own ns-3 child (0: "
+                         "one per CPU core; at most the number of seeds to run); the results are the same as with 1, "
+                         "seed for seed, and --out still holds seeds 0..done-1 after each write; it helps only with "
+                         "idle cores (each process takes about 4 s to start); not used by --calibrate (default 1)")
     a = ap.parse_args(argv)
     if a.no_oracle and (a.plot or a.cached_oracle_only):
         ap.error(f"--no-oracle runs no oracle, so {'--plot (the safe rate over time)' if a.plot else '--cached-oracle-only'}"
                  " has nothing to use; drop one of them")
     loads = parse_loads(a.calibrate) if a.calibrate is not None else None  # before any ns-3 run
+    if loads is not None and a.jobs != 1:
+        print(f"note: --jobs {a.jobs} is ignored with --calibrate (its loads run one after another in one ns-3 child)",
+              flush=True)
+    cores = os.cpu_count() or 1
     check_writable("--out", a.out)  # before minutes of ns-3 runs, not at the first seed's write
     check_out(a.out, a.config)  # never over the config itself or a file that is not ours
     if a.plot:
@@ -1396,7 +1401,7 @@ def main(argv: list[str] | None = None) -> dict:
     pool = None
     seed = start  # the seed running (with --jobs: the first one not taken yet)
     try:
-        jobs = max(1, min(a.jobs or (os.cpu_count() or 1), len(todo)))
+        jobs = max(1, min(a.jobs or cores, len(todo)))
         if jobs == 1:  # one ns-3 child, reused for every seed (reset with the seed before each run)
             ch = make_component("channel", cid, **cparams) if todo else None
             try:
@@ -1406,7 +1411,11 @@ def main(argv: list[str] | None = None) -> dict:
                 if ch is not None:
                     ch.close()
         else:  # one ns-3 child per worker process; seeds are taken in order, so --out always holds seeds 0..done-1
-            print(f"running seeds {start}..{S - 1} in {jobs} processes", flush=True)
+            capped = f" (--jobs {a.jobs}, at most one per seed to run)" if a.jobs > jobs else ""
+            print(f"running seeds {start}..{S - 1} in {jobs} processes{capped}", flush=True)
+            if jobs > cores:
+                print(f"note: {jobs} processes on {cores} CPU core(s): they share the cores (and each runs an ns-3 "
+                      f"child), so this is likely slower than --jobs {cores}", flush=True)
             pool = SeedPool(jobs, cid, cparams, todo,
                             lambda s: (s, cache_path(s), fb_offered.get(s), job))
             pool.start()
