@@ -80,6 +80,10 @@ XTrafficRefWindow = Annotated[float, Field(100.0, ge=1, description="cross-traff
 XTrafficMinUtilization = Annotated[float, Field(0.3, gt=0, le=1, description="cross-traffic margin: lowest target")]
 XTRAFFIC_KEYS = ("xtraffic_gain", "xtraffic_window", "xtraffic_ref_window", "xtraffic_min_utilization")
 
+#: the longest hold (``hold_steps``, ``max_hold_steps``; reports) the probe and DDACOM take: 10**9 reports, 3 years of
+#: 0.1 s steps. The hold is an int64 array doubled up to ``max_hold_steps``: 2**63 or more could not be stored in it
+MAX_HOLD_STEPS = 10**9
+
 
 def num_text(x) -> str:
     """``x`` as written back exactly: an int as an int (2, not 2.0), a float in its shortest form that reads back as
@@ -156,10 +160,11 @@ class SafeRateProbeParams(BaseModel):
     down_factor: float = Field(0.85, gt=0, lt=1, description="step down after loss (ratio), in (0, 1)")
     loss_threshold: float = Field(0.003, ge=0, lt=1, description="largest loss fraction counted safe, in [0, 1)")
     up_after: int = Field(3, ge=1, description="consecutive safe reports before stepping up, >= 1")
-    hold_steps: int = Field(5, ge=0, description="reports without stepping up after a loss, >= 0")
-    max_hold_steps: int = Field(5, ge=0, validate_default=True,
+    hold_steps: int = Field(5, ge=0, le=MAX_HOLD_STEPS, description="reports without stepping up after a loss, in "
+                            "0..1000000000")
+    max_hold_steps: int = Field(5, ge=0, le=MAX_HOLD_STEPS, validate_default=True,
                                 description="hold after repeated failed probes doubles up to this (>= hold_steps, also "
-                                "at its default)")
+                                "at its default; at most 1000000000)")
     dt_s: Optional[float] = Field(None, gt=0, description="step length (s); if set, a capacity fall sets the estimate "
                                   "to at most the delivered rate of the lossy report (bytes * 8 / dt_s)")
     delay_based: bool = Field(False, description="read the link rate from feedback latency (see module docstring); "

@@ -37,8 +37,8 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from coopsim.agents.comm_baselines.senders import Sender, SenderParams
-from coopsim.comm.probe import (XTRAFFIC_KEYS, SafeRateProbe, XTrafficGain, XTrafficMinUtilization, XTrafficRefWindow,
-                                XTrafficWindow, check_growth_option, num_text, yaml_text)
+from coopsim.comm.probe import (MAX_HOLD_STEPS, XTRAFFIC_KEYS, SafeRateProbe, XTrafficGain, XTrafficMinUtilization,
+                                XTrafficRefWindow, XTrafficWindow, check_growth_option, num_text, yaml_text)
 from coopsim.comm.token_bucket import TokenBucket
 from coopsim.errors import CrossKeyError
 
@@ -69,9 +69,10 @@ class DDACOMSenderParams(SenderParams):
     down_factor: float = Field(0.8, gt=0, lt=1, description="step down when loss hits at the estimate (ratio)")
     loss_threshold: float = Field(0.003, ge=0, lt=1, description="loss fraction counted safe")
     up_after: int = Field(3, ge=1, description="safe reports before probing higher")
-    hold_steps: int = Field(20, ge=0, description="reports without probing after a loss")
-    max_hold_steps: int = Field(200, ge=0, validate_default=True, description="hold after repeated failed probes "
-                                "doubles up to this, >= hold_steps")
+    hold_steps: int = Field(20, ge=0, le=MAX_HOLD_STEPS, description="reports without probing after a loss, at most "
+                            "1000000000")
+    max_hold_steps: int = Field(200, ge=0, le=MAX_HOLD_STEPS, validate_default=True, description="hold after repeated "
+                                "failed probes doubles up to this, >= hold_steps, at most 1000000000")
     delay_based: bool = Field(True, description="probe reads the link rate from feedback latency (queueing delay, "
                               "before loss); falls back to loss-based probing where no latency is reported")
     target_utilization: float = Field(1.0, gt=0, le=1, description="delay-based: fraction of the measured capacity used")
