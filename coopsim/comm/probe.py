@@ -104,9 +104,9 @@ def yaml_text(x) -> str:
 def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
     """The cross-checks of ``startup_growth`` and ``app_limited_hold`` (SafeRateProbeParams, DDACOMSenderParams):
     both act on the delay-based growth cap, so they need ``delay_based`` (and the probe's ``dt_s``); the startup
-    phase raises ``max_growth``'s cap, so it needs ``max_growth`` set and below it; ``app_limited_hold`` needs one of
-    the two caps. :class:`~coopsim.errors.CrossKeyError` (a ValueError: pydantic names the key; its ``also`` the
-    other key that is the reason) otherwise; ``v`` is returned."""
+    phase raises ``max_growth``'s cap, so it needs ``max_growth`` set and below it; ``app_limited_hold`` needs
+    ``max_growth`` too (the cap whose floor it keeps). :class:`~coopsim.errors.CrossKeyError` (a ValueError: pydantic
+    names the key; its ``also`` the other key that is the reason) otherwise; ``v`` is returned."""
     if v is None or v is False:
         return v
     num = num_text
@@ -127,9 +127,9 @@ def check_growth_option(name: str, v, data: dict, needs_dt: bool = True):
         if v <= mg:
             raise CrossKeyError(f"must be > max_growth ({num(mg)}): the startup phase raises the growth cap",
                                 ("max_growth",))
-    elif mg is None and data.get("startup_growth") is None:
-        raise CrossKeyError("needs max_growth or startup_growth (the growth cap whose floor it keeps)",
-                            ("max_growth", "startup_growth"))
+    elif mg is None:  # (startup_growth, which raises max_growth's cap, is refused without it too)
+        raise CrossKeyError("needs max_growth (the growth cap whose floor it keeps; startup_growth only raises that "
+                            "cap in the first reports), e.g. max_growth 1.25", ("max_growth",))
     return v
 
 
@@ -188,7 +188,7 @@ class SafeRateProbeParams(BaseModel):
                                             "measured capacity, not this cap, set the estimate (or this cap reached "
                                             "max_rate_bps), or one with loss above the threshold; once per sender, as TCP slow start (RFC 5681) and BBR's "
                                             "STARTUP; null (None in Python) = no startup phase")
-    app_limited_hold: bool = Field(False, description="delay-based, with max_growth or startup_growth: in a report "
+    app_limited_hold: bool = Field(False, description="delay-based, with max_growth: in a report "
                                    "from a sender that was not rate-limited (update's active False: it offered less "
                                    "than its allowance) the growth cap is at least the previous estimate, so a step "
                                    "with little to send does not pull the estimate down to growth x what it offered "

@@ -73,7 +73,7 @@ def test_without_startup_growth_nothing_changes():
     (dict(startup_growth=1.2, max_growth=1.25), "must be > max_growth (1.25)"),  # ... and here too
     (dict(startup_growth=2.0, delay_based=False), "needs delay_based: true"),  # fresh37 F8: it would do nothing
     (dict(startup_growth=2.0, dt_s=None), "needs dt_s"),
-    (dict(app_limited_hold=True, max_growth=None), "needs max_growth or startup_growth"),
+    (dict(app_limited_hold=True, max_growth=None), "needs max_growth (the growth cap whose floor it keeps"),
     (dict(app_limited_hold=True, delay_based=False), "needs delay_based: true"),
 ])
 def test_growth_options_refused_where_they_would_lower_the_cap_or_do_nothing(kw, words):
