@@ -29,6 +29,22 @@ def short_repr(value: object, limit: int = 200) -> str:
     return text
 
 
+def value_text(value: object, limit: int = 200) -> str:
+    """``value`` for an error message as a config (YAML) writes it: ``null``, ``true`` / ``false`` (not Python's
+    None, True, False), a short list of such scalars as ``[true, 32]``; anything else as :func:`short_repr` (``0.5``,
+    ``'abc'``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if (isinstance(value, list) and len(value) <= 8
+            and all(x is None or isinstance(x, (bool, int, float, str)) for x in value)):
+        text = "[" + ", ".join(value_text(x, limit) for x in value) + "]"
+        if len(text) <= limit:
+            return text
+    return short_repr(value, limit)
+
+
 class ConfigError(CoopsimError, ValueError):
     """A run configuration (YAML file or override) is invalid.
 

@@ -93,4 +93,4 @@ def test_sender_params_refuse_booleans_for_numbers_and_numbers_for_booleans():
         check_sender_params("ddacom", {"curvature": 1}, key="sender_params", file="x.yaml")
     check_sender_params("ddacom", {"capacity_window": 3, "curvature": True, "hist_weight": 0})  # valid: no error
     err = _err(run_cli("validate", DDACOM_RUN, "agents.params.sender_params.capacity_window=true"))
-    assert "key 'agents.params.sender_params.capacity_window': invalid value True: a number is required" in err
+    assert "key 'agents.params.sender_params.capacity_window': invalid value true: a number is required" in err

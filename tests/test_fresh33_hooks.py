@@ -208,7 +208,7 @@ def test_eval_refuses_a_policy_with_nan_weights(tmp_path):
     ({"beta": 1e39}, r"beta must be a finite number in \[0, 1e\+06\]; got 1e\+39"),
     ({"beta": float("nan")}, r"key 'train.intrinsic.params.beta': invalid value nan: must be a finite number"),
     ({"beta": float("inf")}, r"key 'train.intrinsic.params.beta': invalid value inf"),
-    ({"bits": True}, r"key 'train.intrinsic.params.bits': invalid value True: a number is required, not a boolean"),
+    ({"bits": True}, r"key 'train.intrinsic.params.bits': invalid value true: a number is required, not a boolean"),
     ({"bits": "16"}, r"key 'train.intrinsic.params.bits': invalid value '16': an integer is required, not a string"),
     ({"bits": "abc"}, r"bits must be an integer in \[1, 24\]; got 'abc'"),
 ])
@@ -278,14 +278,14 @@ def test_comm_of_the_wrong_kind_is_one_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"key 'agents\.params\.comm\.module': coopsim\.agents\.ppo\.hook_examples:"
                                           r"SimHashCountBonus is not a CommModule hook \(it needs the methods setup"):
         train(tmp_path / "k", spec)
-    with pytest.raises(ConfigError, match=r"key 'agents\.params\.comm\.params\.width': invalid value True: a number"):
+    with pytest.raises(ConfigError, match=r"key 'agents\.params\.comm\.params\.width': invalid value true: a number"):
         train(tmp_path / "w", "agents.params.comm={module: coopsim.agents.ppo.hook_examples:MeanBroadcast, "
                               "params: {width: true}}")
     assert not (tmp_path / "k" / "runs").exists()  # refused before the run directory is made
 
 
 def test_a_pydantic_params_hook_refuses_true_for_a_number():
-    with pytest.raises(ConfigError, match=r"key 'agents\.params\.comm\.params\.epochs': invalid value True"):
+    with pytest.raises(ConfigError, match=r"key 'agents\.params\.comm\.params\.epochs': invalid value true"):
         load_hook({"module": "coopsim.agents.ddacom.generator:DDACOMGenerator", "params": {"epochs": True}},
                   key="agents.params.comm")
 

@@ -341,7 +341,7 @@ def test_the_python_api_raises_one_line_config_errors():
     assert "\n" not in str(e.value) and e.value.key == "startup_growth" and e.value.value == 2
     assert e.value.also == ("max_growth",)
     for cls, kw, text in ((DDACOMSender, {"cap_m": -1}, "key 'cap_m': invalid value -1: Input should be greater than 0"),
-                          (DDACOMSender, {"hold_steps": True}, "key 'hold_steps': invalid value True: a number is "
+                          (DDACOMSender, {"hold_steps": True}, "key 'hold_steps': invalid value true: a number is "
                                                                "required, not a boolean"),
                           (PeriodicSender, {"period_steps": 0}, "key 'period_steps': invalid value 0:"),
                           (BroadcastSender, {"x": 1}, "key 'x': unknown parameter 'x' (value 1); BroadcastSender "

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from coopsim.errors import ConfigError, CrossKeyError, RegistryError, short_repr
+from coopsim.errors import ConfigError, CrossKeyError, RegistryError, value_text
 
 KINDS = {"scenario": "coopsim.scenarios", "agent": "coopsim.agents", "channel": "coopsim.channels", "shield": "coopsim.shields"}
 ID_RE = re.compile(r"^(?:[\w.-]+/)?[\w.+-]+-v\d+$")
@@ -265,7 +265,7 @@ def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | No
         if f is None:
             continue
         if isinstance(v, bool) and _numeric_field(model, k):
-            raise ConfigError(f"invalid value {v!r}: a number is required, not a boolean", file=file,
+            raise ConfigError(f"invalid value {value_text(v)}: a number is required, not a boolean", file=file,
                               key=f"{key_prefix}{k}", value=v)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and _bool_field(f.annotation):
             # pydantic would read 1 / 0 as true / false while the run's stored config kept the number (two runs of
@@ -276,8 +276,8 @@ def reject_bools(data: dict[str, Any], model: type[BaseModel], *, file: str | No
         if isinstance(v, (list, tuple)):
             item = _bool_for_number(v, f.annotation)
             if item is not _NONE:
-                raise ConfigError(f"invalid value {item!r} in {v!r}: a number is required, not a boolean",
-                                  file=file, key=f"{key_prefix}{k}", value=v)
+                raise ConfigError(f"invalid value {value_text(item)} in {value_text(v)}: a number is required, "
+                                  "not a boolean", file=file, key=f"{key_prefix}{k}", value=v)
 
 
 _NONE = object()
@@ -388,16 +388,16 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         sub = _model_at(model, [str(p) for p in err["loc"][:-1]])
         if len(err["loc"]) > 1 and sub is not None:  # a misspelled key below the top: that level's valid keys
             parent = ".".join(str(p) for p in err["loc"][:-1])
-            msg = (f"unknown parameter {loc!r} (value {short_repr(value)}){_did_you_mean(err['loc'][-1], sub.model_fields)}; "
+            msg = (f"unknown parameter {loc!r} (value {value_text(value)}){_did_you_mean(err['loc'][-1], sub.model_fields)}; "
                    f"valid keys of '{key_prefix}{parent}': {', '.join(sub.model_fields)}")
             return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
         valid = ", ".join(sorted(model.model_fields))
         hint = _did_you_mean(err["loc"][-1], model.model_fields)
-        msg = (f"unknown parameter {loc!r} (value {short_repr(value)}){hint}; valid parameters: {valid}" if valid else
-               f"unknown parameter {loc!r} (value {short_repr(value)}); {owner or 'it'} takes no parameters (remove params)")
+        msg = (f"unknown parameter {loc!r} (value {value_text(value)}){hint}; valid parameters: {valid}" if valid else
+               f"unknown parameter {loc!r} (value {value_text(value)}); {owner or 'it'} takes no parameters (remove params)")
     elif err["type"] == "model_type":  # e.g. `agents: random-v0`; do not name the internal pydantic class
         eg = f", e.g. {{id: {value}}}" if isinstance(value, str) else ""
-        msg = f"invalid value {short_repr(value)}: must be a mapping {{id: ..., params: {{...}}}}{eg}"
+        msg = f"invalid value {value_text(value)}: must be a mapping {{id: ..., params: {{...}}}}{eg}"
     else:
         finfo = model.model_fields.get(str(err["loc"][0])) if err["loc"] else None
         desc = f" ({finfo.description})" if finfo is not None and finfo.description else ""
@@ -408,7 +408,7 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
             text = "must be a finite number"
         elif err["type"] == "int_parsing_size":  # e.g. 1e30 for an integer: pydantic calls it an input string
             text = "is too large for an integer parameter"
-        msg = f"invalid value {short_repr(value)}: {text}{desc}"
+        msg = f"invalid value {value_text(value)}: {text}{desc}"
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, CrossKeyError):  # a check across keys: its other keys, addressed as this one
             parent = "".join(f"{p}." for p in err["loc"][:-1])

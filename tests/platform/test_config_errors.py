@@ -43,7 +43,7 @@ def test_good_config_and_override(tmp_path):
     ("name: t\nscenario: {id: line/LineWalk-v0\nagents: x\n", [], r"c\.yaml: not valid YAML at line \d+, column \d+"),
     ("- a\n- b\n", [], r"c\.yaml: top level must be a mapping"),
     (GOOD, ["scenario.params.num_agents=true"],
-     r"key 'scenario\.params\.num_agents': invalid value True: a number is required, not a boolean"),
+     r"key 'scenario\.params\.num_agents': invalid value true: a number is required, not a boolean"),
     (GOOD, ["shield.params.delta=2"],
      r"command-line override 'shield\.params\.delta=2' \(config .*c\.yaml\): key 'shield\.id': missing required key "
      r"'shield\.id': the file has no 'shield' section"),
