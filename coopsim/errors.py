@@ -79,6 +79,12 @@ class CrossKeyError(ValueError):
         super().__init__(message)
         self.also = tuple(also)
 
+    def join(self, later: list["CrossKeyError"]) -> str | None:
+        """One message for this refusal and ``later``, the refusals of later keys of the same params by the same
+        check (of this class, in pydantic's order), so that they are named at once rather than one per attempt;
+        None (the default) names this key alone."""
+        return None
+
 
 def in_file(exc: ConfigError, file: str | None) -> ConfigError:
     """``exc`` with ``file`` named when it names no file yet (an error raised while a component was built from

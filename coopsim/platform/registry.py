@@ -412,8 +412,13 @@ def pydantic_to_config_error(exc: ValidationError, model: type[BaseModel], *, fi
         cause = (err.get("ctx") or {}).get("error")
         if isinstance(cause, CrossKeyError):  # a check across keys: its other keys, addressed as this one
             parent = "".join(f"{p}." for p in err["loc"][:-1])
-            also = tuple(f"{key_prefix}{parent}{k}" for k in cause.also)
-            return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value, also=also)
+            # the same check's refusals of later keys of the same params, in one message when the check joins them
+            same = [e for e in exc.errors()[1:] if list(e["loc"][:-1]) == list(err["loc"][:-1])
+                    and type((e.get("ctx") or {}).get("error")) is type(cause)]
+            joined = cause.join([e["ctx"]["error"] for e in same]) if same else None
+            others = tuple(str(e["loc"][-1]) for e in same) if joined else ()
+            also = tuple(f"{key_prefix}{parent}{k}" for k in (*cause.also, *others))
+            return ConfigError(joined or msg, file=file, key=f"{key_prefix}{loc}", value=value, also=also)
     return ConfigError(msg, file=file, key=f"{key_prefix}{loc}", value=value)
 
 

@@ -361,11 +361,34 @@ def check_config_sender_params(name: str, config_params: dict[str, Any], cli_par
             raise ConfigError(f"{exc.message}{why}", key=f"--sender-param {name}.{k}", value=exc.value,
                               also=exc.also) from None
         if cli_params:
+            loss_based = _loss_based_recipe(name, merged, cli_params, k, exc, file=file)
+            if loss_based is not None:
+                raise loss_based from None
             cause = [c for c in cli_params if c in also] or list(cli_params)
             given = ", ".join(f"{name}.{c}={_typed(cli_params, c)}" for c in cause)
             raise ConfigError(f"{exc.message} (with --sender-param {given})", file=exc.file, key=exc.key,
                               value=exc.value, also=exc.also) from None
         raise
+
+
+def _loss_based_recipe(name: str, merged: dict[str, Any], cli_params: dict[str, Any], key: str, exc: ConfigError, *,
+                       file: str | None) -> ConfigError | None:
+    """The refusal ``exc`` of the file's delay-based keys beside ``--sender-param ddacom.delay_based=false`` (the
+    loss-based ablation of a delay-based file: ``exc`` names every such key of the file at once), told how to run
+    it: a copy of the file without those keys, or each of them given its default as an option (paste-able); None
+    for any other refusal (one of those keys given as an option too: the generic advice stands)."""
+    from coopsim.agents.ddacom.sender import delay_based_conflicts, delay_based_default, delay_based_refusal
+
+    conflicts = delay_based_conflicts(merged) if name == "ddacom" else {}
+    if not (file and key in conflicts and f"sender_params.{name}.delay_based" in exc.also
+            and "delay_based" in cli_params and not any(c in cli_params for c in conflicts)):
+        return None
+    these, each = (f"these {len(conflicts)} keys", "each") if len(conflicts) > 1 else (key, "it")
+    options = " ".join(f"--sender-param {name}.{c}={yaml_text(delay_based_default(c))}" for c in conflicts)
+    msg = delay_based_refusal(conflicts, advice=f"for the loss-based probe run a copy of {file} without {these}, or "
+                                                f"give {each} its default with --sender-param too: {options}")
+    return ConfigError(f"{msg} (with --sender-param {name}.delay_based={_typed(cli_params, 'delay_based')})",
+                       file=exc.file, key=exc.key, value=exc.value, also=exc.also)
 
 
 #: the ``writer`` field of the results files this module writes (its ``--out``)

@@ -46,9 +46,56 @@ from coopsim.errors import CrossKeyError
 _num = num_text  # numbers in messages as written
 
 #: DDACOMSenderParams' keys that only the delay-based probe reads (SafeRateProbe._delay_update): given with
-#: ``delay_based: false`` they would be ignored, so they are refused then (left at their defaults, they are not read)
+#: ``delay_based: false`` and a value other than their default they would be ignored, so they are refused then (left
+#: out or at their defaults, e.g. ``startup_growth: null``, they ask for nothing and are taken)
 DELAY_BASED_KEYS = ("target_utilization", "base_delay_s", "curvature", "ceiling_limited_only", "max_growth",
                     "startup_growth", "app_limited_hold", "capacity_window", *XTRAFFIC_KEYS)
+
+
+def delay_based_default(key: str):
+    """The default of DDACOM's delay-based key ``key`` (:data:`DELAY_BASED_KEYS`), the value it may have beside
+    ``delay_based: false``."""
+    return DDACOMSenderParams.model_fields[key].default
+
+
+def delay_based_conflicts(params: dict) -> dict:
+    """The keys of DDACOM's ``params`` (as given) that its params refuse beside ``delay_based: false``: those of
+    :data:`DELAY_BASED_KEYS` given with another value than their default, in that order, with their values; ``{}``
+    when ``params`` has no ``delay_based: false``."""
+    if params.get("delay_based") is not False:
+        return {}
+    return {k: params[k] for k in DELAY_BASED_KEYS if k in params and params[k] != delay_based_default(k)}
+
+
+def delay_based_refusal(keys: dict, advice: str | None = None) -> str:
+    """The refusal of the delay-based keys ``keys`` (key -> value, in :data:`DELAY_BASED_KEYS`' order) beside
+    ``delay_based: false``, all in one message, values written as YAML writes them; ``advice`` replaces the last
+    part (what to do; by default: remove them, or give each its default, or delay_based: false)."""
+    items = [f"{k} {yaml_text(v)}" for k, v in keys.items()]
+    one = len(items) == 1
+    listed = items[0] if one else f"{', '.join(items[:-1])} and {items[-1]}"
+    if advice is None and one:
+        key = next(iter(keys))
+        advice = f"remove {key} (or give it its default, {yaml_text(delay_based_default(key))}) or delay_based: false"
+    elif advice is None:
+        defaults = ", ".join(f"{k} {yaml_text(delay_based_default(k))}" for k in keys)
+        advice = f"remove these {len(keys)} keys (or give each its default: {defaults}) or delay_based: false"
+    return (f"{listed} {'is' if one else 'are'} read by the delay-based probe only (with delay_based false "
+            f"{'it' if one else 'they'} would be ignored): {'it needs' if one else 'they need'} delay_based: true "
+            f"(DDACOM's default); {advice}")
+
+
+class DelayBasedOnlyError(CrossKeyError):
+    """A delay-based key (:data:`DELAY_BASED_KEYS`) given beside ``delay_based: false`` with another value than its
+    default: its message names it; :meth:`join` names it with the other keys refused so
+    (:func:`~coopsim.platform.registry.pydantic_to_config_error` reports them in one message)."""
+
+    def __init__(self, key: str, value):
+        self.key, self.value = key, value
+        super().__init__(delay_based_refusal({key: value}), ("delay_based",))
+
+    def join(self, later: list) -> str:
+        return delay_based_refusal({self.key: self.value, **{e.key: e.value for e in later}})
 
 
 class DDACOMSenderParams(SenderParams):
@@ -131,12 +178,13 @@ class DDACOMSenderParams(SenderParams):
     @field_validator(*DELAY_BASED_KEYS)
     @classmethod
     def _delay_based_only(cls, v, info):
-        # run for the keys given only (none validates its default): a key left out is not read, and not refused
+        # run for the keys given only (none validates its default): a key left out is not read, and not refused;
+        # nor is one given at its default (startup_growth: null, app_limited_hold: false), which asks for nothing
         name = info.field_name
         if info.data.get("delay_based") is False:
-            raise CrossKeyError(f"{name} {yaml_text(v)} is read by the delay-based probe only (with delay_based "
-                                f"false it would be ignored): it needs delay_based: true (DDACOM's default); remove "
-                                f"{name} or delay_based: false", ("delay_based",))
+            if v == cls.model_fields[name].default:
+                return v
+            raise DelayBasedOnlyError(name, v)
         if name in ("startup_growth", "app_limited_hold"):
             return check_growth_option(name, v, info.data, needs_dt=False)  # dt_s: the scenario's
         return v
