@@ -232,7 +232,9 @@ def load_hook(spec: Any, *, key: str, file: str | None = None, kind: type | None
 
     Raises:
         ConfigError: the spec is not a mapping with ``module``, the module or class cannot be imported, the class
-            lacks ``kind``'s methods, or it rejects the params; the message names ``key``.
+            lacks ``kind``'s methods, or it rejects the params; the message names ``key`` (``<key>.params.<param>``
+            when the class raised a ConfigError naming one of its params, e.g. DDACOMGenerator's
+            ``sender_params.hold_steps``).
     """
     if spec is None or not isinstance(spec, (dict,)):
         return spec
@@ -261,12 +263,31 @@ def load_hook(spec: Any, *, key: str, file: str | None = None, kind: type | None
     check_hook_params(cls, params, key=key, file=file)
     try:
         hook = cls(**params)
+    except ConfigError as exc:
+        inner = _param_error(cls, exc, key=key, file=file)
+        if inner is None:
+            raise ConfigError(f"{ref} rejected its params: {exc}", file=file, key=f"{key}.params",
+                              value=spec.get("params")) from None
+        raise inner from None
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{ref} rejected its params: {exc}", file=file, key=f"{key}.params",
                           value=spec.get("params")) from None
     if kind is not None and not isinstance(hook, kind):  # an attribute set in __init__ (coef, input_dim) is missing
         raise not_a_hook(cls, kind, key=key, file=file, ref=ref)
     return hook
+
+
+def _param_error(cls: type, exc: ConfigError, *, key: str, file: str | None) -> ConfigError | None:
+    """``exc``, raised by hook class ``cls``'s constructor naming one of its own params (``sender_params.hold_steps``:
+    its key starts with a param of :func:`hook_params_model`) and no file, re-addressed below the hook's config key
+    (``<key>.params.sender_params.hold_steps``, its ``also`` too) in ``file``, so that ``coopsim validate`` / ``run``
+    name the override that set it; None for another ConfigError (told as the hook's refusal of its params)."""
+    model = hook_params_model(cls)
+    head = (exc.key or "").split(".")[0]
+    if exc.file or model is None or head not in model.model_fields:
+        return None
+    return ConfigError(exc.message, file=file, key=f"{key}.params.{exc.key}", value=exc.value,
+                       also=tuple(f"{key}.params.{a}" for a in exc.also))
 
 
 def hook_params_model(cls: type) -> Any:

@@ -54,6 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from coopsim.agents.ppo.networks import ValueNorm
+from coopsim.errors import ConfigError, short_repr
 from coopsim.agents.ppo.trainer import gae
 from coopsim.platform.comm import DEFAULT_HEADER_BYTES, Feedback, MessageBatch
 from coopsim.platform.hooks import CommModule, HookContext, RolloutBatch
@@ -153,6 +154,27 @@ class MessageReceiver(nn.Module):
         return {"v_with": v_with, "v_without": v_wo, "delta": v_with.unsqueeze(-1) - v_wo, "alpha": alpha}
 
 
+def check_payload_sender_params(kind: str, params: dict[str, Any]) -> None:
+    """The generator's ``sender_params`` checked as the sender will take them (a run config's
+    ``agents.params.sender_params`` are: :func:`~coopsim.agents.comm_baselines.team.check_sender_params`), when the
+    generator is built rather than when the trainer sets it up, so that a refusal names its key below the
+    generator's params (``sender_params.hold_steps``; :func:`~coopsim.platform.hooks.load_hook` puts the hook's
+    config key before it, and ``coopsim validate`` / ``run`` then name the override that set it).
+
+    Raises:
+        ConfigError: key ``sender_params.<param>`` (an unknown param or a refused value), or ``sender_params`` (params
+            for a sender other than ``ddacom``).
+    """
+    from coopsim.agents.comm_baselines.team import _sender_params
+
+    if kind != "ddacom":
+        if params:
+            raise ConfigError(f"sender_params are for sender 'ddacom' only; got {short_repr(params)} for {kind!r}",
+                              key="sender_params", value=params, also=("sender",))
+        return
+    _sender_params(kind, params, key_prefix="sender_params.")
+
+
 class PayloadSender:
     """Adapts a DDACOM sender (entity candidates of width 2) to one payload vector per (sender, teammate).
 
@@ -207,6 +229,7 @@ class DDACOMGenerator(nn.Module, CommModule):
     Raises:
         ValueError: bad params (pydantic message naming the field), or ``update`` called with a rollout
             whose length does not match the ``receive`` calls since the last update.
+        ConfigError: refused ``sender_params`` (:func:`check_payload_sender_params`), when the generator is built.
     """
 
     reads_obs = True
@@ -216,6 +239,7 @@ class DDACOMGenerator(nn.Module, CommModule):
     def __init__(self, **params: Any):
         nn.Module.__init__(self)
         self.p = GeneratorParams(**params)
+        check_payload_sender_params(self.p.sender, self.p.sender_params)
         self.input_dim = self.p.value_dim + 1
         self.encoder: nn.Module | None = None
         self.receiver: MessageReceiver | None = None
