@@ -6,7 +6,7 @@ config's ``agents.params.sender_params`` (which takes any mapping: they were rea
 that an override of another key caused (``max_growth=null`` beside the file's ``startup_growth``) names that
 override as typed (``null``, not ``None``). N5: "remove the quotes" only for a value that was quoted (an unquoted
 ``1e5_0`` or ``t`` is a string too). N8: a key only the delay-based probe reads, given with ``delay_based: false``,
-is refused (left out it is not read). N10b: ``DDACOMSender(startup_growth=2)`` raises a one-line ConfigError.
+is refused (left out, or at its default since fresh38 F7a, it is not read). N10b: ``DDACOMSender(startup_growth=2)`` raises a one-line ConfigError.
 No ns-3 and no run: the experiment's first work is replaced by a function that fails the test.
 """
 from __future__ import annotations
