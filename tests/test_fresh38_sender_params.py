@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from cli_helpers import ROOT, _err, run_cli, run_main
+from cli_helpers import DDACOM_RUN, ROOT, _err, ddacom_run_config, experiment_until_work, run_cli
 from coopsim.agents.comm_baselines.senders import BroadcastSender, NoCommSender, PeriodicSender
 from coopsim.agents.comm_baselines.team import check_sender_params
 from coopsim.agents.ddacom.evaluate import CHECK_DIMS, TypedParams, check_config_sender_params, parse_sender_params
@@ -29,18 +29,9 @@ from coopsim.errors import ConfigError, CrossKeyError
 from coopsim.platform.comm import Feedback
 from coopsim.platform.config import UniqueKeyLoader, quoted_advice, reject_quoted_scalars
 
-DDACOM_RUN = ROOT / "configs" / "mpe" / "spread-po-ddacom-markov.yaml"
-AGENTS_LINE = "agents: {id: ddacom/spread-v0}"
 
 
-def _run_config(tmp_path, sender_params: str) -> str:
-    """The shipped DDACOM run config with ``agents.params.sender_params`` written as ``sender_params`` (YAML)."""
-    text = DDACOM_RUN.read_text()
-    assert AGENTS_LINE in text
-    path = tmp_path / "run.yaml"
-    path.write_text(text.replace(AGENTS_LINE, f"agents: {{id: ddacom/spread-v0, params: {{sender_params: "
-                                              f"{sender_params}}}}}"))
-    return str(path)
+_run_config = ddacom_run_config
 
 
 def _one(item: str) -> str:
@@ -86,44 +77,11 @@ def test_the_sender_refuses_yaml11_numbers_from_any_yaml_as_well():
     assert DDACOMSender(hold_steps=10).params.hold_steps == 10
 
 
-class Started(Exception):
-    pass
-
-
-def _started(*a, **k):
-    raise Started
-
-
-NS3_CFG = {
-    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
-    "senders": ["ddacom"],
-    "num_envs": 1, "episodes": 1, "seeds": 1,
-    "oracle": {"rates": 3, "min_frac": 0.1, "max_frac": 0.5, "drain_steps": 3},
-    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
-}
-
-
 @pytest.fixture
 def ns3(tmp_path, monkeypatch):
     """``ns3(ddacom, *options)``: the ns-3 experiment on a file whose ``sender_params.ddacom`` is the YAML text
     ``ddacom``; (the one-line error or None when the first work started, the file)."""
-    for name in ("run_anchors", "run", "safe_rate_sweep", "calibrate"):
-        monkeypatch.setattr(experiment, name, _started)
-
-    def go(ddacom: str, *options: str):
-        cfg = tmp_path / "c.yaml"
-        cfg.write_text(yaml.safe_dump(NS3_CFG) + f"sender_params:\n  ddacom: {ddacom}\n")
-        argv = [str(cfg), "--oracle-cache", str(tmp_path / "cache"), "--out", str(tmp_path / "o.json")]
-        for o in options:
-            argv += ["--sender-param", o]
-        try:
-            code, _, err = run_main(experiment.main, argv)
-        except Started:
-            return None, str(cfg)
-        assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
-        return err.strip(), str(cfg)
-
-    return go
+    return experiment_until_work(tmp_path, monkeypatch)
 
 
 def test_the_ns3_experiment_file_refuses_them_too(ns3):

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import yaml
 
-from cli_helpers import ROOT, _err, run_cli, run_main
+from cli_helpers import (DDACOM_AGENTS_LINE, DDACOM_RUN, ROOT, _err, ddacom_run_config,
+                         experiment_until_work, run_cli)
 from coopsim.agents.ddacom.evaluate import check_config_sender_params, parse_sender_params
 from coopsim.agents.ddacom.generator import DDACOMGenerator
 from coopsim.agents.ddacom.sender import (DELAY_BASED_KEYS, DDACOMSender, DDACOMSenderParams, DelayBasedOnlyError,
@@ -26,8 +27,7 @@ from coopsim.errors import ConfigError, value_text
 from coopsim.platform.comm import Feedback
 from coopsim.platform.hooks import CommModule, load_hook
 
-DDACOM_RUN = ROOT / "configs" / "mpe" / "spread-po-ddacom-markov.yaml"
-AGENTS_LINE = "agents: {id: ddacom/spread-v0}"
+AGENTS_LINE = DDACOM_AGENTS_LINE
 SMOOTH = ROOT / "configs" / "ns3" / "ddacom-spread-smooth.yaml"
 GEN = "coopsim.agents.ddacom.generator:DDACOMGenerator"
 SP = "agents.params.sender_params"
@@ -42,14 +42,7 @@ SMOOTH_OPTIONS = ("--sender-param ddacom.target_utilization=1 --sender-param dda
                   "ddacom.xtraffic_window=5")
 
 
-def _run_config(tmp_path, sender_params: str) -> str:
-    """The shipped DDACOM run config with ``agents.params.sender_params`` written as ``sender_params`` (YAML)."""
-    text = DDACOM_RUN.read_text()
-    assert AGENTS_LINE in text
-    path = tmp_path / "run.yaml"
-    path.write_text(text.replace(AGENTS_LINE, f"agents: {{id: ddacom/spread-v0, params: {{sender_params: "
-                                              f"{sender_params}}}}}"))
-    return str(path)
+_run_config = ddacom_run_config
 
 
 def _gen_config(tmp_path, sender_params: str) -> str:
@@ -62,48 +55,12 @@ def _gen_config(tmp_path, sender_params: str) -> str:
     return str(path)
 
 
-class Started(Exception):
-    pass
-
-
-def _started(*a, **k):
-    raise Started
-
-
-NS3_CFG = {
-    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
-    "senders": ["ddacom"],
-    "num_envs": 1, "episodes": 1, "seeds": 1,
-    "oracle": {"rates": 3, "min_frac": 0.1, "max_frac": 0.5, "drain_steps": 3},
-    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
-}
-
-
 @pytest.fixture
 def ns3(tmp_path, monkeypatch):
     """``ns3(file_or_ddacom, *options)``: the ns-3 experiment on a file (a path) or on a small file whose
     ``sender_params.ddacom`` is the YAML text given; the one-line error, or None when the first work started."""
-    for name in ("run_anchors", "run", "safe_rate_sweep", "calibrate"):
-        monkeypatch.setattr(experiment, name, _started)
-
-    def go(what, *options: str):
-        if isinstance(what, str):
-            cfg = tmp_path / "c.yaml"
-            cfg.write_text(yaml.safe_dump(NS3_CFG) + f"sender_params:\n  ddacom: {what}\n")
-        else:
-            cfg = what
-        argv = [str(cfg), "--senders", "ddacom", "--seeds", "1", "--oracle-cache", str(tmp_path / "cache"),
-                "--out", str(tmp_path / "o.json")]
-        for o in options:
-            argv += ["--sender-param", o]
-        try:
-            code, _, err = run_main(experiment.main, argv)
-        except Started:
-            return None
-        assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
-        return err.strip()
-
-    return go
+    go = experiment_until_work(tmp_path, monkeypatch, "--senders", "ddacom", "--seeds", "1")
+    return lambda what, *options: go(what, *options)[0]
 
 
 # ---------------------------------------------------------------------------------------------------------- F3

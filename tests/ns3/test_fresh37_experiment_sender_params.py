@@ -5,50 +5,13 @@ No ns-3: the anchors (the first work) are replaced by a function that fails the 
 from __future__ import annotations
 
 import pytest
-import yaml
 
-from cli_helpers import run_main
+from cli_helpers import experiment_until_work
 from coopsim.comm.ns3 import experiment
-
-CFG = {
-    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
-    "senders": ["ddacom"],
-    "num_envs": 1, "episodes": 1, "seeds": 1,
-    "oracle": {"rates": 3, "min_frac": 0.1, "max_frac": 0.5, "drain_steps": 3},
-    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
-}
-
-
-class Started(Exception):
-    pass
-
-
-def _started(*a, **k):
-    raise Started
-
 
 @pytest.fixture
 def go(tmp_path, monkeypatch):
-    for name in ("run_anchors", "run", "safe_rate_sweep", "calibrate"):
-        monkeypatch.setattr(experiment, name, _started)
-
-    def go(ddacom: dict | str, *options: str):
-        cfg = tmp_path / "c.yaml"
-        head = yaml.safe_dump(CFG)
-        cfg.write_text(head + (f"sender_params:\n  ddacom: {ddacom}\n" if isinstance(ddacom, str) else
-                               yaml.safe_dump({"sender_params": {"ddacom": ddacom}})))
-        argv = [str(cfg), "--oracle-cache", str(tmp_path / "cache"), "--out", str(tmp_path / "o.json")]
-        for o in options:
-            argv += ["--sender-param", o]
-        try:
-            code, _, err = run_main(experiment.main, argv)
-        except Started:
-            return None, str(cfg)
-        assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
-        assert not (tmp_path / "o.json").exists()
-        return err, str(cfg)
-
-    return go
+    return experiment_until_work(tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("ddacom, options, text", [
@@ -68,7 +31,7 @@ def go(tmp_path, monkeypatch):
                                          "write null for no value (None in Python)"),
     ({}, ['ddacom.max_growth="1.75"'], "error: key '--sender-param ddacom.max_growth': invalid value '1.75': a number "
                                        "is required, not a string (remove the quotes: 1.75)"),
-    # the file's max_hold_steps (CFG's 250) with the option's hold_steps: named in the file, the option said
+    # the file's max_hold_steps (the file's 250) with the option's hold_steps: named in the file, the option said
     ({"max_hold_steps": 250}, ["ddacom.hold_steps=300"],
      "key 'sender_params.ddacom.max_hold_steps': invalid value 250: must be >= hold_steps (300; "),
     # the option's max_hold_steps below the file's hold_steps: the option is named

@@ -8,17 +8,11 @@ import numpy as np
 import pytest
 import yaml
 
+from cli_helpers import SMALL_NS3_EXPERIMENT
 from coopsim.comm.ns3.experiment import main, oracle_cache_key, parse_sender_params
 from coopsim.errors import ConfigError
 
-SMALL = {
-    "scenario": {"num_agents": 3, "obs_radius_m": 0.5, "payload_floats": 24},
-    "senders": ["ddacom"],
-    "sender_params": {"ddacom": {"target_utilization": 0.5}},
-    "num_envs": 1, "episodes": 1, "seeds": 1,
-    "oracle": {"rates": 3, "min_frac": 0.1, "max_frac": 0.5, "drain_steps": 3},
-    "channel": {"id": "ns3-v0", "params": {"latency_bound_s": 0.1}},
-}
+SMALL = {**SMALL_NS3_EXPERIMENT, "sender_params": {"ddacom": {"target_utilization": 0.5}}}
 KW = {"num_agents": 3, "obs_radius_m": 0.5, "num_envs": 1, "payload_floats": 24, "episodes": 1}
 
 
