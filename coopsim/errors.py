@@ -223,35 +223,48 @@ class Terminated(KeyboardInterrupt):
     the same way (:func:`sigterm_as_interrupt`)."""
 
 
+class HungUp(Terminated):
+    """SIGHUP (the terminal closed, an ssh session dropped) raised where Ctrl-C would be (:func:`sigterm_as_interrupt`):
+    a command keeps what it finished, and exits with 129 (the shell's 128 + 1)."""
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt(on_term=None):
     """Within the block, the first SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``) where it lands, after
-    calling ``on_term()`` if given; later ones are ignored so the summary write finishes. Outside the main thread
-    (a test runner's worker) SIGTERM is left alone. The ``coopsim`` CLI and :func:`run_script` use it."""
+    calling ``on_term()`` if given; later ones are ignored so the summary write finishes. SIGHUP the same
+    (:class:`HungUp`), unless it was ignored when the block began (``nohup``: it stays ignored). Outside the main thread
+    (a test runner's worker) both are left alone. The ``coopsim`` CLI and :func:`run_script` use it."""
     import signal
 
     def handler(signum, frame):
         if on_term is not None:
             on_term()
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        raise Terminated()
+        for sig in sigs:
+            signal.signal(sig, signal.SIG_IGN)
+        raise HungUp() if signum == signal.SIGHUP else Terminated()
 
+    sigs = [signal.SIGTERM]
     try:
-        old = signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread: leave SIGTERM alone
+        old = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
+        if signal.getsignal(signal.SIGHUP) == signal.SIG_DFL:
+            sigs.append(signal.SIGHUP)
+            old[signal.SIGHUP] = signal.signal(signal.SIGHUP, handler)
+    except ValueError:  # not the main thread: leave SIGTERM and SIGHUP alone
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, handler_ in old.items():
+            signal.signal(sig, handler_)
 
 
 def run_script(main, argv=None, *, kept=None):
     """Run a module's ``main(argv)`` (or ``main()``, if it takes no argument) as the CLI does: a :class:`CoopsimError`
     prints its message to stderr and exits with code 2 (no traceback), as does a pydantic ``ValidationError`` of a
     component's parameters (one line per error, naming the key); Ctrl-C prints one line, ``interrupted; kept:
-    <kept>``, and exits with 130; SIGTERM the same (``terminated; kept: <kept>``, exit 143: the shell's 128 + 15). For
+    <kept>``, and exits with 130; SIGTERM the same (``terminated; kept: <kept>``, exit 143: the shell's 128 + 15), and
+    SIGHUP (``hung up; kept: <kept>``, exit 129) unless it was ignored (``nohup``). For
     ``python -m coopsim.<...>`` and benchmark scripts.
 
     Args:
@@ -294,5 +307,7 @@ def run_script(main, argv=None, *, kept=None):
             except ValueError:  # not the main thread
                 pass
         what = kept() if callable(kept) else kept
-        print(f"{'terminated' if term else 'interrupted'}; kept: {what or KEPT_DEFAULT}", file=sys.stderr)
-        raise SystemExit(143 if term else 130) from None
+        hup = isinstance(e, HungUp)
+        print(f"{'hung up' if hup else 'terminated' if term else 'interrupted'}; kept: {what or KEPT_DEFAULT}",
+              file=sys.stderr)
+        raise SystemExit(129 if hup else 143 if term else 130) from None

@@ -212,3 +212,67 @@ def test_jobs_above_the_cores_and_the_seeds_say_so(ns3_bridge, tmp_path, monkeyp
     out = capsys.readouterr().out
     assert "running seeds 0..1 in 2 processes (--jobs 64, at most one per seed to run)" in out
     assert "note: 2 processes on 1 CPU core(s): they share the cores" in out
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    out.append(int(d.name))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _start(tmp_path: Path, seeds: int, *extra: str):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "coopsim.comm.ns3.experiment", str(_config(tmp_path, seeds)), "--oracle-cache",
+           str(tmp_path / "c"), "--no-oracle", "--out", str(tmp_path / "o.json"), *extra]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_workers_die_with_a_parent_killed_by_sigkill(ns3_bridge, tmp_path):
+    # fresh38b G1: the parent killed with kill -9 (or by the OOM killer) left both --jobs workers (and their ns-3
+    # children) running; now each worker has PR_SET_PDEATHSIG, as the bridge has
+    proc = _start(tmp_path, 200, "--jobs", "2")
+    workers: list[int] = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 60:
+        kids = [k for k in _children(proc.pid) if "spawn_main" in Path(f"/proc/{k}/cmdline").read_text(errors="replace")
+                ] if proc.poll() is None else []
+        if len(kids) == 2 and all(_children(k) for k in kids):  # both workers run their ns-3 child
+            workers = kids
+            break
+        time.sleep(0.2)
+    assert len(workers) == 2, proc.communicate()
+    bridges = [b for w in workers for b in _children(w)]
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    t0 = time.monotonic()
+    while not all(_gone(p) for p in workers + bridges) and time.monotonic() - t0 < 10:
+        time.sleep(0.1)
+    assert all(_gone(p) for p in workers + bridges), [p for p in workers + bridges if not _gone(p)]
+
+
+def test_a_hangup_keeps_the_finished_seeds_like_sigterm(ns3_bridge, tmp_path):
+    # fresh38b G2: SIGHUP (the terminal closed) ended the run with the file as of its last spaced write; now it is
+    # handled as SIGTERM: the finished seeds are saved, "hung up; kept: ...", exit 129
+    proc = _start(tmp_path, 200)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("seed 2 ddacom"):
+            break
+    os.kill(proc.pid, signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 129, err
+    kept = json.loads((tmp_path / "o.json").read_text())["seeds_done"]
+    assert kept >= 2  # seeds 0-1 were taken before seed 2's line (the spaced writes alone would hold seed 0 only)
+    assert err.strip().endswith(f"hung up; kept: {tmp_path / 'o.json'} with {kept} of 200 seed(s) (seeds "
+                                f"0..{kept - 1}), a valid JSON file; the same command resumes from them"), err

@@ -926,12 +926,12 @@ _PROGRESS: dict[str, Any] = {}
 
 @contextlib.contextmanager
 def signals_held():
-    """SIGINT and SIGTERM ignored within the block, then their handlers restored: the save of an interrupt or an
+    """SIGINT, SIGTERM and SIGHUP ignored within the block, then their handlers restored: the save of an interrupt or an
     error is not cut short by a second Ctrl-C (a file of thousands of seeds takes seconds to write). A signal that
     arrives meanwhile is dropped. Outside the main thread (a test runner's worker) nothing changes."""
     old = {}
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             old[sig] = signal.signal(sig, signal.SIG_IGN)
     except ValueError:  # not the main thread
         pass
@@ -1063,12 +1063,28 @@ def seed_runs(seed: int, *, cfg: dict, kw: dict, rates: np.ndarray, demand: floa
     return safe, out
 
 
+def _die_with_parent() -> None:
+    """This process gets SIGKILL when its parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``, as the ns-3 bridge does), so
+    a parent killed with kill -9 leaves no ``--jobs`` worker behind; nothing elsewhere. A parent that died before the
+    call (its pid is no longer ours') ends the process at once."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's shutdown ends the workers as before
+        return
+    if os.getppid() != parent or parent == 1:
+        os._exit(1)
+
+
 def _worker_init(cid: str, cparams: dict) -> None:
     """A ``--jobs`` worker's start: one ns-3 channel for the seeds it runs (its child dies with the worker: the
     bridge's PR_SET_PDEATHSIG and stdin EOF); Ctrl-C is left to the parent, which ends the workers. The worker was
     started with SIGINT blocked (:class:`SeedPool`), so a Ctrl-C during its imports is never seen here: it is
     ignored from now on, then unblocked."""
     global _WORKER_CHANNEL
+    _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which keeps what finished and ends us
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a pending one is dropped: it is ignored
     _WORKER_CHANNEL = make_component("channel", cid, **cparams)
